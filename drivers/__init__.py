@@ -1,0 +1,1 @@
+"""Hardware abstraction: actuator drivers (simulated, serial, CAN) selected by name from config."""

@@ -1,0 +1,1 @@
+"""Controllers and trajectory generators."""

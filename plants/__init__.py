@@ -1,0 +1,1 @@
+"""Simulated robots (plants), one module per system."""

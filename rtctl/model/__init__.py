@@ -1,0 +1,475 @@
+"""Robot models as kinematic trees stored in flat arrays.
+
+A :class:`Model` holds one row per moving body ("link"); every body has exactly
+one joint connecting it to its parent body (``parent == -1`` is the world).
+Bodies are numbered so that ``parent[i] < i`` (a topological order), which is
+all the recursive algorithms in :mod:`rtctl.dynamics` need.
+
+Frames and conventions (SI units throughout):
+
+* ``joint_rotation[i]``, ``joint_translation[i]``: pose of joint ``i``'s frame
+  in the parent body's frame (the URDF ``<origin>``). Body ``i``'s frame is the
+  joint frame moved by the joint motion.
+* ``axis[i]``: unit joint axis in the joint (= body) frame.
+* ``mass[i]``, ``com[i]`` (body frame), ``inertia_com[i]``: 3x3 rotational
+  inertia about the centre of mass, in body-frame axes.
+* Joint types: ``REVOLUTE``, ``PRISMATIC`` (1 DOF each) and ``FREE_FLYER``
+  (root only; nq = 7, nv = 6, using Pinocchio's convention:
+  ``q = [x, y, z, qx, qy, qz, qw]`` with position in the world and a unit
+  quaternion, ``v = [v_lin; omega]`` the body's spatial velocity expressed in
+  the body frame). Fixed joints are merged into their parent when a model is
+  built; the merged links survive as :class:`Frame` entries.
+* The "Euler-angle joint" floating base of the legged-robot paper
+  (Shah, Saha & Dutt) is a chain of three prismatic and three revolute 1-DOF
+  joints through massless bodies; :meth:`ModelBuilder.add_euler_floating_base`
+  creates it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+REVOLUTE = 0
+PRISMATIC = 1
+FREE_FLYER = 2
+JOINT_TYPE_NAMES = {REVOLUTE: "revolute", PRISMATIC: "prismatic", FREE_FLYER: "free_flyer"}
+
+DEFAULT_GRAVITY = (0.0, 0.0, -9.81)
+
+
+class ModelError(ValueError):
+    """A model description is malformed; the message names the offending element."""
+
+
+def rpy_to_matrix(rpy) -> np.ndarray:
+    """URDF roll-pitch-yaw (fixed axes X, Y, Z) to a rotation matrix: Rz(y) Ry(p) Rx(r)."""
+    r, p, y = (float(a) for a in rpy)
+    cr, sr, cp, sp, cy, sy = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(y), np.sin(y)
+    return np.array(
+        [
+            [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
+            [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
+            [-sp, cp * sr, cp * cr],
+        ]
+    )
+
+
+def quaternion_to_matrix(quat_xyzw) -> np.ndarray:
+    """Unit quaternion ``[x, y, z, w]`` (Pinocchio/Eigen storage order) to a rotation matrix."""
+    x, y, z, w = (float(a) for a in quat_xyzw)
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+        ]
+    )
+
+
+def check_inertia(inertia, mass, where: str) -> np.ndarray:
+    """Validate a rotational inertia about the centre of mass; return it as a symmetric array.
+
+    A physical inertia is symmetric positive semi-definite and satisfies the
+    triangle inequalities of its principal moments. A point mass (zero
+    inertia) is allowed; a massless body must have zero inertia.
+    """
+    inertia = np.asarray(inertia, dtype=float)
+    if inertia.shape != (3, 3) or not np.all(np.isfinite(inertia)):
+        raise ModelError(f"{where}: inertia must be a finite 3x3 matrix, got {inertia.tolist()}")
+    if not np.allclose(inertia, inertia.T, rtol=1e-9, atol=1e-12):
+        raise ModelError(f"{where}: inertia is not symmetric: {inertia.tolist()}")
+    if not np.isfinite(mass) or mass < 0:
+        raise ModelError(f"{where}: mass must be finite and >= 0, got {mass}")
+    inertia = 0.5 * (inertia + inertia.T)
+    scale = max(float(np.abs(inertia).max()), 1e-300)
+    eig = np.linalg.eigvalsh(inertia)
+    if eig[0] < -1e-9 * scale:
+        raise ModelError(
+            f"{where}: inertia is not positive definite (eigenvalues {eig.tolist()})"
+        )
+    if eig[0] + eig[1] < eig[2] * (1 - 1e-9) - 1e-12 * scale:
+        raise ModelError(
+            f"{where}: principal moments {eig.tolist()} violate the triangle inequality "
+            "(no rigid body has this inertia)"
+        )
+    if mass == 0 and np.abs(inertia).max() > 0:
+        raise ModelError(f"{where}: a massless body cannot have a non-zero inertia")
+    return inertia
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A named frame rigidly attached to a body (``body == -1``: the world)."""
+
+    name: str
+    body: int
+    rotation: np.ndarray
+    translation: np.ndarray
+
+
+@dataclass
+class _Body:
+    name: str
+    joint_name: str
+    parent: int
+    joint_type: int
+    rotation: np.ndarray
+    translation: np.ndarray
+    axis: np.ndarray
+    mass: float
+    com: np.ndarray
+    inertia_com: np.ndarray
+    lower: float
+    upper: float
+    velocity_limit: float
+    effort_limit: float
+
+
+class ModelBuilder:
+    """Build a :class:`Model` body by body from Python.
+
+    >>> b = ModelBuilder("pendulum")
+    >>> link = b.add_body("link", parent=-1, joint_type="revolute", axis=(0, 1, 0),
+    ...                   mass=1.0, com=(0, 0, -0.5), inertia=np.diag([0.1, 0.1, 0.01]))
+    >>> b.build().nv
+    1
+    """
+
+    def __init__(self, name: str = "robot", gravity=DEFAULT_GRAVITY):
+        self.name = name
+        self.gravity = np.asarray(gravity, dtype=float)
+        self._bodies: list[_Body] = []
+        self._frames: list[Frame] = []
+
+    def body_index(self, name: str) -> int:
+        for i, b in enumerate(self._bodies):
+            if b.name == name:
+                return i
+        raise ModelError(f"unknown body (link) name '{name}'")
+
+    def add_body(
+        self,
+        name: str,
+        parent: int | str,
+        joint_type: str | int,
+        *,
+        joint_name: str | None = None,
+        axis=(0.0, 0.0, 1.0),
+        rotation=None,
+        translation=(0.0, 0.0, 0.0),
+        mass: float = 0.0,
+        com=(0.0, 0.0, 0.0),
+        inertia=None,
+        lower: float = -np.inf,
+        upper: float = np.inf,
+        velocity_limit: float = np.inf,
+        effort_limit: float = np.inf,
+    ) -> int:
+        """Add a body connected to ``parent`` (index, name, or -1 for the world); return its index."""
+        if isinstance(parent, str):
+            parent = self.body_index(parent)
+        parent = int(parent)
+        where = f"body '{name}'"
+        if parent < -1 or parent >= len(self._bodies):
+            raise ModelError(f"{where}: parent index {parent} does not exist")
+        if any(b.name == name for b in self._bodies):
+            raise ModelError(f"{where}: duplicate body name")
+        jtype = _parse_joint_type(joint_type, where)
+        if jtype == FREE_FLYER and (parent != -1 or self._bodies):
+            raise ModelError(f"{where}: a free-flyer joint is only supported as the first (root) joint")
+        axis = np.asarray(axis, dtype=float)
+        if axis.shape != (3,) or not np.all(np.isfinite(axis)) or np.linalg.norm(axis) < 1e-12:
+            raise ModelError(f"{where}: joint axis must be a non-zero 3-vector, got {axis.tolist()}")
+        rot = np.eye(3) if rotation is None else np.asarray(rotation, dtype=float)
+        if rot.shape != (3, 3) or not np.allclose(rot @ rot.T, np.eye(3), atol=1e-9):
+            raise ModelError(f"{where}: joint rotation is not a rotation matrix")
+        trans = np.asarray(translation, dtype=float)
+        com = np.asarray(com, dtype=float)
+        for label, vec in (("translation", trans), ("com", com)):
+            if vec.shape != (3,) or not np.all(np.isfinite(vec)):
+                raise ModelError(f"{where}: {label} must be a finite 3-vector, got {np.asarray(vec).tolist()}")
+        mass = float(mass)
+        inertia = np.zeros((3, 3)) if inertia is None else inertia
+        inertia = check_inertia(inertia, mass, where)
+        lower, upper = float(lower), float(upper)
+        if lower > upper:
+            raise ModelError(f"{where}: joint lower limit {lower} exceeds upper limit {upper}")
+        if velocity_limit < 0 or effort_limit < 0:
+            raise ModelError(f"{where}: velocity and effort limits must be >= 0")
+        self._bodies.append(
+            _Body(
+                name=name,
+                joint_name=joint_name or f"{name}_joint",
+                parent=parent,
+                joint_type=jtype,
+                rotation=rot,
+                translation=trans,
+                axis=axis / np.linalg.norm(axis),
+                mass=mass,
+                com=com,
+                inertia_com=inertia,
+                lower=lower,
+                upper=upper,
+                velocity_limit=float(velocity_limit),
+                effort_limit=float(effort_limit),
+            )
+        )
+        return len(self._bodies) - 1
+
+    def add_fixed(self, name: str, parent: int | str, *, rotation=None, translation=(0, 0, 0),
+                  mass: float = 0.0, com=(0, 0, 0), inertia=None) -> None:
+        """Attach a rigid child to ``parent`` through a fixed joint: its mass merges into the parent.
+
+        The child survives as a :class:`Frame` named ``name``.
+        """
+        if isinstance(parent, str):
+            parent = self.body_index(parent) if parent != "world" else -1
+        rot = np.eye(3) if rotation is None else np.asarray(rotation, dtype=float)
+        trans = np.asarray(translation, dtype=float)
+        inertia = check_inertia(np.zeros((3, 3)) if inertia is None else inertia, float(mass), f"link '{name}'")
+        if parent >= 0 and mass > 0:
+            body = self._bodies[parent]
+            c_child = trans + rot @ np.asarray(com, dtype=float)
+            i_child = rot @ inertia @ rot.T
+            body.mass, body.com, body.inertia_com = combine_inertias(
+                body.mass, body.com, body.inertia_com, float(mass), c_child, i_child
+            )
+        self._frames.append(Frame(name, parent, rot, trans))
+
+    def add_frame(self, name: str, body: int | str, rotation=None, translation=(0, 0, 0)) -> None:
+        if isinstance(body, str):
+            body = self.body_index(body)
+        rot = np.eye(3) if rotation is None else np.asarray(rotation, dtype=float)
+        self._frames.append(Frame(name, int(body), rot, np.asarray(translation, dtype=float)))
+
+    def add_euler_floating_base(self, body_name: str, *, sequence: str = "zyx", mass=0.0,
+                                com=(0, 0, 0), inertia=None) -> int:
+        """Floating base as the Euler-angle joint chain of the legged-robot paper.
+
+        Three prismatic joints along world x, y, z, then three revolute joints
+        about the axes named by ``sequence`` (each about the moving frame), so
+        ``sequence="zyx"`` gives ``R = Rz(a) Ry(b) Rx(c)``, i.e. roll-pitch-yaw
+        about fixed axes. The last revolute joint carries ``body_name``.
+        Returns the index of that body.
+        """
+        if len(sequence) != 3 or any(a == b for a, b in zip(sequence, sequence[1:])):
+            raise ModelError(f"Euler sequence must be three axis letters, no two consecutive alike; got '{sequence}'")
+        unit = {"x": (1, 0, 0), "y": (0, 1, 0), "z": (0, 0, 1)}
+        parent = -1
+        for letter in "xyz":
+            parent = self.add_body(f"{body_name}_T{letter}", parent, PRISMATIC, axis=unit[letter],
+                                   joint_name=f"{body_name}_p{letter}")
+        for k, letter in enumerate(sequence):
+            last = k == 2
+            if letter not in unit:
+                raise ModelError(f"Euler sequence letter '{letter}' is not one of x, y, z")
+            parent = self.add_body(
+                body_name if last else f"{body_name}_R{k}{letter}", parent, REVOLUTE,
+                axis=unit[letter], joint_name=f"{body_name}_r{letter}",
+                mass=mass if last else 0.0, com=com if last else (0, 0, 0),
+                inertia=inertia if last else None,
+            )
+        return parent
+
+    def build(self) -> "Model":
+        if not self._bodies:
+            raise ModelError(f"model '{self.name}' has no moving bodies")
+        return Model(self.name, self._bodies, self._frames, self.gravity)
+
+
+def combine_inertias(m1, c1, i1, m2, c2, i2):
+    """Mass, centre of mass and inertia about it of two rigid bodies fused together."""
+    m = m1 + m2
+    if m == 0:
+        return 0.0, np.zeros(3), np.zeros((3, 3))
+    c = (m1 * np.asarray(c1) + m2 * np.asarray(c2)) / m
+
+    def shifted(mi, ci, ii):
+        d = np.asarray(ci) - c
+        return ii + mi * (d @ d * np.eye(3) - np.outer(d, d))
+
+    return m, c, shifted(m1, c1, i1) + shifted(m2, c2, i2)
+
+
+def _parse_joint_type(joint_type, where):
+    if isinstance(joint_type, str):
+        lookup = {v: k for k, v in JOINT_TYPE_NAMES.items()}
+        lookup["continuous"] = REVOLUTE
+        lookup["floating"] = FREE_FLYER
+        if joint_type not in lookup:
+            raise ModelError(f"{where}: unknown joint type '{joint_type}'")
+        return lookup[joint_type]
+    if joint_type not in JOINT_TYPE_NAMES:
+        raise ModelError(f"{where}: unknown joint type {joint_type!r}")
+    return int(joint_type)
+
+
+# Column layout of the packed float model (one row per body; the last row holds gravity).
+MF_ROT, MF_TRANS, MF_AXIS, MF_MASS, MF_COM, MF_INERTIA = 0, 9, 12, 15, 16, 19
+MF_WIDTH = 25
+# Columns of the packed integer model.
+MI_PARENT, MI_TYPE, MI_IQ, MI_IV = 0, 1, 2, 3
+MI_WIDTH = 4
+
+
+class Model:
+    """A kinematic tree as flat arrays (see the module docstring for conventions)."""
+
+    def __init__(self, name: str, bodies: list[_Body], frames: list[Frame], gravity):
+        self.name = name
+        self.nbodies = len(bodies)
+        self.body_names = [b.name for b in bodies]
+        self.joint_names = [b.joint_name for b in bodies]
+        self.parent = np.array([b.parent for b in bodies], dtype=np.int64)
+        self.joint_type = np.array([b.joint_type for b in bodies], dtype=np.int64)
+        for i, p in enumerate(self.parent):
+            if p >= i:
+                raise ModelError(f"body '{bodies[i].name}': parent {p} is not listed before it")
+        self.joint_rotation = np.array([b.rotation for b in bodies])
+        self.joint_translation = np.array([b.translation for b in bodies])
+        self.axis = np.array([b.axis for b in bodies])
+        self.mass = np.array([b.mass for b in bodies])
+        self.com = np.array([b.com for b in bodies])
+        self.inertia_com = np.array([b.inertia_com for b in bodies])
+        self.gravity = np.asarray(gravity, dtype=float).copy()
+        self.frames = list(frames)
+
+        nq_joint = np.where(self.joint_type == FREE_FLYER, 7, 1)
+        nv_joint = np.where(self.joint_type == FREE_FLYER, 6, 1)
+        self.idx_q = np.concatenate([[0], np.cumsum(nq_joint)[:-1]]).astype(np.int64)
+        self.idx_v = np.concatenate([[0], np.cumsum(nv_joint)[:-1]]).astype(np.int64)
+        self.nq = int(nq_joint.sum())
+        self.nv = int(nv_joint.sum())
+        self.lower = np.full(self.nq, -np.inf)
+        self.upper = np.full(self.nq, np.inf)
+        self.velocity_limit = np.full(self.nv, np.inf)
+        self.effort_limit = np.full(self.nv, np.inf)
+        for i, b in enumerate(bodies):
+            if b.joint_type != FREE_FLYER:
+                self.lower[self.idx_q[i]] = b.lower
+                self.upper[self.idx_q[i]] = b.upper
+                self.velocity_limit[self.idx_v[i]] = b.velocity_limit
+                self.effort_limit[self.idx_v[i]] = b.effort_limit
+        self.has_free_flyer = bool(self.nbodies and self.joint_type[0] == FREE_FLYER)
+        self.packed_int, self.packed_float = self._pack()
+
+    @property
+    def total_mass(self) -> float:
+        return float(self.mass.sum())
+
+    def _pack(self):
+        mi = np.zeros((self.nbodies, MI_WIDTH), dtype=np.int64)
+        mi[:, MI_PARENT] = self.parent
+        mi[:, MI_TYPE] = self.joint_type
+        mi[:, MI_IQ] = self.idx_q
+        mi[:, MI_IV] = self.idx_v
+        mf = np.zeros((self.nbodies + 1, MF_WIDTH))
+        for i in range(self.nbodies):
+            mf[i, MF_ROT:MF_ROT + 9] = self.joint_rotation[i].ravel()
+            mf[i, MF_TRANS:MF_TRANS + 3] = self.joint_translation[i]
+            mf[i, MF_AXIS:MF_AXIS + 3] = self.axis[i]
+            mf[i, MF_MASS] = self.mass[i]
+            mf[i, MF_COM:MF_COM + 3] = self.com[i]
+            # Rotational inertia about the body origin (parallel-axis theorem), body axes.
+            c = self.com[i]
+            i_o = self.inertia_com[i] + self.mass[i] * (c @ c * np.eye(3) - np.outer(c, c))
+            mf[i, MF_INERTIA:MF_INERTIA + 6] = [i_o[0, 0], i_o[1, 1], i_o[2, 2], i_o[0, 1], i_o[0, 2], i_o[1, 2]]
+        mf[self.nbodies, 0:3] = self.gravity
+        return mi, mf
+
+    def set_gravity(self, gravity) -> None:
+        self.gravity = np.asarray(gravity, dtype=float).copy()
+        self.packed_float[self.nbodies, 0:3] = self.gravity
+
+    def neutral_configuration(self) -> np.ndarray:
+        """Zero joint positions (clipped into the limits), identity base orientation."""
+        q = np.clip(np.zeros(self.nq), self.lower, self.upper)
+        if self.has_free_flyer:
+            q[0:7] = [0, 0, 0, 0, 0, 0, 1]
+        return q
+
+    def random_configuration(self, rng: np.random.Generator, span: float = np.pi) -> np.ndarray:
+        """A random configuration inside the joint limits (``+-span`` where a joint is unbounded)."""
+        lo = np.where(np.isfinite(self.lower), self.lower, -span)
+        hi = np.where(np.isfinite(self.upper), self.upper, span)
+        q = rng.uniform(lo, hi)
+        if self.has_free_flyer:
+            quat = rng.normal(size=4)
+            q[3:7] = quat / np.linalg.norm(quat)
+        return q
+
+    def body_index(self, name: str) -> int:
+        try:
+            return self.body_names.index(name)
+        except ValueError:
+            raise ModelError(f"model '{self.name}' has no body (link) named '{name}'") from None
+
+    def frame(self, name: str) -> Frame:
+        """A body or a merged frame by name, as a :class:`Frame` attached to a body."""
+        if name in self.body_names:
+            return Frame(name, self.body_names.index(name), np.eye(3), np.zeros(3))
+        for f in self.frames:
+            if f.name == name:
+                return f
+        raise ModelError(f"model '{self.name}' has no link or frame named '{name}'")
+
+    def kinematic_modules(self) -> list[list[int]]:
+        """The serial chains of the legged-robot paper's modularisation (Fig. 1).
+
+        A module starts at a body whose parent is the world or a branching body
+        and runs down the single-child chain below it.
+        """
+        children = [[] for _ in range(self.nbodies)]
+        roots = []
+        for i, p in enumerate(self.parent):
+            (roots if p < 0 else children[p]).append(i)
+        modules, starts = [], list(roots)
+        while starts:
+            i = starts.pop(0)
+            chain = [i]
+            while len(children[chain[-1]]) == 1:
+                chain.append(children[chain[-1]][0])
+            modules.append(chain)
+            starts.extend(children[chain[-1]])
+        return modules
+
+    def describe(self) -> str:
+        """Human-readable tree: bodies, joints, masses, DOF."""
+        lines = [
+            f"model '{self.name}': {self.nbodies} bodies, nq = {self.nq}, nv (DOF) = {self.nv}, "
+            f"total mass = {self.total_mass:.4g} kg, gravity = {self.gravity.tolist()} m/s^2"
+        ]
+        depth = np.zeros(self.nbodies, dtype=int)
+        for i in range(self.nbodies):
+            p = self.parent[i]
+            depth[i] = 0 if p < 0 else depth[p] + 1
+            jt = JOINT_TYPE_NAMES[int(self.joint_type[i])]
+            limits = ""
+            if self.joint_type[i] != FREE_FLYER:
+                iq, iv = self.idx_q[i], self.idx_v[i]
+                unit = "rad" if self.joint_type[i] == REVOLUTE else "m"
+                limits = (
+                    f" [{self.lower[iq]:.4g}, {self.upper[iq]:.4g}] {unit}"
+                    f", |v| <= {self.velocity_limit[iv]:.4g}, |effort| <= {self.effort_limit[iv]:.4g}"
+                )
+                axis = " axis " + np.array2string(self.axis[i], precision=3, suppress_small=True)
+            else:
+                axis = ""
+            lines.append(
+                f"{'  ' * (depth[i] + 1)}{self.body_names[i]}  <- {jt} '{self.joint_names[i]}'{axis}"
+                f"  mass {self.mass[i]:.4g} kg{limits}"
+            )
+        merged = [f.name for f in self.frames]
+        if merged:
+            lines.append(f"frames (fixed links merged into bodies): {', '.join(merged)}")
+        mods = self.kinematic_modules()
+        lines.append(
+            f"kinematic modules: {len(mods)} ("
+            + "; ".join("-".join(self.body_names[i] for i in m) for m in mods)
+            + ")"
+        )
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"Model('{self.name}', nbodies={self.nbodies}, nq={self.nq}, nv={self.nv})"

@@ -1,0 +1,281 @@
+"""Load a :class:`~rtctl.model.Model` from URDF (and write one back).
+
+Read: ``<link><inertial>`` (origin, mass, inertia), ``<joint>`` (parent, child,
+origin, axis, limit) of types revolute, continuous, prismatic, fixed and
+floating. Visual and collision geometry is ignored. Fixed joints are merged
+into their parent body; the merged links remain available as frames.
+
+Every problem raises :class:`~rtctl.model.ModelError` naming the file and the
+element (link or joint) at fault.
+"""
+from __future__ import annotations
+
+import os
+import xml.etree.ElementTree as ET
+
+import numpy as np
+
+from . import FREE_FLYER, PRISMATIC, REVOLUTE, Model, ModelBuilder, ModelError, rpy_to_matrix
+
+FLOATING_BASES = (None, "fixed", "free_flyer", "euler")
+
+
+def load_urdf(source: str | os.PathLike, floating_base: str | None = None, *,
+              euler_sequence: str = "zyx") -> Model:
+    """Parse a URDF file (or a string starting with ``<``) into a Model.
+
+    ``floating_base``: ``None``/``"fixed"`` fixes the root link to the world;
+    ``"free_flyer"`` adds a 6-DOF free-flyer root joint (Pinocchio's q/v
+    convention); ``"euler"`` adds the 3-prismatic + 3-revolute Euler-angle
+    joint chain. A URDF whose root is a ``world`` link joined by a
+    ``floating`` joint gets a free-flyer whatever this argument says.
+    """
+    if floating_base not in FLOATING_BASES:
+        raise ModelError(f"floating_base must be one of {FLOATING_BASES}, got {floating_base!r}")
+    text_source = isinstance(source, str) and source.lstrip().startswith("<")
+    label = "<urdf string>" if text_source else os.fspath(source)
+    try:
+        root = ET.fromstring(source) if text_source else ET.parse(source).getroot()
+    except (ET.ParseError, OSError) as exc:
+        raise ModelError(f"{label}: cannot read URDF: {exc}") from None
+    return _UrdfReader(label, root, floating_base, euler_sequence).build()
+
+
+class _UrdfReader:
+    def __init__(self, label, root, floating_base, euler_sequence):
+        self.label = label
+        self.root = root
+        self.floating_base = floating_base
+        self.euler_sequence = euler_sequence
+
+    def error(self, msg):
+        return ModelError(f"{self.label}: {msg}")
+
+    def floats(self, elem, attr, n, where, default=None):
+        raw = elem.get(attr) if elem is not None else None
+        if raw is None:
+            if default is None:
+                raise self.error(f"{where}: missing attribute '{attr}'")
+            return np.asarray(default, dtype=float)
+        try:
+            vals = np.array([float(x) for x in raw.split()])
+        except ValueError:
+            raise self.error(f"{where}: attribute {attr}='{raw}' is not numeric") from None
+        if vals.shape != (n,) or not np.all(np.isfinite(vals)):
+            raise self.error(f"{where}: attribute {attr}='{raw}' must be {n} finite numbers")
+        return vals
+
+    def origin(self, elem, where):
+        o = elem.find("origin") if elem is not None else None
+        xyz = self.floats(o, "xyz", 3, f"{where} <origin>", default=(0, 0, 0))
+        rpy = self.floats(o, "rpy", 3, f"{where} <origin>", default=(0, 0, 0))
+        return rpy_to_matrix(rpy), xyz
+
+    def inertial(self, link, name):
+        """(mass, com, inertia about com in link axes) of a link; zeros if it has no <inertial>."""
+        where = f"link '{name}'"
+        inertial = link.find("inertial")
+        if inertial is None:
+            return 0.0, np.zeros(3), np.zeros((3, 3))
+        rot, xyz = self.origin(inertial, where + " <inertial>")
+        mass_el = inertial.find("mass")
+        if mass_el is None:
+            raise self.error(f"{where}: <inertial> has no <mass>")
+        (mass,) = self.floats(mass_el, "value", 1, where + " <mass>")
+        if mass < 0:
+            raise self.error(f"{where}: negative mass {mass}")
+        i_el = inertial.find("inertia")
+        if i_el is None:
+            inertia = np.zeros((3, 3))
+        else:
+            c = {k: float(self.floats(i_el, k, 1, where + " <inertia>", default=(0,))[0])
+                 for k in ("ixx", "iyy", "izz", "ixy", "ixz", "iyz")}
+            inertia = np.array([[c["ixx"], c["ixy"], c["ixz"]],
+                                [c["ixy"], c["iyy"], c["iyz"]],
+                                [c["ixz"], c["iyz"], c["izz"]]])
+        return mass, xyz, rot @ inertia @ rot.T
+
+    def build(self) -> Model:
+        if self.root.tag != "robot":
+            raise self.error(f"root element is <{self.root.tag}>, expected <robot>")
+        links = {}
+        for link in self.root.findall("link"):
+            name = link.get("name")
+            if not name:
+                raise self.error("a <link> has no name")
+            if name in links:
+                raise self.error(f"link '{name}' is defined twice")
+            links[name] = link
+        joints, child_of, children = {}, {}, {name: [] for name in links}
+        for joint in self.root.findall("joint"):
+            jname = joint.get("name")
+            if not jname:
+                raise self.error("a <joint> has no name")
+            if jname in joints:
+                raise self.error(f"joint '{jname}' is defined twice")
+            joints[jname] = joint
+            jtype = joint.get("type")
+            if jtype not in ("revolute", "continuous", "prismatic", "fixed", "floating"):
+                raise self.error(f"joint '{jname}': unknown joint type '{jtype}'")
+            ends = {}
+            for tag in ("parent", "child"):
+                el = joint.find(tag)
+                if el is None or not el.get("link"):
+                    raise self.error(f"joint '{jname}': missing <{tag} link=...>")
+                if el.get("link") not in links:
+                    raise self.error(f"joint '{jname}': {tag} link '{el.get('link')}' is not a defined link")
+                ends[tag] = el.get("link")
+            if ends["child"] in child_of:
+                raise self.error(
+                    f"joint '{jname}': link '{ends['child']}' already has parent joint '{child_of[ends['child']]}'"
+                )
+            child_of[ends["child"]] = jname
+            children[ends["parent"]].append((jname, ends["child"]))
+        if not links:
+            raise self.error("no <link> elements")
+        roots = [name for name in links if name not in child_of]
+        if not roots:
+            cyc = next(iter(joints))
+            raise self.error(f"the joint graph has a cycle (every link has a parent; e.g. joint '{cyc}')")
+        if len(roots) > 1:
+            raise self.error(f"more than one root link (links without a parent joint): {roots}")
+
+        b = ModelBuilder(self.root.get("name") or "robot")
+        root = roots[0]
+        placement = {}  # link name -> (body index, rotation, translation) of the link frame in the body
+        root_joints = children[root]
+        floating = self.floating_base
+        if len(root_joints) == 1 and joints[root_joints[0][0]].get("type") == "floating":
+            floating = "free_flyer"
+            b.add_frame(root, -1)
+            placement[root] = (-1, np.eye(3), np.zeros(3))
+            jname, root = root_joints[0]
+            root_joint_name = jname
+        else:
+            root_joint_name = "root_joint"
+        mass, com, inertia = self.inertial(links[root], root)
+        if floating == "free_flyer":
+            idx = b.add_body(root, -1, FREE_FLYER, joint_name=root_joint_name, mass=mass, com=com, inertia=inertia)
+            placement[root] = (idx, np.eye(3), np.zeros(3))
+        elif floating == "euler":
+            idx = b.add_euler_floating_base(root, sequence=self.euler_sequence, mass=mass, com=com, inertia=inertia)
+            placement[root] = (idx, np.eye(3), np.zeros(3))
+        else:
+            b.add_frame(root, -1)
+            placement[root] = (-1, np.eye(3), np.zeros(3))
+
+        seen = {root}
+
+        def descend(parent_link):
+            """Depth-first, children in file order, so each serial chain gets contiguous indices."""
+            body, p_rot, p_trans = placement[parent_link]
+            for jname, child in children[parent_link]:
+                if child in seen:
+                    raise self.error(f"joint '{jname}': link '{child}' is reached twice (cycle)")
+                seen.add(child)
+                placement[child] = self.add_joint(b, joints[jname], jname, child, links[child], body, p_rot, p_trans)
+                descend(child)
+
+        descend(root)
+        unreached = set(links) - seen - {roots[0]}
+        if unreached:
+            raise self.error(f"links not connected to the root '{roots[0]}' (cycle?): {sorted(unreached)}")
+        try:
+            return b.build()
+        except ModelError as exc:
+            raise self.error(str(exc)) from None
+
+    def add_joint(self, b, joint, jname, child, child_link, body, p_rot, p_trans):
+        """Add the body (or merge the fixed link) behind ``joint``; return the child link's placement."""
+        where = f"joint '{jname}'"
+        j_rot, j_trans = self.origin(joint, where)
+        rot, trans = p_rot @ j_rot, p_trans + p_rot @ j_trans
+        mass, com, inertia = self.inertial(child_link, child)
+        jtype = joint.get("type")
+        try:
+            if jtype == "fixed":
+                b.add_fixed(child, body, rotation=rot, translation=trans, mass=mass if body >= 0 else 0.0,
+                            com=com, inertia=inertia if body >= 0 else None)
+                return body, rot, trans
+            if jtype == "floating":
+                raise self.error(f"{where}: a floating joint is only supported at the root of the tree")
+            axis = self.floats(joint.find("axis"), "xyz", 3, where + " <axis>", default=(1, 0, 0))
+            lo, hi, vel, eff = self.limits(joint, jtype, where)
+            idx = b.add_body(child, body, PRISMATIC if jtype == "prismatic" else REVOLUTE,
+                             joint_name=jname, axis=axis, rotation=rot, translation=trans,
+                             mass=mass, com=com, inertia=inertia, lower=lo, upper=hi,
+                             velocity_limit=vel, effort_limit=eff)
+            return idx, np.eye(3), np.zeros(3)
+        except ModelError as exc:
+            if str(exc).startswith(self.label):
+                raise
+            raise self.error(f"{where} -> {exc}") from None
+
+    def limits(self, joint, jtype, where):
+        lim = joint.find("limit")
+        if jtype in ("revolute", "prismatic") and lim is None:
+            raise self.error(f"{where}: a {jtype} joint needs a <limit> element")
+        if lim is None:
+            return -np.inf, np.inf, np.inf, np.inf
+        get = lambda k, d: float(self.floats(lim, k, 1, where + " <limit>", default=(d,))[0])  # noqa: E731
+        vel, eff = get("velocity", np.inf), get("effort", np.inf)
+        if jtype == "continuous":
+            lo, hi = -np.inf, np.inf
+        else:
+            lo, hi = get("lower", 0.0), get("upper", 0.0)
+        if lo > hi:
+            raise self.error(f"{where}: <limit> lower={lo} exceeds upper={hi}")
+        if vel < 0 or eff < 0:
+            raise self.error(f"{where}: <limit> velocity and effort must be >= 0")
+        return lo, hi, vel, eff
+
+
+def model_to_urdf(model: Model) -> str:
+    """Write a Model as URDF text (fixed-base models get their bodies on a 'world' link)."""
+    lines = [f'<robot name="{model.name}">', '  <link name="world"/>']
+    fmt = lambda v: " ".join(f"{x:.17g}" for x in v)  # noqa: E731
+    for i in range(model.nbodies):
+        c = model.com[i]
+        inertia = model.inertia_com[i]
+        lines += [
+            f'  <link name="{model.body_names[i]}">',
+            "    <inertial>",
+            f'      <origin xyz="{fmt(c)}" rpy="0 0 0"/>',
+            f'      <mass value="{model.mass[i]:.17g}"/>',
+            f'      <inertia ixx="{inertia[0, 0]:.17g}" ixy="{inertia[0, 1]:.17g}" ixz="{inertia[0, 2]:.17g}" '
+            f'iyy="{inertia[1, 1]:.17g}" iyz="{inertia[1, 2]:.17g}" izz="{inertia[2, 2]:.17g}"/>',
+            "    </inertial>",
+            "  </link>",
+        ]
+    for i in range(model.nbodies):
+        p = model.parent[i]
+        parent = "world" if p < 0 else model.body_names[p]
+        jt = int(model.joint_type[i])
+        rpy = _matrix_to_rpy(model.joint_rotation[i])
+        kind = {REVOLUTE: "revolute", PRISMATIC: "prismatic", FREE_FLYER: "floating"}[jt]
+        iq, iv = model.idx_q[i], model.idx_v[i]
+        if jt == REVOLUTE and not np.isfinite(model.lower[iq]):
+            kind = "continuous"
+        lines.append(f'  <joint name="{model.joint_names[i]}" type="{kind}">')
+        lines.append(f'    <parent link="{parent}"/>\n    <child link="{model.body_names[i]}"/>')
+        lines.append(f'    <origin xyz="{fmt(model.joint_translation[i])}" rpy="{fmt(rpy)}"/>')
+        if jt != FREE_FLYER:
+            lines.append(f'    <axis xyz="{fmt(model.axis[i])}"/>')
+            big = 1e30
+            vel = min(model.velocity_limit[iv], big)
+            eff = min(model.effort_limit[iv], big)
+            if kind == "continuous":
+                lines.append(f'    <limit effort="{eff:.17g}" velocity="{vel:.17g}"/>')
+            else:
+                lo, hi = max(model.lower[iq], -big), min(model.upper[iq], big)
+                lines.append(f'    <limit lower="{lo:.17g}" upper="{hi:.17g}" effort="{eff:.17g}" velocity="{vel:.17g}"/>')
+        lines.append("  </joint>")
+    lines.append("</robot>")
+    return "\n".join(lines) + "\n"
+
+
+def _matrix_to_rpy(r: np.ndarray) -> np.ndarray:
+    pitch = np.arctan2(-r[2, 0], np.hypot(r[0, 0], r[1, 0]))
+    if abs(np.cos(pitch)) < 1e-12:
+        return np.array([np.arctan2(-r[1, 2], r[1, 1]), pitch, 0.0])
+    return np.array([np.arctan2(r[2, 1], r[2, 2]), pitch, np.arctan2(r[1, 0], r[0, 0])])
