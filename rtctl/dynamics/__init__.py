@@ -47,7 +47,7 @@ from . import kernels as _k
 
 __all__ = ["Dynamics"]
 
-_STATUS = {4: "singular inertia (articulated-body inertia or mass matrix not positive definite)"}
+_F64 = np.dtype(np.float64)
 
 
 class Dynamics:
@@ -64,15 +64,15 @@ class Dynamics:
         self._mat = np.zeros((model.nv, model.nv))
         self._zero_v = np.zeros(model.nv)
         self._six = np.zeros(6)
-        self._three = np.zeros(3)
         self._has_fext = False
 
     # -- argument handling -------------------------------------------------
     def _vec(self, x, n, name):
-        if type(x) is np.ndarray and x.dtype == np.float64 and x.shape == (n,) and x.flags.c_contiguous:
+        """``x`` as a C-contiguous float64 vector of length n, or ValueError naming it."""
+        if type(x) is np.ndarray and x.dtype is _F64 and x.shape == (n,) and x.flags.c_contiguous:
             return x
         try:
-            arr = np.ascontiguousarray(x, dtype=np.float64)
+            arr = np.array(x, dtype=np.float64, order="C")
         except (TypeError, ValueError):
             raise ValueError(f"{name} must be a numeric vector of length {n}") from None
         if arr.shape != (n,):
@@ -82,7 +82,7 @@ class Dynamics:
     def _out(self, out, shape, name):
         if out is None:
             return np.empty(shape)
-        if type(out) is not np.ndarray or out.dtype != np.float64 or out.shape != shape or not out.flags.c_contiguous:
+        if type(out) is not np.ndarray or out.dtype is not _F64 or out.shape != shape or not out.flags.c_contiguous:
             raise ValueError(f"{name} must be a C-contiguous float64 array of shape {shape}")
         return out
 
@@ -101,13 +101,26 @@ class Dynamics:
         self.ws[:nb, _k.W_FEXT:_k.W_FEXT + 6] = arr
         self._has_fext = True
 
-    @staticmethod
-    def _raise(status, names):
-        if status == 0:
-            return
-        if status in _STATUS:
-            raise ValueError(_STATUS[status])
-        raise ValueError(f"{names[status - 1]} contains NaN or inf")
+    def _call(self, kernel, names, vectors, out):
+        """Run an entry kernel on (q, v, a-or-tau, out); convert the inputs only if numba rejects them."""
+        try:
+            status = kernel(self.mi, self.mf, self.ws, *vectors, out)
+        except TypeError:
+            sizes = (self.model.nq, self.model.nv, self.model.nv)
+            vectors = [self._vec(x, n, name) for x, n, name in zip(vectors, sizes, names)]
+            status = kernel(self.mi, self.mf, self.ws, *vectors, self._out(out, (self.model.nv,), "out"))
+        if status != _k.OK:
+            self._raise(status, names + ("out",))
+        return out
+
+    def _raise(self, status, names):
+        if status == _k.SINGULAR:
+            raise ValueError("singular inertia (articulated-body inertia or mass matrix not positive definite)")
+        if status > _k.WRONG_LENGTH:
+            name = names[status - _k.WRONG_LENGTH - 1]
+            n = self.model.nq if name == "q" else self.model.nv
+            raise ValueError(f"{name} must have shape ({n},)")
+        raise ValueError(f"{names[status - _k.NOT_FINITE - 1]} contains NaN or inf")
 
     def _finite(self, x, name):
         if not _k.all_finite(x):
@@ -116,12 +129,9 @@ class Dynamics:
     # -- dynamics ----------------------------------------------------------
     def inverse_dynamics(self, q, v, a, f_ext=None, out=None) -> np.ndarray:
         """Generalized forces tau = M(q) a + h(q, v) - sum_k J_k^T f_ext_k."""
-        m = self.model
-        q, v, a = self._vec(q, m.nq, "q"), self._vec(v, m.nv, "v"), self._vec(a, m.nv, "a")
-        out = self._out(out, (m.nv,), "out")
-        self._set_fext(f_ext)
-        self._raise(_k.rnea(self.mi, self.mf, self.ws, q, v, a, out), ("q", "v", "a"))
-        return out
+        if f_ext is not None or self._has_fext:
+            self._set_fext(f_ext)
+        return self._call(_k.rnea, ("q", "v", "a"), (q, v, a), np.empty(self.model.nv) if out is None else out)
 
     def nonlinear_effects(self, q, v, out=None) -> np.ndarray:
         """h(q, v): Coriolis, centrifugal and gravity generalized forces."""
@@ -133,29 +143,34 @@ class Dynamics:
 
     def mass_matrix(self, q, out=None) -> np.ndarray:
         """Generalized inertia matrix M(q) (nv x nv, symmetric positive definite)."""
-        m = self.model
-        q = self._vec(q, m.nq, "q")
-        out = self._out(out, (m.nv, m.nv), "out")
-        self._raise(_k.crba(self.mi, self.mf, self.ws, q, out), ("q",))
+        nv = self.model.nv
+        out = np.empty((nv, nv)) if out is None else out
+        try:
+            status = _k.crba(self.mi, self.mf, self.ws, q, out)
+        except TypeError:
+            status = _k.crba(self.mi, self.mf, self.ws, self._vec(q, self.model.nq, "q"),
+                             self._out(out, (nv, nv), "out"))
+        if status != _k.OK:
+            self._raise(status, ("q", "out"))
         return out
 
     def forward_dynamics(self, q, v, tau, f_ext=None, out=None) -> np.ndarray:
         """Joint accelerations by the O(n) articulated-module (UDU^T) recursion."""
-        m = self.model
-        q, v, tau = self._vec(q, m.nq, "q"), self._vec(v, m.nv, "v"), self._vec(tau, m.nv, "tau")
-        out = self._out(out, (m.nv,), "out")
-        self._set_fext(f_ext)
-        self._raise(_k.aba(self.mi, self.mf, self.ws, q, v, tau, out), ("q", "v", "tau"))
-        return out
+        if f_ext is not None or self._has_fext:
+            self._set_fext(f_ext)
+        return self._call(_k.aba, ("q", "v", "tau"), (q, v, tau), np.empty(self.model.nv) if out is None else out)
 
     def forward_dynamics_cholesky(self, q, v, tau, f_ext=None, out=None) -> np.ndarray:
         """Joint accelerations by the O(n^3) reference: M(q) qdd = tau - h(q, v)."""
+        if f_ext is not None or self._has_fext:
+            self._set_fext(f_ext)
         m = self.model
+        out = np.empty(m.nv) if out is None else out
         q, v, tau = self._vec(q, m.nq, "q"), self._vec(v, m.nv, "v"), self._vec(tau, m.nv, "tau")
-        out = self._out(out, (m.nv,), "out")
-        self._set_fext(f_ext)
-        self._raise(_k.forward_dynamics_cholesky(self.mi, self.mf, self.ws, self._mat, q, v, tau, out),
-                    ("q", "v", "tau"))
+        status = _k.forward_dynamics_cholesky(self.mi, self.mf, self.ws, self._mat, q, v, tau,
+                                              self._out(out, (m.nv,), "out"))
+        if status != _k.OK:
+            self._raise(status, ("q", "v", "tau", "out"))
         return out
 
     # -- kinematics --------------------------------------------------------

@@ -41,7 +41,22 @@ W_CM = 104     # 1: composite mass
 W_CH = 105     # 3: composite first moment about O_k
 W_CI = 108     # 6: composite rotational inertia about O_k
 WS_WIDTH = 114
-# The scratch row (index nbodies) holds a 6x6 matrix at 0 and a 6-vector at 36.
+# The scratch row (index nbodies) holds a 6x6 matrix at 0 and a 6-vector at 36 (ABA's root
+# solve), the 3x3 temporaries of the articulated-inertia shift at 0..26, and one 3x3 of
+# forward kinematics here:
+W_SCRATCH_ROT = 90
+
+# Status codes returned by the entry kernels.
+OK = 0
+NOT_FINITE = 0    # + k: the k-th vector argument (1-based, after the workspace) has NaN or inf
+WRONG_LENGTH = 10  # + k: the k-th vector argument has the wrong length
+SINGULAR = 20     # an articulated inertia or the mass matrix is not positive definite
+
+# Explicit signatures: numba rejects wrong dtypes or ranks with TypeError instead of compiling a variant.
+_M = "int64[:, ::1], float64[:, ::1], float64[:, ::1]"
+SIG_Q_V_A_OUT = f"int64({_M}, float64[::1], float64[::1], float64[::1], float64[::1])"
+SIG_Q_MAT = f"int64({_M}, float64[::1], float64[:, ::1])"
+SIG_MAT_Q_V_TAU_OUT = f"int64({_M}, float64[:, ::1], float64[::1], float64[::1], float64[::1], float64[::1])"
 
 
 @njit(cache=True)
@@ -50,6 +65,35 @@ def all_finite(x):
         if not np.isfinite(x[k]):
             return False
     return True
+
+
+@njit(cache=True)
+def model_sizes(mi):
+    """(nq, nv) of a packed model."""
+    last = mi.shape[0] - 1
+    ff = mi[last, MI_TYPE] == FREE_FLYER
+    return mi[last, MI_IQ] + (7 if ff else 1), mi[last, MI_IV] + (6 if ff else 1)
+
+
+@njit(cache=True)
+def check_vectors(mi, q, v, a, out):
+    """Status of the usual (q, v, a-or-tau, out) arguments: lengths first, then finiteness."""
+    nq, nv = model_sizes(mi)
+    if q.shape[0] != nq:
+        return WRONG_LENGTH + 1
+    if v.shape[0] != nv:
+        return WRONG_LENGTH + 2
+    if a.shape[0] != nv:
+        return WRONG_LENGTH + 3
+    if out.shape[0] != nv:
+        return WRONG_LENGTH + 4
+    if not all_finite(q):
+        return NOT_FINITE + 1
+    if not all_finite(v):
+        return NOT_FINITE + 2
+    if not all_finite(a):
+        return NOT_FINITE + 3
+    return OK
 
 
 @njit(cache=True)
@@ -85,7 +129,7 @@ def _rot_tmul(r, o, x, y, z):
 def forward_kinematics(mi, mf, ws, q):
     """Body poses R_k, O_k, world joint axes e_k, d_k and inertias about O_k in world axes."""
     nb = mi.shape[0]
-    l = np.empty(9)  # noqa: E741  (stack-allocated by LLVM: fixed size, does not escape)
+    l = ws[nb, W_SCRATCH_ROT:W_SCRATCH_ROT + 9]  # noqa: E741  (a 3x3 temporary in the scratch row)
     for i in range(nb):
         p = mi[i, MI_PARENT]
         jt = mi[i, MI_TYPE]
@@ -275,7 +319,7 @@ def _project_and_propagate(mi, ws, i, out):
         wp[W_WRENCH + 5] += fz
 
 
-@njit(cache=True)
+@njit(SIG_Q_V_A_OUT, cache=True)
 def rnea(mi, mf, ws, q, v, a, tau):
     """Recursive inverse dynamics, seed 004 Fig. A.1: tau = M(q) a + h(q, v) - J^T w_ext.
 
@@ -283,21 +327,18 @@ def rnea(mi, mf, ws, q, v, a, tau):
     gravity as a base acceleration; body wrenches w = M t' + Omega M E t
     (eqs. 17-19). Step 2 (backward): w_p += A^T w_i and tau_i = p_i^T w_i,
     i.e. tau = N_d^T N_l^T w (eqs. 22-24, 28). External wrenches come from
-    ``ws[:, W_FEXT]``. Returns 0, or 1/2/3 if q/v/a is not finite.
+    ``ws[:, W_FEXT]``. Returns a status code (``OK`` = 0).
     """
-    if not all_finite(q):
-        return 1
-    if not all_finite(v):
-        return 2
-    if not all_finite(a):
-        return 3
+    status = check_vectors(mi, q, v, a, tau)
+    if status != OK:
+        return status
     kinematics(mi, mf, ws, q, v, a, 1.0)
     nb = mi.shape[0]
     for i in range(nb):
         _body_wrench(mf, ws, i)
     for i in range(nb - 1, -1, -1):
         _project_and_propagate(mi, ws, i, tau)
-    return 0
+    return OK
 
 
 @njit(cache=True)
@@ -321,20 +362,24 @@ def _joint_nv(mi, i):
     return 6 if mi[i, MI_TYPE] == FREE_FLYER else 1
 
 
-@njit(cache=True)
+@njit(SIG_Q_MAT, cache=True)
 def crba(mi, mf, ws, q, M):
     """Generalized inertia matrix by composite modules, seed 004 eqs. A.2-A.3.
 
     M~_i = M_i + sum_children A^T M~_j A (composite inertia about O_i, kept as
     mass, first moment and rotational inertia), and
     I^{i,j} = p_j^T A_{i,j}^T M~_i p_i for j an ancestor of i.
-    Returns 0, or 1 if q is not finite.
+    Returns a status code (``OK`` = 0).
     """
+    nq, nv = model_sizes(mi)
+    if q.shape[0] != nq:
+        return WRONG_LENGTH + 1
+    if M.shape[0] != nv or M.shape[1] != nv:
+        return WRONG_LENGTH + 2
     if not all_finite(q):
-        return 1
+        return NOT_FINITE + 1
     forward_kinematics(mi, mf, ws, q)
     nb = mi.shape[0]
-    nv = M.shape[0]
     for r in range(nv):
         for c in range(nv):
             M[r, c] = 0.0  # entries of bodies on different branches stay zero (eq. A.2)
@@ -397,7 +442,7 @@ def crba(mi, mf, ws, q, M):
                     mx, my, mz = _cross(rx, ry, rz, fx, fy, fz)
                     nx, ny, nz = nx + mx, ny + my, nz + mz
                 j = pj
-    return 0
+    return OK
 
 
 @njit(cache=True)
@@ -497,22 +542,19 @@ def _cholesky_solve(a, o, n, b, ob):
     return True
 
 
-@njit(cache=True)
+@njit(SIG_Q_V_A_OUT, cache=True)
 def aba(mi, mf, ws, q, v, tau, qdd):
     """Recursive O(n) forward dynamics by the articulated-module UDU^T decomposition.
 
     Seed 004 eqs. 28-30 and A.4-A.9 with one link per module: backward
     recursion of the articulated inertia M^_i (A.8-A.9), Psi^_i = M^_i p_i,
     I^_i = p_i^T Psi^_i (A.6-A.7), then the forward substitution of eq. 30.
-    Returns 0, 1/2/3 if q/v/tau is not finite, 4 if an articulated inertia is
-    singular (a massless chain end or a singular Euler-angle configuration).
+    Returns a status code: ``SINGULAR`` if an articulated inertia is singular
+    (a massless chain end or a singular Euler-angle configuration).
     """
-    if not all_finite(q):
-        return 1
-    if not all_finite(v):
-        return 2
-    if not all_finite(tau):
-        return 3
+    status = check_vectors(mi, q, v, tau, qdd)
+    if status != OK:
+        return status
     nb = mi.shape[0]
     g = mf[nb]
     scratch = ws[nb]
@@ -583,7 +625,7 @@ def aba(mi, mf, ws, q, v, tau, qdd):
         po = 0 if jt == REVOLUTE else 3
         d = wi[W_U + po] * ex + wi[W_U + po + 1] * ey + wi[W_U + po + 2] * ez
         if not d > 0.0:
-            return 4
+            return SINGULAR
         wi[W_DD] = d
         u = tau[iv] - (wi[W_PA + po] * ex + wi[W_PA + po + 1] * ey + wi[W_PA + po + 2] * ez)
         wi[W_UU] = u
@@ -615,7 +657,7 @@ def aba(mi, mf, ws, q, v, tau, qdd):
             scratch[36], scratch[37], scratch[38] = nx - wi[W_PA], ny - wi[W_PA + 1], nz - wi[W_PA + 2]
             scratch[39], scratch[40], scratch[41] = fx - wi[W_PA + 3], fy - wi[W_PA + 4], fz - wi[W_PA + 5]
             if not _cholesky_solve(scratch, 0, 6, scratch, 36):
-                return 4
+                return SINGULAR
             for k in range(3):
                 wi[W_ALPHA + k] = scratch[36 + k]
                 wi[W_ACC + k] = scratch[39 + k]
@@ -652,18 +694,19 @@ def aba(mi, mf, ws, q, v, tau, qdd):
             acx, acy, acz = acx + ex * th, acy + ey * th, acz + ez * th
         wi[W_ALPHA], wi[W_ALPHA + 1], wi[W_ALPHA + 2] = alx, aly, alz
         wi[W_ACC], wi[W_ACC + 1], wi[W_ACC + 2] = acx, acy, acz
-    return 0
+    return OK
 
 
-@njit(cache=True)
+@njit(SIG_MAT_Q_V_TAU_OUT, cache=True)
 def forward_dynamics_cholesky(mi, mf, ws, M, q, v, tau, qdd):
     """O(n^3) reference forward dynamics: M(q) qdd = tau - h(q, v), by Cholesky.
 
-    ``M`` is an nv x nv work matrix (overwritten by the factor). Returns
-    0, 1/2/3 for non-finite q/v/tau, 4 if M is not positive definite.
+    ``M`` is an nv x nv work matrix (overwritten by the factor). Returns a
+    status code numbering q, v, tau, qdd as arguments 1-4.
     """
-    if not all_finite(tau):
-        return 3
+    status = check_vectors(mi, q, v, tau, qdd)
+    if status != OK:
+        return status
     nv = M.shape[0]
     for k in range(nv):
         qdd[k] = 0.0
@@ -677,8 +720,8 @@ def forward_dynamics_cholesky(mi, mf, ws, M, q, v, tau, qdd):
     crba(mi, mf, ws, q, M)
     flat = M.reshape(nv * nv)
     if not _cholesky_solve(flat, 0, nv, qdd, 0):
-        return 4
-    return 0
+        return SINGULAR
+    return OK
 
 
 @njit(cache=True)
