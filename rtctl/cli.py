@@ -43,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ModelError, FileNotFoundError) as exc:
         print(f"rtctl: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # e.g. `rtctl info humanoid | head`
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -813,8 +813,8 @@ def integrate(mi, q, v, dt, out):
     """q (+) v dt on the configuration manifold (Pinocchio's ``integrate``).
 
     1-DOF joints add; the free-flyer composes its pose with exp(v dt) of the
-    body-frame twist (SE(3) exponential), keeping a unit quaternion.
-    ``out`` may be ``q``.
+    body-frame twist (SE(3) exponential), keeping a unit quaternion in the
+    hemisphere of the input one. ``out`` may be ``q``.
     """
     for i in range(mi.shape[0]):
         iq = mi[i, MI_IQ]
@@ -855,6 +855,8 @@ def integrate(mi, q, v, dt, out):
         nz = w * bz + x * by - y * bx + z * bw
         nw = w * bw - x * bx - y * by - z * bz
         norm = np.sqrt(nx * nx + ny * ny + nz * nz + nw * nw)
+        if nx * x + ny * y + nz * z + nw * w < 0:
+            norm = -norm  # same rotation; stay in q's hemisphere (as Pinocchio) so q moves continuously
         out[iq + 3], out[iq + 4], out[iq + 5], out[iq + 6] = nx / norm, ny / norm, nz / norm, nw / norm
 
 

@@ -167,10 +167,13 @@ class ModelBuilder:
         effort_limit: float = np.inf,
     ) -> int:
         """Add a body connected to ``parent`` (index, name, or -1 for the world); return its index."""
-        if isinstance(parent, str):
-            parent = self.body_index(parent)
-        parent = int(parent)
         where = f"body '{name}'"
+        if isinstance(parent, str):
+            try:
+                parent = self.body_index(parent)
+            except ModelError as exc:
+                raise ModelError(f"{where}: parent: {exc}") from None
+        parent = int(parent)
         if parent < -1 or parent >= len(self._bodies):
             raise ModelError(f"{where}: parent index {parent} does not exist")
         if any(b.name == name for b in self._bodies):
@@ -466,10 +469,16 @@ class Model:
         mods = self.kinematic_modules()
         lines.append(
             f"kinematic modules: {len(mods)} ("
-            + "; ".join("-".join(self.body_names[i] for i in m) for m in mods)
+            + "; ".join(self._module_label(m) for m in mods)
             + ")"
         )
         return "\n".join(lines)
+
+    def _module_label(self, chain: list[int]) -> str:
+        names = [self.body_names[i] for i in chain]
+        if len(names) > 8:
+            return f"{names[0]}-{names[1]}-...-{names[-1]} ({len(names)} bodies)"
+        return "-".join(names)
 
     def __repr__(self) -> str:
         return f"Model('{self.name}', nbodies={self.nbodies}, nq={self.nq}, nv={self.nv})"

@@ -15,9 +15,13 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from . import FREE_FLYER, PRISMATIC, REVOLUTE, Model, ModelBuilder, ModelError, rpy_to_matrix
+from . import FREE_FLYER, PRISMATIC, REVOLUTE, Model, ModelBuilder, ModelError, check_inertia, rpy_to_matrix
 
 FLOATING_BASES = (None, "fixed", "free_flyer", "euler")
+
+# URDF parsers (urdfdom) reject "inf", so an unbounded limit is written as the largest double
+# and read back as infinite.
+UNBOUNDED = float(np.finfo(np.float64).max)
 
 
 def load_urdf(source: str | os.PathLike, floating_base: str | None = None, *,
@@ -32,6 +36,8 @@ def load_urdf(source: str | os.PathLike, floating_base: str | None = None, *,
     """
     if floating_base not in FLOATING_BASES:
         raise ModelError(f"floating_base must be one of {FLOATING_BASES}, got {floating_base!r}")
+    if isinstance(source, bytes):
+        source = source.decode("utf-8")
     text_source = isinstance(source, str) and source.lstrip().startswith("<")
     label = "<urdf string>" if text_source else os.fspath(source)
     try:
@@ -93,6 +99,10 @@ class _UrdfReader:
             inertia = np.array([[c["ixx"], c["ixy"], c["ixz"]],
                                 [c["ixy"], c["iyy"], c["iyz"]],
                                 [c["ixz"], c["iyz"], c["izz"]]])
+        try:
+            inertia = check_inertia(inertia, mass, where)
+        except ModelError as exc:
+            raise self.error(str(exc)) from None
         return mass, xyz, rot @ inertia @ rot.T
 
     def build(self) -> Model:
@@ -115,6 +125,8 @@ class _UrdfReader:
                 raise self.error(f"joint '{jname}' is defined twice")
             joints[jname] = joint
             jtype = joint.get("type")
+            if jtype is None:
+                raise self.error(f"joint '{jname}': missing attribute 'type'")
             if jtype not in ("revolute", "continuous", "prismatic", "fixed", "floating"):
                 raise self.error(f"joint '{jname}': unknown joint type '{jtype}'")
             ends = {}
@@ -135,8 +147,7 @@ class _UrdfReader:
             raise self.error("no <link> elements")
         roots = [name for name in links if name not in child_of]
         if not roots:
-            cyc = next(iter(joints))
-            raise self.error(f"the joint graph has a cycle (every link has a parent; e.g. joint '{cyc}')")
+            raise self.error(f"the joint graph has a cycle: {self.cycle_from(next(iter(links)), child_of, joints)}")
         if len(roots) > 1:
             raise self.error(f"more than one root link (links without a parent joint): {roots}")
 
@@ -145,6 +156,10 @@ class _UrdfReader:
         placement = {}  # link name -> (body index, rotation, translation) of the link frame in the body
         root_joints = children[root]
         floating = self.floating_base
+        floating_at_root = [j for j, _ in root_joints if joints[j].get("type") == "floating"]
+        if floating_at_root and len(root_joints) > 1:
+            raise self.error(f"joint '{floating_at_root[0]}': a floating joint must be the only joint of the "
+                             f"root link '{root}' ({len(root_joints)} joints leave it)")
         if len(root_joints) == 1 and joints[root_joints[0][0]].get("type") == "floating":
             floating = "free_flyer"
             b.add_frame(root, -1)
@@ -154,36 +169,54 @@ class _UrdfReader:
         else:
             root_joint_name = "root_joint"
         mass, com, inertia = self.inertial(links[root], root)
-        if floating == "free_flyer":
-            idx = b.add_body(root, -1, FREE_FLYER, joint_name=root_joint_name, mass=mass, com=com, inertia=inertia)
-            placement[root] = (idx, np.eye(3), np.zeros(3))
-        elif floating == "euler":
-            idx = b.add_euler_floating_base(root, sequence=self.euler_sequence, mass=mass, com=com, inertia=inertia)
-            placement[root] = (idx, np.eye(3), np.zeros(3))
-        else:
-            b.add_frame(root, -1)
-            placement[root] = (-1, np.eye(3), np.zeros(3))
+        try:
+            if floating == "free_flyer":
+                idx = b.add_body(root, -1, FREE_FLYER, joint_name=root_joint_name, mass=mass, com=com,
+                                 inertia=inertia)
+                placement[root] = (idx, np.eye(3), np.zeros(3))
+            elif floating == "euler":
+                idx = b.add_euler_floating_base(root, sequence=self.euler_sequence, mass=mass, com=com,
+                                                inertia=inertia)
+                placement[root] = (idx, np.eye(3), np.zeros(3))
+            else:
+                b.add_frame(root, -1)
+                placement[root] = (-1, np.eye(3), np.zeros(3))
+        except ModelError as exc:
+            raise self.error(f"link '{root}' -> {exc}") from None
 
+        # Depth-first pre-order, children in file order, so each serial chain gets contiguous
+        # indices; an explicit stack, so chains of any length load.
         seen = {root}
-
-        def descend(parent_link):
-            """Depth-first, children in file order, so each serial chain gets contiguous indices."""
+        stack = [(jname, child, root) for jname, child in reversed(children[root])]
+        while stack:
+            jname, child, parent_link = stack.pop()
+            if child in seen:
+                raise self.error(f"joint '{jname}': link '{child}' is reached twice (cycle)")
+            seen.add(child)
             body, p_rot, p_trans = placement[parent_link]
-            for jname, child in children[parent_link]:
-                if child in seen:
-                    raise self.error(f"joint '{jname}': link '{child}' is reached twice (cycle)")
-                seen.add(child)
-                placement[child] = self.add_joint(b, joints[jname], jname, child, links[child], body, p_rot, p_trans)
-                descend(child)
-
-        descend(root)
+            placement[child] = self.add_joint(b, joints[jname], jname, child, links[child], body, p_rot, p_trans)
+            stack.extend((j, c, child) for j, c in reversed(children[child]))
         unreached = set(links) - seen - {roots[0]}
         if unreached:
-            raise self.error(f"links not connected to the root '{roots[0]}' (cycle?): {sorted(unreached)}")
+            raise self.error(f"links not connected to the root '{roots[0]}' form a cycle: "
+                             f"{self.cycle_from(sorted(unreached)[0], child_of, joints)}")
         try:
             return b.build()
         except ModelError as exc:
             raise self.error(str(exc)) from None
+
+    def cycle_from(self, link, child_of, joints):
+        """Follow parent joints up from ``link`` until a link repeats; describe that cycle."""
+        path, order = {}, []
+        while link not in path:
+            path[link] = len(order)
+            jname = child_of[link]
+            order.append(jname)
+            link = joints[jname].find("parent").get("link")
+        cycle = order[path[link]:]
+        cycle_links = [joints[j].find("child").get("link") for j in cycle]
+        return ("joints " + " -> ".join(f"'{j}'" for j in cycle)
+                + " (links " + ", ".join(f"'{name}'" for name in cycle_links) + ")")
 
     def add_joint(self, b, joint, jname, child, child_link, body, p_rot, p_trans):
         """Add the body (or merge the fixed link) behind ``joint``; return the child link's placement."""
@@ -217,7 +250,10 @@ class _UrdfReader:
             raise self.error(f"{where}: a {jtype} joint needs a <limit> element")
         if lim is None:
             return -np.inf, np.inf, np.inf, np.inf
-        get = lambda k, d: float(self.floats(lim, k, 1, where + " <limit>", default=(d,))[0])  # noqa: E731
+        def get(key, default):
+            value = float(self.floats(lim, key, 1, where + " <limit>", default=(default,))[0])
+            return value if abs(value) < UNBOUNDED else np.copysign(np.inf, value)
+
         vel, eff = get("velocity", np.inf), get("effort", np.inf)
         if jtype == "continuous":
             lo, hi = -np.inf, np.inf
@@ -254,20 +290,19 @@ def model_to_urdf(model: Model) -> str:
         rpy = _matrix_to_rpy(model.joint_rotation[i])
         kind = {REVOLUTE: "revolute", PRISMATIC: "prismatic", FREE_FLYER: "floating"}[jt]
         iq, iv = model.idx_q[i], model.idx_v[i]
-        if jt == REVOLUTE and not np.isfinite(model.lower[iq]):
+        if jt == REVOLUTE and np.isinf(model.lower[iq]) and np.isinf(model.upper[iq]):
             kind = "continuous"
         lines.append(f'  <joint name="{model.joint_names[i]}" type="{kind}">')
         lines.append(f'    <parent link="{parent}"/>\n    <child link="{model.body_names[i]}"/>')
         lines.append(f'    <origin xyz="{fmt(model.joint_translation[i])}" rpy="{fmt(rpy)}"/>')
         if jt != FREE_FLYER:
             lines.append(f'    <axis xyz="{fmt(model.axis[i])}"/>')
-            big = 1e30
-            vel = min(model.velocity_limit[iv], big)
-            eff = min(model.effort_limit[iv], big)
+            vel = min(model.velocity_limit[iv], UNBOUNDED)
+            eff = min(model.effort_limit[iv], UNBOUNDED)
             if kind == "continuous":
                 lines.append(f'    <limit effort="{eff:.17g}" velocity="{vel:.17g}"/>')
             else:
-                lo, hi = max(model.lower[iq], -big), min(model.upper[iq], big)
+                lo, hi = max(model.lower[iq], -UNBOUNDED), min(model.upper[iq], UNBOUNDED)
                 lines.append(f'    <limit lower="{lo:.17g}" upper="{hi:.17g}" effort="{eff:.17g}" velocity="{vel:.17g}"/>')
         lines.append("  </joint>")
     lines.append("</robot>")
