@@ -173,7 +173,8 @@ def test_inertia_violating_triangle_inequality_names_the_link(load_error):
 
 def test_bad_inertia_of_link_fixed_to_a_moving_body_names_the_link(load_error):
     bad = '<inertia ixx="-0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/>'
-    message = load_error(arm(None, None, link("hand", inertia=bad), joint("wrist", "forearm", "hand", type="fixed", body="")))
+    wrist = joint("wrist", "forearm", "hand", type="fixed", body="")
+    message = load_error(arm(None, None, link("hand", inertia=bad), wrist))
     assert "'hand'" in message and "positive definite" in message
 
 

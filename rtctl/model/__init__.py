@@ -26,7 +26,7 @@ Frames and conventions (SI units throughout):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 

@@ -267,7 +267,14 @@ class _UrdfReader:
 
 
 def model_to_urdf(model: Model) -> str:
-    """Write a Model as URDF text (fixed-base models get their bodies on a 'world' link)."""
+    """Write a Model as URDF text that :func:`load_urdf` reads back to the same arrays and frames.
+
+    Bodies hang from a ``world`` link (a free-flyer root as a ``floating``
+    joint); merged frames become massless links on fixed joints. Unbounded
+    joints are written with the largest double as limit -- URDF parsers reject
+    ``inf`` -- and revolute joints always as ``revolute``, so every joint keeps
+    one position coordinate in other URDF readers too.
+    """
     lines = [f'<robot name="{model.name}">', '  <link name="world"/>']
     fmt = lambda v: " ".join(f"{x:.17g}" for x in v)  # noqa: E731
     for i in range(model.nbodies):
@@ -283,27 +290,32 @@ def model_to_urdf(model: Model) -> str:
             "    </inertial>",
             "  </link>",
         ]
+
+    def joint(name, kind, parent, child, rotation, translation):
+        return [f'  <joint name="{name}" type="{kind}">',
+                f'    <parent link="{parent}"/>', f'    <child link="{child}"/>',
+                f'    <origin xyz="{fmt(translation)}" rpy="{fmt(_matrix_to_rpy(rotation))}"/>']
+
     for i in range(model.nbodies):
         p = model.parent[i]
-        parent = "world" if p < 0 else model.body_names[p]
         jt = int(model.joint_type[i])
-        rpy = _matrix_to_rpy(model.joint_rotation[i])
         kind = {REVOLUTE: "revolute", PRISMATIC: "prismatic", FREE_FLYER: "floating"}[jt]
-        iq, iv = model.idx_q[i], model.idx_v[i]
-        if jt == REVOLUTE and np.isinf(model.lower[iq]) and np.isinf(model.upper[iq]):
-            kind = "continuous"
-        lines.append(f'  <joint name="{model.joint_names[i]}" type="{kind}">')
-        lines.append(f'    <parent link="{parent}"/>\n    <child link="{model.body_names[i]}"/>')
-        lines.append(f'    <origin xyz="{fmt(model.joint_translation[i])}" rpy="{fmt(rpy)}"/>')
+        lines += joint(model.joint_names[i], kind, "world" if p < 0 else model.body_names[p], model.body_names[i],
+                       model.joint_rotation[i], model.joint_translation[i])
         if jt != FREE_FLYER:
+            iq, iv = model.idx_q[i], model.idx_v[i]
+            bound = lambda x: float(np.clip(x, -UNBOUNDED, UNBOUNDED))  # noqa: E731
             lines.append(f'    <axis xyz="{fmt(model.axis[i])}"/>')
-            vel = min(model.velocity_limit[iv], UNBOUNDED)
-            eff = min(model.effort_limit[iv], UNBOUNDED)
-            if kind == "continuous":
-                lines.append(f'    <limit effort="{eff:.17g}" velocity="{vel:.17g}"/>')
-            else:
-                lo, hi = max(model.lower[iq], -UNBOUNDED), min(model.upper[iq], UNBOUNDED)
-                lines.append(f'    <limit lower="{lo:.17g}" upper="{hi:.17g}" effort="{eff:.17g}" velocity="{vel:.17g}"/>')
+            lines.append(f'    <limit lower="{bound(model.lower[iq]):.17g}" upper="{bound(model.upper[iq]):.17g}" '
+                         f'effort="{bound(model.effort_limit[iv]):.17g}" '
+                         f'velocity="{bound(model.velocity_limit[iv]):.17g}"/>')
+        lines.append("  </joint>")
+    for f in model.frames:
+        if f.name == "world" or f.name in model.body_names:
+            continue
+        lines.append(f'  <link name="{f.name}"/>')
+        parent = "world" if f.body < 0 else model.body_names[f.body]
+        lines += joint(f"{f.name}_fixed", "fixed", parent, f.name, f.rotation, f.translation)
         lines.append("  </joint>")
     lines.append("</robot>")
     return "\n".join(lines) + "\n"
