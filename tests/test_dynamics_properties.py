@@ -176,3 +176,28 @@ def test_singular_euler_configuration_is_reported():
     q[4] = np.pi / 2
     with pytest.raises(ValueError, match="singular"):
         dyn.forward_dynamics(q, np.zeros(dyn.model.nv), np.zeros(dyn.model.nv))
+
+
+@pytest.mark.parametrize("name,base", [("quadruped12", "free_flyer"), ("quadruped12", "euler"),
+                                       ("humanoid", "free_flyer")])
+def test_floating_base_inverse_dynamics_leaves_the_base_unactuated(name, base):
+    """Eqs. 26-27: the base rows of M acc + h vanish, the joint rows give tau, and the
+    forward dynamics of tau reproduce the commanded joint accelerations."""
+    dyn = Dynamics(load_urdf(bundled_model_path(name), base))
+    rng = np.random.default_rng(8)
+    for _ in range(3):
+        q, v, a = random_state(dyn.model, rng)
+        tau, acc = dyn.floating_base_inverse_dynamics(q, v, a)
+        assert np.all(tau[:6] == 0)
+        assert np.array_equal(acc[6:], a[6:])
+        full = dyn.mass_matrix(q) @ acc + dyn.nonlinear_effects(q, v)
+        assert np.abs(full[:6]).max() < 1e-9 * np.abs(full).max()  # the base is not actuated
+        assert close(full[6:], tau[6:])
+        assert close(dyn.forward_dynamics(q, v, tau), acc)
+
+
+def test_floating_base_inverse_dynamics_rejects_a_base_that_is_not_a_prefix():
+    dyn = Dynamics(load_urdf(bundled_model_path("quadruped12"), "free_flyer"))
+    q = dyn.model.neutral_configuration()
+    with pytest.raises(ValueError, match="n_base=4"):
+        dyn.floating_base_inverse_dynamics(q, np.zeros(18), np.zeros(18), n_base=4)

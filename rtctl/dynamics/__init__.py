@@ -173,6 +173,30 @@ class Dynamics:
             self._raise(status, ("q", "v", "tau", "out"))
         return out
 
+    def floating_base_inverse_dynamics(self, q, v, a, n_base: int | None = None, out=None):
+        """Under-actuated inverse dynamics (seed 004 eqs. 26-27) for a floating-base robot.
+
+        ``a[n_base:]`` are the desired joint accelerations (``a[:n_base]`` is
+        ignored); returns ``(tau, acc)``: joint forces with a zero base part,
+        and the full acceleration including the base acceleration they cause.
+        ``n_base`` defaults to 6 (free-flyer or Euler-angle chain).
+        """
+        m = self.model
+        n0 = 6 if n_base is None else int(n_base)
+        prefix = np.concatenate([[0], np.cumsum(np.where(m.joint_type == 2, 6, 1))])
+        if n0 not in prefix[1:]:
+            raise ValueError(f"n_base={n0} does not end a prefix of the tree's bodies (DOF boundaries: "
+                             f"{prefix[1:8].tolist()}...)")
+        if any(m.parent[i] != i - 1 for i in range(1, int(np.searchsorted(prefix, n0)))):
+            raise ValueError(f"the first {n0} DOFs are not a serial base chain")
+        q, v, a = self._vec(q, m.nq, "q"), self._vec(v, m.nv, "v"), self._vec(a, m.nv, "a")
+        out = self._out(out, (m.nv,), "out")
+        acc = np.empty(m.nv)
+        status = _k.floating_base_rnea(self.mi, self.mf, self.ws, np.empty((n0, n0)), q, v, a, acc, out)
+        if status != _k.OK:
+            self._raise(status, ("q", "v", "a", "out"))
+        return out, acc
+
     # -- kinematics --------------------------------------------------------
     def forward_kinematics(self, q):
         """World rotations (nbodies, 3, 3) and origins (nbodies, 3) of every body (copies)."""

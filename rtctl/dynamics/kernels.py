@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..model import (FREE_FLYER, MF_AXIS, MF_COM, MF_INERTIA, MF_MASS, MF_ROT, MF_TRANS, MI_IQ, MI_IV, MI_PARENT,
-                     MI_TYPE, PRISMATIC, REVOLUTE)
+from ..model import (FREE_FLYER, MF_ARMATURE, MF_AXIS, MF_COM, MF_INERTIA, MF_MASS, MF_ROT, MF_TRANS, MI_IQ, MI_IV,
+                     MI_PARENT, MI_TYPE, PRISMATIC, REVOLUTE)
 
 # Workspace columns (per body row).
 W_R = 0        # 9: world rotation of the body frame, row-major
@@ -337,7 +337,12 @@ def rnea(mi, mf, ws, q, v, a, tau):
     for i in range(nb):
         _body_wrench(mf, ws, i)
     for i in range(nb - 1, -1, -1):
+        iv = mi[i, MI_IV]
+        # Reflected rotor inertia; a[iv] is read before tau[iv] is written, so a and tau may alias.
+        rotor = mf[i, MF_ARMATURE] * a[iv] if mi[i, MI_TYPE] != FREE_FLYER else 0.0
         _project_and_propagate(mi, ws, i, tau)
+        if mi[i, MI_TYPE] != FREE_FLYER:
+            tau[iv] += rotor
     return OK
 
 
@@ -362,27 +367,10 @@ def _joint_nv(mi, i):
     return 6 if mi[i, MI_TYPE] == FREE_FLYER else 1
 
 
-@njit(SIG_Q_MAT, cache=True)
-def crba(mi, mf, ws, q, M):
-    """Generalized inertia matrix by composite modules, seed 004 eqs. A.2-A.3.
-
-    M~_i = M_i + sum_children A^T M~_j A (composite inertia about O_i, kept as
-    mass, first moment and rotational inertia), and
-    I^{i,j} = p_j^T A_{i,j}^T M~_i p_i for j an ancestor of i.
-    Returns a status code (``OK`` = 0).
-    """
-    nq, nv = model_sizes(mi)
-    if q.shape[0] != nq:
-        return WRONG_LENGTH + 1
-    if M.shape[0] != nv or M.shape[1] != nv:
-        return WRONG_LENGTH + 2
-    if not all_finite(q):
-        return NOT_FINITE + 1
-    forward_kinematics(mi, mf, ws, q)
+@njit(cache=True)
+def _composite_inertias(mi, mf, ws):
+    """Composite-module inertias about each O_i (eq. A.3): mass, first moment, rotational inertia."""
     nb = mi.shape[0]
-    for r in range(nv):
-        for c in range(nv):
-            M[r, c] = 0.0  # entries of bodies on different branches stay zero (eq. A.2)
     for i in range(nb):
         wi = ws[i]
         m = mf[i, MF_MASS]
@@ -412,9 +400,20 @@ def crba(mi, mf, ws, q, M):
         wp[W_CH] += hx + m * rx
         wp[W_CH + 1] += hy + m * ry
         wp[W_CH + 2] += hz + m * rz
+
+
+@njit(cache=True)
+def _inertia_columns(mi, mf, ws, M, n_dof):
+    """Fill the GIM entries I^{i,j} = p_j^T A^T M~_i p_i (eq. A.2) of the DOFs below ``n_dof``.
+
+    Ancestors have smaller DOF indices, so a column below n_dof only touches rows below it.
+    """
+    nb = mi.shape[0]
     for i in range(nb):
-        wi = ws[i]
         iv = mi[i, MI_IV]
+        if iv >= n_dof:
+            break
+        wi = ws[i]
         m = wi[W_CM]
         hx, hy, hz = wi[W_CH], wi[W_CH + 1], wi[W_CH + 2]
         for k in range(_joint_nv(mi, i)):
@@ -442,6 +441,70 @@ def crba(mi, mf, ws, q, M):
                     mx, my, mz = _cross(rx, ry, rz, fx, fy, fz)
                     nx, ny, nz = nx + mx, ny + my, nz + mz
                 j = pj
+        if mi[i, MI_TYPE] != FREE_FLYER:
+            M[iv, iv] += mf[i, MF_ARMATURE]
+
+
+@njit(SIG_Q_MAT, cache=True)
+def crba(mi, mf, ws, q, M):
+    """Generalized inertia matrix by composite modules, seed 004 eqs. A.2-A.3.
+
+    M~_i = M_i + sum_children A^T M~_j A (composite inertia about O_i, kept as
+    mass, first moment and rotational inertia), and
+    I^{i,j} = p_j^T A_{i,j}^T M~_i p_i for j an ancestor of i.
+    Returns a status code (``OK`` = 0).
+    """
+    nq, nv = model_sizes(mi)
+    if q.shape[0] != nq:
+        return WRONG_LENGTH + 1
+    if M.shape[0] != nv or M.shape[1] != nv:
+        return WRONG_LENGTH + 2
+    if not all_finite(q):
+        return NOT_FINITE + 1
+    forward_kinematics(mi, mf, ws, q)
+    for r in range(nv):
+        for c in range(nv):
+            M[r, c] = 0.0  # entries of bodies on different branches stay zero (eq. A.2)
+    _composite_inertias(mi, mf, ws)
+    _inertia_columns(mi, mf, ws, M, nv)
+    return OK
+
+
+@njit(cache=True)
+def floating_base_rnea(mi, mf, ws, base_block, q, v, a, acc, tau):
+    """Under-actuated inverse dynamics, seed 004 eqs. 26-27 (Fig. A.1 steps 1-3).
+
+    The first ``n0 = base_block.shape[0]`` DOFs (the floating base: a
+    free-flyer, the Euler-angle chain, or a planar base) are unactuated. Given
+    the joint accelerations ``a[n0:]`` (``a[:n0]`` is ignored), find the base
+    acceleration ``qdd_0 = -I_0^{-1} (I_{theta0}^T qdd_theta + h_0)`` and the
+    joint forces ``tau_theta = I_{theta0} qdd_0 + I_theta qdd_theta + h_theta``.
+    Both come from the recursive inverse dynamics: h~_0 is the base part of
+    ID(q, v, [0; qdd_theta]), I_0 the base block of the GIM from the composite
+    inertias (O(n), no full GIM), and tau = ID(q, v, [qdd_0; qdd_theta]).
+    Writes the full acceleration to ``acc`` and the forces to ``tau`` (its
+    base part, zero up to round-off, is set to exactly 0). Returns a status code.
+    """
+    n0 = base_block.shape[0]
+    status = check_vectors(mi, q, v, a, tau)
+    if status != OK:
+        return status
+    nv = acc.shape[0]
+    for k in range(nv):
+        acc[k] = a[k] if k >= n0 else 0.0
+    rnea(mi, mf, ws, q, v, acc, tau)
+    _composite_inertias(mi, mf, ws)  # poses from the rnea pass above
+    for r in range(n0):
+        for c in range(n0):
+            base_block[r, c] = 0.0
+    _inertia_columns(mi, mf, ws, base_block, n0)
+    for k in range(n0):
+        acc[k] = -tau[k]
+    if not _cholesky_solve(base_block.reshape(n0 * n0), 0, n0, acc, 0):
+        return SINGULAR
+    rnea(mi, mf, ws, q, v, acc, tau)
+    for k in range(n0):
+        tau[k] = 0.0
     return OK
 
 
@@ -623,7 +686,7 @@ def aba(mi, mf, ws, q, v, tau, qdd):
             wi[W_U + r] = wi[W_IA + 6 * r + off - W_IA] * ex + wi[W_IA + 6 * r + off - W_IA + 1] * ey \
                 + wi[W_IA + 6 * r + off - W_IA + 2] * ez
         po = 0 if jt == REVOLUTE else 3
-        d = wi[W_U + po] * ex + wi[W_U + po + 1] * ey + wi[W_U + po + 2] * ez
+        d = wi[W_U + po] * ex + wi[W_U + po + 1] * ey + wi[W_U + po + 2] * ez + mf[i, MF_ARMATURE]
         if not d > 0.0:
             return SINGULAR
         wi[W_DD] = d

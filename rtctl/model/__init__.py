@@ -309,8 +309,8 @@ def _parse_joint_type(joint_type, where):
 
 
 # Column layout of the packed float model (one row per body; the last row holds gravity).
-MF_ROT, MF_TRANS, MF_AXIS, MF_MASS, MF_COM, MF_INERTIA = 0, 9, 12, 15, 16, 19
-MF_WIDTH = 25
+MF_ROT, MF_TRANS, MF_AXIS, MF_MASS, MF_COM, MF_INERTIA, MF_ARMATURE = 0, 9, 12, 15, 16, 19, 25
+MF_WIDTH = 26
 # Columns of the packed integer model.
 MI_PARENT, MI_TYPE, MI_IQ, MI_IV = 0, 1, 2, 3
 MI_WIDTH = 4
@@ -355,6 +355,7 @@ class Model:
                 self.velocity_limit[self.idx_v[i]] = b.velocity_limit
                 self.effort_limit[self.idx_v[i]] = b.effort_limit
         self.has_free_flyer = bool(self.nbodies and self.joint_type[0] == FREE_FLYER)
+        self.armature = np.zeros(self.nv)
         self.packed_int, self.packed_float = self._pack()
 
     @property
@@ -378,8 +379,30 @@ class Model:
             c = self.com[i]
             i_o = self.inertia_com[i] + self.mass[i] * (c @ c * np.eye(3) - np.outer(c, c))
             mf[i, MF_INERTIA:MF_INERTIA + 6] = [i_o[0, 0], i_o[1, 1], i_o[2, 2], i_o[0, 1], i_o[0, 2], i_o[1, 2]]
+            if self.joint_type[i] != FREE_FLYER:
+                mf[i, MF_ARMATURE] = self.armature[self.idx_v[i]]
         mf[self.nbodies, 0:3] = self.gravity
         return mi, mf
+
+    def set_armature(self, armature) -> None:
+        """Reflected rotor inertia per DOF (kg m^2 or kg), added to the diagonal of M(q).
+
+        A motor of rotor inertia J behind a reduction N adds N^2 J to its joint;
+        :class:`drivers.transmission.Transmission` computes it. Free-flyer DOFs must be 0.
+        """
+        arm = np.asarray(armature, dtype=float)
+        if arm.shape == ():
+            arm = np.full(self.nv, float(arm))
+            if self.has_free_flyer:
+                arm[0:6] = 0.0
+        if arm.shape != (self.nv,) or not np.all(np.isfinite(arm)) or np.any(arm < 0):
+            raise ModelError(f"armature must be {self.nv} finite values >= 0, got {np.asarray(armature).tolist()}")
+        if self.has_free_flyer and np.any(arm[0:6] != 0):
+            raise ModelError("armature of the free-flyer DOFs must be zero")
+        self.armature = arm.copy()
+        for i in range(self.nbodies):
+            if self.joint_type[i] != FREE_FLYER:
+                self.packed_float[i, MF_ARMATURE] = arm[self.idx_v[i]]
 
     def set_gravity(self, gravity) -> None:
         self.gravity = np.asarray(gravity, dtype=float).copy()
