@@ -1,1 +1,10 @@
-"""Hardware abstraction: actuator drivers (simulated, serial, CAN) selected by name from config."""
+"""Hardware abstraction: actuator drivers selected by name from config.
+
+``create_driver("sim", model, plant=..., period=...)`` -- see :mod:`drivers.base`
+for the interface every backend implements.
+"""
+from .base import ActuatorDriver, DriverHealth, create_driver, register_driver
+from .sim import SimDriver
+from .transmission import Transmission
+
+__all__ = ["ActuatorDriver", "DriverHealth", "SimDriver", "Transmission", "create_driver", "register_driver"]

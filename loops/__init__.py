@@ -1,1 +1,36 @@
-"""Controllers and trajectory generators."""
+"""Controllers and trajectory generators for the real-time loop.
+
+:mod:`loops.base` defines the interfaces: a :class:`Trajectory` writes the
+desired position, velocity and acceleration of the ``n`` actuated joints into
+preallocated arrays; a :class:`Controller` turns the measured state (full
+``q``, ``v``) and that desired motion into ``nv`` generalized efforts. Neither
+allocates per cycle.
+
+Trajectories (:mod:`loops.trajectories`): :class:`MinimumJerk`,
+:class:`CubicSplineTrajectory`, :class:`Sinusoid`, and
+:func:`create_trajectory` (kinds ``"min_jerk"``, ``"spline"``, ``"sinusoid"``).
+
+Controllers (:mod:`loops.controllers`, control laws of seed 004, Shah, Saha &
+Dutt, eqs. 31-37): :class:`FeedForwardPD` (eq. 31), :class:`ComputedTorque`
+(eqs. 32, 37), :class:`FloatingBaseComputedTorque` (eqs. 33-37),
+:class:`PDGravity`, :class:`PD`, and :func:`create_controller` (kinds
+``"ff_pd"``, ``"computed_torque"``, ``"floating_base_computed_torque"``,
+``"pd_gravity"``, ``"pd"``).
+"""
+from .base import Controller, Trajectory
+from .controllers import (
+    CONTROLLER_KINDS,
+    PD,
+    ComputedTorque,
+    FeedForwardPD,
+    FloatingBaseComputedTorque,
+    PDGravity,
+    create_controller,
+)
+from .trajectories import TRAJECTORY_KINDS, CubicSplineTrajectory, MinimumJerk, Sinusoid, create_trajectory
+
+__all__ = [
+    "CONTROLLER_KINDS", "PD", "TRAJECTORY_KINDS", "ComputedTorque", "Controller", "CubicSplineTrajectory",
+    "FeedForwardPD", "FloatingBaseComputedTorque", "MinimumJerk", "PDGravity", "Sinusoid", "Trajectory",
+    "create_controller", "create_trajectory",
+]

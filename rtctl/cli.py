@@ -24,6 +24,42 @@ def _cmd_info(args) -> int:
     return 0
 
 
+DEMO_CONFIG = Path(__file__).parent / "data" / "configs" / "demo.toml"
+
+EXIT_OK, EXIT_USAGE, EXIT_TRIPPED = 0, 2, 3
+
+
+def _run_config(path, duration: float | None, pace: bool | None) -> int:
+    from .config import build, load_config
+
+    cfg = load_config(path)
+    if duration is not None:
+        cfg["loop"]["duration"] = duration
+    if pace is not None:
+        cfg["loop"]["pace"] = pace
+    loop = build(cfg)
+    print(f"rtctl: running {cfg['_source']} -- {cfg['robot']['model']}, {cfg['controller']['type']}, "
+          f"{cfg['driver']['backend']} driver, {cfg['loop']['rate_hz']:g} Hz, {cfg['loop']['duration']:g} s",
+          flush=True)
+    report = loop.run(duration=cfg["loop"]["duration"])
+    print(report.format())
+    if report.tripped and not cfg["safety"]["expect_trip"]:
+        print(f"rtctl: the safe state tripped unexpectedly: {report.trip_reason}", file=sys.stderr)
+        return EXIT_TRIPPED
+    if cfg["safety"]["expect_trip"] and not report.tripped:
+        print("rtctl: the config expects a safety trip, but none happened", file=sys.stderr)
+        return EXIT_TRIPPED
+    return EXIT_OK
+
+
+def _cmd_demo(args) -> int:
+    return _run_config(DEMO_CONFIG, args.duration, False if args.offline else None)
+
+
+def _cmd_run(args) -> int:
+    return _run_config(args.config, args.duration, False if args.offline else None)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rtctl", description="Real-time robot controller framework.")
     parser.add_argument("--version", action="version", version=f"rtctl {__version__}")
@@ -33,6 +69,16 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--floating-base", choices=["free_flyer", "euler"], default=None,
                       help="give the root link a floating base (default: fixed to the world)")
     info.set_defaults(func=_cmd_info)
+    for name, helptext, func in (
+            ("demo", "run the bundled demo: 7-DOF arm, simulated plant, computed torque at 1 kHz", _cmd_demo),
+            ("run", "run the control loop described by a TOML config", _cmd_run)):
+        cmd = sub.add_parser(name, help=helptext)
+        if name == "run":
+            cmd.add_argument("config", help="TOML run configuration")
+        cmd.add_argument("--duration", type=float, default=None, help="override [loop] duration (s)")
+        cmd.add_argument("--offline", action="store_true",
+                         help="run cycles back to back instead of at wall-clock rate (same control time)")
+        cmd.set_defaults(func=func)
     return parser
 
 
@@ -40,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ModelError, FileNotFoundError) as exc:
+    except (ModelError, FileNotFoundError, ValueError) as exc:
         print(f"rtctl: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `rtctl info humanoid | head`

@@ -404,6 +404,14 @@ class Model:
             if self.joint_type[i] != FREE_FLYER:
                 self.packed_float[i, MF_ARMATURE] = arm[self.idx_v[i]]
 
+    def scale_inertia(self, factor: float) -> None:
+        """Scale every body's mass and inertia by ``factor`` (a model error for robustness tests)."""
+        if not (np.isfinite(factor) and factor > 0):
+            raise ModelError(f"inertia scale factor must be > 0, got {factor}")
+        self.mass *= factor
+        self.inertia_com *= factor
+        self.packed_int, self.packed_float = self._pack()
+
     def set_gravity(self, gravity) -> None:
         self.gravity = np.asarray(gravity, dtype=float).copy()
         self.packed_float[self.nbodies, 0:3] = self.gravity

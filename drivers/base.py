@@ -1,0 +1,106 @@
+"""The one abstract actuator interface (python-can's ``BusABC`` is the model).
+
+A backend moves joint state in and effort/position commands out, converting
+to and from its own units and actuator space inside itself. The loop sees
+only :class:`~rtctl.rt.interfaces.RobotState` and :class:`~rtctl.rt.interfaces.Command`.
+
+Lifecycle (ros2_control style): ``configure()`` (resolve joints, open the
+transport), ``activate()`` (enable torque), then every cycle ``read(state)``
+and ``write(command)``, then ``deactivate()`` (torque off). ``read`` and
+``write`` never raise on bus trouble: they count it in :class:`DriverHealth`
+and report faults, which the safety layer turns into the safe state.
+
+Backends register by name (``@register_driver("sim")``) and are created from
+config with :func:`create_driver`.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rtctl.model import Model
+from rtctl.rt.interfaces import Command, RobotState, actuated_indices
+from rtctl.rt.lifecycle import Lifecycle
+
+EFFORT_MODE = "effort"
+POSITION_MODE = "position"
+
+
+@dataclass
+class DriverHealth:
+    """Counters a driver keeps; ``fault`` latches until the driver is reconfigured."""
+
+    reads: int = 0
+    writes: int = 0
+    timeouts: int = 0
+    corrupt: int = 0
+    retries: int = 0
+    stale_cycles: int = 0
+    fault: bool = False
+    fault_reason: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def set_fault(self, reason: str) -> None:
+        if not self.fault:
+            self.fault = True
+            self.fault_reason = reason
+
+
+class ActuatorDriver(Lifecycle, abc.ABC):
+    """Abstract backend. Subclasses implement :meth:`read` and :meth:`write` (and lifecycle hooks)."""
+
+    backend = "abstract"
+
+    def __init__(self, model: Model, joints: list[str] | None = None, mode: str = EFFORT_MODE):
+        super().__init__()
+        self.name = f"driver[{self.backend}]"
+        self.model = model
+        q_idx, v_idx, names = actuated_indices(model)
+        self.base_nq = int(q_idx[0]) if len(q_idx) else model.nq
+        self.base_nv = int(v_idx[0]) if len(v_idx) else model.nv
+        if joints is not None:
+            unknown = [j for j in joints if j not in names]
+            if unknown:
+                raise ValueError(f"{self.name}: unknown or unactuated joints {unknown}; actuated joints: {names}")
+            keep = [names.index(j) for j in joints]
+            q_idx, v_idx, names = q_idx[keep], v_idx[keep], list(joints)
+        if mode not in (EFFORT_MODE, POSITION_MODE):
+            raise ValueError(f"{self.name}: mode must be '{EFFORT_MODE}' or '{POSITION_MODE}', got {mode!r}")
+        self.mode = mode
+        self.joint_names = names
+        self.q_index = np.asarray(q_idx, dtype=np.int64)
+        self.v_index = np.asarray(v_idx, dtype=np.int64)
+        self.health = DriverHealth()
+
+    @abc.abstractmethod
+    def read(self, state: RobotState, now: float) -> bool:
+        """Fill this driver's joints in ``state``; return True if the sample is fresh."""
+
+    @abc.abstractmethod
+    def write(self, command: Command, now: float) -> None:
+        """Send this driver's joints of ``command`` (effort or position targets per ``mode``)."""
+
+    def safe_stop(self) -> None:
+        """Put the actuators in their own safe state now (zero torque); must not raise."""
+
+
+_REGISTRY: dict[str, type[ActuatorDriver]] = {}
+
+
+def register_driver(name: str):
+    def deco(cls):
+        cls.backend = name
+        _REGISTRY[name] = cls
+        return cls
+    return deco
+
+
+def create_driver(backend: str, model: Model, **options) -> ActuatorDriver:
+    """Instantiate a registered backend by name (``"sim"``, and later ``"dynamixel"``, ``"can_mit"``...)."""
+    import drivers  # noqa: F401  (importing the package registers the bundled backends)
+
+    if backend not in _REGISTRY:
+        raise ValueError(f"unknown driver backend '{backend}'; available: {sorted(_REGISTRY)}")
+    return _REGISTRY[backend](model, **options)

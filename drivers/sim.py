@@ -1,0 +1,129 @@
+"""The ``sim`` backend: the loop drives a simulated plant as if it were hardware.
+
+Each ``write`` converts the joint effort command to actuator torques through
+the transmission, saturates them at the actuator limits, optionally delays
+them by one cycle, converts back and advances the plant by one loop period.
+Each ``read`` measures the plant like encoders would: actuator-space
+positions quantised to ``encoder_counts`` per revolution (or per metre),
+Gaussian noise on position, velocity and effort, converted back to joint
+space. A floating base is passed through exactly (the simulator stands in for
+a state estimator). In ``position`` mode the drive closes its own loop:
+``tau = effort + stiffness (position - q) + damping (velocity - v)``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from plants.base import Plant
+
+from .base import EFFORT_MODE, ActuatorDriver, register_driver
+from .transmission import Transmission
+
+
+@register_driver("sim")
+class SimDriver(ActuatorDriver):
+    def __init__(self, model, *, plant: Plant, period: float, joints=None, mode: str = EFFORT_MODE,
+                 transmission: Transmission | None = None, torque_limit=None, position_noise: float = 0.0,
+                 velocity_noise: float = 0.0, effort_noise: float = 0.0, encoder_counts: int = 0,
+                 latency_cycles: int = 0, seed: int = 0):
+        super().__init__(model, joints, mode)
+        n = len(self.v_index)
+        if not period > 0:
+            raise ValueError(f"{self.name}: period must be > 0 s, got {period}")
+        for label, value in (("position_noise", position_noise), ("velocity_noise", velocity_noise),
+                             ("effort_noise", effort_noise)):
+            if not (np.isfinite(value) and value >= 0):
+                raise ValueError(f"{self.name}: {label} must be finite and >= 0, got {value}")
+        if latency_cycles not in (0, 1):
+            raise ValueError(f"{self.name}: latency_cycles must be 0 or 1, got {latency_cycles}")
+        if encoder_counts < 0:
+            raise ValueError(f"{self.name}: encoder_counts must be >= 0, got {encoder_counts}")
+        self.plant = plant
+        self.period = float(period)
+        self.transmission = transmission or Transmission(n)
+        if self.transmission.n != n:
+            raise ValueError(f"{self.name}: transmission is for {self.transmission.n} joints, driver has {n}")
+        if torque_limit is None:
+            # Actuator limits implied by the joint effort limits under a diagonal transmission.
+            joint_limit = model.effort_limit[self.v_index]
+            torque_limit = np.abs(joint_limit / np.diag(self.transmission.matrix)) \
+                if self.transmission.is_diagonal else np.full(n, np.inf)
+        self.torque_limit = np.broadcast_to(np.asarray(torque_limit, dtype=float), (n,)).copy()
+        if np.any(~(self.torque_limit > 0)):
+            raise ValueError(f"{self.name}: torque_limit must be > 0, got {self.torque_limit.tolist()}")
+        self.position_noise, self.velocity_noise, self.effort_noise = position_noise, velocity_noise, effort_noise
+        self.count_step = 2 * np.pi / encoder_counts if encoder_counts else 0.0
+        self.latency_cycles = latency_cycles
+        self.rng = np.random.default_rng(seed)
+        self.saturated_cycles = 0
+        # Preallocated per-cycle buffers (actuator space a_*, joint space j_*).
+        self._a_pos, self._a_vel, self._a_tau = np.zeros(n), np.zeros(n), np.zeros(n)
+        self._j_tau, self._j_vec, self._noise = np.zeros(n), np.zeros(n), np.zeros(n)
+        self._pending = np.zeros(n)
+        self._applied = np.zeros(n)
+        self._effort = np.zeros(model.nv)
+
+    def on_activate(self) -> None:
+        self._pending[:] = 0.0
+        self._applied[:] = 0.0
+
+    def read(self, state, now: float) -> bool:
+        plant, tr = self.plant, self.transmission
+        np.take(plant.q, self.q_index, out=self._j_vec)
+        tr.to_actuator_position(self._j_vec, self._a_pos)
+        if self.count_step:
+            np.divide(self._a_pos, self.count_step, out=self._a_pos)
+            np.round(self._a_pos, out=self._a_pos)
+            np.multiply(self._a_pos, self.count_step, out=self._a_pos)
+        self._add_noise(self._a_pos, self.position_noise)
+        tr.to_joint_position(self._a_pos, self._j_vec)
+        if self.base_nq:
+            state.q[:self.base_nq] = plant.q[:self.base_nq]
+            state.v[:self.base_nv] = plant.v[:self.base_nv]
+        state.q[self.q_index] = self._j_vec
+
+        np.take(plant.v, self.v_index, out=self._j_vec)
+        tr.to_actuator_position(self._j_vec, self._a_vel)
+        self._add_noise(self._a_vel, self.velocity_noise)
+        tr.to_joint_position(self._a_vel, self._j_vec)
+        state.v[self.v_index] = self._j_vec
+
+        tr.to_joint_effort(self._applied, self._j_vec)
+        self._add_noise(self._j_vec, self.effort_noise)
+        state.effort[self.v_index] = self._j_vec
+        state.stamp = now
+        state.fresh = True
+        self.health.reads += 1
+        return True
+
+    def _add_noise(self, x, sigma):
+        if sigma:
+            self.rng.standard_normal(out=self._noise)
+            self._noise *= sigma
+            x += self._noise
+
+    def write(self, command, now: float) -> None:
+        np.take(command.effort, self.v_index, out=self._j_tau)
+        if self.mode != EFFORT_MODE:
+            # The drive's own PD on joint position/velocity targets.
+            for k in range(len(self.v_index)):
+                iv = self.v_index[k]
+                self._j_tau[k] += command.stiffness[iv] * (command.position[iv] - self.plant.q[self.q_index[k]]) \
+                    + command.damping[iv] * (command.velocity[iv] - self.plant.v[iv])
+        self.transmission.to_actuator_effort(self._j_tau, self._a_tau)
+        if np.any(np.abs(self._a_tau) > self.torque_limit):
+            self.saturated_cycles += 1
+            np.clip(self._a_tau, -self.torque_limit, self.torque_limit, out=self._a_tau)
+        if self.latency_cycles:
+            self._applied[:] = self._pending
+            self._pending[:] = self._a_tau
+        else:
+            self._applied[:] = self._a_tau
+        self.transmission.to_joint_effort(self._applied, self._j_tau)
+        self._effort[self.v_index] = self._j_tau
+        self.plant.step(self.period, self._effort)
+        self.health.writes += 1
+
+    def safe_stop(self) -> None:
+        self._pending[:] = 0.0
+        self._applied[:] = 0.0

@@ -1,0 +1,58 @@
+"""The plant interface: a simulated robot the sim driver (and the HIL emulators) advance.
+
+A plant owns its state ``q`` (nq), ``v`` (nv) and time ``t`` as arrays updated
+in place, takes generalized efforts (nv, SI units; base rows zero for a
+floating base) and advances by a fixed step. Plants register by name
+(``@register_plant("rigid_body")``) and are created from config with
+:func:`create_plant`.
+"""
+from __future__ import annotations
+
+import abc
+
+import numpy as np
+
+from rtctl.model import Model
+
+
+class Plant(abc.ABC):
+    name = "plant"
+
+    def __init__(self, model: Model):
+        self.model = model
+        self.nq, self.nv = model.nq, model.nv
+        self.q = model.neutral_configuration()
+        self.v = np.zeros(model.nv)
+        self.t = 0.0
+
+    def reset(self, q=None, v=None) -> None:
+        """Set the state (defaults: neutral configuration, rest) and the time to zero."""
+        self.q[:] = self.model.neutral_configuration() if q is None else np.asarray(q, dtype=float)
+        self.v[:] = 0.0 if v is None else np.asarray(v, dtype=float)
+        self.t = 0.0
+
+    @abc.abstractmethod
+    def step(self, dt: float, effort: np.ndarray) -> None:
+        """Advance the state by ``dt`` seconds under the generalized ``effort`` (held constant)."""
+
+    def parameters(self) -> dict:
+        return {}
+
+
+_REGISTRY: dict[str, type[Plant]] = {}
+
+
+def register_plant(name: str):
+    def deco(cls):
+        cls.name = name
+        _REGISTRY[name] = cls
+        return cls
+    return deco
+
+
+def create_plant(name: str, model: Model, **options) -> Plant:
+    import plants  # noqa: F401  (importing the package registers the bundled plants)
+
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown plant '{name}'; available: {sorted(_REGISTRY)}")
+    return _REGISTRY[name](model, **options)

@@ -1,0 +1,317 @@
+"""Run configuration in TOML: schema, validation and assembly of a :class:`~rtctl.rt.loop.ControlLoop`.
+
+Every section and key is declared below with its type, range and default;
+unknown keys and out-of-range values raise :class:`ConfigError` naming the
+file, section and key. Units are SI. A minimal config::
+
+    [robot]
+    model = "arm7"            # bundled name or URDF path (relative to the config file)
+
+    [controller]
+    type = "computed_torque"
+    kp = 400.0
+
+    [trajectory]
+    type = "min_jerk"
+    goal = [0.5, 0.4, 0.3, -0.6, 0.2, 0.3, 0.1]
+    duration = 2.0
+"""
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import bundled_model_path
+
+
+class ConfigError(ValueError):
+    """A configuration problem; the message names the file, section and key."""
+
+
+@dataclass(frozen=True)
+class Key:
+    kind: str                      # "float", "int", "bool", "str", "floats" (scalar or list), "matrix", "ints"
+    default: Any = None
+    low: float | None = None       # inclusive bounds for numbers (each element for lists)
+    high: float | None = None
+    choices: tuple | None = None
+    positive: bool = False         # strictly > 0
+    required: bool = False
+
+
+SCHEMA: dict[str, dict[str, Key]] = {
+    "robot": {
+        "model": Key("str", "arm7"),
+        "floating_base": Key("str", "fixed", choices=("fixed", "free_flyer", "euler")),
+    },
+    "plant": {
+        "type": Key("str", "rigid_body", choices=("rigid_body",)),
+        "integrator": Key("str", "rk4", choices=("rk4", "semi_implicit_euler")),
+        "substeps": Key("int", 1, low=1, high=1000),
+        "viscous_friction": Key("floats", 0.0, low=0.0),
+        "coulomb_friction": Key("floats", 0.0, low=0.0),
+        "mass_scale": Key("float", 1.0, positive=True, high=100.0),
+        "initial_position": Key("floats", None),
+    },
+    "driver": {
+        "backend": Key("str", "sim", choices=("sim",)),
+        "mode": Key("str", "effort", choices=("effort", "position")),
+        "position_noise": Key("float", 0.0, low=0.0),
+        "velocity_noise": Key("float", 0.0, low=0.0),
+        "effort_noise": Key("float", 0.0, low=0.0),
+        "encoder_counts": Key("int", 0, low=0),
+        "latency_cycles": Key("int", 0, low=0, high=1),
+        "seed": Key("int", 0, low=0),
+        "gear_ratio": Key("floats", None),
+        "coupling": Key("matrix", None),
+        "rotor_inertia": Key("floats", None, low=0.0),
+        "torque_limit": Key("floats", None, positive=True),
+    },
+    "controller": {
+        "type": Key("str", "computed_torque",
+                    choices=("computed_torque", "floating_base_computed_torque", "ff_pd", "pd_gravity", "pd")),
+        "kp": Key("floats", 400.0, low=0.0),
+        "kd": Key("floats", None, low=0.0),
+    },
+    "trajectory": {
+        "type": Key("str", "min_jerk", choices=("min_jerk", "spline", "sinusoid")),
+        "start": Key("floats", None),
+        "goal": Key("floats", None),
+        "duration": Key("float", None, positive=True),
+        "t0": Key("float", 0.0, low=0.0),
+        "times": Key("floats", None),
+        "waypoints": Key("matrix", None),
+        "boundary": Key("str", "clamped", choices=("clamped", "natural")),
+        "center": Key("floats", None),
+        "amplitude": Key("floats", None),
+        "frequency": Key("floats", None, positive=True),
+        "phase": Key("floats", 0.0),
+    },
+    "loop": {
+        "rate_hz": Key("float", 1000.0, positive=True, high=100_000.0),
+        "duration": Key("float", 3.0, positive=True, high=86_400.0),
+        "overrun_policy": Key("str", "count", choices=("count", "skip", "trip")),
+        "max_consecutive_overruns": Key("int", 10, low=1),
+        "pace": Key("bool", True),
+        "realtime_priority": Key("int", None, low=1, high=99),
+        "cpus": Key("ints", None, low=0),
+        "lock_memory": Key("bool", False),
+        "disable_gc": Key("bool", True),
+    },
+    "safety": {
+        "safe_mode": Key("str", "damping", choices=("damping", "zero_torque")),
+        "damping_gain": Key("floats", None, low=0.0),
+        "position_margin": Key("float", 0.05, low=0.0),
+        "velocity_scale": Key("float", 1.0, positive=True),
+        "watchdog_cycles": Key("int", 5, low=1),
+        "effort_clamp": Key("bool", True),
+        "expect_trip": Key("bool", False),
+    },
+}
+
+TRAJECTORY_KEYS = {
+    "min_jerk": {"start", "goal", "duration", "t0"},
+    "spline": {"times", "waypoints", "boundary"},
+    "sinusoid": {"center", "amplitude", "frequency", "phase"},
+}
+
+
+def _check_number(value, key: Key, where: str, integer: bool = False):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{where}: expected a number, got {value!r}")
+    if integer and not isinstance(value, int):
+        raise ConfigError(f"{where}: expected an integer, got {value!r}")
+    if not math.isfinite(value):
+        raise ConfigError(f"{where}: must be finite, got {value!r}")
+    if key.positive and not value > 0:
+        raise ConfigError(f"{where}: must be > 0, got {value!r}")
+    if key.low is not None and value < key.low:
+        raise ConfigError(f"{where}: must be >= {key.low}, got {value!r}")
+    if key.high is not None and value > key.high:
+        raise ConfigError(f"{where}: must be <= {key.high}, got {value!r}")
+    return value
+
+
+def _validate_value(value, key: Key, where: str):
+    if key.kind == "str":
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+        if key.choices and value not in key.choices:
+            raise ConfigError(f"{where}: must be one of {list(key.choices)}, got {value!r}")
+        return value
+    if key.kind == "bool":
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if key.kind in ("float", "int"):
+        return float(_check_number(value, key, where)) if key.kind == "float" else \
+            _check_number(value, key, where, integer=True)
+    if key.kind in ("floats", "ints"):
+        items = value if isinstance(value, list) else [value]
+        if not items:
+            raise ConfigError(f"{where}: empty list")
+        checked = [_check_number(v, key, f"{where}[{i}]", integer=key.kind == "ints") for i, v in enumerate(items)]
+        return checked if isinstance(value, list) else checked[0]
+    if key.kind == "matrix":
+        if not isinstance(value, list) or not value or not all(isinstance(r, list) for r in value):
+            raise ConfigError(f"{where}: expected a list of rows (a matrix), got {value!r}")
+        if len({len(r) for r in value}) != 1:
+            raise ConfigError(f"{where}: rows have different lengths")
+        return [[_check_number(v, key, f"{where}[{i}][{j}]") for j, v in enumerate(r)] for i, r in enumerate(value)]
+    raise AssertionError(key.kind)
+
+
+def validate(raw: dict, source: str = "<config>") -> dict:
+    """Check a parsed TOML document against :data:`SCHEMA`; return it with defaults filled in."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: top level must be a table")
+    unknown = sorted(set(raw) - set(SCHEMA))
+    if unknown:
+        raise ConfigError(f"{source}: unknown section [{unknown[0]}]; sections: {sorted(SCHEMA)}")
+    out: dict[str, dict] = {}
+    for section, keys in SCHEMA.items():
+        given = raw.get(section, {})
+        if not isinstance(given, dict):
+            raise ConfigError(f"{source}: [{section}] must be a table")
+        bad = sorted(set(given) - set(keys))
+        if bad:
+            raise ConfigError(f"{source}: [{section}] unknown key '{bad[0]}'; allowed: {sorted(keys)}")
+        values = {}
+        for name, key in keys.items():
+            where = f"{source}: [{section}] {name}"
+            values[name] = _validate_value(given[name], key, where) if name in given else key.default
+        out[section] = values
+    traj = raw.get("trajectory", {})
+    kind = out["trajectory"]["type"]
+    foreign = sorted(set(traj) - TRAJECTORY_KEYS[kind] - {"type"})
+    if foreign:
+        raise ConfigError(f"{source}: [trajectory] key '{foreign[0]}' does not apply to type '{kind}' "
+                          f"(allowed: {sorted(TRAJECTORY_KEYS[kind])})")
+    return out
+
+
+def load_config(path: str | Path) -> dict:
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            raw = tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    cfg = validate(raw, str(path))
+    cfg["_dir"] = str(path.resolve().parent)
+    cfg["_source"] = str(path)
+    return cfg
+
+
+def _resolve_model_path(spec: str, base_dir: str | None) -> Path:
+    candidate = Path(spec)
+    if not candidate.is_absolute() and base_dir is not None:
+        candidate = Path(base_dir) / candidate
+    if candidate.suffix == ".urdf" or candidate.exists():
+        return candidate
+    return bundled_model_path(spec)
+
+
+def _vector(value, n: int, where: str) -> np.ndarray:
+    arr = np.asarray(value, dtype=float)
+    if arr.ndim == 0:
+        return np.full(n, float(arr))
+    if arr.shape != (n,):
+        raise ConfigError(f"{where}: expected {n} values (one per actuated joint), got {arr.size}")
+    return arr
+
+
+def build(cfg: dict):
+    """Assemble model, plant, driver, controller, trajectory, safety and loop; return the loop."""
+    from drivers import Transmission, create_driver
+    from loops.controllers import create_controller
+    from loops.trajectories import create_trajectory
+    from plants import create_plant
+
+    from .dynamics import Dynamics
+    from .model import ModelError
+    from .model.urdf import load_urdf
+    from .rt.interfaces import actuated_indices
+    from .rt.loop import ControlLoop
+    from .rt.realtime import RealtimeSettings
+    from .safety import SafetyMonitor
+
+    src = cfg.get("_source", "<config>")
+    robot, plant_cfg, drv, ctl, traj, loop, saf = (cfg[s] for s in
+                                                    ("robot", "plant", "driver", "controller", "trajectory",
+                                                     "loop", "safety"))
+    base = None if robot["floating_base"] == "fixed" else robot["floating_base"]
+    try:
+        path = _resolve_model_path(robot["model"], cfg.get("_dir"))
+        model = load_urdf(path, base)
+        plant_model = load_urdf(path, base)
+    except (ModelError, FileNotFoundError) as exc:
+        raise ConfigError(f"{src}: [robot] model: {exc}") from None
+    q_idx, v_idx, names = actuated_indices(model)
+    n = len(v_idx)
+
+    def wrap(section, fn):
+        try:
+            return fn()
+        except ConfigError:
+            raise
+        except ValueError as exc:
+            raise ConfigError(f"{src}: [{section}] {exc}") from None
+
+    plant_model.scale_inertia(plant_cfg["mass_scale"])
+    transmission = wrap("driver", lambda: Transmission(
+        n, ratio=drv["gear_ratio"], coupling=drv["coupling"], rotor_inertia=drv["rotor_inertia"]))
+    if drv["rotor_inertia"] is not None:
+        armature = np.zeros(model.nv)
+        armature[v_idx] = transmission.armature()
+        model.set_armature(armature)
+        plant_model.set_armature(armature)
+
+    def friction(value, name):
+        full = np.zeros(model.nv)
+        full[v_idx] = _vector(value, n, f"{src}: [plant] {name}")
+        return full
+
+    plant = wrap("plant", lambda: create_plant(
+        plant_cfg["type"], plant_model, integrator=plant_cfg["integrator"], substeps=plant_cfg["substeps"],
+        viscous_friction=friction(plant_cfg["viscous_friction"], "viscous_friction"),
+        coulomb_friction=friction(plant_cfg["coulomb_friction"], "coulomb_friction")))
+    q0 = model.neutral_configuration()
+    if plant_cfg["initial_position"] is not None:
+        q0[q_idx] = _vector(plant_cfg["initial_position"], n, f"{src}: [plant] initial_position")
+    plant.reset(q0)
+    period = 1.0 / loop["rate_hz"]
+    driver = wrap("driver", lambda: create_driver(
+        drv["backend"], model, plant=plant, period=period, mode=drv["mode"], transmission=transmission,
+        torque_limit=drv["torque_limit"], position_noise=drv["position_noise"],
+        velocity_noise=drv["velocity_noise"], effort_noise=drv["effort_noise"],
+        encoder_counts=drv["encoder_counts"], latency_cycles=drv["latency_cycles"], seed=drv["seed"]))
+    dyn = Dynamics(model)
+    controller = wrap("controller", lambda: create_controller(ctl["type"], dyn, kp=ctl["kp"], kd=ctl["kd"]))
+    params = {k: traj[k] for k in TRAJECTORY_KEYS[traj["type"]] if traj[k] is not None}
+    if traj["type"] == "min_jerk":
+        params.setdefault("start", q0[q_idx].tolist())
+        if "goal" not in params or "duration" not in params:
+            raise ConfigError(f"{src}: [trajectory] min_jerk needs 'goal' and 'duration'")
+    trajectory = wrap("trajectory", lambda: create_trajectory(traj["type"], **params))
+    if trajectory.n != n:
+        raise ConfigError(f"{src}: [trajectory] has {trajectory.n} joints, the robot has {n} actuated joints")
+    safety = wrap("safety", lambda: SafetyMonitor(
+        model, position_margin=saf["position_margin"], velocity_scale=saf["velocity_scale"],
+        safe_mode=saf["safe_mode"],
+        damping_gain=None if saf["damping_gain"] is None else _vector(saf["damping_gain"], n,
+                                                                      f"{src}: [safety] damping_gain"),
+        watchdog_cycles=saf["watchdog_cycles"], effort_clamp=saf["effort_clamp"]))
+    realtime = RealtimeSettings(priority=loop["realtime_priority"], cpus=loop["cpus"],
+                                lock_memory=loop["lock_memory"], disable_gc=loop["disable_gc"])
+    return ControlLoop(model=model, driver=driver, controller=controller, trajectory=trajectory, safety=safety,
+                       rate_hz=loop["rate_hz"], overrun_policy=loop["overrun_policy"],
+                       max_consecutive_overruns=loop["max_consecutive_overruns"], pace=loop["pace"],
+                       realtime=realtime)

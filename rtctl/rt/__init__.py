@@ -1,0 +1,1 @@
+"""The real-time loop executive: lifecycle, state/command interfaces, loop runner, timing statistics."""

@@ -1,0 +1,287 @@
+"""The fixed-rate control loop: read -> trajectory -> controller -> safety -> write, every period.
+
+Timing uses absolute deadlines on the monotonic clock: the loop sleeps until
+``spin_margin`` before the next deadline and busy-waits the rest, so compute
+time never accumulates into drift. Each cycle records its period, wake-up
+latency (wake time - deadline) and compute time, allocation-free.
+
+A cycle whose work ends after the next deadline is an overrun. Policies:
+``count`` (default; just count), ``skip`` (drop the missed deadlines and
+resynchronise), ``trip`` (after ``max_consecutive_overruns`` in a row, trip the
+safety monitor). Any exception raised by a component moves the system to the
+safe state: the component enters its error state, the safety monitor latches,
+and the loop keeps sending the safe command until it ends.
+
+The control time handed to the trajectory is ``deadline index x period``,
+independent of the wall clock, so runs are reproducible; ``pace=False`` runs
+cycles back to back (offline simulation, sweeps) with the same control time.
+"""
+from __future__ import annotations
+
+import gc
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import njit
+
+from .interfaces import Command, RobotState
+from .lifecycle import Lifecycle, LifecycleState
+from .realtime import RealtimeSettings, apply_realtime, restore_scheduler
+from .stats import CycleStats
+
+OVERRUN_POLICIES = ("count", "skip", "trip")
+
+
+@njit(cache=True)
+def _accumulate_tracking(q, q_index, q_d, max_abs, sum_sq):
+    for k in range(q_index.shape[0]):
+        e = q_d[k] - q[q_index[k]]
+        a = abs(e)
+        if a > max_abs[k] or not np.isfinite(a):
+            max_abs[k] = a
+        sum_sq[k] += e * e
+
+
+@dataclass
+class LoopReport:
+    """What a run did: tracking, timing, safety."""
+
+    cycles: int
+    duration: float
+    rate_hz: float
+    joint_names: list[str]
+    tracking_rms: np.ndarray
+    tracking_max: np.ndarray
+    timing: dict
+    overruns: int
+    skipped_cycles: int
+    tripped: bool
+    trip_reason: str
+    safety_events: list = field(default_factory=list)
+    driver_health: dict = field(default_factory=dict)
+    realtime: str = ""
+    failures: list = field(default_factory=list)
+
+    def format(self) -> str:
+        lines = [f"ran {self.cycles} cycles at {self.rate_hz:g} Hz ({self.duration:.3f} s of control time)",
+                 self.realtime, "", "tracking error (rad or m)       RMS          max"]
+        for name, rms, mx in zip(self.joint_names, self.tracking_rms, self.tracking_max):
+            lines.append(f"  {name:<26}{rms:>11.3e}  {mx:>11.3e}")
+        lines += ["", "loop timing (us)        min      mean       p50       p99       max"]
+        for metric in ("period", "latency", "compute"):
+            if metric in self.timing:
+                m = self.timing[metric]
+                lines.append(f"  {metric:<14}" + "".join(f"{m[k]:>10.1f}" for k in ("min", "mean", "p50", "p99", "max")))
+        lines.append(f"  overruns: {self.overruns}, skipped cycles: {self.skipped_cycles}")
+        lines.append("")
+        if self.tripped:
+            lines.append(f"SAFE STATE: tripped ({self.trip_reason})")
+        else:
+            lines.append("safety: armed throughout, no trips")
+        for event in self.safety_events:
+            lines.append(f"  event: {event}")
+        for failure in self.failures:
+            lines.append(f"  component failure: {failure}")
+        if self.driver_health:
+            lines.append("driver: " + ", ".join(f"{k}={v}" for k, v in self.driver_health.items()))
+        return "\n".join(lines)
+
+
+class ControlLoop:
+    """Runs a driver, a trajectory, a controller and a safety monitor at a fixed rate."""
+
+    def __init__(self, *, model, driver, controller, trajectory, safety, rate_hz: float = 1000.0,
+                 overrun_policy: str = "count", max_consecutive_overruns: int = 10, pace: bool = True,
+                 realtime: RealtimeSettings | None = None, spin_margin: float = 2e-4,
+                 stats_capacity: int = 100_000, hooks=()):
+        if not (np.isfinite(rate_hz) and rate_hz > 0):
+            raise ValueError(f"rate_hz must be > 0, got {rate_hz}")
+        if overrun_policy not in OVERRUN_POLICIES:
+            raise ValueError(f"overrun_policy must be one of {OVERRUN_POLICIES}, got {overrun_policy!r}")
+        if max_consecutive_overruns < 1:
+            raise ValueError(f"max_consecutive_overruns must be >= 1, got {max_consecutive_overruns}")
+        self.model = model
+        self.driver = driver
+        self.controller = controller
+        self.trajectory = trajectory
+        self.safety = safety
+        self.rate_hz = float(rate_hz)
+        self.period = 1.0 / self.rate_hz
+        self.overrun_policy = overrun_policy
+        self.max_consecutive_overruns = int(max_consecutive_overruns)
+        self.pace = pace
+        self.realtime = realtime or RealtimeSettings()
+        self.spin_margin = spin_margin
+        self.hooks = list(hooks)
+        self.state = RobotState(model)
+        self.command = Command(model)
+        n = controller.n
+        self.q_d, self.qd_d, self.qdd_d = np.zeros(n), np.zeros(n), np.zeros(n)
+        self.stats = CycleStats(stats_capacity)
+        self.tracking_max = np.zeros(n)
+        self.tracking_sum_sq = np.zeros(n)
+        self.cycle = 0
+        self.failures: list[str] = []
+        self._driver_ok = True
+        self._consecutive_overruns = 0
+        self.realtime_message = ""
+
+    # -- one cycle ---------------------------------------------------------------
+    def step(self, t: float) -> None:
+        """One control cycle at control time ``t`` (no pacing, no timing)."""
+        state, command = self.state, self.command
+        if self._driver_ok:
+            try:
+                self.driver.read(state, t)
+            except Exception as exc:  # a driver must not raise; if it does, it is finished
+                self._component_failed(self.driver, "read", exc)
+        else:
+            state.fresh = False
+        try:
+            self.trajectory.sample(t, self.q_d, self.qd_d, self.qdd_d)
+            self.controller.update(state.q, state.v, self.q_d, self.qd_d, self.qdd_d, command.effort)
+        except Exception as exc:
+            self._component_failed(self.controller, "update", exc)
+        for hook in self.hooks:
+            hook(self.cycle, t, state, command)
+        health = self.driver.health
+        if health.fault:
+            self.safety.check(state, command, driver_fault=True, reason=health.fault_reason)
+        else:
+            self.safety.check(state, command)
+        if self._driver_ok:
+            try:
+                self.driver.write(command, t)
+            except Exception as exc:
+                self._component_failed(self.driver, "write", exc)
+        _accumulate_tracking(state.q, self.controller.q_index, self.q_d, self.tracking_max, self.tracking_sum_sq)
+        self.cycle += 1
+
+    def _component_failed(self, component, where: str, exc: Exception) -> None:
+        reason = f"{getattr(component, 'name', type(component).__name__)}.{where}: {type(exc).__name__}: {exc}"
+        self.failures.append(reason)
+        if isinstance(component, Lifecycle):
+            component.fail(reason)
+        if component is self.driver:
+            self._driver_ok = False
+            try:
+                self.driver.safe_stop()
+            except Exception:  # noqa: BLE001  (best effort on the way to the safe state)
+                pass
+        self.command.effort[:] = 0.0
+        if not self.safety.tripped:
+            self.safety.estop(reason)
+
+    # -- the run -------------------------------------------------------------------
+    def run(self, duration: float | None = None, cycles: int | None = None) -> LoopReport:
+        """Run for ``duration`` seconds of control time or ``cycles`` cycles (one of them)."""
+        if (duration is None) == (cycles is None):
+            raise ValueError("give exactly one of duration or cycles")
+        n_cycles = int(round(duration * self.rate_hz)) if cycles is None else int(cycles)
+        if n_cycles < 1:
+            raise ValueError(f"a run needs at least one cycle, got {n_cycles}")
+        if self.driver.lifecycle_state == LifecycleState.UNCONFIGURED:
+            self.driver.configure()
+        if self.driver.lifecycle_state == LifecycleState.INACTIVE:
+            self.driver.activate()
+        report = apply_realtime(self.realtime)
+        self.realtime_message = report.message()
+        if report.not_applied:
+            print(f"rtctl: {self.realtime_message}; running without them", flush=True)
+        gc_was_enabled = gc.isenabled()
+        if self.realtime.disable_gc:
+            gc.collect()
+            gc.freeze()
+            gc.disable()
+        try:
+            if self.pace:
+                self._run_paced(n_cycles)
+            else:
+                self._run_unpaced(n_cycles)
+        finally:
+            if self.realtime.disable_gc:
+                gc.unfreeze()
+                if gc_was_enabled:
+                    gc.enable()
+            restore_scheduler()
+            try:
+                self.driver.deactivate()
+            except Exception as exc:  # noqa: BLE001
+                self.failures.append(f"driver.deactivate: {exc}")
+        return self.report()
+
+    def _run_unpaced(self, n_cycles: int) -> None:
+        clock = time.perf_counter
+        period = self.period
+        start = self.cycle
+        for k in range(n_cycles):
+            wake = clock()
+            self.step((start + k) * period)
+            self.stats.record(period, 0.0, clock() - wake, False)
+
+    def _run_paced(self, n_cycles: int) -> None:
+        """Cycles at wall-clock rate; the first one runs untimed so that lazily compiled or
+        first-touch work (numba cache loads, page faults) cannot count as an overrun."""
+        clock, sleep = time.perf_counter, time.sleep
+        period, margin = self.period, self.spin_margin
+        self.step(self.cycle * period)
+        n_cycles -= 1
+        index = 0
+        base = self.cycle
+        t0 = clock() + period
+        deadline = t0
+        last_wake = t0 - period
+        done = 0
+        while done < n_cycles:
+            remaining = deadline - clock()
+            if remaining > margin:
+                sleep(remaining - margin)
+            while clock() < deadline:
+                pass
+            wake = clock()
+            self.step((base + index) * period)
+            end = clock()
+            next_deadline = deadline + period
+            overrun = end > next_deadline
+            self.stats.record(wake - last_wake, wake - deadline, end - wake, overrun)
+            last_wake = wake
+            done += 1
+            index += 1
+            deadline = next_deadline
+            if overrun:
+                self._consecutive_overruns += 1
+                if self.overrun_policy == "skip":
+                    missed = int((end - deadline) / period) + 1
+                    deadline += missed * period
+                    index += missed
+                    self.stats.skipped += missed
+                elif self.overrun_policy == "trip" and self._consecutive_overruns >= self.max_consecutive_overruns \
+                        and not self.safety.tripped:
+                    self.safety.estop(f"{self._consecutive_overruns} consecutive overruns "
+                                      f"(period {period * 1e6:.0f} us)")
+            else:
+                self._consecutive_overruns = 0
+
+    def report(self) -> LoopReport:
+        n = max(self.cycle, 1)
+        summary = self.stats.summary()
+        health = self.driver.health
+        return LoopReport(
+            cycles=self.cycle,
+            duration=self.cycle * self.period,
+            rate_hz=self.rate_hz,
+            joint_names=list(self.controller.joint_names),
+            tracking_rms=np.sqrt(self.tracking_sum_sq / n),
+            tracking_max=self.tracking_max.copy(),
+            timing={k: v for k, v in summary.items() if isinstance(v, dict)},
+            overruns=int(self.stats.overruns),
+            skipped_cycles=int(self.stats.skipped),
+            tripped=bool(self.safety.tripped),
+            trip_reason=self.safety.trip_reason,
+            safety_events=[str(e) for e in self.safety.events],
+            driver_health={"reads": health.reads, "writes": health.writes, "timeouts": health.timeouts,
+                           "corrupt": health.corrupt, "fault": health.fault},
+            realtime=self.realtime_message,
+            failures=list(self.failures),
+        )

@@ -1,0 +1,115 @@
+"""Loop timing statistics: per-cycle period, wake-up latency and compute time in ring buffers.
+
+:class:`CycleStats` keeps the last ``capacity`` cycles of each metric (seconds,
+float64, preallocated) and counters over the whole run. :meth:`CycleStats.record`
+stores into the buffers in place and allocates nothing; the summaries (in
+microseconds) are computed on demand, outside the loop, over the retained window.
+
+Metrics:
+
+* ``period``: time between consecutive wake-ups;
+* ``latency``: wake-up time minus the deadline (how late the loop woke up);
+* ``compute``: time from wake-up to the end of the cycle's work.
+
+Counters: ``cycles`` (recorded), ``overruns`` (cycles flagged as overrun),
+``skipped`` (deadlines dropped by a skip policy; the loop may add to it directly),
+``max_consecutive_overruns`` (longest run of consecutive overruns).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+METRICS = ("period", "latency", "compute")
+STATISTICS = ("min", "mean", "p50", "p99", "max")
+
+
+class CycleStats:
+    """Ring buffers of the last ``capacity`` cycles' timing plus run counters."""
+
+    def __init__(self, capacity: int):
+        if isinstance(capacity, bool) or int(capacity) != capacity or capacity < 1:
+            raise ValueError(f"capacity must be an integer >= 1, got {capacity!r}")
+        self.capacity = int(capacity)
+        self._period = np.zeros(self.capacity)
+        self._latency = np.zeros(self.capacity)
+        self._compute = np.zeros(self.capacity)
+        self._head = 0  # where the next sample goes
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget all samples and counters (the buffers are reused)."""
+        self._head = 0
+        self.cycles = 0
+        self.overruns = 0
+        self.skipped = 0
+        self.consecutive_overruns = 0
+        self.max_consecutive_overruns = 0
+
+    def record(self, period: float, latency: float, compute: float, overrun: bool, skipped: int = 0) -> None:
+        """Store one cycle's timing (seconds). Allocates nothing: buffer writes and counter updates only."""
+        i = self._head
+        self._period[i] = period
+        self._latency[i] = latency
+        self._compute[i] = compute
+        i += 1
+        self._head = 0 if i == self.capacity else i
+        self.cycles += 1
+        if skipped:
+            self.skipped += skipped
+        if overrun:
+            self.overruns += 1
+            self.consecutive_overruns += 1
+            if self.consecutive_overruns > self.max_consecutive_overruns:
+                self.max_consecutive_overruns = self.consecutive_overruns
+        else:
+            self.consecutive_overruns = 0
+
+    # -- reading back (not for the loop: these allocate) ------------------------------
+    @property
+    def count(self) -> int:
+        """Number of retained samples: min(cycles, capacity)."""
+        return min(self.cycles, self.capacity)
+
+    def window(self, metric: str) -> np.ndarray:
+        """A copy of the retained samples of ``metric`` (seconds), oldest first."""
+        if metric not in METRICS:
+            raise ValueError(f"unknown metric {metric!r}; metrics: {METRICS}")
+        buf = getattr(self, "_" + metric)
+        if self.cycles < self.capacity:
+            return buf[:self.cycles].copy()
+        return np.concatenate((buf[self._head:], buf[:self._head]))
+
+    def summary(self) -> dict:
+        """``{metric: {min, mean, p50, p99, max}}`` in microseconds over the retained window, plus counters.
+
+        Percentiles use NumPy's default (linear interpolation). With no samples
+        the statistics are NaN. The counter entries are ``cycles``, ``window``
+        (samples summarised), ``overruns``, ``skipped``, ``max_consecutive_overruns``.
+        """
+        n = self.count
+        out: dict = {}
+        for metric in METRICS:
+            data = getattr(self, "_" + metric)[:n] * 1e6  # order does not matter for these statistics
+            if n == 0:
+                out[metric] = {k: float("nan") for k in STATISTICS}
+                continue
+            p50, p99 = np.percentile(data, [50.0, 99.0])
+            out[metric] = {"min": float(data.min()), "mean": float(data.mean()), "p50": float(p50),
+                           "p99": float(p99), "max": float(data.max())}
+        out.update(cycles=self.cycles, window=n, overruns=self.overruns, skipped=self.skipped,
+                   max_consecutive_overruns=self.max_consecutive_overruns)
+        return out
+
+    def format_table(self) -> str:
+        """The summary as a readable table (microseconds)."""
+        s = self.summary()
+        lines = [f"{'metric (us)':<12}" + "".join(f"{k:>12}" for k in STATISTICS)]
+        for metric in METRICS:
+            lines.append(f"{metric:<12}" + "".join(f"{s[metric][k]:>12.2f}" for k in STATISTICS))
+        ratio = f" ({100.0 * self.overruns / self.cycles:.3g}%)" if self.cycles else ""
+        lines.append(f"cycles {self.cycles} (last {s['window']} summarised), overruns {self.overruns}{ratio}, "
+                     f"skipped {self.skipped}, max consecutive overruns {self.max_consecutive_overruns}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"CycleStats(capacity={self.capacity}, cycles={self.cycles}, overruns={self.overruns})"

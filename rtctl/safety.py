@@ -1,0 +1,448 @@
+"""The safety layer: limit checks, watchdog, faults, e-stop, and a latched safe state (SI units).
+
+Every cycle the loop calls :meth:`SafetyMonitor.check` on the measured state and
+the command about to be written, after the controller and before the driver's
+``write``. The monitor trips to the safe state on
+
+* a non-finite value anywhere in ``state.q``, ``state.v``, ``state.effort`` or
+  ``command.effort``;
+* a measured position of an actuated joint outside its soft limits
+  ``[lower + position_margin, upper - position_margin]`` (joints with infinite
+  limits are not checked on that side);
+* a measured ``|v|`` above ``velocity_scale * velocity_limit``;
+* a stale state: ``state.fresh`` False for more than ``watchdog_cycles``
+  consecutive checks;
+* a driver fault (``check(..., driver_fault=True, reason=...)`` or
+  :meth:`SafetyMonitor.report_fault`) or a software e-stop (:meth:`SafetyMonitor.estop`);
+* a commanded ``|effort|`` above ``effort_limit`` when ``effort_clamp`` is
+  False. With ``effort_clamp`` True (default) the command is clamped to exactly
+  ``+-effort_limit`` instead, counted in ``clamp_count`` and recorded as an event
+  (the first clamped cycle of each run of consecutive clamped cycles), and the
+  monitor stays armed.
+
+The safe state is latched: once tripped, every ``check`` overwrites the command
+with the safe command and returns False until :meth:`SafetyMonitor.rearm`
+succeeds. The safe command sets ``stiffness``, ``damping`` and the ``velocity``
+target to 0 on every row (so a drive closing its own loop stops pulling towards
+a stale target) and ``effort`` to
+
+* ``"zero_torque"``: 0;
+* ``"damping"``: ``-D v`` on the actuated joints, clamped to ``+-effort_limit``
+  (``D = damping_gain``, by default ``0.1 * effort_limit / velocity_limit`` per
+  joint where both are finite, else 1.0 N m s/rad), and zero torque when any
+  actuated velocity is not finite.
+
+Base rows of a floating base are always 0.
+
+Real-time behaviour: the per-cycle work is one call of the numba kernel
+:func:`_safety_cycle` over arrays preallocated at construction (limits, index
+arrays, counters); it returns a status code and leaves the offending index and
+value in those arrays. Strings are built only when something happens (a trip,
+the first cycle of a clamp burst); the armed, clamped-burst and latched paths
+allocate nothing.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+from numba import njit
+
+from .model import PRISMATIC, Model
+from .rt.interfaces import Command, RobotState, actuated_indices
+
+SAFE_MODES = ("damping", "zero_torque")
+
+# Status codes of _safety_cycle. Below TRIP: no trip.
+OK = 0
+CLAMP_CONTINUED = 1   # effort clamped, and it was already clamped on the previous cycle
+CLAMP_NEW = 2         # effort clamped, first cycle of a burst (record an event)
+TRIP = 10
+NAN_Q = 10            # where = index into state.q
+NAN_V = 11            # where = index into state.v
+NAN_EFFORT = 12       # where = index into state.effort
+POSITION = 13         # where = actuated joint number
+VELOCITY = 14         # where = actuated joint number
+STALE = 15            # where = -1, value = number of consecutive stale cycles
+NAN_COMMAND = 16      # where = index into command.effort
+EFFORT = 17           # where = actuated joint number (effort_clamp False)
+NEVER_CHECKED = 99    # state status before the first check
+
+# Rows of the float table ``lim`` (one column per actuated joint).
+L_LO, L_HI, L_VMAX, L_EMAX, L_DAMP = 0, 1, 2, 3, 4
+L_ROWS = 5
+# Slots of the int64 control/counter array ``ctl``.
+C_CYCLES = 0         # checks performed
+C_CLAMPS = 1         # checks in which at least one effort was clamped
+C_STALE = 2          # current run of consecutive stale checks
+C_CLAMPING = 3       # 1 if the previous check clamped
+C_WATCHDOG = 4       # config: watchdog_cycles
+C_CLAMP_MODE = 5     # config: 1 = clamp, 0 = trip on effort limit
+C_DAMPING = 6        # config: 1 = damping safe mode, 0 = zero torque
+C_WHERE = 7          # offending index of the returned code
+C_STATE_CODE = 8     # status of the state alone (for rearm): OK, NAN_*, POSITION, VELOCITY
+C_STATE_WHERE = 9    # its offending index
+C_WIDTH = 10
+# Slots of the float64 array ``val``.
+V_VALUE = 0          # offending value of the returned code (before clamping for an effort)
+V_STATE_VALUE = 1    # offending value of the state status
+V_WIDTH = 2
+
+
+_A = "float64[::1]"
+_SIG = (f"int64({_A}, {_A}, {_A}, {_A}, {_A}, {_A}, {_A}, boolean, boolean, "
+        "int64[::1], int64[::1], float64[:, ::1], int64[::1], float64[::1])")
+
+
+@njit(_SIG, cache=True)
+def _safety_cycle(q, v, tau, cmd_effort, cmd_stiffness, cmd_damping, cmd_velocity, fresh, force_safe,
+                  q_index, v_index, lim, ctl, val):
+    """One safety check: counters, watchdog, state checks, command checks, then the safe command if needed.
+
+    Returns a status code (see the module constants); the offending index is left
+    in ``ctl[C_WHERE]`` and the value in ``val[V_VALUE]``. With ``force_safe``
+    (latched, or a fault reported this cycle) the command is not checked and the
+    safe command is always written. Allocates nothing.
+    """
+    ctl[C_CYCLES] += 1
+    if fresh:
+        ctl[C_STALE] = 0
+    else:
+        ctl[C_STALE] += 1
+    n = q_index.shape[0]
+    code = OK
+    where = -1
+    value = 0.0
+    # --- the measured state --------------------------------------------------
+    for i in range(q.shape[0]):
+        if not np.isfinite(q[i]):
+            code, where, value = NAN_Q, i, q[i]
+            break
+    if code == OK:
+        for i in range(v.shape[0]):
+            if not np.isfinite(v[i]):
+                code, where, value = NAN_V, i, v[i]
+                break
+    if code == OK:
+        for i in range(tau.shape[0]):
+            if not np.isfinite(tau[i]):
+                code, where, value = NAN_EFFORT, i, tau[i]
+                break
+    if code == OK:
+        for k in range(n):
+            x = q[q_index[k]]
+            if x < lim[L_LO, k] or x > lim[L_HI, k]:
+                code, where, value = POSITION, k, x
+                break
+    if code == OK:
+        for k in range(n):
+            x = v[v_index[k]]
+            if abs(x) > lim[L_VMAX, k]:
+                code, where, value = VELOCITY, k, x
+                break
+    ctl[C_STATE_CODE] = code
+    ctl[C_STATE_WHERE] = where
+    val[V_STATE_VALUE] = value
+    if code == OK and ctl[C_STALE] > ctl[C_WATCHDOG]:
+        code, where, value = STALE, -1, float(ctl[C_STALE])
+    # --- the command ---------------------------------------------------------
+    clamped = False
+    if code == OK and not force_safe:
+        for i in range(cmd_effort.shape[0]):
+            if not np.isfinite(cmd_effort[i]):
+                code, where, value = NAN_COMMAND, i, cmd_effort[i]
+                break
+        if code == OK:
+            for k in range(n):
+                i = v_index[k]
+                e = cmd_effort[i]
+                limit = lim[L_EMAX, k]
+                if abs(e) > limit:
+                    if ctl[C_CLAMP_MODE] == 0:
+                        code, where, value = EFFORT, k, e
+                        break
+                    if not clamped:
+                        clamped = True
+                        where, value = k, e
+                    cmd_effort[i] = limit if e > 0 else -limit
+    if code == OK and clamped:
+        ctl[C_CLAMPS] += 1
+        code = CLAMP_CONTINUED if ctl[C_CLAMPING] else CLAMP_NEW
+        ctl[C_CLAMPING] = 1
+    else:
+        ctl[C_CLAMPING] = 0
+    ctl[C_WHERE] = where
+    val[V_VALUE] = value
+    # --- the safe command ----------------------------------------------------
+    if force_safe or code >= TRIP:
+        for i in range(cmd_effort.shape[0]):
+            cmd_effort[i] = 0.0
+            cmd_stiffness[i] = 0.0
+            cmd_damping[i] = 0.0
+            cmd_velocity[i] = 0.0
+        if ctl[C_DAMPING]:
+            finite = True
+            for k in range(n):
+                if not np.isfinite(v[v_index[k]]):
+                    finite = False
+                    break
+            if finite:
+                for k in range(n):
+                    e = 0.0 - lim[L_DAMP, k] * v[v_index[k]]  # 0.0 - x: no -0.0 for x = 0
+                    limit = lim[L_EMAX, k]
+                    if e > limit:
+                        e = limit
+                    elif e < -limit:
+                        e = -limit
+                    cmd_effort[v_index[k]] = e
+    return code
+
+
+class SafetyError(RuntimeError):
+    """The monitor refused to re-arm; the message says why."""
+
+
+def _positive_finite(name, x, allow_zero=True):
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {x!r}") from None
+    if not np.isfinite(x) or x < 0 or (x == 0 and not allow_zero):
+        raise ValueError(f"{name} must be a finite number {'>=' if allow_zero else '>'} 0, got {x}")
+    return x
+
+
+class SafetyMonitor:
+    """Checks every cycle's state and command; latches the safe state on any violation.
+
+    See the module docstring for the checks and the safe command. Attributes:
+    ``tripped``, ``trip_reason``, ``trip_cycle`` (0-based index of the check
+    from which the safe command applies: the check that detected the fault, or
+    the next check after an :meth:`estop`/:meth:`report_fault`; in a loop this
+    is the loop's cycle index; -1 while armed), ``cycles`` (checks performed),
+    ``clamp_count`` (checks with at least one clamped effort) and ``events``
+    (a deque of the last ``event_capacity`` ``(cycle, kind, detail)`` records,
+    kind one of ``"trip"``, ``"clamp"``, ``"rearm"``).
+    """
+
+    def __init__(self, model: Model, *, position_margin: float = 0.05, velocity_scale: float = 1.0,
+                 safe_mode: str = "damping", damping_gain=None, watchdog_cycles: int = 5,
+                 effort_clamp: bool = True, event_capacity: int = 256):
+        if safe_mode not in SAFE_MODES:
+            raise ValueError(f"safe_mode must be one of {SAFE_MODES}, got {safe_mode!r}")
+        margin = _positive_finite("position_margin", position_margin)
+        scale = _positive_finite("velocity_scale", velocity_scale, allow_zero=False)
+        if isinstance(watchdog_cycles, bool) or int(watchdog_cycles) != watchdog_cycles or watchdog_cycles < 1:
+            raise ValueError(f"watchdog_cycles must be an integer >= 1, got {watchdog_cycles!r}")
+        if int(event_capacity) != event_capacity or event_capacity < 1:
+            raise ValueError(f"event_capacity must be an integer >= 1, got {event_capacity!r}")
+        self.model = model
+        self.nq, self.nv = model.nq, model.nv
+        self.safe_mode = safe_mode
+        self.position_margin = margin
+        self.velocity_scale = scale
+        self.watchdog_cycles = int(watchdog_cycles)
+        self.effort_clamp = bool(effort_clamp)
+
+        q_idx, v_idx, names = actuated_indices(model)
+        self.q_index = np.ascontiguousarray(q_idx, dtype=np.int64)
+        self.v_index = np.ascontiguousarray(v_idx, dtype=np.int64)
+        self.joint_names = list(names)
+        n = len(names)
+        body_of_v = {int(model.idx_v[b]): b for b in range(model.nbodies)}
+        self._units = [("m", "m/s", "N") if model.joint_type[body_of_v[int(i)]] == PRISMATIC
+                       else ("rad", "rad/s", "N m") for i in self.v_index]
+
+        lower, upper = model.lower[self.q_index], model.upper[self.q_index]
+        vmax, emax = model.velocity_limit[self.v_index], model.effort_limit[self.v_index]
+        lim = np.zeros((L_ROWS, n))
+        lim[L_LO] = lower + margin
+        lim[L_HI] = upper - margin
+        bad = np.flatnonzero(lim[L_LO] > lim[L_HI])
+        if bad.size:
+            k = int(bad[0])
+            raise ValueError(f"position_margin {margin} leaves no range for joint '{names[k]}' "
+                             f"(limits [{lower[k]:.4g}, {upper[k]:.4g}])")
+        lim[L_VMAX] = scale * vmax
+        lim[L_EMAX] = emax
+        if damping_gain is None:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                default = 0.1 * emax / vmax
+            lim[L_DAMP] = np.where(np.isfinite(default) & (vmax > 0), default, 1.0)
+        else:
+            gain = np.asarray(damping_gain, dtype=float)
+            if gain.ndim == 1 and gain.shape[0] == self.nv and self.nv != n:
+                gain = gain[self.v_index]
+            if gain.ndim == 0:
+                gain = np.full(n, float(gain))
+            if gain.shape != (n,):
+                raise ValueError(f"damping_gain must be a scalar or {n} (actuated joints) or {self.nv} (nv) "
+                                 f"values, got shape {gain.shape}")
+            if not np.all(np.isfinite(gain)) or np.any(gain < 0):
+                raise ValueError(f"damping_gain must be finite and >= 0, got {gain.tolist()}")
+            lim[L_DAMP] = gain
+        self.damping_gain = lim[L_DAMP].copy()
+        self._lim = np.ascontiguousarray(lim)
+        self._ctl = np.zeros(C_WIDTH, dtype=np.int64)
+        self._ctl[C_WATCHDOG] = self.watchdog_cycles
+        self._ctl[C_CLAMP_MODE] = 1 if self.effort_clamp else 0
+        self._ctl[C_DAMPING] = 1 if safe_mode == "damping" else 0
+        self._ctl[C_STATE_CODE] = NEVER_CHECKED
+        self._val = np.zeros(V_WIDTH)
+
+        self.tripped = False
+        self.trip_reason = ""
+        self.trip_cycle = -1
+        self.events: deque = deque(maxlen=int(event_capacity))
+        self._fault_pending = False   # report_fault() since the last check
+        self._fault_active = False    # the last check was told of a driver fault (or one is pending)
+        self._fault_reason = ""
+
+    # -- counters ------------------------------------------------------------------
+    @property
+    def cycles(self) -> int:
+        return int(self._ctl[C_CYCLES])
+
+    @property
+    def clamp_count(self) -> int:
+        return int(self._ctl[C_CLAMPS])
+
+    @property
+    def stale_cycles(self) -> int:
+        """Current run of consecutive checks with ``state.fresh`` False."""
+        return int(self._ctl[C_STALE])
+
+    @property
+    def armed(self) -> bool:
+        return not self.tripped
+
+    # -- the per-cycle check -------------------------------------------------------
+    def check(self, state: RobotState, command: Command, driver_fault: bool = False, reason: str = "") -> bool:
+        """Check ``state`` and ``command`` (clamping efforts in place); True when armed and OK.
+
+        On a trip, or while latched, the command is overwritten with the safe
+        command and False is returned. ``driver_fault=True`` (with its ``reason``)
+        reports a fault of the driver this cycle, which trips.
+        """
+        fault = driver_fault or self._fault_pending
+        code = _safety_cycle(state.q, state.v, state.effort, command.effort, command.stiffness,
+                             command.damping, command.velocity, bool(state.fresh),
+                             self.tripped or fault, self.q_index, self.v_index, self._lim, self._ctl, self._val)
+        if code < CLAMP_NEW and not fault and not self.tripped:
+            self._fault_active = False
+            return True
+        return self._event(code, fault, driver_fault, reason)
+
+    def _event(self, code: int, fault: bool, driver_fault: bool, reason: str) -> bool:
+        """The slow path of :meth:`check`: anything other than armed-and-quiet."""
+        if driver_fault:
+            self._fault_reason = reason or "driver reported a fault"
+        self._fault_active = fault
+        self._fault_pending = False
+        if self.tripped:
+            return False
+        if fault:
+            self._trip(f"driver fault: {self._fault_reason}", self.cycles - 1)
+            return False
+        if code >= TRIP:
+            self._trip(self._describe(code, int(self._ctl[C_WHERE]), float(self._val[V_VALUE])), self.cycles - 1)
+            return False
+        if code == CLAMP_NEW:
+            k = int(self._ctl[C_WHERE])
+            e = float(self._val[V_VALUE])
+            detail = (f"effort limit: joint '{self.joint_names[k]}' effort {e:.4g} {self._units[k][2]} "
+                      f"clamped to {np.copysign(self._lim[L_EMAX, k], e):.4g}")
+            self.events.append((self.cycles - 1, "clamp", detail))
+        return True
+
+    # -- trips from outside the check ------------------------------------------------
+    def estop(self, reason: str = "software e-stop") -> None:
+        """Software e-stop: trip now; the next :meth:`check` writes the safe command."""
+        self._trip(f"e-stop: {reason}", self.cycles)
+
+    def report_fault(self, reason: str = "driver reported a fault") -> None:
+        """A driver fault: trip now. It counts as persisting until a check without ``driver_fault``."""
+        self._fault_reason = reason
+        self._fault_pending = True
+        self._fault_active = True
+        self._trip(f"driver fault: {reason}", self.cycles)
+
+    def _trip(self, reason: str, cycle: int) -> None:
+        if self.tripped:
+            return
+        self.tripped = True
+        self.trip_reason = reason
+        self.trip_cycle = cycle
+        self.events.append((cycle, "trip", reason))
+
+    # -- leaving the safe state --------------------------------------------------------
+    def rearm_blockers(self) -> list[str]:
+        """Why :meth:`rearm` would refuse now (empty: it would succeed)."""
+        problems = []
+        if self._fault_active:
+            problems.append(f"driver fault still reported: {self._fault_reason}")
+        state_code = int(self._ctl[C_STATE_CODE])
+        if state_code == NEVER_CHECKED:
+            problems.append("no state has been checked yet")
+        elif state_code != OK:
+            problems.append(self._describe(state_code, int(self._ctl[C_STATE_WHERE]),
+                                           float(self._val[V_STATE_VALUE])))
+        stale = int(self._ctl[C_STALE])
+        if stale > self.watchdog_cycles:
+            problems.append(self._describe(STALE, -1, float(stale)))
+        return problems
+
+    def rearm(self) -> None:
+        """Leave the safe state if the last checked state is finite, inside the limits and fresh enough.
+
+        Raises :class:`SafetyError` (staying latched) naming what still blocks it.
+        Does nothing when armed.
+        """
+        if not self.tripped:
+            return
+        problems = self.rearm_blockers()
+        if problems:
+            raise SafetyError(f"cannot re-arm (tripped at cycle {self.trip_cycle}: {self.trip_reason}): "
+                              + "; ".join(problems))
+        self.events.append((self.cycles, "rearm", f"re-armed after: {self.trip_reason}"))
+        self.tripped = False
+        self.trip_reason = ""
+        self.trip_cycle = -1
+        self._ctl[C_CLAMPING] = 0
+
+    # -- messages -------------------------------------------------------------------------
+    def _q_label(self, i: int) -> str:
+        hits = np.flatnonzero(self.q_index == i)
+        return f"joint '{self.joint_names[hits[0]]}'" if hits.size else "floating base"
+
+    def _v_label(self, i: int) -> str:
+        hits = np.flatnonzero(self.v_index == i)
+        return f"joint '{self.joint_names[hits[0]]}'" if hits.size else "floating base"
+
+    def _describe(self, code: int, where: int, value: float) -> str:
+        if code == NAN_Q:
+            return f"non-finite state: q[{where}] ({self._q_label(where)}) = {value}"
+        if code == NAN_V:
+            return f"non-finite state: v[{where}] ({self._v_label(where)}) = {value}"
+        if code == NAN_EFFORT:
+            return f"non-finite state: effort[{where}] ({self._v_label(where)}) = {value}"
+        if code == NAN_COMMAND:
+            return f"non-finite command: effort[{where}] ({self._v_label(where)}) = {value}"
+        if code == STALE:
+            return (f"stale state: no fresh sample for {int(value)} consecutive cycles "
+                    f"(watchdog {self.watchdog_cycles})")
+        name, (qu, vu, eu) = self.joint_names[where], self._units[where]
+        if code == POSITION:
+            lo, hi = self._lim[L_LO, where], self._lim[L_HI, where]
+            return (f"position limit: joint '{name}' q = {value:.4g} {qu} outside the soft limits "
+                    f"[{lo:.4g}, {hi:.4g}]")
+        if code == VELOCITY:
+            return f"velocity limit: joint '{name}' |v| = {abs(value):.4g} {vu} > {self._lim[L_VMAX, where]:.4g}"
+        if code == EFFORT:
+            return (f"effort limit: joint '{name}' |effort| = {abs(value):.4g} {eu} > "
+                    f"{self._lim[L_EMAX, where]:.4g}")
+        return f"safety code {code}"
+
+    def __repr__(self) -> str:
+        status = f"tripped: {self.trip_reason}" if self.tripped else "armed"
+        return f"SafetyMonitor({self.model.name!r}, {self.safe_mode}, {status}, cycles={self.cycles})"

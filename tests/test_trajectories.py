@@ -1,0 +1,296 @@
+"""Trajectory generators of :mod:`loops.trajectories`: exact boundary conditions, derivatives
+consistent with finite differences, spline continuity, holding, validation, no allocation."""
+import math
+import os
+import subprocess
+import sys
+import textwrap
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.interpolate import CubicSpline
+
+from loops import CubicSplineTrajectory, MinimumJerk, Sinusoid, Trajectory, create_trajectory
+
+LOOPS_DIR = str(Path(__file__).resolve().parent.parent / "loops")
+
+START = np.array([0.2, -1.0, 0.0, 3.0])
+GOAL = np.array([1.0, 0.5, 0.0, -2.0])
+TIMES = np.array([0.5, 1.0, 1.8, 2.2, 3.5])
+WAYPOINTS = np.array([[0.0, 1.0, -0.5], [0.7, 0.2, -0.1], [0.3, -0.4, 0.6], [0.9, 0.0, 0.2], [0.1, 0.5, -0.3]])
+
+
+def sample(traj, t):
+    q, qd, qdd = np.empty(traj.n), np.empty(traj.n), np.empty(traj.n)
+    traj.sample(t, q, qd, qdd)
+    return q, qd, qdd
+
+
+def all_trajectories():
+    return [
+        MinimumJerk(START, GOAL, 1.5, t0=0.25),
+        CubicSplineTrajectory(TIMES, WAYPOINTS, "clamped"),
+        CubicSplineTrajectory(TIMES, WAYPOINTS, "natural"),
+        Sinusoid([0.1, -0.2, 0.0], [0.5, 0.25, 1.0], [0.5, 2.0, 1.3], phase=[0.0, 1.0, -2.0]),
+    ]
+
+
+# -- minimum jerk -------------------------------------------------------------------
+def test_min_jerk_boundaries_are_exact():
+    traj = MinimumJerk(START, GOAL, 1.5, t0=0.25)
+    assert traj.n == 4 and traj.duration == 1.5 and isinstance(traj, Trajectory)
+    for t, end in ((0.25, START), (1.75, GOAL), (-3.0, START), (0.0, START), (2.0, GOAL), (1e9, GOAL)):
+        q, qd, qdd = sample(traj, t)
+        np.testing.assert_array_equal(q, end)
+        np.testing.assert_array_equal(qd, 0.0)
+        np.testing.assert_array_equal(qdd, 0.0)
+
+
+def test_min_jerk_profile_values():
+    traj = MinimumJerk(START, GOAL, 2.0)
+    q, qd, qdd = sample(traj, 1.0)  # mid-time: half way, peak velocity 1.875 d / T, zero acceleration
+    np.testing.assert_allclose(q, 0.5 * (START + GOAL), atol=1e-15)
+    np.testing.assert_allclose(qd, 1.875 * (GOAL - START) / 2.0, rtol=1e-14)
+    np.testing.assert_allclose(qdd, 0.0, atol=1e-14)
+    tau = 0.3
+    q, qd, qdd = sample(traj, 2.0 * tau)
+    s = 10 * tau**3 - 15 * tau**4 + 6 * tau**5
+    np.testing.assert_allclose(q, START + (GOAL - START) * s, rtol=1e-14, atol=1e-15)
+    # Symmetric profile: the velocity at tau and 1 - tau agree, the accelerations are opposite.
+    _, qd2, qdd2 = sample(traj, 2.0 * (1 - tau))
+    np.testing.assert_allclose(qd2, qd, rtol=1e-12)
+    np.testing.assert_allclose(qdd2, -qdd, rtol=1e-12)
+
+
+# -- derivatives ----------------------------------------------------------------------
+@pytest.mark.parametrize("traj", all_trajectories(), ids=lambda tr: type(tr).__name__ + getattr(tr, "boundary", ""))
+def test_derivatives_match_central_differences(traj):
+    h = 1e-6
+    if isinstance(traj, CubicSplineTrajectory):
+        lo, hi = traj.times[0], traj.times[-1]
+    elif isinstance(traj, MinimumJerk):
+        lo, hi = traj.t0, traj.t0 + traj.duration
+    else:
+        lo, hi = 0.0, 4.0
+    rng = np.random.default_rng(3)
+    times = np.concatenate([rng.uniform(lo + 2 * h, hi - 2 * h, 40), [lo + 0.5 * (hi - lo)]])
+    if isinstance(traj, CubicSplineTrajectory):  # straddling interior knots: still C2
+        times = np.concatenate([times, traj.times[1:-1]])
+    for t in times:
+        q, qd, qdd = sample(traj, t)
+        qp, qdp, _ = sample(traj, t + h)
+        qm, qdm, _ = sample(traj, t - h)
+        scale = 1.0 + np.abs(q).max()
+        slack = 0.0
+        if isinstance(traj, CubicSplineTrajectory) and t in traj.times:
+            # The jerk 6 c0 jumps at a knot: the central difference of qd is off by h/4 times the jump.
+            i = int(np.searchsorted(traj.times, t))
+            slack = 0.25 * h * 6.0 * np.abs(traj.coefficients[0, i] - traj.coefficients[0, i - 1]) * 1.01
+        np.testing.assert_allclose((qp - qm) / (2 * h), qd, atol=1e-7 * scale, err_msg=f"qd at t={t}")
+        np.testing.assert_array_less(np.abs((qdp - qdm) / (2 * h) - qdd), 1e-6 * scale + slack,
+                                     err_msg=f"qdd at t={t}")
+
+
+# -- spline ---------------------------------------------------------------------------
+@pytest.mark.parametrize("boundary", ["clamped", "natural"])
+def test_spline_passes_through_waypoints_and_matches_scipy(boundary):
+    traj = CubicSplineTrajectory(TIMES, WAYPOINTS, boundary)
+    assert traj.n == 3 and traj.duration == pytest.approx(3.0)
+    for t, wp in zip(TIMES, WAYPOINTS):
+        q, _, _ = sample(traj, t)
+        np.testing.assert_array_equal(q, wp)
+    ref = CubicSpline(TIMES, WAYPOINTS, bc_type=boundary)
+    for t in np.linspace(TIMES[0], TIMES[-1], 97):
+        q, qd, qdd = sample(traj, t)
+        np.testing.assert_allclose(q, ref(t), rtol=1e-13, atol=1e-14)
+        np.testing.assert_allclose(qd, ref(t, 1), rtol=1e-12, atol=1e-13)
+        np.testing.assert_allclose(qdd, ref(t, 2), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("boundary", ["clamped", "natural"])
+def test_spline_boundary_conditions_exact(boundary):
+    traj = CubicSplineTrajectory(TIMES, WAYPOINTS, boundary)
+    for t in (TIMES[0], TIMES[-1]):
+        _, qd, qdd = sample(traj, t)
+        if boundary == "clamped":
+            np.testing.assert_array_equal(qd, 0.0)
+            assert np.abs(qdd).max() > 0.1
+        else:
+            np.testing.assert_array_equal(qdd, 0.0)
+            assert np.abs(qd).max() > 0.1
+
+
+@pytest.mark.parametrize("boundary", ["clamped", "natural"])
+def test_spline_is_c2_at_interior_knots(boundary):
+    traj = CubicSplineTrajectory(TIMES, WAYPOINTS, boundary)
+    c, x = traj.coefficients, traj.times
+    for i in range(1, len(x) - 1):
+        h = x[i] - x[i - 1]
+        a, b, cc, d = c[:, i - 1]  # left piece evaluated at its right end
+        left = (((a * h + b) * h + cc) * h + d, (3 * a * h + 2 * b) * h + cc, 6 * a * h + 2 * b)
+        right = sample(traj, x[i])
+        for k in range(3):
+            np.testing.assert_allclose(left[k], right[k], rtol=1e-12, atol=1e-12, err_msg=f"knot {i}, order {k}")
+        # and through sample(): the jump across the knot vanishes with the step
+        below, above = sample(traj, x[i] - 1e-9), sample(traj, x[i] + 1e-9)
+        for k in range(3):
+            np.testing.assert_allclose(below[k], above[k], atol=1e-6)
+
+
+def test_spline_holds_end_points_outside_the_range():
+    traj = CubicSplineTrajectory(TIMES, WAYPOINTS, "natural")
+    for t, wp in ((TIMES[0] - 1e-12, WAYPOINTS[0]), (-100.0, WAYPOINTS[0]),
+                  (TIMES[-1] + 1e-12, WAYPOINTS[-1]), (1e6, WAYPOINTS[-1])):
+        q, qd, qdd = sample(traj, t)
+        np.testing.assert_array_equal(q, wp)
+        np.testing.assert_array_equal(qd, 0.0)
+        np.testing.assert_array_equal(qdd, 0.0)
+
+
+def test_spline_two_waypoints_and_single_joint():
+    traj = CubicSplineTrajectory([0.0, 2.0], [0.0, 1.0])  # 1-D waypoints: one joint
+    assert traj.n == 1
+    q, qd, qdd = sample(traj, 1.0)
+    np.testing.assert_allclose(q, [0.5])
+    np.testing.assert_allclose(qd, [0.75])  # clamped cubic: 3 d / (2 T)
+    np.testing.assert_allclose(qdd, [0.0], atol=1e-15)
+
+
+# -- sinusoid -------------------------------------------------------------------------
+def test_sinusoid_values_and_broadcasting():
+    traj = Sinusoid([1.0, 2.0], 0.5, 2.0, phase=0.25)
+    assert traj.n == 2 and traj.duration == math.inf
+    t = 0.37
+    w = 2 * np.pi * 2.0
+    q, qd, qdd = sample(traj, t)
+    np.testing.assert_allclose(q, np.array([1.0, 2.0]) + 0.5 * np.sin(w * t + 0.25), rtol=1e-15)
+    np.testing.assert_allclose(qd, 0.5 * w * np.cos(w * t + 0.25), rtol=1e-14)
+    np.testing.assert_allclose(qdd, -0.5 * w * w * np.sin(w * t + 0.25), rtol=1e-14)
+    q, qd, qdd = sample(Sinusoid([0.0], [1.0], [1.0]), 0.0)
+    assert q[0] == 0.0 and qd[0] == pytest.approx(2 * np.pi) and qdd[0] == 0.0
+
+
+# -- factory and validation ---------------------------------------------------------
+def test_create_trajectory_kinds():
+    assert isinstance(create_trajectory("min_jerk", start=[0, 0], goal=[1, 1], duration=1.0), MinimumJerk)
+    spline = create_trajectory("spline", times=TIMES, waypoints=WAYPOINTS, boundary="natural")
+    assert isinstance(spline, CubicSplineTrajectory) and spline.boundary == "natural"
+    assert isinstance(create_trajectory("sinusoid", center=[0], amplitude=1, frequency=1), Sinusoid)
+    with pytest.raises(ValueError, match="unknown trajectory kind 'jerk'.*min_jerk"):
+        create_trajectory("jerk", start=[0], goal=[1], duration=1.0)
+    with pytest.raises(ValueError, match="min_jerk.*goal"):
+        create_trajectory("min_jerk", start=[0], duration=1.0)
+    with pytest.raises(ValueError, match="spline.*speed"):
+        create_trajectory("spline", times=TIMES, waypoints=WAYPOINTS, speed=2)
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: MinimumJerk([0, 1], [1], 1.0), r"goal must have length 2, got 1"),
+    (lambda: MinimumJerk([], [], 1.0), r"start must be a non-empty vector"),
+    (lambda: MinimumJerk([[0, 1]], [[1, 2]], 1.0), r"start must be a non-empty vector"),
+    (lambda: MinimumJerk([0], [1], 0.0), r"duration must be > 0, got 0\.0"),
+    (lambda: MinimumJerk([0], [1], -2), r"duration must be > 0, got -2"),
+    (lambda: MinimumJerk([0], [1], float("inf")), r"duration must be finite, got inf"),
+    (lambda: MinimumJerk([0], [np.nan], 1.0), r"goal must be finite, got \[nan\]"),
+    (lambda: MinimumJerk([0], [1], 1.0, t0=np.nan), r"t0 must be finite, got nan"),
+    (lambda: MinimumJerk(["a"], [1], 1.0), r"start must be numeric"),
+    (lambda: MinimumJerk([0], [1], "slow"), r"duration must be a number, got 'slow'"),
+    (lambda: CubicSplineTrajectory([0, 1, 1], [[0], [1], [2]]), r"times must be strictly increasing.*times\[2\]"),
+    (lambda: CubicSplineTrajectory([0, 2, 1], [[0], [1], [2]]), r"times must be strictly increasing"),
+    (lambda: CubicSplineTrajectory([0], [[0]]), r"times must hold at least 2 values"),
+    (lambda: CubicSplineTrajectory([0, 1, 2], [[0, 1], [1, 2]]), r"waypoints must have 3 rows"),
+    (lambda: CubicSplineTrajectory([0, 1], [[0, np.inf], [1, 2]]), r"waypoints must be finite"),
+    (lambda: CubicSplineTrajectory([0, np.nan], [[0], [1]]), r"times must be finite"),
+    (lambda: CubicSplineTrajectory([0, 1], [[0], [1]], boundary="periodic"), r"boundary must be one of.*'periodic'"),
+    (lambda: Sinusoid([0, 0], [1, 1, 1], 1.0), r"amplitude must have length 2, got 3"),
+    (lambda: Sinusoid([0], 1.0, -1.0), r"frequency must be >= 0 Hz, got -1\.0"),
+    (lambda: Sinusoid([0], 1.0, np.inf), r"frequency must be finite, got inf"),
+    (lambda: Sinusoid([0], 1.0, 1.0, phase=np.nan), r"phase must be finite"),
+])
+def test_constructors_reject_bad_parameters(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_sample_rejects_bad_outputs_and_time():
+    traj = MinimumJerk([0.0, 1.0], [1.0, 0.0], 1.0)
+    q, qd, qdd = np.zeros(2), np.zeros(2), np.zeros(2)
+    with pytest.raises(ValueError, match=r"qdd must have shape \(2,\)"):
+        traj.sample(0.5, q, qd, np.zeros(3))
+    with pytest.raises(ValueError, match=r"q must be a writable C-contiguous float64"):
+        traj.sample(0.5, [0.0, 0.0], qd, qdd)
+    with pytest.raises(ValueError, match=r"qd must be a writable C-contiguous float64"):
+        traj.sample(0.5, q, np.zeros(2, dtype=np.float32), qdd)
+    with pytest.raises(ValueError, match=r"qd must be a writable C-contiguous float64"):
+        traj.sample(0.5, q, np.zeros(4)[::2], qdd)
+    with pytest.raises(ValueError, match=r"t must be finite, got nan"):
+        traj.sample(float("nan"), q, qd, qdd)
+    with pytest.raises(ValueError, match=r"t must be a number"):
+        traj.sample("now", q, qd, qdd)
+    traj.sample(np.float64(0.5), q, qd, qdd)  # numpy scalars and ints are fine
+    traj.sample(1, q, qd, qdd)
+    np.testing.assert_array_equal(q, [1.0, 0.0])
+
+
+# -- allocation ---------------------------------------------------------------------
+@pytest.mark.parametrize("traj", all_trajectories(), ids=lambda tr: type(tr).__name__ + getattr(tr, "boundary", ""))
+def test_sample_allocates_nothing(traj):
+    q, qd, qdd = np.empty(traj.n), np.empty(traj.n), np.empty(traj.n)
+    times = [float(t) for t in np.linspace(-1.0, 5.0, 500)]
+    traj.sample(0.3, q, qd, qdd)  # warm up
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        for t in times:
+            traj.sample(t, q, qd, qdd)
+        peak = tracemalloc.get_traced_memory()[1] - base
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    growth = [s for s in after.compare_to(before, "filename")
+              if s.traceback[0].filename.startswith(LOOPS_DIR) and (s.size_diff > 0 or s.count_diff > 0)]
+    assert not growth, growth
+    assert peak < 1024, f"{peak} B transient allocation over 500 calls"
+
+
+NRT_SCRIPT = textwrap.dedent("""
+    import numpy as np
+    from numba import njit
+    from numba.core.runtime import rtsys
+    from loops import trajectories as tj
+
+    @njit
+    def cycles(n, mj, sp, sn, q, qd, qdd):
+        bad = 0
+        for k in range(n):
+            t = -0.5 + 0.01 * k
+            bad += tj._min_jerk_sample(t, *mj, q, qd, qdd)
+            bad += tj._spline_sample(t, *sp, q, qd, qdd)
+            bad += tj._sinusoid_sample(t, *sn, q, qd, qdd)
+        return bad
+
+    mj = tj.MinimumJerk([0, 1, 2], [1, 2, 0], 2.0)
+    sp = tj.CubicSplineTrajectory([0, 1, 3], [[0, 1, 2], [1, 0, 1], [2, 2, 2]])
+    sn = tj.Sinusoid([0, 1, 2], 1.0, 2.0)
+    args = (mj._args, sp._args, sn._args, np.zeros(3), np.zeros(3), np.zeros(3))
+    assert cycles(1, *args) == 0
+    counts = []
+    for n in (1, 300):
+        before = rtsys.get_allocation_stats().alloc
+        assert cycles(n, *args) == 0
+        counts.append(rtsys.get_allocation_stats().alloc - before)
+    assert counts[0] == counts[1], counts
+    print("OK", counts)
+""")
+
+
+def test_compiled_kernels_allocate_nothing_per_call():
+    env = dict(os.environ, NUMBA_NRT_STATS="1")
+    result = subprocess.run([sys.executable, "-c", NRT_SCRIPT], check=False, env=env, capture_output=True, text=True,
+                            timeout=600, cwd=str(Path(LOOPS_DIR).parent))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip().startswith("OK")
