@@ -42,9 +42,11 @@ class Controller(abc.ABC):
         n = len(self.v_index)
         self.n = n
         self.kp = np.broadcast_to(np.asarray(kp, dtype=float), (n,)).copy()
+        if not np.all(np.isfinite(self.kp)) or np.any(self.kp < 0):
+            raise ValueError(f"{self.name}: kp must be finite and >= 0, got {self.kp.tolist()}")
         self.kd = 2.0 * np.sqrt(self.kp) if kd is None else np.broadcast_to(np.asarray(kd, dtype=float), (n,)).copy()
-        if np.any(self.kp < 0) or np.any(self.kd < 0) or not np.all(np.isfinite(self.kp) & np.isfinite(self.kd)):
-            raise ValueError(f"{self.name}: gains must be finite and >= 0 (kp={self.kp}, kd={self.kd})")
+        if not np.all(np.isfinite(self.kd)) or np.any(self.kd < 0):
+            raise ValueError(f"{self.name}: kd must be finite and >= 0, got {self.kd.tolist()}")
 
     @abc.abstractmethod
     def update(self, q: np.ndarray, v: np.ndarray, q_d: np.ndarray, qd_d: np.ndarray, qdd_d: np.ndarray,

@@ -75,7 +75,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "controller": {
         "type": Key("str", "computed_torque",
                     choices=("computed_torque", "floating_base_computed_torque", "ff_pd", "pd_gravity", "pd")),
-        "kp": Key("floats", 400.0, low=0.0),
+        # computed torque: kp in 1/s^2 (default 400); torque-level laws (ff_pd, pd_gravity, pd): N m/rad,
+        # robot-specific, so required.
+        "kp": Key("floats", None, low=0.0),
         "kd": Key("floats", None, low=0.0),
     },
     "trajectory": {
@@ -294,7 +296,13 @@ def build(cfg: dict):
         velocity_noise=drv["velocity_noise"], effort_noise=drv["effort_noise"],
         encoder_counts=drv["encoder_counts"], latency_cycles=drv["latency_cycles"], seed=drv["seed"]))
     dyn = Dynamics(model)
-    controller = wrap("controller", lambda: create_controller(ctl["type"], dyn, kp=ctl["kp"], kd=ctl["kd"]))
+    kp = ctl["kp"]
+    if kp is None:
+        if ctl["type"] not in ("computed_torque", "floating_base_computed_torque"):
+            raise ConfigError(f"{src}: [controller] kp is required for type '{ctl['type']}' (a torque gain in "
+                              "N m/rad per joint; it depends on the robot's inertia)")
+        kp = 400.0
+    controller = wrap("controller", lambda: create_controller(ctl["type"], dyn, kp=kp, kd=ctl["kd"]))
     params = {k: traj[k] for k in TRAJECTORY_KEYS[traj["type"]] if traj[k] is not None}
     if traj["type"] == "min_jerk":
         params.setdefault("start", q0[q_idx].tolist())

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -113,3 +114,51 @@ def test_info_on_a_long_serial_chain_does_not_crash(capsys, tmp_path):
     path = tmp_path / "rope.urdf"
     path.write_text('<robot name="rope">' + "".join(links) + "</robot>")
     assert main(["info", str(path)]) == 0
+
+
+# -- demo and run ------------------------------------------------------------------------------------
+
+
+def test_demo_runs_offline_and_reports_tracking_timing_and_safety(capsys):
+    assert main(["demo", "--offline", "--duration", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "tracking error" in out and "joint7" in out
+    assert "loop timing" in out and "p99" in out
+    assert "safety: armed throughout, no trips" in out
+
+
+def _write_config(tmp_path, extra: str) -> str:
+    text = (Path(rtctl.__file__).parent / "data" / "configs" / "demo.toml").read_text() + extra
+    path = tmp_path / "run.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_run_exits_non_zero_when_the_safe_state_trips_unexpectedly(tmp_path, capsys):
+    # A velocity limit at 5 % of the URDF's trips during the move.
+    path = _write_config(tmp_path, "")
+    text = Path(path).read_text().replace("watchdog_cycles = 5", "watchdog_cycles = 5\nvelocity_scale = 0.05")
+    Path(path).write_text(text)
+    assert main(["run", path, "--offline", "--duration", "1"]) == 3
+    captured = capsys.readouterr()
+    assert "SAFE STATE: tripped (velocity limit" in captured.out
+    assert "tripped unexpectedly" in captured.err
+
+
+def test_run_reports_a_bad_config_key_and_exits_2(tmp_path, capsys):
+    path = _write_config(tmp_path, "\n[extra]\nfoo = 1\n")
+    assert main(["run", path]) == 2
+    err = capsys.readouterr().err
+    assert "unknown section [extra]" in err and "run.toml" in err
+
+
+def test_unpermitted_realtime_settings_are_reported_once_and_the_loop_runs(capsys):
+    from rtctl.config import build, load_config
+    from rtctl.rt.realtime import RealtimeSettings
+
+    loop = build(load_config(Path(rtctl.__file__).parent / "data" / "configs" / "demo.toml"))
+    loop.realtime = RealtimeSettings(cpus=[100_000], disable_gc=True)  # no such CPU: cannot be applied
+    report = loop.run(cycles=50)
+    out = capsys.readouterr().out
+    assert out.count("NOT applied: CPU affinity [100000]") == 1
+    assert report.cycles == 50 and not report.tripped

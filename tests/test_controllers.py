@@ -275,12 +275,12 @@ def test_gains_default_and_validation():
     np.testing.assert_allclose(ctrl.kd, 2 * np.sqrt(ctrl.kp))  # critically damped default
     assert isinstance(ctrl, Controller)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # sqrt of the negative kp in the default kd
+        warnings.simplefilter("error", RuntimeWarning)  # kp is checked before the default kd uses it
         for kp, kd in ((-1.0, None), (np.nan, None), (1.0, -2.0), (1.0, np.inf), ([1, 2, 3, 4, 5, 6, -7], None)):
             for cls in CONTROLLER_KINDS.values():
                 if cls is FloatingBaseComputedTorque:
                     continue
-                with pytest.raises(ValueError, match="gains must be finite and >= 0"):
+                with pytest.raises(ValueError, match="k[pd] must be finite and >= 0"):
                     cls(dyn, kp, kd)
     with pytest.raises(ValueError, match="pd: kp and kd must be numbers or vectors with one entry per actuated"):
         PD(dyn, kp=[1.0, 2.0])

@@ -241,3 +241,10 @@ def test_config_errors_from_components_name_the_section():
         make_loop({"robot": {"model": "no_such_robot"}})
     with pytest.raises(ConfigError, match=r"\[plant\] initial_position"):
         make_loop({"plant": {"initial_position": [0.0, 0.0]}})
+
+
+def test_torque_level_controllers_require_explicit_gains():
+    raw = copy.deepcopy(BASE)
+    raw["controller"] = {"type": "pd"}
+    with pytest.raises(ConfigError, match=r"\[controller\] kp is required for type 'pd'"):
+        build(validate(raw))

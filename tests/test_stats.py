@@ -9,8 +9,8 @@ from rtctl.rt.stats import METRICS, STATISTICS, CycleStats
 
 def fill(stats, period, latency, compute, overrun=None):
     overrun = np.zeros(len(period), bool) if overrun is None else overrun
-    for p, l, c, o in zip(period, latency, compute, overrun):
-        stats.record(float(p), float(l), float(c), bool(o))
+    for per, lat, comp, over in zip(period, latency, compute, overrun):
+        stats.record(float(per), float(lat), float(comp), bool(over))
 
 
 def expected(samples_s):

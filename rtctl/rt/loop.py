@@ -72,7 +72,8 @@ class LoopReport:
         for metric in ("period", "latency", "compute"):
             if metric in self.timing:
                 m = self.timing[metric]
-                lines.append(f"  {metric:<14}" + "".join(f"{m[k]:>10.1f}" for k in ("min", "mean", "p50", "p99", "max")))
+                cells = "".join(f"{m[k]:>10.1f}" for k in ("min", "mean", "p50", "p99", "max"))
+                lines.append(f"  {metric:<14}{cells}")
         lines.append(f"  overruns: {self.overruns}, skipped cycles: {self.skipped_cycles}")
         lines.append("")
         if self.tripped:
