@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rtctl.model import Model
+from rtctl.registry import Registry
 from rtctl.rt.interfaces import Command, RobotState, actuated_indices
 from rtctl.rt.lifecycle import Lifecycle
 
@@ -86,21 +87,16 @@ class ActuatorDriver(Lifecycle, abc.ABC):
         """Put the actuators in their own safe state now (zero torque); must not raise."""
 
 
-_REGISTRY: dict[str, type[ActuatorDriver]] = {}
+DRIVERS = Registry("driver backend", package="drivers")
 
 
 def register_driver(name: str):
     def deco(cls):
         cls.backend = name
-        _REGISTRY[name] = cls
-        return cls
+        return DRIVERS.register(name)(cls)
     return deco
 
 
 def create_driver(backend: str, model: Model, **options) -> ActuatorDriver:
-    """Instantiate a registered backend by name (``"sim"``, and later ``"dynamixel"``, ``"can_mit"``...)."""
-    import drivers  # noqa: F401  (importing the package registers the bundled backends)
-
-    if backend not in _REGISTRY:
-        raise ValueError(f"unknown driver backend '{backend}'; available: {sorted(_REGISTRY)}")
-    return _REGISTRY[backend](model, **options)
+    """Instantiate a registered backend by name (``"sim"``, and later serial and CAN backends)."""
+    return DRIVERS.create(backend, model, **options)

@@ -36,7 +36,7 @@ Revolute-joint errors are plain differences (no wrapping to (-pi, pi]).
 """
 from __future__ import annotations
 
-import inspect
+from rtctl.registry import Registry
 
 import numpy as np
 from numba import njit
@@ -334,23 +334,12 @@ class PD(_CompiledController):
     mode = MODE_PD
 
 
-CONTROLLER_KINDS = {
-    "ff_pd": FeedForwardPD,
-    "computed_torque": ComputedTorque,
-    "floating_base_computed_torque": FloatingBaseComputedTorque,
-    "pd_gravity": PDGravity,
-    "pd": PD,
-}
+CONTROLLERS = Registry("controller kind")
+for _cls in (FeedForwardPD, ComputedTorque, FloatingBaseComputedTorque, PDGravity, PD):
+    CONTROLLERS.register(_cls.name)(_cls)
+CONTROLLER_KINDS = CONTROLLERS.classes
 
 
 def create_controller(kind: str, dyn: Dynamics, **gains) -> Controller:
     """Build a controller by name (a key of :data:`CONTROLLER_KINDS`) with gains ``kp`` and optional ``kd``."""
-    try:
-        cls = CONTROLLER_KINDS[kind]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown controller kind {kind!r}; known kinds: {sorted(CONTROLLER_KINDS)}") from None
-    try:
-        inspect.signature(cls).bind(dyn, **gains)
-    except TypeError as exc:
-        raise ValueError(f"controller kind {kind!r} ({cls.__name__}): {exc}") from None
-    return cls(dyn, **gains)
+    return CONTROLLERS.create(kind, dyn, **gains)

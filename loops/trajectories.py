@@ -20,7 +20,7 @@ offending value.
 """
 from __future__ import annotations
 
-import inspect
+from rtctl.registry import Registry
 import math
 
 import numpy as np
@@ -308,19 +308,14 @@ class Sinusoid(_CompiledTrajectory):
         return f"Sinusoid(n={self.n})"
 
 
-TRAJECTORY_KINDS = {"min_jerk": MinimumJerk, "spline": CubicSplineTrajectory, "sinusoid": Sinusoid}
+TRAJECTORIES = Registry("trajectory kind")
+for _name, _cls in (("min_jerk", MinimumJerk), ("spline", CubicSplineTrajectory), ("sinusoid", Sinusoid)):
+    TRAJECTORIES.register(_name)(_cls)
+TRAJECTORY_KINDS = TRAJECTORIES.classes
 
 
 def create_trajectory(kind: str, **params) -> Trajectory:
     """Build a trajectory by name: ``"min_jerk"`` (:class:`MinimumJerk`), ``"spline"``
     (:class:`CubicSplineTrajectory`) or ``"sinusoid"`` (:class:`Sinusoid`), with that
     class's constructor parameters as keywords."""
-    try:
-        cls = TRAJECTORY_KINDS[kind]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown trajectory kind {kind!r}; known kinds: {sorted(TRAJECTORY_KINDS)}") from None
-    try:
-        inspect.signature(cls).bind(**params)
-    except TypeError as exc:
-        raise ValueError(f"trajectory kind {kind!r} ({cls.__name__}): {exc}") from None
-    return cls(**params)
+    return TRAJECTORIES.create(kind, **params)

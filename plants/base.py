@@ -13,6 +13,7 @@ import abc
 import numpy as np
 
 from rtctl.model import Model
+from rtctl.registry import Registry
 
 
 class Plant(abc.ABC):
@@ -39,20 +40,15 @@ class Plant(abc.ABC):
         return {}
 
 
-_REGISTRY: dict[str, type[Plant]] = {}
+PLANTS = Registry("plant", package="plants")
 
 
 def register_plant(name: str):
     def deco(cls):
         cls.name = name
-        _REGISTRY[name] = cls
-        return cls
+        return PLANTS.register(name)(cls)
     return deco
 
 
 def create_plant(name: str, model: Model, **options) -> Plant:
-    import plants  # noqa: F401  (importing the package registers the bundled plants)
-
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown plant '{name}'; available: {sorted(_REGISTRY)}")
-    return _REGISTRY[name](model, **options)
+    return PLANTS.create(name, model, **options)
