@@ -55,6 +55,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "substeps": Key("int", 1, low=1, high=1000),
         "viscous_friction": Key("floats", 0.0, low=0.0),
         "coulomb_friction": Key("floats", 0.0, low=0.0),
+        "coulomb_velocity_scale": Key("float", 1e-3, positive=True),
         "mass_scale": Key("float", 1.0, positive=True, high=100.0),
         "initial_position": Key("floats", None),
     },
@@ -284,7 +285,8 @@ def build(cfg: dict):
     plant = wrap("plant", lambda: create_plant(
         plant_cfg["type"], plant_model, integrator=plant_cfg["integrator"], substeps=plant_cfg["substeps"],
         viscous_friction=friction(plant_cfg["viscous_friction"], "viscous_friction"),
-        coulomb_friction=friction(plant_cfg["coulomb_friction"], "coulomb_friction")))
+        coulomb_friction=friction(plant_cfg["coulomb_friction"], "coulomb_friction"),
+        coulomb_velocity_scale=plant_cfg["coulomb_velocity_scale"]))
     q0 = model.neutral_configuration()
     if plant_cfg["initial_position"] is not None:
         q0[q_idx] = _vector(plant_cfg["initial_position"], n, f"{src}: [plant] initial_position")
