@@ -11,7 +11,7 @@
 2. Loop jitter: the paced 1 kHz loop on the bundled demo for ``--seconds``
    (default 10): wake-up latency p50/p99/max and the overrun count.
 
-Usage: python benchmarks/loop.py [--seconds 10] [--cycles 5000]
+Usage: python benchmarks/loop.py [--seconds 10] [--cycles 5000] [--priority 80 --cpu 1]
 """
 from __future__ import annotations
 
@@ -78,6 +78,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--cycles", type=int, default=5000)
+    parser.add_argument("--priority", type=int, default=None, help="SCHED_FIFO priority for the jitter run")
+    parser.add_argument("--cpu", type=int, default=None, help="pin the jitter run to this CPU")
     args = parser.parse_args(argv)
     print(f"rtctl loop benchmark | Python {platform.python_version()} | {platform.machine()}")
     print(f"\ncontrol step (read -> controller with ID -> safety -> write), {args.cycles} cycles, microseconds")
@@ -92,6 +94,9 @@ def main(argv=None) -> int:
     from rtctl.cli import DEMO_CONFIG
     from rtctl.config import load_config
     cfg = load_config(DEMO_CONFIG)
+    cfg["loop"]["realtime_priority"] = args.priority
+    cfg["loop"]["cpus"] = None if args.cpu is None else [args.cpu]
+    cfg["loop"]["lock_memory"] = args.priority is not None
     loop = build(cfg)
     report = loop.run(cycles=cycles)
     lat, per = report.timing["latency"], report.timing["period"]
