@@ -1,0 +1,1 @@
+"""Hardware-in-the-loop: emulated actuator firmware (run in its own process) and the HIL suite."""
