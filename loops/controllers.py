@@ -36,14 +36,13 @@ Revolute-joint errors are plain differences (no wrapping to (-pi, pi]).
 """
 from __future__ import annotations
 
-from rtctl.registry import Registry
-
 import numpy as np
 from numba import njit
 
 from rtctl.dynamics import Dynamics
 from rtctl.dynamics import kernels as _k
 from rtctl.dynamics.kernels import all_finite, floating_base_rnea, model_sizes, rnea
+from rtctl.registry import Registry
 
 from .base import Controller
 

@@ -20,11 +20,12 @@ offending value.
 """
 from __future__ import annotations
 
-from rtctl.registry import Registry
 import math
 
 import numpy as np
 from numba import njit
+
+from rtctl.registry import Registry
 
 from .base import Trajectory
 
