@@ -28,6 +28,9 @@ from .controllers import (
     create_controller,
 )
 from .trajectories import TRAJECTORY_KINDS, CubicSplineTrajectory, MinimumJerk, Sinusoid, create_trajectory
+from . import stewart  # noqa: F401  registers "stewart_computed_torque" and "stewart_pose"
+from . import geared  # noqa: F401  registers "geared_computed_torque" (seed 002)
+from . import quadruped_tail  # noqa: F401  registers the seed-000 quadruped-with-tail controllers and trajectories
 
 __all__ = [
     "CONTROLLER_KINDS", "PD", "TRAJECTORY_KINDS", "ComputedTorque", "Controller", "CubicSplineTrajectory",

@@ -8,5 +8,8 @@ Importing the package registers the bundled plants with :func:`create_plant`:
 from .base import Plant, create_plant, register_plant
 from . import rigid_body
 from .rigid_body import RigidBodyPlant
+from . import stewart  # noqa: F401  registers "stewart" (seed 001's Stewart platform)
+from . import geared  # noqa: F401  registers "geared" (seed 002's geared robotic mechanisms)
+from . import quadruped_tail  # noqa: F401  registers "quadruped_tail" (seed 000's quadruped with a tail)
 
 __all__ = ["Plant", "create_plant", "register_plant", "RigidBodyPlant", "rigid_body"]

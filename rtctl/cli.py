@@ -41,7 +41,12 @@ def _run_config(path, duration: float | None, pace: bool | None) -> int:
     print(f"rtctl: running {cfg['_source']} -- {cfg['robot']['model']}, {cfg['controller']['type']}, "
           f"{cfg['driver']['backend']} driver, {cfg['loop']['rate_hz']:g} Hz, {cfg['loop']['duration']:g} s",
           flush=True)
-    report = loop.run(duration=cfg["loop"]["duration"])
+    from .telemetry.wiring import close as close_telemetry, describe as describe_telemetry
+    describe_telemetry(loop)
+    try:
+        report = loop.run(duration=cfg["loop"]["duration"])
+    finally:
+        close_telemetry(loop)
     print(report.format())
     if report.tripped and not cfg["safety"]["expect_trip"]:
         print(f"rtctl: the safe state tripped unexpectedly: {report.trip_reason}", file=sys.stderr)
@@ -79,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--offline", action="store_true",
                          help="run cycles back to back instead of at wall-clock rate (same control time)")
         cmd.set_defaults(func=func)
+    from .telemetry.cli import add_commands  # telemetry, record, replay, plot, dashboard, control
+    add_commands(sub)
     return parser
 
 

@@ -50,7 +50,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "floating_base": Key("str", "fixed", choices=("fixed", "free_flyer", "euler")),
     },
     "plant": {
-        "type": Key("str", "rigid_body", choices=("rigid_body",)),
+        "type": Key("str", "rigid_body", choices=("rigid_body", "stewart", "geared", "quadruped_tail")),
         "integrator": Key("str", "rk4", choices=("rk4", "semi_implicit_euler")),
         "substeps": Key("int", 1, low=1, high=1000),
         "viscous_friction": Key("floats", 0.0, low=0.0),
@@ -60,7 +60,20 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "initial_position": Key("floats", None),
     },
     "driver": {
-        "backend": Key("str", "sim", choices=("sim",)),
+        "backend": Key("str", "sim", choices=("sim", "dynamixel", "can_mit", "cia402")),
+        # CAN backends (can_mit, cia402): python-can interface and channel, one motor ID / node ID per joint
+        "can_interface": Key("str", "socketcan"),
+        "can_channel": Key("str", None),
+        "can_ids": Key("ints", None, low=1, high=0x7FF),
+        "motor_model": Key("str", "AK80-9"),
+        # dynamixel backend: serial port, baud, one servo id per actuated joint, model name(s) of the table
+        "port": Key("str", None),
+        "baudrate": Key("int", 57600, positive=True),
+        "servo_ids": Key("ints", None, low=0, high=252),
+        "servo_model": Key("str", "XM430-W350"),
+        "read_timeout": Key("float", 1e-3, positive=True, high=1.0),
+        "retries": Key("int", 1, low=0, high=10),
+        "max_failed_cycles": Key("int", 5, low=1),
         "mode": Key("str", "effort", choices=("effort", "position")),
         "position_noise": Key("float", 0.0, low=0.0),
         "velocity_noise": Key("float", 0.0, low=0.0),
@@ -75,14 +88,17 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
     "controller": {
         "type": Key("str", "computed_torque",
-                    choices=("computed_torque", "floating_base_computed_torque", "ff_pd", "pd_gravity", "pd")),
+                    choices=("computed_torque", "floating_base_computed_torque", "ff_pd", "pd_gravity", "pd",
+                             "stewart_computed_torque", "geared_computed_torque",
+                             "quadruped_tail_ffpd", "quadruped_tail_open_loop")),
         # computed torque: kp in 1/s^2 (default 400); torque-level laws (ff_pd, pd_gravity, pd): N m/rad,
         # robot-specific, so required.
         "kp": Key("floats", None, low=0.0),
         "kd": Key("floats", None, low=0.0),
     },
     "trajectory": {
-        "type": Key("str", "min_jerk", choices=("min_jerk", "spline", "sinusoid")),
+        "type": Key("str", "min_jerk", choices=("min_jerk", "spline", "sinusoid", "stewart_pose",
+                                                    "quadruped_tail_pitch", "quadruped_tail_hold")),
         "start": Key("floats", None),
         "goal": Key("floats", None),
         "duration": Key("float", None, positive=True),
@@ -115,12 +131,37 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "effort_clamp": Key("bool", True),
         "expect_trip": Key("bool", False),
     },
+    "telemetry": {  # rtctl.telemetry: ZeroMQ PUB of per-cycle samples (schema in rtctl/telemetry/schema.py)
+        "enabled": Key("bool", False),
+        "endpoint": Key("str", "tcp://127.0.0.1:5555"),
+        "plotjuggler": Key("bool", False),
+        "plotjuggler_endpoint": Key("str", "tcp://127.0.0.1:5556"),
+        "plotjuggler_decimation": Key("int", 1, low=1, high=1000),
+        "capacity": Key("int", 4096, low=16, high=10_000_000),
+        "batch_period": Key("float", 0.01, positive=True, high=1.0),
+        "meta_period": Key("float", 1.0, positive=True, high=60.0),
+        "sndhwm": Key("int", 1000, low=1),
+        "allow_remote": Key("bool", False),
+    },
+    "control": {  # rtctl.telemetry.control: REQ/REP run-time commands, validated, applied at cycle boundaries
+        "enabled": Key("bool", False),
+        "endpoint": Key("str", "tcp://127.0.0.1:5557"),
+        "token": Key("str", ""),
+        "kp_max": Key("float", 1e5, positive=True),
+        "kd_max": Key("float", 1e4, positive=True),
+        "frequency_max": Key("float", 20.0, positive=True),
+        "duration_max": Key("float", 60.0, positive=True),
+        "allow_remote": Key("bool", False),
+    },
 }
 
 TRAJECTORY_KEYS = {
     "min_jerk": {"start", "goal", "duration", "t0"},
     "spline": {"times", "waypoints", "boundary"},
     "sinusoid": {"center", "amplitude", "frequency", "phase"},
+    "stewart_pose": {"times", "waypoints", "t0"},   # pose rows [x, y, z, psi, theta, phi] (m, rad)
+    "quadruped_tail_pitch": {"t0", "duration"},   # seed 000 Fig. 7/8 pitch motion
+    "quadruped_tail_hold": {"duration"},
 }
 
 
@@ -252,9 +293,16 @@ def build(cfg: dict):
                                                      "loop", "safety"))
     base = None if robot["floating_base"] == "fixed" else robot["floating_base"]
     try:
-        path = _resolve_model_path(robot["model"], cfg.get("_dir"))
-        model = load_urdf(path, base)
-        plant_model = load_urdf(path, base)
+        from .mechanisms import ACTUATOR_MODELS, actuator_model
+        from .mechanisms.geared import GEARED_MODELS  # built-in geared mechanisms: the virtual EOLC model
+        if robot["model"] in GEARED_MODELS:
+            model, plant_model = GEARED_MODELS[robot["model"]](), GEARED_MODELS[robot["model"]]()
+        elif robot["model"] in ACTUATOR_MODELS:  # built-in closed chain: the loop runs on its actuator-space model
+            model, plant_model = actuator_model(robot["model"]), actuator_model(robot["model"])
+        else:
+            path = _resolve_model_path(robot["model"], cfg.get("_dir"))
+            model = load_urdf(path, base)
+            plant_model = load_urdf(path, base)
     except (ModelError, FileNotFoundError) as exc:
         raise ConfigError(f"{src}: [robot] model: {exc}") from None
     q_idx, v_idx, names = actuated_indices(model)
@@ -287,12 +335,26 @@ def build(cfg: dict):
         viscous_friction=friction(plant_cfg["viscous_friction"], "viscous_friction"),
         coulomb_friction=friction(plant_cfg["coulomb_friction"], "coulomb_friction"),
         coulomb_velocity_scale=plant_cfg["coulomb_velocity_scale"]))
-    q0 = model.neutral_configuration()
+    q0 = plant.q.copy()  # the plant's initial state: the neutral configuration (a mechanism's home pose)
     if plant_cfg["initial_position"] is not None:
         q0[q_idx] = _vector(plant_cfg["initial_position"], n, f"{src}: [plant] initial_position")
     plant.reset(q0)
     period = 1.0 / loop["rate_hz"]
-    driver = wrap("driver", lambda: create_driver(
+    if drv["backend"] == "dynamixel":
+        if not drv["port"]:
+            raise ConfigError(f"{src}: [driver] backend 'dynamixel' needs 'port' (e.g. /dev/ttyUSB0)")
+        ids = drv["servo_ids"]
+        driver = wrap("driver", lambda: create_driver(
+            "dynamixel", model, port=drv["port"], baudrate=drv["baudrate"], mode=drv["mode"],
+            ids=None if ids is None else (ids if isinstance(ids, list) else [ids]), servo_model=drv["servo_model"],
+            transmission=transmission, read_timeout=drv["read_timeout"], retries=drv["retries"],
+            max_failed_cycles=drv["max_failed_cycles"]))
+    elif drv["backend"] in ("can_mit", "cia402"):
+        from drivers.can import driver_from_config
+        driver = wrap("driver", lambda: driver_from_config(drv, model, transmission, src))
+    else:
+        driver = None
+    driver = driver or wrap("driver", lambda: create_driver(
         drv["backend"], model, plant=plant, period=period, mode=drv["mode"], transmission=transmission,
         torque_limit=drv["torque_limit"], position_noise=drv["position_noise"],
         velocity_noise=drv["velocity_noise"], effort_noise=drv["effort_noise"],
@@ -300,11 +362,13 @@ def build(cfg: dict):
     dyn = Dynamics(model)
     kp = ctl["kp"]
     if kp is None:
-        if ctl["type"] not in ("computed_torque", "floating_base_computed_torque"):
+        if ctl["type"] not in ("computed_torque", "floating_base_computed_torque", "stewart_computed_torque",
+                               "geared_computed_torque", "quadruped_tail_ffpd", "quadruped_tail_open_loop"):
             raise ConfigError(f"{src}: [controller] kp is required for type '{ctl['type']}' (a torque gain in "
                               "N m/rad per joint; it depends on the robot's inertia)")
         kp = 400.0
-    controller = wrap("controller", lambda: create_controller(ctl["type"], dyn, kp=kp, kd=ctl["kd"]))
+    extra = {"period": 1.0 / loop["rate_hz"]} if ctl["type"] == "quadruped_tail_open_loop" else {}  # its clock
+    controller = wrap("controller", lambda: create_controller(ctl["type"], dyn, kp=kp, kd=ctl["kd"], **extra))
     params = {k: traj[k] for k in TRAJECTORY_KEYS[traj["type"]] if traj[k] is not None}
     if traj["type"] == "min_jerk":
         params.setdefault("start", q0[q_idx].tolist())
@@ -321,7 +385,11 @@ def build(cfg: dict):
         watchdog_cycles=saf["watchdog_cycles"], effort_clamp=saf["effort_clamp"]))
     realtime = RealtimeSettings(priority=loop["realtime_priority"], cpus=loop["cpus"],
                                 lock_memory=loop["lock_memory"], disable_gc=loop["disable_gc"])
-    return ControlLoop(model=model, driver=driver, controller=controller, trajectory=trajectory, safety=safety,
-                       rate_hz=loop["rate_hz"], overrun_policy=loop["overrun_policy"],
-                       max_consecutive_overruns=loop["max_consecutive_overruns"], pace=loop["pace"],
-                       realtime=realtime)
+    control_loop = ControlLoop(model=model, driver=driver, controller=controller, trajectory=trajectory,
+                               safety=safety, rate_hz=loop["rate_hz"], overrun_policy=loop["overrun_policy"],
+                               max_consecutive_overruns=loop["max_consecutive_overruns"], pace=loop["pace"],
+                               realtime=realtime)
+    if cfg.get("telemetry", {}).get("enabled") or cfg.get("control", {}).get("enabled"):
+        from .telemetry.wiring import wire
+        wrap("telemetry", lambda: wire(control_loop, cfg.get("telemetry", {}), cfg.get("control", {})))
+    return control_loop

@@ -95,7 +95,7 @@ class ControlLoop:
     def __init__(self, *, model, driver, controller, trajectory, safety, rate_hz: float = 1000.0,
                  overrun_policy: str = "count", max_consecutive_overruns: int = 10, pace: bool = True,
                  realtime: RealtimeSettings | None = None, spin_margin: float = 2e-4,
-                 stats_capacity: int = 100_000, hooks=()):
+                 stats_capacity: int = 100_000, hooks=(), telemetry=None, boundary_hooks=()):
         if not (np.isfinite(rate_hz) and rate_hz > 0):
             raise ValueError(f"rate_hz must be > 0, got {rate_hz}")
         if overrun_policy not in OVERRUN_POLICIES:
@@ -115,6 +115,8 @@ class ControlLoop:
         self.realtime = realtime or RealtimeSettings()
         self.spin_margin = spin_margin
         self.hooks = list(hooks)
+        self.telemetry = telemetry  # sink: .sample(loop, t) once per cycle after the write (allocation-free)
+        self.boundary_hooks = list(boundary_hooks)  # hook(loop) at each cycle boundary, before the read
         self.state = RobotState(model)
         self.command = Command(model)
         n = controller.n
@@ -132,6 +134,8 @@ class ControlLoop:
     def step(self, t: float) -> None:
         """One control cycle at control time ``t`` (no pacing, no timing)."""
         state, command = self.state, self.command
+        for hook in self.boundary_hooks:
+            hook(self)
         if self._driver_ok:
             try:
                 self.driver.read(state, t)
@@ -157,6 +161,8 @@ class ControlLoop:
             except Exception as exc:
                 self._component_failed(self.driver, "write", exc)
         _accumulate_tracking(state.q, self.controller.q_index, self.q_d, self.tracking_max, self.tracking_sum_sq)
+        if self.telemetry is not None:
+            self.telemetry.sample(self, t)
         self.cycle += 1
 
     def _component_failed(self, component, where: str, exc: Exception) -> None:

@@ -1,0 +1,34 @@
+"""Opening a python-can bus for the CAN backends, and the counters every CAN backend keeps.
+
+The transport is whatever python-can interface the config names. On a lab
+machine that is ``socketcan`` (``can0``), ``pcan``, ``kvaser`` ...; in the HIL
+suite it is python-can-remote's ``remote`` interface talking to a websocket
+server on 127.0.0.1 that bridges every client onto one python-can ``virtual``
+channel inside the server process (see :mod:`hil.can_harness`).
+"""
+from __future__ import annotations
+
+import can
+
+# Counters kept in ``DriverHealth.extra`` by both CAN backends.
+CAN_COUNTERS = ("bus_errors", "unknown_ids", "late_replies", "dropped_sends")
+
+
+def open_bus(interface: str, channel, **options) -> can.BusABC:
+    """``can.Bus(interface=..., channel=...)`` with a message naming what failed."""
+    if channel is None:
+        raise ValueError("CAN channel is not set (e.g. 'can0', or 'ws://127.0.0.1:PORT/' for the remote interface)")
+    try:
+        return can.Bus(interface=interface, channel=channel, **options)
+    except Exception as exc:  # python-can raises many types depending on the interface
+        raise ConnectionError(f"cannot open CAN bus interface={interface!r} channel={channel!r}: {exc}") from exc
+
+
+def drain(bus: can.BusABC, limit: int = 10_000) -> int:
+    """Throw away frames already queued (bounded); return how many."""
+    n = 0
+    while n < limit:
+        if bus.recv(0.0) is None:
+            break
+        n += 1
+    return n

@@ -1,0 +1,522 @@
+"""CANopen CiA 402 drives in cyclic synchronous torque mode (CST, mode 10): the ``cia402`` backend.
+
+The CANopen stack is the ``canopen`` package: NMT (pre-operational for
+configuration, operational to run), SDO for the configuration (heartbeat
+producer time 0x1017, mode of operation 0x6060, rated torque 0x6076, max
+torque 0x6072, encoder resolution 0x608F, supported modes 0x6502), its PDO
+API for the mapping, its NMT master as heartbeat consumer and its EMCY
+consumer. The real-time path is ours: per cycle one RPDO per drive
+(controlword 0x6040 + target torque 0x6071, synchronous) and one SYNC
+(this driver is the SYNC producer, so the drives sample and apply in step with
+the loop); every SYNC each drive answers with
+
+* TPDO1: statusword 0x6041 (u16), position actual 0x6064 (i32, increments), torque actual 0x6077 (i16, per mille);
+* TPDO2: velocity actual 0x606C (i32, increments/s), modes of operation display 0x6061 (i8).
+
+Units inside: position and velocity in encoder increments of the motor shaft
+(``0x608F`` increments per motor revolution), torque in thousandths of the
+rated torque ``0x6076`` (mN m). The transmission maps the motor shaft to the
+joint.
+
+The controlword/statusword state machine (CiA 402 figure "drive state
+machine") is walked by :meth:`Cia402Driver.on_activate`: fault reset (a rising
+edge of controlword bit 7), shutdown (0x06), switch on (0x07), enable
+operation (0x0F). While running, a statusword that leaves OPERATION ENABLED
+(a drive fault, a quick stop) latches a driver fault, as do ``max_missed``
+consecutive missing TPDOs of a drive, a heartbeat older than
+``heartbeat_timeout`` or one reporting another NMT state than operational,
+and ``max_bus_errors`` consecutive failed sends; error frames and frames with
+unknown IDs are counted. Re-configure and activate again to reset a drive
+fault.
+"""
+from __future__ import annotations
+
+import struct
+import threading
+import time
+
+import can
+import canopen
+import numpy as np
+from canopen import objectdictionary as cod
+
+from ..base import EFFORT_MODE, ActuatorDriver, DriverHealth, register_driver
+from ..transmission import Transmission
+from .bus import CAN_COUNTERS, drain, open_bus
+
+# Objects.
+CONTROLWORD, STATUSWORD, ERROR_CODE = 0x6040, 0x6041, 0x603F
+MODES_OF_OPERATION, MODES_DISPLAY, SUPPORTED_MODES = 0x6060, 0x6061, 0x6502
+POSITION_ACTUAL, VELOCITY_ACTUAL, TORQUE_ACTUAL = 0x6064, 0x606C, 0x6077
+TARGET_TORQUE, MAX_TORQUE, RATED_TORQUE, ENCODER_RESOLUTION = 0x6071, 0x6072, 0x6076, 0x608F
+HEARTBEAT_TIME = 0x1017
+CST = 10
+CSP = 8
+SUPPORTED_CST_BIT = 1 << 9
+FAULT_INJECTION = 0x2001  # manufacturer specific (emulator): write an error code to enter FAULT
+
+# Controlword commands.
+CW_DISABLE_VOLTAGE = 0x00
+CW_QUICK_STOP = 0x02
+CW_SHUTDOWN = 0x06
+CW_SWITCH_ON = 0x07
+CW_ENABLE_OPERATION = 0x0F
+CW_FAULT_RESET = 0x80
+
+# Statusword states: name -> (mask, value).
+STATES = {
+    "NOT READY TO SWITCH ON": (0x4F, 0x00),
+    "SWITCH ON DISABLED": (0x4F, 0x40),
+    "READY TO SWITCH ON": (0x6F, 0x21),
+    "SWITCHED ON": (0x6F, 0x23),
+    "OPERATION ENABLED": (0x6F, 0x27),
+    "QUICK STOP ACTIVE": (0x6F, 0x07),
+    "FAULT REACTION ACTIVE": (0x4F, 0x0F),
+    "FAULT": (0x4F, 0x08),
+}
+SW_OPERATION_ENABLED_MASK, SW_OPERATION_ENABLED = 0x6F, 0x27
+
+
+def state_of(statusword: int) -> str:
+    for name, (mask, value) in STATES.items():
+        if statusword & mask == value:
+            return name
+    return "UNKNOWN"
+
+
+def is_fault(statusword: int) -> bool:
+    return statusword & 0x4F in (0x08, 0x0F)
+
+
+def next_controlword(statusword: int, last_controlword: int) -> int:
+    """The controlword that moves a drive one step towards OPERATION ENABLED."""
+    state = state_of(statusword)
+    if state == "FAULT":
+        # Fault reset acts on the rising edge of bit 7.
+        return CW_DISABLE_VOLTAGE if last_controlword & CW_FAULT_RESET else CW_FAULT_RESET
+    if state in ("SWITCH ON DISABLED", "QUICK STOP ACTIVE", "NOT READY TO SWITCH ON"):
+        return CW_SHUTDOWN if state == "SWITCH ON DISABLED" else CW_DISABLE_VOLTAGE
+    if state == "READY TO SWITCH ON":
+        return CW_SWITCH_ON
+    return CW_ENABLE_OPERATION
+
+
+def _var(index, subindex, name, dtype, access="rw", default=0, parent=None):
+    v = cod.ODVariable(name, index, subindex)
+    v.data_type, v.access_type, v.default = dtype, access, default
+    v.parent = parent
+    return v
+
+
+def drive_object_dictionary(rated_torque_mnm: int = 1000, max_torque_permille: int = 3000,
+                            increments_per_rev: int = 1 << 17) -> cod.ObjectDictionary:
+    """The object dictionary of the emulated drive (and the master's view of it).
+
+    Communication profile (0x1000, 0x1001, 0x1017, 0x1018, PDO parameters
+    0x1400-0x1403/0x1600-0x1603 and 0x1800-0x1803/0x1A00-0x1A03 with the
+    predefined connection set as defaults: TPDO1 = statusword, RPDO1 =
+    controlword) and the CiA 402 objects used in CST. A lab would pass the
+    drive's own EDS instead (``object_dictionary="drive.eds"``).
+    """
+    od = cod.ObjectDictionary()
+    U8, U16, U32, I8, I16, I32 = cod.UNSIGNED8, cod.UNSIGNED16, cod.UNSIGNED32, cod.INTEGER8, cod.INTEGER16, \
+        cod.INTEGER32
+    od.add_object(_var(0x1000, 0, "Device type", U32, "ro", 0x00020192))
+    od.add_object(_var(0x1001, 0, "Error register", U8, "ro", 0))
+    od.add_object(_var(HEARTBEAT_TIME, 0, "Producer heartbeat time", U16, "rw", 0))
+    ident = cod.ODRecord("Identity object", 0x1018)
+    for sub, name, value in ((0, "Highest sub-index supported", 4), (1, "Vendor-ID", 0), (2, "Product code", 402),
+                             (3, "Revision number", 1), (4, "Serial number", 1)):
+        ident.add_member(_var(0x1018, sub, name, U8 if sub == 0 else U32, "ro", value, ident))
+    od.add_object(ident)
+    for k in range(4):
+        for com_index, map_index, base, kind, default_map in (
+                (0x1400 + k, 0x1600 + k, 0x200, "RPDO", [(CONTROLWORD, 0, 16)] if k == 0 else []),
+                (0x1800 + k, 0x1A00 + k, 0x180, "TPDO", [(STATUSWORD, 0, 16)] if k == 0 else [])):
+            com = cod.ODRecord(f"{kind}{k + 1} communication parameter", com_index)
+            cob = (base + 0x100 * k) | 0x80000000 if k else base  # (node ID added by the emulator)
+            for sub, name, dtype, value in ((0, "Highest sub-index supported", U8, 5), (1, "COB-ID", U32, cob),
+                                            (2, "Transmission type", U8, 1 if k == 0 else 255),
+                                            (3, "Inhibit time", U16, 0), (5, "Event timer", U16, 0)):
+                com.add_member(_var(com_index, sub, name, dtype, "ro" if sub == 0 else "rw", value, com))
+            od.add_object(com)
+            mapping = cod.ODRecord(f"{kind}{k + 1} mapping parameter", map_index)
+            mapping.add_member(_var(map_index, 0, "Number of mapped objects", U8, "rw", len(default_map), mapping))
+            for sub in range(1, 9):
+                value = 0
+                if sub <= len(default_map):
+                    i, s, bits = default_map[sub - 1]
+                    value = i << 16 | s << 8 | bits
+                mapping.add_member(_var(map_index, sub, f"Mapped object {sub}", U32, "rw", value, mapping))
+            od.add_object(mapping)
+    od.add_object(_var(FAULT_INJECTION, 0, "Inject fault (error code)", U16, "rw", 0))
+    od.add_object(_var(ERROR_CODE, 0, "Error code", U16, "ro", 0))
+    od.add_object(_var(CONTROLWORD, 0, "Controlword", U16, "rw", 0))
+    od.add_object(_var(STATUSWORD, 0, "Statusword", U16, "ro", 0))
+    od.add_object(_var(MODES_OF_OPERATION, 0, "Modes of operation", I8, "rw", 0))
+    od.add_object(_var(MODES_DISPLAY, 0, "Modes of operation display", I8, "ro", 0))
+    od.add_object(_var(POSITION_ACTUAL, 0, "Position actual value", I32, "ro", 0))
+    od.add_object(_var(VELOCITY_ACTUAL, 0, "Velocity actual value", I32, "ro", 0))
+    od.add_object(_var(TARGET_TORQUE, 0, "Target torque", I16, "rw", 0))
+    od.add_object(_var(MAX_TORQUE, 0, "Max torque", U16, "rw", max_torque_permille))
+    od.add_object(_var(RATED_TORQUE, 0, "Motor rated torque", U32, "ro", rated_torque_mnm))
+    od.add_object(_var(TORQUE_ACTUAL, 0, "Torque actual value", I16, "ro", 0))
+    res = cod.ODRecord("Position encoder resolution", ENCODER_RESOLUTION)
+    for sub, name, dtype, value in ((0, "Highest sub-index supported", U8, 2), (1, "Encoder increments", U32,
+                                                                                increments_per_rev),
+                                    (2, "Motor revolutions", U32, 1)):
+        res.add_member(_var(ENCODER_RESOLUTION, sub, name, dtype, "ro", value, res))
+    od.add_object(res)
+    od.add_object(_var(0x607A, 0, "Target position", I32, "rw", 0))
+    od.add_object(_var(0x60FF, 0, "Target velocity", I32, "rw", 0))
+    od.add_object(_var(SUPPORTED_MODES, 0, "Supported drive modes", U32, "ro", SUPPORTED_CST_BIT | (1 << 7)))
+    return od
+
+
+_TPDO1 = struct.Struct("<HiH")   # statusword, position actual, torque actual (as u16, sign fixed below)
+_TPDO1_SIGNED = struct.Struct("<Hih")
+_TPDO2 = struct.Struct("<ib")    # velocity actual, modes display
+_RPDO1 = struct.Struct("<Hh")    # controlword, target torque
+
+
+class _BusWatch(can.Listener):
+    """Counts error frames and frames whose ID belongs to nothing configured (runs in the notifier thread)."""
+
+    def __init__(self, extra: dict, known: set):
+        self.extra, self.known = extra, known
+
+    def on_message_received(self, msg):
+        if msg.is_error_frame:
+            self.extra["bus_errors"] += 1
+        elif msg.arbitration_id not in self.known:
+            self.extra["unknown_ids"] += 1
+
+    def on_error(self, exc):
+        self.extra["bus_errors"] += 1
+
+
+@register_driver("cia402")
+class Cia402Driver(ActuatorDriver):
+    """One CiA 402 drive per joint (node IDs ``node_ids``), torque commands in CST."""
+
+    def __init__(self, model, *, node_ids, interface: str = "remote", channel=None, bus: can.BusABC | None = None,
+                 joints=None, mode: str = EFFORT_MODE, transmission: Transmission | None = None,
+                 object_dictionary=None, reply_timeout: float = 1e-3, max_missed: int = 5, heartbeat_ms: int = 20,
+                 heartbeat_timeout: float = 0.1, max_bus_errors: int = 5, activate_timeout: float = 2.0,
+                 bus_options: dict | None = None):
+        super().__init__(model, joints, mode)
+        if mode != EFFORT_MODE:
+            raise ValueError(f"{self.name}: only effort mode (cyclic synchronous torque) is implemented")
+        n = len(self.v_index)
+        ids = [int(i) for i in np.atleast_1d(node_ids)]
+        if len(ids) != n or len(set(ids)) != n or not all(1 <= i <= 127 for i in ids):
+            raise ValueError(f"{self.name}: node_ids must be {n} distinct CANopen node IDs 1..127, got {ids}")
+        if not reply_timeout > 0 or max_missed < 1 or max_bus_errors < 1 or not 0 < heartbeat_ms < 65536:
+            raise ValueError(f"{self.name}: reply_timeout > 0, max_missed >= 1, max_bus_errors >= 1 and "
+                             f"0 < heartbeat_ms < 65536 required")
+        if not heartbeat_timeout > heartbeat_ms / 1000.0:
+            raise ValueError(f"{self.name}: heartbeat_timeout ({heartbeat_timeout} s) must exceed the producer "
+                             f"time ({heartbeat_ms} ms)")
+        self.node_ids = ids
+        self.transmission = transmission or Transmission(n)
+        if self.transmission.n != n:
+            raise ValueError(f"{self.name}: transmission is for {self.transmission.n} joints, driver has {n}")
+        self.interface, self.channel, self.bus_options = interface, channel, dict(bus_options or {})
+        self.bus = bus
+        self._own_bus = bus is None
+        self.object_dictionary = object_dictionary
+        self.reply_timeout, self.max_missed, self.max_bus_errors = float(reply_timeout), int(max_missed), \
+            int(max_bus_errors)
+        self.heartbeat_ms, self.heartbeat_timeout = int(heartbeat_ms), float(heartbeat_timeout)
+        self.activate_timeout = float(activate_timeout)
+        self.network: canopen.Network | None = None
+        self.nodes: list[canopen.BaseNode402] = []
+        # Per-drive scale factors (filled in configure from the drive's objects).
+        self.rad_per_increment = np.zeros(n)
+        self.nm_per_permille = np.zeros(n)
+        self.max_torque_permille = np.zeros(n)
+        # Receive slots, written by the notifier thread: [drive][pdo] -> bytes of the last TPDO.
+        self._rx = [[bytearray(8), bytearray(8)] for _ in range(n)]
+        self._rx_gen = np.zeros((n, 2), dtype=np.int64)
+        self._gen = 0
+        self._pending = 0
+        self._event = threading.Event()
+        self._slot_of_cob: dict[int, tuple[int, int]] = {}
+        self._hb_time = np.zeros(n)
+        self._hb_state = np.zeros(n, dtype=np.int64)
+        self._emcy_code = np.zeros(n, dtype=np.int64)
+        self.statusword = np.zeros(n, dtype=np.int64)
+        self._controlword = [CW_DISABLE_VOLTAGE] * n
+        self._missed = np.zeros(n, dtype=np.int64)
+        self._got = np.zeros(n, dtype=bool)
+        self._rpdo = [can.Message(arbitration_id=0x200 + i, data=bytearray(4), is_extended_id=False) for i in ids]
+        self._sync = can.Message(arbitration_id=0x80, data=b"", is_extended_id=False)
+        self._a_pos, self._a_vel, self._a_tau = np.zeros(n), np.zeros(n), np.zeros(n)
+        self._j_vec, self._j_tau, self._cmd = np.zeros(n), np.zeros(n), np.zeros(n)
+        self._send_errors = 0
+        self._awaiting = False
+        self._sent_at = 0.0
+        self.last_rtt = 0.0
+        self.saturated_cycles = 0
+        self._reset_health()
+
+    def _reset_health(self):
+        self.health = DriverHealth()
+        for key in CAN_COUNTERS:
+            self.health.extra[key] = 0
+        self.health.extra["heartbeats"] = 0
+        self.health.extra["emcy"] = 0
+        self.health.extra["missed_by_drive"] = [0] * len(self.node_ids)
+
+    # -- configuration (not real time: SDO, blocking with the canopen timeouts) ----------
+    def on_configure(self) -> None:
+        self._reset_health()
+        self._missed[:] = 0
+        self._send_errors = 0
+        if self.network is None:
+            if self.bus is None:
+                self.bus = open_bus(self.interface, self.channel, **self.bus_options)
+                self._own_bus = True
+            drain(self.bus)
+            net = canopen.Network(self.bus)
+            known = {0, 0x80}
+            for i in self.node_ids:
+                known.update({0x80 + i, 0x180 + i, 0x280 + i, 0x380 + i, 0x480 + i, 0x200 + i, 0x300 + i,
+                              0x400 + i, 0x500 + i, 0x580 + i, 0x600 + i, 0x700 + i})
+            net.listeners.append(_BusWatch(self.health.extra, known))
+            self._watch = net.listeners[-1]
+            net.connect()
+            self.network = net
+            self.nodes = []
+            for k, i in enumerate(self.node_ids):
+                od = self.object_dictionary if self.object_dictionary is not None else drive_object_dictionary()
+                node = canopen.BaseNode402(i, od)
+                net.add_node(node)
+                node.nmt.add_heartbeat_callback(lambda state, k=k: self._on_heartbeat(k, state))
+                node.emcy.add_callback(lambda err, k=k: self._on_emcy(k, err))
+                self.nodes.append(node)
+        else:
+            self._watch.extra = self.health.extra
+        for k, node in enumerate(self.nodes):
+            node.nmt.state = "PRE-OPERATIONAL"
+        for k, node in enumerate(self.nodes):
+            self._configure_node(k, node)
+        for node in self.nodes:
+            node.nmt.state = "OPERATIONAL"
+        deadline = time.monotonic() + max(0.5, 3 * self.heartbeat_ms / 1000.0)
+        while time.monotonic() < deadline and not np.all(self._hb_state == 5):
+            time.sleep(0.002)
+        if not np.all(self._hb_state == 5):
+            bad = [self.node_ids[k] for k in range(len(self.node_ids)) if self._hb_state[k] != 5]
+            raise TimeoutError(f"{self.name}: no operational heartbeat from nodes {bad}")
+
+    def _configure_node(self, k: int, node) -> None:
+        sdo = node.sdo
+        supported = sdo[SUPPORTED_MODES].raw
+        if not supported & SUPPORTED_CST_BIT:
+            raise ValueError(f"{self.name}: node {node.id} does not support cyclic synchronous torque "
+                             f"(0x6502 = 0x{supported:08X})")
+        sdo[HEARTBEAT_TIME].raw = self.heartbeat_ms
+        sdo[MODES_OF_OPERATION].raw = CST
+        rated = sdo[RATED_TORQUE].raw
+        increments = sdo[ENCODER_RESOLUTION][1].raw
+        revolutions = sdo[ENCODER_RESOLUTION][2].raw
+        self.max_torque_permille[k] = sdo[MAX_TORQUE].raw
+        if not rated > 0 or not increments > 0 or not revolutions > 0:
+            raise ValueError(f"{self.name}: node {node.id} reports rated torque {rated} mN m, encoder "
+                             f"{increments} increments per {revolutions} revolutions")
+        self.nm_per_permille[k] = rated / 1e6
+        self.rad_per_increment[k] = 2 * np.pi * revolutions / increments
+        # PDO mapping through canopen's PDO API (uploaded, replaced, downloaded by SDO).
+        node.tpdo.read()
+        node.rpdo.read()
+        for maps in (node.tpdo, node.rpdo):
+            for pdo in maps.values():
+                pdo.clear()
+                pdo.enabled = False
+        layout = ((node.tpdo[1], 0x180, (STATUSWORD, POSITION_ACTUAL, TORQUE_ACTUAL)),
+                  (node.tpdo[2], 0x280, (VELOCITY_ACTUAL, MODES_DISPLAY)),
+                  (node.rpdo[1], 0x200, (CONTROLWORD, TARGET_TORQUE)))
+        for pdo, base, objects in layout:
+            for index in objects:
+                pdo.add_variable(index)
+            pdo.cob_id = base + node.id
+            pdo.trans_type = 1          # synchronous, every SYNC
+            pdo.enabled = True
+        node.tpdo.save()
+        node.rpdo.save()
+        for which, base in ((0, 0x180), (1, 0x280)):
+            cob = base + node.id
+            self._slot_of_cob[cob] = (k, which)
+            self.network.unsubscribe(cob)
+            self.network.subscribe(cob, self._on_tpdo)
+
+    # -- callbacks (notifier thread) ---------------------------------------------------
+    def _on_tpdo(self, can_id, data, timestamp):
+        k, which = self._slot_of_cob[can_id]
+        self._rx[k][which][:len(data)] = data
+        if self._rx_gen[k, which] != self._gen:
+            self._rx_gen[k, which] = self._gen
+            self._pending -= 1
+            if self._pending <= 0:
+                self._event.set()
+        else:
+            self.health.extra["late_replies"] += 1
+
+    def _on_heartbeat(self, k, state):
+        self._hb_time[k] = time.monotonic()
+        self._hb_state[k] = state
+        self.health.extra["heartbeats"] += 1
+
+    def _on_emcy(self, k, err):
+        self._emcy_code[k] = err.code
+        self.health.extra["emcy"] += 1
+
+    # -- the cycle ---------------------------------------------------------------------
+    def _send(self, msg) -> None:
+        try:
+            self.bus.send(msg, timeout=self.reply_timeout)
+            self._send_errors = 0
+        except Exception:  # noqa: BLE001
+            self._send_errors += 1
+            self.health.extra["bus_errors"] += 1
+            self.health.extra["dropped_sends"] += 1
+            if self._send_errors >= self.max_bus_errors:
+                self.health.set_fault(f"{self.name}: {self._send_errors} consecutive failed sends")
+
+    def _exchange(self, controlwords, torques_permille) -> None:
+        """Send every drive's RPDO and then the SYNC; arm the reception of the answers."""
+        for k, msg in enumerate(self._rpdo):
+            _RPDO1.pack_into(msg.data, 0, controlwords[k], int(torques_permille[k]))
+            self._send(msg)
+        self._gen += 1
+        self._pending = 2 * len(self.node_ids)
+        self._event.clear()
+        self._sent_at = time.perf_counter()
+        self._send(self._sync)
+        self._awaiting = True
+
+    def _collect(self, timeout: float) -> None:
+        if self._pending > 0:
+            self._event.wait(timeout)
+        gen = self._gen
+        for k in range(len(self.node_ids)):
+            self._got[k] = self._rx_gen[k, 0] == gen and self._rx_gen[k, 1] == gen
+            if self._got[k]:
+                sw, pos, tau = _TPDO1_SIGNED.unpack_from(self._rx[k][0], 0)
+                vel, _mode = _TPDO2.unpack_from(self._rx[k][1], 0)
+                self.statusword[k] = sw
+                self._a_pos[k] = pos * self.rad_per_increment[k]
+                self._a_vel[k] = vel * self.rad_per_increment[k]
+                self._a_tau[k] = tau * self.nm_per_permille[k]
+
+    def on_activate(self) -> None:
+        """Walk every drive to OPERATION ENABLED through RPDO controlwords on SYNC (bounded wait)."""
+        n = len(self.node_ids)
+        zero = [0] * n
+        deadline = time.monotonic() + self.activate_timeout
+        cw = list(self._controlword)
+        while True:
+            self._exchange(cw, zero)
+            self._collect(0.02)
+            if all(self._got) and all(self.statusword[k] & SW_OPERATION_ENABLED_MASK == SW_OPERATION_ENABLED
+                                      for k in range(n)):
+                break
+            if time.monotonic() > deadline:
+                states = {self.node_ids[k]: state_of(int(self.statusword[k])) for k in range(n)}
+                raise TimeoutError(f"{self.name}: drives did not reach OPERATION ENABLED: {states}")
+            for k in range(n):
+                if self._got[k]:
+                    cw[k] = next_controlword(int(self.statusword[k]), cw[k])
+            time.sleep(0.002)
+        self._controlword = [CW_ENABLE_OPERATION] * n
+        self._missed[:] = 0
+        self._awaiting = False
+
+    def read(self, state, now: float) -> bool:
+        health = self.health
+        fresh = False
+        if self._awaiting:
+            self._collect(self.reply_timeout)
+            if self._pending <= 0:
+                self.last_rtt = time.perf_counter() - self._sent_at
+            for k in range(len(self.node_ids)):
+                if self._got[k]:
+                    self._missed[k] = 0
+                    fresh = True
+                    sw = int(self.statusword[k])
+                    if sw & SW_OPERATION_ENABLED_MASK != SW_OPERATION_ENABLED and not health.fault:
+                        what = "FAULT" if is_fault(sw) else state_of(sw)
+                        code = f", EMCY error code 0x{int(self._emcy_code[k]):04X}" if self._emcy_code[k] else ""
+                        health.set_fault(f"{self.name}: node {self.node_ids[k]} in {what} "
+                                         f"(statusword 0x{sw:04X}{code})")
+                else:
+                    self._missed[k] += 1
+                    health.timeouts += 1
+                    health.extra["missed_by_drive"][k] += 1
+                    if self._missed[k] >= self.max_missed:
+                        health.set_fault(f"{self.name}: node {self.node_ids[k]} missed {self._missed[k]} "
+                                         f"consecutive TPDOs")
+            if not self._got.all():
+                health.stale_cycles += 1
+            self._awaiting = False
+        mono = time.monotonic()
+        for k in range(len(self.node_ids)):
+            if mono - self._hb_time[k] > self.heartbeat_timeout:
+                health.set_fault(f"{self.name}: heartbeat of node {self.node_ids[k]} lost "
+                                 f"({(mono - self._hb_time[k]) * 1e3:.0f} ms old)")
+            elif self._hb_state[k] != 5:
+                health.set_fault(f"{self.name}: node {self.node_ids[k]} left NMT OPERATIONAL "
+                                 f"(heartbeat state {int(self._hb_state[k])})")
+        notifier = self.network.notifier if self.network is not None else None
+        if notifier is not None and getattr(notifier, "exception", None) is not None:
+            health.set_fault(f"{self.name}: CAN receive failed: {notifier.exception}")
+        tr = self.transmission
+        tr.to_joint_position(self._a_pos, self._j_vec)
+        state.q[self.q_index] = self._j_vec
+        tr.to_joint_position(self._a_vel, self._j_vec)
+        state.v[self.v_index] = self._j_vec
+        tr.to_joint_effort(self._a_tau, self._j_vec)
+        state.effort[self.v_index] = self._j_vec
+        state.stamp = now
+        state.fresh = fresh
+        health.reads += 1
+        return fresh
+
+    def write(self, command, now: float) -> None:
+        np.take(command.effort, self.v_index, out=self._j_tau)
+        self.transmission.to_actuator_effort(self._j_tau, self._cmd)
+        cmd = self._cmd
+        np.divide(cmd, self.nm_per_permille, out=cmd)
+        np.round(cmd, out=cmd)
+        if np.any(np.abs(cmd) > self.max_torque_permille):
+            self.saturated_cycles += 1
+            np.clip(cmd, -self.max_torque_permille, self.max_torque_permille, out=cmd)
+        self._exchange(self._controlword, cmd)
+        self.health.writes += 1
+
+    def safe_stop(self) -> None:
+        """Disable operation on every drive (torque off, drive stays switched on)."""
+        try:
+            n = len(self.node_ids)
+            self._exchange([CW_SWITCH_ON] * n, [0] * n)
+            self._awaiting = False
+        except Exception:  # noqa: BLE001
+            pass
+
+    def on_deactivate(self) -> None:
+        n = len(self.node_ids)
+        self._controlword = [CW_SHUTDOWN] * n
+        for _ in range(2):
+            self._exchange(self._controlword, [0] * n)
+            self._collect(0.02)
+        self._awaiting = False
+
+    def close(self) -> None:
+        if self.network is not None:
+            if self._own_bus:
+                self.network.disconnect()
+            elif self.network.notifier is not None:
+                self.network.notifier.stop(1.0)
+            self.network = None
+        self.bus = None

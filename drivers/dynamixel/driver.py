@@ -1,0 +1,446 @@
+"""The ``dynamixel`` backend: a chain of X-series servos on one Protocol 2.0 bus.
+
+Servo ``ids[k]`` drives actuated joint ``k`` (in model order, or the order of
+``joints``) through ``transmission`` (default 1:1: the servo horn is the
+joint). Positions are reported relative to ``position_center`` (2048 counts
+= 0 rad).
+
+Every control cycle costs two bus packets:
+
+* ``read``: one SYNC_READ of present current, velocity and position (one
+  contiguous block, addresses 126-137) answered by one status packet per
+  servo, waited for at most ``read_timeout`` seconds per attempt;
+* ``write``: one SYNC_WRITE of goal currents (``effort`` mode, operating mode
+  0: ``current = tau_motor / torque_constant``, rounded to the 2.69 mA unit
+  and clamped at the current limit) or of goal positions (``position`` mode,
+  operating mode 3: the servo's own position PID; joints whose command
+  ``stiffness`` is 0 -- the safe command -- hold their last measured position).
+  In effort mode torque is enabled by one extra SYNC_WRITE right after the
+  first goal currents, so the robot does not sag at 0 A after ``activate``.
+
+Bus trouble never raises out of ``read``/``write``: a missing status packet
+is a timeout, a bad CRC is corrupt, an OS-level error (port gone) is an
+``io_error``; the SYNC_READ is re-sent up to ``retries`` times within the
+cycle, a cycle that still lacks a servo's reply is stale (``state.fresh`` is
+False, the joints keep their last values), and ``max_failed_cycles``
+consecutive stale cycles latch ``health.fault`` -- which the safety monitor
+turns into the safe state. A status packet with the hardware-alert bit (bit 7
+of its error byte: overload, overheating, ...) latches the fault at once.
+The per-cycle paths write into buffers preallocated at construction.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import select
+import struct
+import time
+
+import numpy as np
+
+from ..base import EFFORT_MODE, POSITION_MODE, ActuatorDriver, register_driver
+from ..transmission import Transmission
+from . import protocol as P
+from .control_table import CURRENT_CONTROL, POSITION_CONTROL, ServoModel
+
+_STATE = struct.Struct("<hii")     # present current (2), velocity (4), position (4): addresses 126..137
+_I16 = struct.Struct("<h")
+_I32 = struct.Struct("<i")
+
+
+class BusError(RuntimeError):
+    """Configuration-time bus failure (configure/activate may raise; read/write never do)."""
+
+
+@register_driver("dynamixel")
+class DynamixelDriver(ActuatorDriver):
+    def __init__(self, model, *, port: str, baudrate: int = 57600, ids=None, servo_model="XM430-W350",
+                 joints=None, mode: str = EFFORT_MODE, transmission: Transmission | None = None,
+                 torque_constant=None, read_timeout: float = 1e-3, retries: int = 1, max_failed_cycles: int = 5,
+                 return_delay_time: int | None = 0, position_gains=None, check_model: bool = True,
+                 rtt_capacity: int = 100_000):
+        super().__init__(model, joints, mode)
+        n = len(self.v_index)
+        if not port or not isinstance(port, str):
+            raise ValueError(f"{self.name}: port must name a serial device, got {port!r}")
+        ids = list(range(1, n + 1)) if ids is None else [int(i) for i in ids]
+        if len(ids) != n or len(set(ids)) != n or not all(0 <= i <= P.MAX_ID for i in ids):
+            raise ValueError(f"{self.name}: ids must be {n} distinct ids in 0..{P.MAX_ID} (one per joint "
+                             f"{self.joint_names}), got {ids}")
+        names = [servo_model] * n if isinstance(servo_model, str) else list(servo_model)
+        if len(names) != n:
+            raise ValueError(f"{self.name}: servo_model: give one name or {n}, got {len(names)}")
+        self.servos = [ServoModel(s) for s in names]
+        if not (np.isfinite(read_timeout) and 0 < read_timeout <= 1.0):
+            raise ValueError(f"{self.name}: read_timeout must be in (0, 1] s, got {read_timeout}")
+        if int(retries) != retries or retries < 0:
+            raise ValueError(f"{self.name}: retries must be an integer >= 0, got {retries}")
+        if int(max_failed_cycles) != max_failed_cycles or max_failed_cycles < 1:
+            raise ValueError(f"{self.name}: max_failed_cycles must be an integer >= 1, got {max_failed_cycles}")
+        if return_delay_time is not None and not 0 <= return_delay_time <= 254:
+            raise ValueError(f"{self.name}: return_delay_time must be 0..254 (x 2 us) or None")
+        self.port, self.baudrate, self.ids = port, int(baudrate), ids
+        self.read_timeout, self.retries, self.max_failed_cycles = float(read_timeout), int(retries), \
+            int(max_failed_cycles)
+        self.return_delay_time, self.position_gains, self.check_model = return_delay_time, position_gains, check_model
+        self.transmission = transmission or Transmission(n)
+        if self.transmission.n != n:
+            raise ValueError(f"{self.name}: transmission is for {self.transmission.n} joints, driver has {n}")
+        kt = np.array([s.torque_constant for s in self.servos]) if torque_constant is None else \
+            np.broadcast_to(np.asarray(torque_constant, dtype=float), (n,)).copy()
+        if not np.all(np.isfinite(kt) & (kt > 0)):
+            raise ValueError(f"{self.name}: torque_constant must be > 0 N m/A, got {kt.tolist()}")
+        self.torque_constant = kt
+        self.n = n
+        self._id_slot = {dxl_id: k for k, dxl_id in enumerate(ids)}
+        # Per-servo conversion constants.
+        self._center = np.array([s.position_center for s in self.servos], dtype=float)
+        self._rad_per_count = np.array([s.rad_per_count for s in self.servos])
+        self._rad_s_per_unit = np.array([s.rad_s_per_unit for s in self.servos])
+        self._nm_per_unit = kt * np.array([s.amp_per_unit for s in self.servos])
+        self._current_limit = np.array([s.current_limit for s in self.servos], dtype=float)
+        # Preallocated per-cycle buffers.
+        self._a_pos, self._a_vel, self._a_tau = np.zeros(n), np.zeros(n), np.zeros(n)
+        self._j_vec, self._j_tau = np.zeros(n), np.zeros(n)
+        self._units = np.zeros(n)
+        self._got = np.zeros(n, dtype=bool)
+        self._raw_cur = np.zeros(n, dtype=np.int64)
+        self._raw_vel = np.zeros(n, dtype=np.int64)
+        self._raw_pos = np.zeros(n, dtype=np.int64)
+        self._enable_pending = False
+        s0 = self.servos[0]
+        self._state_addr, self._state_len = s0.span("present_current", "present_position")
+        self._sync_read = P.sync_read_packet(self._state_addr, self._state_len, ids)
+        # SYNC_WRITE of goal currents (2 bytes) or goal positions (4 bytes), rebuilt in place each cycle.
+        field = s0["goal_current" if mode == EFFORT_MODE else "goal_position"]
+        self._goal_size = field.size
+        self._goal_pack = _I16 if field.size == 2 else _I32
+        param_len = 4 + n * (1 + field.size)
+        self._sw_n = 8 + param_len
+        self._sw_raw = bytearray(self._sw_n + 2)
+        self._sw_out = bytearray(2 * self._sw_n + 4)
+        self._sw_raw[0:4] = P.HEADER
+        self._sw_raw[4] = P.BROADCAST_ID
+        self._sw_raw[5], self._sw_raw[6] = (param_len + 3) & 0xFF, (param_len + 3) >> 8
+        self._sw_raw[7] = P.SYNC_WRITE
+        self._sw_raw[8:12] = P.u16(field.address) + P.u16(field.size)
+        self._sw_offset = [12 + k * (1 + field.size) + 1 for k in range(n)]
+        for k, dxl_id in enumerate(ids):
+            self._sw_raw[12 + k * (1 + field.size)] = dxl_id
+        self._sw_view = memoryview(self._sw_raw)
+        self._sw_out_view = memoryview(self._sw_out)
+        self.decoder = P.StreamDecoder()
+        self._ser = None
+        self._fd = -1
+        self._consecutive_failed = 0
+        self._clock = time.perf_counter
+        self.rtt = np.zeros(int(rtt_capacity))      # seconds, SYNC_READ sent -> last status packet in
+        self.rtt_count = 0
+        self.saturated_cycles = 0
+        self.health.extra.update(missing_packets=0, io_errors=0, status_errors=0, hardware_alerts=0,
+                                 unexpected_packets=0, late_bytes=0, write_errors=0)
+
+    # -- transport -------------------------------------------------------------------
+    def _open(self) -> None:
+        import serial
+        self._close()
+        self._ser = serial.Serial(self.port, self.baudrate, timeout=0, write_timeout=self.read_timeout * 10)
+        self._fd = self._ser.fileno()
+
+    def _close(self) -> None:
+        if self._ser is not None:
+            try:
+                self._ser.close()
+            except Exception:  # noqa: BLE001
+                pass
+        self._ser, self._fd = None, -1
+
+    def _send(self, data) -> bool:
+        try:
+            if self._fd < 0:
+                raise OSError(errno.EBADF, "port not open")
+            sent = os.write(self._fd, data)
+            if sent != len(data):      # a short write on a tty: send the rest within the write timeout
+                self._ser.write(data[sent:])
+            return True
+        except (OSError, ValueError, Exception) as exc:  # noqa: BLE001  serial.SerialException and OS errors
+            self.health.extra["io_errors"] += 1
+            self.health.extra["last_io_error"] = f"{type(exc).__name__}: {exc}"
+            return False
+
+    def _drain(self) -> bool:
+        """Discard bytes that arrived outside a transaction (late replies); False on an I/O error."""
+        self.decoder.clear()
+        self.decoder.junk = 0
+        try:
+            while select.select((self._fd,), (), (), 0)[0]:
+                chunk = os.read(self._fd, 4096)
+                if not chunk:
+                    raise OSError(errno.EIO, "port closed by peer")
+                self.health.extra["late_bytes"] += len(chunk)
+            return True
+        except (OSError, ValueError) as exc:
+            self.health.extra["io_errors"] += 1
+            self.health.extra["last_io_error"] = f"{type(exc).__name__}: {exc}"
+            return False
+
+    def _receive(self, deadline: float, want: int, on_packet) -> int:
+        """Read until ``want`` accepted packets or ``deadline``; returns accepted count, -1 on I/O error."""
+        got = 0
+        dec = self.decoder
+        fd, clock = self._fd, self._clock
+        while got < want:
+            pkt = dec.pop()
+            if pkt is not None:
+                if on_packet(pkt):
+                    got += 1
+                else:
+                    self.health.extra["unexpected_packets"] += 1
+                continue
+            remaining = deadline - clock()
+            if remaining <= 0:
+                break
+            try:
+                if not select.select((fd,), (), (), remaining)[0]:
+                    break
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    raise OSError(errno.EIO, "port closed by peer")
+            except (OSError, ValueError) as exc:
+                self.health.extra["io_errors"] += 1
+                self.health.extra["last_io_error"] = f"{type(exc).__name__}: {exc}"
+                return -1
+            dec.feed(chunk)
+        return got
+
+    def _count_corrupt(self) -> None:
+        if self.decoder.corrupt:
+            self.health.corrupt += self.decoder.corrupt
+            self.decoder.corrupt = 0
+
+    # -- configuration-time transactions (may raise BusError) ---------------------------
+    def transact(self, packet: bytes, dxl_id: int, attempts: int | None = None) -> P.Packet:
+        """Send ``packet`` to one servo and return its status packet (retrying); raises :class:`BusError`."""
+        attempts = self.retries + 2 if attempts is None else attempts
+        last = "no reply"
+        for attempt in range(attempts):
+            if attempt:
+                self.health.retries += 1
+            box = []
+
+            def accept(pkt):
+                if pkt.instruction == P.STATUS and pkt.id == dxl_id:
+                    box.append(pkt)
+                    return True
+                return False
+
+            if not self._drain() or not self._send(packet):
+                raise BusError(f"{self.name}: {self.port}: {self.health.extra.get('last_io_error')}")
+            got = self._receive(self._clock() + max(self.read_timeout, 0.02), 1, accept)
+            self._count_corrupt()
+            if got < 0:
+                raise BusError(f"{self.name}: {self.port}: {self.health.extra.get('last_io_error')}")
+            if got == 1:
+                pkt = box[0]
+                if pkt.error & 0x7F:
+                    self.health.extra["status_errors"] += 1
+                    raise BusError(f"{self.name}: servo {dxl_id}: {P.describe_error(pkt.error)}")
+                return pkt
+            self.health.timeouts += 1
+            self.health.extra["missing_packets"] += 1
+            last = f"no reply from servo {dxl_id} within {max(self.read_timeout, 0.02) * 1e3:.0f} ms"
+        raise BusError(f"{self.name}: {last} on {self.port} after {attempts} attempts")
+
+    def ping(self, dxl_id: int) -> int:
+        pkt = self.transact(P.ping_packet(dxl_id), dxl_id)
+        if len(pkt.params) != 3:
+            raise BusError(f"{self.name}: servo {dxl_id}: PING reply has {len(pkt.params)} parameters, expected 3")
+        return pkt.params[0] | (pkt.params[1] << 8)
+
+    def read_field(self, k: int, name: str) -> int:
+        f = self.servos[k][name]
+        pkt = self.transact(P.read_packet(self.ids[k], f.address, f.size), self.ids[k])
+        if len(pkt.params) != f.size:
+            raise BusError(f"{self.name}: servo {self.ids[k]}: read {name} returned {len(pkt.params)} bytes")
+        return P.from_bytes(pkt.params, f.signed)
+
+    def write_field(self, k: int, name: str, value: int) -> None:
+        f = self.servos[k][name]
+        self.transact(P.write_packet(self.ids[k], f.address, P.to_bytes(int(value), f.size)), self.ids[k])
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def on_configure(self) -> None:
+        self._open()
+        self._consecutive_failed = 0
+        self.health.fault, self.health.fault_reason = False, ""
+        operating = CURRENT_CONTROL if self.mode == EFFORT_MODE else POSITION_CONTROL
+        for k, dxl_id in enumerate(self.ids):
+            number = self.ping(dxl_id)
+            if self.check_model and number != self.servos[k].model_number:
+                raise BusError(f"{self.name}: servo {dxl_id} reports model number {number}, expected "
+                               f"{self.servos[k].model_number} ({self.servos[k].name})")
+            self.write_field(k, "torque_enable", 0)          # EEPROM writes need torque off
+            if self.return_delay_time is not None and self.read_field(k, "return_delay_time") != \
+                    self.return_delay_time:
+                self.write_field(k, "return_delay_time", self.return_delay_time)
+            if self.read_field(k, "operating_mode") != operating:
+                self.write_field(k, "operating_mode", operating)
+            if self.mode == POSITION_MODE and self.position_gains is not None:
+                p, i, d = self.position_gains
+                self.write_field(k, "position_p_gain", p)
+                self.write_field(k, "position_i_gain", i)
+                self.write_field(k, "position_d_gain", d)
+            self._current_limit[k] = self.read_field(k, "current_limit")
+
+    def on_activate(self) -> None:
+        for k in range(self.n):
+            pos = self.read_field(k, "present_position")
+            self._raw_pos[k] = pos
+            if self.mode == EFFORT_MODE:
+                self.write_field(k, "goal_current", 0)
+            else:
+                self.write_field(k, "goal_position", pos)
+                self.write_field(k, "torque_enable", 1)
+        # Effort mode: torque goes on together with the first goal currents (the first write), so the
+        # robot does not sag at 0 A between activation and the first control cycle.
+        self._enable_pending = self.mode == EFFORT_MODE
+        self._consecutive_failed = 0
+
+    def on_deactivate(self) -> None:
+        self._enable_pending = False
+        self._torque_off()
+
+    def _torque_off(self) -> None:
+        f = self.servos[0]["torque_enable"]
+        self._send(P.sync_write_packet(f.address, 1, [(i, b"\x00") for i in self.ids]))
+
+    def close(self) -> None:
+        """Torque off (best effort) and release the port."""
+        if self._fd >= 0:
+            self._torque_off()
+        self._close()
+
+    # -- the cycle --------------------------------------------------------------------------
+    def _accept_state(self, pkt) -> bool:
+        k = self._id_slot.get(pkt.id, -1)
+        if pkt.instruction != P.STATUS or k < 0 or self._got[k]:
+            return False
+        if pkt.error:
+            if pkt.error & P.ERROR_ALERT:
+                self.health.extra["hardware_alerts"] += 1
+                self.health.set_fault(f"servo {pkt.id}: hardware alert (error byte 0x{pkt.error:02x})")
+            if pkt.error & 0x7F:
+                self.health.extra["status_errors"] += 1
+                return False
+        if len(pkt.params) != self._state_len:
+            self.health.extra["status_errors"] += 1
+            return False
+        cur, vel, pos = _STATE.unpack_from(pkt.params)
+        self._raw_cur[k], self._raw_vel[k], self._raw_pos[k] = cur, vel, pos
+        self._got[k] = True
+        return True
+
+    def _sync_read_once(self) -> int:
+        """One SYNC_READ transaction: number of servos that answered, -1 on an I/O error."""
+        self._got[:] = False
+        if not self._drain():
+            return -1
+        t0 = self._clock()
+        if not self._send(self._sync_read):
+            return -1
+        got = self._receive(t0 + self.read_timeout, self.n, self._accept_state)
+        self._count_corrupt()
+        if got == self.n:
+            if self.rtt_count < self.rtt.shape[0]:
+                self.rtt[self.rtt_count] = self._clock() - t0
+            self.rtt_count += 1
+        return got
+
+    def read(self, state, now: float) -> bool:
+        h = self.health
+        complete = False
+        for attempt in range(1 + (0 if h.fault else self.retries)):
+            if attempt:
+                h.retries += 1
+            got = self._sync_read_once()
+            if got == self.n:
+                complete = True
+                break
+            if got < 0:
+                break                       # the port itself failed: no point retrying this cycle
+            missing = self.n - got
+            h.extra["missing_packets"] += missing
+            h.timeouts += 1
+        h.reads += 1
+        if complete:
+            self._consecutive_failed = 0
+        else:
+            h.stale_cycles += 1
+            self._consecutive_failed += 1
+            if self._consecutive_failed >= self.max_failed_cycles:
+                h.set_fault(f"no complete state from the servos for {self._consecutive_failed} consecutive "
+                            f"cycles (timeouts {h.timeouts}, corrupt {h.corrupt}, io errors "
+                            f"{h.extra['io_errors']})")
+        # Actuator space SI from the latest register values (stale joints keep their last values).
+        np.subtract(self._raw_pos, self._center, out=self._a_pos)
+        np.multiply(self._a_pos, self._rad_per_count, out=self._a_pos)
+        np.multiply(self._raw_vel, self._rad_s_per_unit, out=self._a_vel)
+        np.multiply(self._raw_cur, self._nm_per_unit, out=self._a_tau)
+        tr = self.transmission
+        tr.to_joint_position(self._a_pos, self._j_vec)
+        state.q[self.q_index] = self._j_vec
+        tr.to_joint_position(self._a_vel, self._j_vec)
+        state.v[self.v_index] = self._j_vec
+        tr.to_joint_effort(self._a_tau, self._j_vec)
+        state.effort[self.v_index] = self._j_vec
+        state.stamp = now
+        state.fresh = complete
+        return complete
+
+    def write(self, command, now: float) -> None:
+        raw, offs, pack = self._sw_raw, self._sw_offset, self._goal_pack
+        if self.mode == EFFORT_MODE:
+            np.take(command.effort, self.v_index, out=self._j_tau)
+            self.transmission.to_actuator_effort(self._j_tau, self._a_tau)
+            np.divide(self._a_tau, self._nm_per_unit, out=self._units)
+            np.round(self._units, out=self._units)
+            if np.any(np.abs(self._units) > self._current_limit):
+                self.saturated_cycles += 1
+                np.clip(self._units, -self._current_limit, self._current_limit, out=self._units)
+            if not np.all(np.isfinite(self._units)):
+                self._units[:] = 0.0
+            for k in range(self.n):
+                pack.pack_into(raw, offs[k], int(self._units[k]))
+        else:
+            np.take(command.position, self.v_index, out=self._j_vec)
+            self.transmission.to_actuator_position(self._j_vec, self._a_pos)
+            np.divide(self._a_pos, self._rad_per_count, out=self._units)
+            np.add(self._units, self._center, out=self._units)
+            np.round(self._units, out=self._units)
+            for k in range(self.n):
+                iv = self.v_index[k]
+                hold = not command.stiffness[iv] > 0 or not np.isfinite(self._units[k])
+                pack.pack_into(raw, offs[k], int(self._raw_pos[k]) if hold else int(self._units[k]))
+        length = P.finish_into(raw, self._sw_n, self._sw_out)
+        data = self._sw_view[:length] if length > 0 else self._sw_out_view[:-length]
+        if self._send(data):
+            self.health.writes += 1
+            if self._enable_pending:
+                self._enable_pending = False
+                f = self.servos[0]["torque_enable"]
+                self._send(P.sync_write_packet(f.address, 1, [(i, b"\x01") for i in self.ids]))
+        else:
+            self.health.extra["write_errors"] += 1
+
+    def safe_stop(self) -> None:
+        """Zero goal current (effort mode) or torque off (position mode); best effort, never raises."""
+        try:
+            if self._fd < 0:
+                return
+            if self.mode == EFFORT_MODE:
+                f = self.servos[0]["goal_current"]
+                self._send(P.sync_write_packet(f.address, 2, [(i, b"\x00\x00") for i in self.ids]))
+            else:
+                self._torque_off()
+        except Exception:  # noqa: BLE001
+            pass

@@ -1,0 +1,190 @@
+"""HIL: the rtctl loop at 500 Hz over the Dynamixel backend against the emulated servo chain (another process).
+
+Robot: the 2-link vertical arm of :func:`hil.dynamixel_emulator.hil_arm` (XM430-W350
+servos, current control). Controller: computed torque, kp = 1600 1/s^2 (omega_n = 40
+rad/s, critically damped; joint 2's effective stiffness is kp * M22 ~ 2.6 N m/rad, which
+has to dominate the servo's unmodelled gear friction), tracking a 0.5 Hz sinusoid of
+0.3 rad amplitude that starts at rest where the plant starts. Bounds below are stated per test; timing margins are
+generous (the machine is shared), truths (counts, cycle numbers) are exact where the
+protocol makes them so.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from drivers import create_driver
+from hil.dynamixel_emulator import EmulatorProcess, hil_arm
+from loops.controllers import create_controller
+from loops.trajectories import create_trajectory
+from rtctl.dynamics import Dynamics
+from rtctl.rt.loop import ControlLoop
+from rtctl.safety import SafetyMonitor
+
+RATE_HZ = 500.0
+CENTER = np.array([0.4, -0.3])
+AMPLITUDE = np.array([0.3, 0.3])
+START = CENTER - AMPLITUDE          # sinusoid with phase -pi/2 starts here at rest
+READ_TIMEOUT = 1.5e-3
+MAX_FAILED = 5
+KP = 1600.0                          # 1/s^2: omega_n = 40 rad/s, kd = 2 sqrt(kp) = 80 1/s
+STATE_PACKET_BYTES = 21             # status packet with 10 data bytes (present current..position)
+
+
+def emulator(*extra):
+    return EmulatorProcess("--robot", "arm2", "--initial", ",".join(f"{x:.6f}" for x in START), *extra)
+
+
+def make_loop(port, hooks=(), **driver_options):
+    model = hil_arm(2)
+    driver = create_driver("dynamixel", model, port=port, read_timeout=READ_TIMEOUT, retries=1,
+                           max_failed_cycles=MAX_FAILED, **driver_options)
+    controller = create_controller("computed_torque", Dynamics(model), kp=KP)
+    trajectory = create_trajectory("sinusoid", center=CENTER, amplitude=AMPLITUDE, frequency=0.5,
+                                   phase=-np.pi / 2)
+    safety = SafetyMonitor(model, watchdog_cycles=5)
+    return ControlLoop(model=model, driver=driver, controller=controller, trajectory=trajectory, safety=safety,
+                       rate_hz=RATE_HZ, overrun_policy="count", hooks=hooks)
+
+
+def run(loop, seconds):
+    t0 = time.perf_counter()
+    report = loop.run(duration=seconds)
+    wall = time.perf_counter() - t0
+    loop.driver.close()
+    return report, wall
+
+
+class FreshCounter:
+    def __init__(self):
+        self.fresh = 0
+        self.trip_cycle = None
+
+    def __call__(self, cycle, t, state, command):
+        self.fresh += bool(state.fresh)
+
+
+def test_loop_closes_at_500_hz_and_tracks_within_bounds():
+    fresh = FreshCounter()
+    with emulator() as emu:
+        loop = make_loop(emu.port, hooks=[fresh])
+        report, wall = run(loop, 3.0)
+    stats = emu.stats
+    h = loop.driver.health
+    achieved = 1e6 / report.timing["period"]["mean"]
+    print(report.format(), f"\nachieved {achieved:.1f} Hz, emulator {stats}")
+    assert report.cycles == 1500
+    assert achieved >= 0.99 * RATE_HZ
+    assert wall < 3.0 + 2.0                                 # configure/activate/deactivate included
+    assert not report.tripped and not report.failures
+    assert not h.fault
+    # Every cycle is one SYNC_READ (plus a re-send per timeout) and one SYNC_WRITE of goal currents.
+    assert h.writes == 1500
+    assert stats["sync_writes"] == 1500 + 3      # + torque on (first cycle), off at deactivate and close
+    assert stats["sync_reads"] == 1500 + h.retries
+    assert fresh.fresh >= 0.98 * 1500
+    # Tracking: 2 ms sampling + one cycle of command latency + quantisation (0.0015 rad, 4.8 mN m).
+    assert np.all(report.tracking_max < 0.05), report.tracking_max
+    assert np.all(report.tracking_rms < 0.02), report.tracking_rms
+    assert loop.driver.rtt_count >= 0.98 * 1500
+
+
+def test_ten_percent_dropped_replies_are_tolerated_and_counted():
+    with emulator("--drop-rate", "0.1", "--seed", "3") as emu:
+        loop = make_loop(emu.port)
+        report, _ = run(loop, 3.0)
+    h, stats = loop.driver.health, emu.stats
+    print(report.format(), h, stats)
+    assert not report.tripped and not h.fault and not report.failures
+    # Every dropped reply shows up as a missing packet (configure-time ones included); a reply can only be
+    # missed without being dropped if it came later than the 1.5 ms timeout (scheduling on a busy machine).
+    assert stats["dropped"] > 150
+    assert h.extra["missing_packets"] >= stats["dropped"] - 3
+    assert h.extra["missing_packets"] <= stats["dropped"] + 0.05 * stats["replies"]
+    # With one retry: every failed attempt is a timeout; a failed first attempt is retried, a failed
+    # retry makes the cycle stale.
+    assert h.timeouts == h.retries + h.stale_cycles
+    assert h.extra["io_errors"] == 0 and h.corrupt == 0
+    assert h.stale_cycles < 0.1 * report.cycles
+    assert np.all(report.tracking_max < 0.08), report.tracking_max
+
+
+def test_corrupt_crcs_are_detected_counted_and_tolerated():
+    with emulator("--corrupt-rate", "0.05", "--seed", "5") as emu:
+        loop = make_loop(emu.port)
+        report, _ = run(loop, 2.0)
+    h, stats = loop.driver.health, emu.stats
+    print(report.format(), h, stats)
+    assert stats["corrupted"] > 50
+    # A corrupted reply is detected by its CRC unless it arrived after the timeout (then drained as late bytes).
+    assert stats["corrupted"] - 3 <= h.corrupt <= stats["corrupted"]
+    assert not report.tripped and not h.fault and not report.failures
+    assert np.all(report.tracking_max < 0.08), report.tracking_max
+
+
+def test_a_delayed_reply_times_out_once_and_is_discarded():
+    delay_ms = 40.0
+    with emulator("--delay-sync-read", "600", "--delay-ms", str(delay_ms)) as emu:
+        loop = make_loop(emu.port)
+        report, _ = run(loop, 2.0)
+    h, stats = loop.driver.health, emu.stats
+    print(report.format(), h, stats)
+    assert stats["delayed"] == 2                      # both servos' replies to SYNC_READ number 600
+    assert h.timeouts >= 1 and h.retries >= 1
+    assert h.stale_cycles <= 2
+    assert not report.tripped and not h.fault and not report.failures
+    assert np.all(report.tracking_max < 0.05), report.tracking_max
+
+
+def test_emulator_killed_mid_run_ends_in_the_safe_state_within_bound():
+    kill_cycle = 500
+    seen = {}
+    emu = emulator()
+
+    def hook(cycle, t, state, command):
+        if cycle == kill_cycle:
+            emu.kill()
+            seen["killed"] = cycle
+        if loop.safety.tripped and "trip" not in seen:
+            seen["trip"] = cycle
+
+    try:
+        loop = make_loop(emu.port, hooks=[hook])
+        report, _ = run(loop, 2.0)
+    finally:
+        emu.stop()
+    h = loop.driver.health
+    print(report.format(), h, seen)
+    assert report.cycles == 1000                    # the loop ran to the end: nothing crashed
+    assert not report.failures                      # the driver never raised
+    assert h.fault and "consecutive" in h.fault_reason
+    assert report.tripped
+    # The hook sees the trip one cycle after the check that latched it. The driver faults on the
+    # MAX_FAILED-th failed read; the first read that can fail is the one after the kill.
+    assert kill_cycle < seen["trip"] <= kill_cycle + MAX_FAILED + 2, seen
+    assert h.extra["io_errors"] + h.timeouts >= MAX_FAILED
+
+
+def test_position_mode_uses_the_servo_pid():
+    target = np.array([0.6, -0.5])
+
+    def hook(cycle, t, state, command):
+        command.position[:] = target
+        command.stiffness[:] = 1.0          # > 0: track; the safe command's 0 would hold position
+
+    with emulator() as emu:
+        loop = make_loop(emu.port, hooks=[hook], mode="position", position_gains=(1600, 0, 0))
+        report, _ = run(loop, 1.5)
+        q = loop.state.q.copy()
+    print(report.format(), q)
+    assert not report.tripped and not loop.driver.health.fault
+    # P-only servo PID: duty = P/128 * error (counts) / 885, torque = 4.1 N m * duty at rest, so the
+    # stiffness is K = 1600/128/885 * 4.1 * 4096/(2 pi) = 37.75 N m/rad and the arm settles where
+    # K (target - q) = g(q), the gravity torque.
+    K = 1600 / 128 / 885 * 4.1 * 4096 / (2 * np.pi)
+    g = Dynamics(hil_arm(2)).gravity_forces(q)
+    expected = target - g / K
+    print("expected", expected, "steady-state error", target - q)
+    assert np.all(np.abs(q - expected) < 3 * 2 * np.pi / 4096), (q, expected)
+    assert target[0] - q[0] > 0.005            # joint 1 carries the arm: a real steady-state error (no I term)

@@ -1,0 +1,123 @@
+"""The telemetry subcommands of ``rtctl`` (added to the parser by :func:`add_commands`)."""
+from __future__ import annotations
+
+import json
+import sys
+
+DEFAULT_TELEMETRY = "tcp://127.0.0.1:5555"
+DEFAULT_CONTROL = "tcp://127.0.0.1:5557"
+
+
+def _echo(args) -> int:
+    from .tools import echo
+    return echo(args.endpoint, count=args.count, timeout=args.timeout)
+
+
+def _stats(args) -> int:
+    from .tools import stats
+    stats(args.endpoint, duration=args.duration)
+    return 0
+
+
+def _record(args) -> int:
+    from .tools import record
+    res = record(args.endpoint, args.out, duration=args.duration, samples=args.samples,
+                 progress=not args.no_progress, idle_timeout=args.idle_timeout)
+    print(f"rtctl record: {res['samples']} samples ({res['lost']} lost by this subscriber, "
+          f"{res['publisher_dropped']} dropped by the publisher), {res['events']} events -> {res['path']}")
+    return 0
+
+
+def _replay(args) -> int:
+    from .tools import replay
+    n = replay(args.recording, args.endpoint, speed=args.speed, progress=not args.no_progress,
+               ready=lambda ep: print(f"rtctl replay: publishing on {ep}", flush=True))
+    print(f"rtctl replay: {n} samples sent")
+    return 0
+
+
+def _plot(args) -> int:
+    from .tools import plot
+    print(f"rtctl plot: wrote {plot(args.recording, args.out, progress=not args.no_progress)}")
+    return 0
+
+
+def _dashboard(args) -> int:
+    from .dashboard import Dashboard
+    Dashboard(args.endpoint, args.control, token=args.token, host=args.host, port=args.port).run_forever()
+    return 0
+
+
+def _control(args) -> int:
+    from .control import request
+    req = {"cmd": args.cmd}
+    for item in args.params:
+        key, sep, value = item.partition("=")
+        if not sep:
+            print(f"rtctl control: expected KEY=VALUE, got {item!r}", file=sys.stderr)
+            return 2
+        try:
+            req[key] = json.loads(value)
+        except ValueError:
+            req[key] = value
+    if args.token:
+        req["token"] = args.token
+    try:
+        reply = request(args.endpoint, req, timeout=args.timeout)
+    except TimeoutError as exc:
+        print(f"rtctl control: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(reply))
+    return 0 if reply.get("ok") else 1
+
+
+def add_commands(sub) -> None:
+    tel = sub.add_parser("telemetry", help="inspect a live telemetry stream (echo, stats)")
+    tsub = tel.add_subparsers(dest="telemetry_command", required=True)
+    e = tsub.add_parser("echo", help="print decoded messages as JSON lines (one line per sample)")
+    e.add_argument("--endpoint", default=DEFAULT_TELEMETRY)
+    e.add_argument("--count", type=int, default=None, help="stop after this many lines")
+    e.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")
+    e.set_defaults(func=_echo)
+    s = tsub.add_parser("stats", help="rate, losses, publisher drops and latency of the stream")
+    s.add_argument("--endpoint", default=DEFAULT_TELEMETRY)
+    s.add_argument("--duration", type=float, default=5.0)
+    s.set_defaults(func=_stats)
+
+    r = sub.add_parser("record", help="record the telemetry stream to an MCAP file (opens in Foxglove)")
+    r.add_argument("out", help="output .mcap file")
+    r.add_argument("--endpoint", default=DEFAULT_TELEMETRY)
+    r.add_argument("--duration", type=float, default=None, help="seconds to record (default: until Ctrl-C)")
+    r.add_argument("--samples", type=int, default=None, help="stop after this many samples")
+    r.add_argument("--idle-timeout", type=float, default=None, help="stop when nothing arrives for this long (s)")
+    r.add_argument("--no-progress", action="store_true")
+    r.set_defaults(func=_record)
+
+    p = sub.add_parser("replay", help="republish an MCAP recording as a live telemetry stream")
+    p.add_argument("recording")
+    p.add_argument("--endpoint", default=DEFAULT_TELEMETRY, help="PUB endpoint to bind (loopback)")
+    p.add_argument("--speed", type=float, default=1.0, help="playback speed (0: as fast as possible)")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=_replay)
+
+    f = sub.add_parser("plot", help="plot a recording: q vs q_d, tracking error, effort, loop-timing histogram")
+    f.add_argument("recording")
+    f.add_argument("--out", required=True, help="image file (png, pdf, svg)")
+    f.add_argument("--no-progress", action="store_true")
+    f.set_defaults(func=_plot)
+
+    d = sub.add_parser("dashboard", help="serve the live browser dashboard on localhost")
+    d.add_argument("--endpoint", default=DEFAULT_TELEMETRY, help="telemetry endpoint to subscribe to")
+    d.add_argument("--control", default=None, help=f"control endpoint for the e-stop button (e.g. {DEFAULT_CONTROL})")
+    d.add_argument("--token", default=None, help="control-channel token, if the loop requires one")
+    d.add_argument("--host", default="127.0.0.1")
+    d.add_argument("--port", type=int, default=8050)
+    d.set_defaults(func=_dashboard)
+
+    c = sub.add_parser("control", help="send one control-channel request, e.g. `rtctl control set_gains kp=300`")
+    c.add_argument("cmd", help="status, set_gains, set_target, set_cpg, estop, rearm")
+    c.add_argument("params", nargs="*", help="KEY=VALUE (VALUE parsed as JSON when it can be)")
+    c.add_argument("--endpoint", default=DEFAULT_CONTROL)
+    c.add_argument("--token", default=None)
+    c.add_argument("--timeout", type=float, default=3.0)
+    c.set_defaults(func=_control)

@@ -1,0 +1,360 @@
+"""Per-cycle sample hand-off and the publisher thread.
+
+The loop calls :meth:`Telemetry.sample` once per cycle, after the driver write.
+The hand-off is one compiled call that copies the cycle's values into the next
+row of a preallocated float64 ring (``capacity`` rows of :class:`~.schema.Layout`
+width) and bumps a counter: no allocation, no lock, no ZeroMQ. The ring is
+drop-oldest: when the publisher falls more than ``capacity`` samples behind,
+the oldest rows are overwritten and counted in :attr:`Telemetry.dropped`.
+
+A daemon thread wakes every ``batch_period`` s, copies the new rows out,
+encodes them as one or more ``rtctl/samples`` batches (msgpack, schema in
+:mod:`rtctl.telemetry.schema`) and sends them with ``NOBLOCK`` on a PUB socket
+(ZeroMQ drops, per subscriber, what a slow subscriber cannot take: it never
+blocks the sender). It re-sends ``rtctl/meta`` every ``meta_period`` s, publishes
+``rtctl/event`` messages (control-channel changes, safety events) and, when
+enabled, the flat-JSON PlotJuggler stream on its own endpoint. All sockets live
+in that thread.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import threading
+import time
+from urllib.parse import urlsplit
+
+import numpy as np
+import zmq
+from numba import njit
+
+from .schema import (JOINT_FIELDS, SCALAR_FIELDS, SCALAR_UNITS, TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, Layout,
+                     envelope, pack, plotjuggler_objects)
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+MAX_BATCH_ROWS = 250
+
+
+class EndpointError(ValueError):
+    """An endpoint that is malformed, or not loopback without an explicit opt-in."""
+
+
+def check_endpoint(endpoint: str, allow_remote: bool = False, what: str = "endpoint") -> str:
+    """Validate a ZeroMQ bind endpoint: ``tcp://HOST:PORT`` (PORT 0 or ``*``: OS-chosen), ``ipc://`` or ``inproc://``.
+
+    A tcp host other than loopback is refused unless ``allow_remote`` is set. Returns the
+    endpoint to bind (``:0`` rewritten to ZeroMQ's ``:*``).
+    """
+    if not isinstance(endpoint, str) or "://" not in endpoint:
+        raise EndpointError(f"{what} {endpoint!r}: expected tcp://HOST:PORT, ipc://PATH or inproc://NAME")
+    scheme = endpoint.split("://", 1)[0]
+    if scheme in ("ipc", "inproc"):
+        return endpoint
+    if scheme != "tcp":
+        raise EndpointError(f"{what} {endpoint!r}: transport {scheme!r} not supported (tcp, ipc, inproc)")
+    rest = endpoint[len("tcp://"):]
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host:
+        raise EndpointError(f"{what} {endpoint!r}: expected tcp://HOST:PORT")
+    if port not in ("*", "0") and not (port.isdigit() and 0 < int(port) < 65536):
+        raise EndpointError(f"{what} {endpoint!r}: port must be 1..65535, 0 or *")
+    if host not in LOOPBACK_HOSTS and not allow_remote:
+        raise EndpointError(f"{what} {endpoint!r}: binds beyond this machine; set allow_remote = true to do "
+                            "that on purpose (default: 127.0.0.1 only)")
+    if host == "localhost":
+        host = "127.0.0.1"
+    return f"tcp://{host}:{'*' if port in ('*', '0') else port}"
+
+
+@njit("void(float64[:, ::1], int64[::1], float64[::1], float64[::1], float64[::1], int64[:, ::1], float64[::1], "
+      "float64[::1], float64[::1], float64[::1], float64[::1], float64[::1], float64[::1])", cache=True)
+def _handoff(ring, counter, scalars, q, v, index, q_d, qd_d, effort_cmd, effort, kp, kd, extra):
+    """Copy one sample into the next ring row; ``counter[0]`` counts samples handed off."""
+    cap = ring.shape[0]
+    row = ring[counter[0] % cap]
+    ns = scalars.shape[0]
+    for i in range(ns):
+        row[i] = scalars[i]
+    n = index.shape[1]
+    c = ns
+    for j in range(n):
+        qi, vi = index[0, j], index[1, j]
+        row[c + j] = q[qi]
+        row[c + n + j] = v[vi]
+        row[c + 2 * n + j] = q_d[j]
+        row[c + 3 * n + j] = qd_d[j]
+        row[c + 4 * n + j] = effort_cmd[vi]
+        row[c + 5 * n + j] = effort[vi]
+        row[c + 6 * n + j] = q_d[j] - q[qi]
+        row[c + 7 * n + j] = kp[j]
+        row[c + 8 * n + j] = kd[j]
+    c += 9 * n
+    for j in range(extra.shape[0]):
+        row[c + j] = extra[j]
+    counter[0] += 1
+
+
+def gain_units(controller_name: str) -> tuple[str, str]:
+    if "computed_torque" in controller_name:
+        return "1/s^2", "1/s"
+    return "N m/rad", "N m s/rad"
+
+
+class Telemetry:
+    """The loop's telemetry sink and publisher. ``attach(loop)``, ``start()``, then run the loop; ``close()``.
+
+    ``endpoint``: PUB bind address (loopback by default; ``:0`` picks a free port,
+    read the bound one from :attr:`endpoint` after :meth:`start`).
+    ``plotjuggler_endpoint``: None, or the PlotJuggler JSON PUB bind address;
+    ``plotjuggler_decimation`` sends every k-th sample there.
+    """
+
+    def __init__(self, *, endpoint: str = "tcp://127.0.0.1:5555", plotjuggler_endpoint: str | None = None,
+                 capacity: int = 4096, batch_period: float = 0.01, meta_period: float = 1.0,
+                 sndhwm: int = 1000, sndbuf: int = 0, allow_remote: bool = False, plotjuggler_decimation: int = 1,
+                 context: zmq.Context | None = None):
+        if int(capacity) != capacity or capacity < 2:
+            raise ValueError(f"telemetry capacity must be an integer >= 2, got {capacity!r}")
+        if not (0 < batch_period <= 1.0):
+            raise ValueError(f"batch_period must be in (0, 1] s, got {batch_period!r}")
+        if not (0 < meta_period <= 60.0):
+            raise ValueError(f"meta_period must be in (0, 60] s, got {meta_period!r}")
+        if int(plotjuggler_decimation) != plotjuggler_decimation or plotjuggler_decimation < 1:
+            raise ValueError(f"plotjuggler_decimation must be an integer >= 1, got {plotjuggler_decimation!r}")
+        self._bind = check_endpoint(endpoint, allow_remote, "telemetry endpoint")
+        self._pj_bind = None if plotjuggler_endpoint is None else \
+            check_endpoint(plotjuggler_endpoint, allow_remote, "plotjuggler endpoint")
+        self.capacity = int(capacity)
+        self.batch_period = float(batch_period)
+        self.meta_period = float(meta_period)
+        self.sndhwm, self.sndbuf = int(sndhwm), int(sndbuf)
+        self.pj_decimation = int(plotjuggler_decimation)
+        self._ctx = context or zmq.Context.instance()
+        self.endpoint = ""
+        self.plotjuggler_endpoint = ""
+        self.loop = None
+        self.layout: Layout | None = None
+        self._counter = np.zeros(1, dtype=np.int64)
+        self._scalars = np.zeros(len(SCALAR_FIELDS))
+        self._read = 0
+        self.dropped = 0          # samples overwritten in the ring before the publisher took them
+        self.batches = 0          # rtctl/samples messages sent
+        self.published = 0        # samples sent
+        self.events_sent = 0
+        self._event_seq = 0
+        self._events: collections.deque = collections.deque()
+        self._safety_last = None
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self._started = 0.0
+
+    # -- set-up --------------------------------------------------------------------------
+    def attach(self, loop) -> "Telemetry":
+        """Size the ring for ``loop`` and make it the loop's sink (``loop.telemetry = self``)."""
+        ctl = loop.controller
+        self.loop = loop
+        self.joints = list(ctl.joint_names)
+        index = getattr(ctl, "_index", None)
+        if index is None:
+            index = np.array([ctl.q_index, ctl.v_index], dtype=np.int64).reshape(2, ctl.n)
+        self._index = np.ascontiguousarray(index, dtype=np.int64)
+        self.extra_names = list(getattr(ctl, "telemetry_fields", ()))
+        values = getattr(ctl, "telemetry_values", None)
+        self._extra = np.zeros(0) if values is None else values
+        if self._extra.shape != (len(self.extra_names),):
+            raise ValueError("controller telemetry_values must match telemetry_fields")
+        self.layout = Layout(ctl.n, len(self.extra_names))
+        self._ring = np.zeros((self.capacity, self.layout.width))
+        self._kp_ref, self._kd_ref = ctl.kp, ctl.kd
+        loop.telemetry = self
+        return self
+
+    def metadata(self) -> dict:
+        loop = self.loop
+        units = getattr(loop.safety, "_units", None) or [("rad", "rad/s", "N m")] * len(self.joints)
+        pos, vel, eff = ([u[i] for u in units] for i in range(3))
+        kp_u, kd_u = gain_units(getattr(loop.controller, "name", ""))
+        joint_units = {"q": pos, "qd": vel, "q_d": pos, "qd_d": vel, "effort_cmd": eff, "effort": eff,
+                       "error": pos, "kp": kp_u, "kd": kd_u}
+        fields = {name: {"shape": [], "unit": SCALAR_UNITS[name]} for name in SCALAR_FIELDS}
+        fields.update({name: {"shape": [len(self.joints)], "unit": joint_units[name]} for name in JOINT_FIELDS})
+        if self.extra_names:
+            fields["extra"] = {"shape": [len(self.extra_names)], "unit": "controller-specific"}
+        return envelope(robot=loop.model.name, joints=self.joints, rate_hz=loop.rate_hz, period=loop.period,
+                        batch_period=self.batch_period, fields=fields, extra=self.extra_names,
+                        controller=getattr(loop.controller, "name", type(loop.controller).__name__),
+                        trajectory=type(loop.trajectory).__name__, started=self._started,
+                        capacity=self.capacity)
+
+    def start(self) -> "Telemetry":
+        """Bind the sockets and start the publisher thread (raises if a bind fails)."""
+        if self.loop is None:
+            raise RuntimeError("Telemetry.start: attach(loop) first")
+        if self._thread is not None:
+            return self
+        self._started = time.time()
+        self._thread = threading.Thread(target=self._run, name="rtctl-telemetry", daemon=True)
+        self._thread.start()
+        self._ready.wait(10.0)
+        if self._error is not None:
+            self._thread.join()
+            raise RuntimeError(f"telemetry: cannot bind: {self._error}") from self._error
+        return self
+
+    def close(self, flush: bool = True) -> None:
+        """Publish what is left (``flush``), stop the thread and close the sockets."""
+        if self._thread is None:
+            return
+        self._flush_on_close = flush
+        self._stop.set()
+        self._thread.join(10.0)
+        self._thread = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- the loop side ------------------------------------------------------------------------
+    def sample(self, loop, t: float) -> None:
+        """Hand this cycle's sample to the ring: one compiled copy, no allocation, never blocks."""
+        s = loop.stats
+        sc = self._scalars
+        h = s._head - 1
+        sc[0] = t
+        sc[1] = loop.cycle
+        sc[2] = time.time()
+        sc[3] = s._period[h]
+        sc[4] = s._latency[h]
+        sc[5] = s._compute[h]
+        sc[6] = s.overruns
+        sc[7] = loop.safety.tripped
+        st = loop.state
+        sc[8] = st.fresh
+        ctl = loop.controller
+        _handoff(self._ring, self._counter, sc, st.q, st.v, self._index, loop.q_d, loop.qd_d,
+                 loop.command.effort, st.effort, ctl.kp, ctl.kd, self._extra)
+
+    @property
+    def handed(self) -> int:
+        """Samples handed off by the loop so far."""
+        return int(self._counter[0])
+
+    def event(self, kind: str, detail: str, cycle: int = -1, t: float = float("nan"), request=None) -> None:
+        """Queue an ``rtctl/event`` (any thread; published by the publisher thread)."""
+        self._events.append((kind, detail, int(cycle), float(t), time.time(), request))
+
+    # -- the publisher thread ---------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            pub = self._ctx.socket(zmq.PUB)
+            pub.setsockopt(zmq.LINGER, 0)
+            pub.setsockopt(zmq.SNDHWM, self.sndhwm)
+            if self.sndbuf:
+                pub.setsockopt(zmq.SNDBUF, self.sndbuf)
+            pub.bind(self._bind)
+            self.endpoint = pub.getsockopt(zmq.LAST_ENDPOINT).decode()
+            pj = None
+            if self._pj_bind:
+                pj = self._ctx.socket(zmq.PUB)
+                pj.setsockopt(zmq.LINGER, 0)
+                pj.setsockopt(zmq.SNDHWM, self.sndhwm)
+                pj.bind(self._pj_bind)
+                self.plotjuggler_endpoint = pj.getsockopt(zmq.LAST_ENDPOINT).decode()
+        except zmq.ZMQError as exc:
+            self._error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        self._pj_count = 0
+        self._flush_on_close = True
+        meta_due = 0.0
+        try:
+            while True:
+                stopping = self._stop.wait(self.batch_period)
+                now = time.monotonic()
+                if now >= meta_due:
+                    pub.send_multipart([TOPIC_META, pack(self.metadata())], flags=zmq.NOBLOCK)
+                    meta_due = now + self.meta_period
+                if not stopping or self._flush_on_close:
+                    self._flush(pub, pj)
+                    self._publish_events(pub)
+                if stopping:
+                    break
+        finally:
+            pub.close(linger=200 if self._flush_on_close else 0)
+            if pj is not None:
+                pj.close(linger=0)
+
+    def _take(self):
+        """New ring rows since the last call (drop-oldest accounting); None when there are none."""
+        cap = self.capacity
+        w = int(self._counter[0])
+        r = self._read
+        if w - r > cap:
+            self.dropped += w - r - cap
+            r = w - cap
+        if w == r:
+            return None, r
+        rows = self._ring[np.arange(r, w) % cap]  # a copy
+        lapped = int(self._counter[0]) - cap - r   # rows overwritten while we copied (not under the GIL)
+        if lapped > 0:
+            self.dropped += lapped
+            rows = rows[lapped:]
+            r += lapped
+        self._read = w
+        return rows, r
+
+    def _flush(self, pub, pj) -> None:
+        rows, first = self._take()
+        if rows is None:
+            return
+        layout = self.layout
+        for start in range(0, rows.shape[0], MAX_BATCH_ROWS):
+            chunk = rows[start:start + MAX_BATCH_ROWS]
+            msg = envelope(seq=self.batches, first=first + start, count=int(chunk.shape[0]), dropped=self.dropped,
+                           sent=time.time(), fields=layout.columns(chunk))
+            pub.send_multipart([TOPIC_SAMPLES, pack(msg)], flags=zmq.NOBLOCK)
+            self.batches += 1
+            self.published += int(chunk.shape[0])
+        if pj is not None:
+            d = self.pj_decimation
+            offset = (-(first - self._pj_count)) % d if d > 1 else 0
+            picked = rows[offset::d] if d > 1 else rows
+            self._pj_count = first + rows.shape[0]
+            for obj in plotjuggler_objects(layout, picked, self.joints, self.extra_names):
+                pj.send(json.dumps(obj).encode(), flags=zmq.NOBLOCK)
+
+    def _publish_events(self, pub) -> None:
+        safety = getattr(self.loop, "safety", None)
+        if safety is not None and safety.events:
+            events = list(safety.events)
+            new = events
+            if self._safety_last is not None:
+                for i in range(len(events) - 1, -1, -1):
+                    if events[i] is self._safety_last:
+                        new = events[i + 1:]
+                        break
+            for cycle, kind, detail in new:
+                self._events.append(("safety", f"{kind}: {detail}", int(cycle),
+                                     float(cycle) * self.loop.period, time.time(), None))
+            self._safety_last = events[-1]
+        while self._events:
+            kind, detail, cycle, t, stamp, request = self._events.popleft()
+            msg = envelope(seq=self._event_seq, kind=kind, detail=detail, cycle=cycle, t=t, stamp=stamp)
+            if request is not None:
+                msg["request"] = request
+            pub.send_multipart([TOPIC_EVENT, pack(msg)], flags=zmq.NOBLOCK)
+            self._event_seq += 1
+            self.events_sent += 1
+
+
+def loopback_connect(endpoint: str) -> str:
+    """The address a local client connects to for a bound ``endpoint`` (``*`` / 0.0.0.0 -> 127.0.0.1)."""
+    parts = urlsplit(endpoint)
+    if parts.scheme == "tcp" and parts.hostname in ("0.0.0.0", "*"):
+        return f"tcp://127.0.0.1:{parts.port}"
+    return endpoint

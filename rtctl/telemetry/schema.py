@@ -1,0 +1,167 @@
+"""The telemetry wire format, schema version 1 (msgpack; never pickle).
+
+Every message on the telemetry PUB endpoint is a ZeroMQ multipart message
+``[topic, payload]``; ``payload`` is a msgpack map carrying ``"schema":
+"rtctl.telemetry"`` and ``"version": 1``. A decoder that meets another version
+raises :class:`SchemaVersionError` naming both versions (never a silent
+misread). Units are SI; per-joint units depend on the joint type (revolute:
+rad, rad/s, N m; prismatic: m, m/s, N) and are listed in the metadata.
+
+Topics
+------
+``rtctl/meta`` -- sent at start and every ``meta_period`` s (default 1 s), so a
+late subscriber can decode: ``robot``, ``joints`` (actuated joint names),
+``rate_hz``, ``period`` (s), ``batch_period`` (s), ``fields`` (name -> ``{"shape":
+[] or [n], "unit": str or [per-joint str]}``), ``controller``, ``trajectory``,
+``extra`` (names of controller-specific fields), ``started`` (unix s).
+
+``rtctl/samples`` -- a batch of consecutive loop samples, columnar:
+``seq`` (batch counter from 0), ``first`` (index of the first sample: the
+number of samples handed off before it), ``count``, ``dropped`` (samples the
+publisher's ring overwrote since start: drop-oldest), ``sent`` (unix s), and
+``fields``: name -> list of ``count`` values (scalars) or of ``count`` lists
+(per-joint vectors). Sample ``first + i`` is row ``i``; a gap in sample
+indices between batches means a subscriber lost messages (ZeroMQ's high-water
+mark drops for a slow subscriber), which the tools count.
+
+Sample fields (one row per control cycle):
+
+==============  =========  ==============================================
+name            shape      meaning (unit)
+==============  =========  ==============================================
+``t``           scalar     control time (s)
+``cycle``       scalar     loop cycle index (int)
+``stamp``       scalar     wall clock when handed off (unix s)
+``period``      scalar     previous cycle's wake-to-wake period (s)
+``latency``     scalar     previous cycle's wake-up latency (s)
+``compute``     scalar     previous cycle's compute time (s)
+``overruns``    scalar     overruns counted so far (int)
+``tripped``     scalar     1 while the safe state is latched, else 0
+``fresh``       scalar     1 when the driver delivered a new sample
+``q``           n          measured joint position (rad or m)
+``qd``          n          measured joint velocity (rad/s or m/s)
+``q_d``         n          desired position (rad or m)
+``qd_d``        n          desired velocity (rad/s or m/s)
+``effort_cmd``  n          commanded effort after safety (N m or N)
+``effort``      n          measured effort (N m or N)
+``error``       n          tracking error ``q_d - q`` (rad or m)
+``kp``, ``kd``  n          the controller's gains (unit by controller type)
+``extra``       m          controller-specific values (names in metadata)
+==============  =========  ==============================================
+
+``rtctl/event`` -- a discrete event: ``seq``, ``kind`` (``"control"``: an
+accepted control-channel change; ``"safety"``: a trip, clamp or re-arm),
+``cycle``, ``t`` (s), ``stamp`` (unix s), ``detail`` (text) and, for control
+events, ``request`` (the validated request, without the token).
+
+PlotJuggler stream (separate PUB endpoint): single-frame flat JSON objects,
+one per sample (optionally decimated), ``{"timestamp": t, "q/<joint>": ...,
+"q_d/<joint>": ..., "latency": ..., ...}`` -- see the README.
+"""
+from __future__ import annotations
+
+import msgpack
+import numpy as np
+
+SCHEMA = "rtctl.telemetry"
+SCHEMA_VERSION = 1
+
+TOPIC_META = b"rtctl/meta"
+TOPIC_SAMPLES = b"rtctl/samples"
+TOPIC_EVENT = b"rtctl/event"
+TOPICS = (TOPIC_META, TOPIC_SAMPLES, TOPIC_EVENT)
+
+SCALAR_FIELDS = ("t", "cycle", "stamp", "period", "latency", "compute", "overruns", "tripped", "fresh")
+INTEGER_FIELDS = ("cycle", "overruns", "tripped", "fresh")
+JOINT_FIELDS = ("q", "qd", "q_d", "qd_d", "effort_cmd", "effort", "error", "kp", "kd")
+SCALAR_UNITS = {"t": "s", "cycle": "1", "stamp": "s (unix)", "period": "s", "latency": "s", "compute": "s",
+                "overruns": "1", "tripped": "1", "fresh": "1"}
+
+
+class SchemaError(ValueError):
+    """A telemetry message that cannot be decoded."""
+
+
+class SchemaVersionError(SchemaError):
+    """A message of another schema version."""
+
+
+class Layout:
+    """Column layout of one sample row in the float64 ring: scalars, then per-joint blocks, then extras."""
+
+    def __init__(self, n: int, n_extra: int = 0):
+        self.n, self.n_extra = int(n), int(n_extra)
+        self.slices: dict[str, slice] = {}
+        col = 0
+        for name in SCALAR_FIELDS:
+            self.slices[name] = slice(col, col + 1)
+            col += 1
+        for name in JOINT_FIELDS:
+            self.slices[name] = slice(col, col + self.n)
+            col += self.n
+        self.slices["extra"] = slice(col, col + self.n_extra)
+        col += self.n_extra
+        self.width = col
+
+    def columns(self, rows: np.ndarray) -> dict:
+        """Rows (k, width) -> the ``fields`` map of a batch (plain Python lists: exact float64)."""
+        out = {}
+        for name in SCALAR_FIELDS:
+            col = rows[:, self.slices[name].start]
+            out[name] = col.astype(np.int64).tolist() if name in INTEGER_FIELDS else col.tolist()
+        for name in JOINT_FIELDS:
+            out[name] = rows[:, self.slices[name]].tolist()
+        if self.n_extra:
+            out["extra"] = rows[:, self.slices["extra"]].tolist()
+        return out
+
+
+def pack(obj) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def envelope(**fields) -> dict:
+    return {"schema": SCHEMA, "version": SCHEMA_VERSION, **fields}
+
+
+def decode(topic: bytes, payload: bytes) -> dict:
+    """Decode one ``[topic, payload]`` message; raise :class:`SchemaError` / :class:`SchemaVersionError`."""
+    if topic not in TOPICS:
+        raise SchemaError(f"unknown telemetry topic {topic!r}; known: {[t.decode() for t in TOPICS]}")
+    try:
+        msg = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+    except Exception as exc:  # noqa: BLE001  (msgpack raises several types)
+        raise SchemaError(f"{topic.decode()}: payload is not msgpack: {type(exc).__name__}: {exc}") from None
+    if not isinstance(msg, dict) or msg.get("schema") != SCHEMA:
+        raise SchemaError(f"{topic.decode()}: not an {SCHEMA} message")
+    version = msg.get("version")
+    if version != SCHEMA_VERSION:
+        raise SchemaVersionError(f"{topic.decode()}: telemetry schema version {version!r} received, but this rtctl "
+                                 f"decodes version {SCHEMA_VERSION} only; use a matching rtctl on both ends")
+    return msg
+
+
+def batch_arrays(msg: dict) -> dict:
+    """A decoded ``rtctl/samples`` batch as NumPy arrays (scalars (k,), joint fields (k, n))."""
+    out = {}
+    for name, values in msg["fields"].items():
+        out[name] = np.asarray(values, dtype=np.int64 if name in INTEGER_FIELDS else np.float64)
+    return out
+
+
+def plotjuggler_objects(layout: Layout, rows: np.ndarray, joints: list[str], extra: list[str]) -> list[dict]:
+    """Flat JSON-ready objects, one per row, with the top-level numeric ``timestamp`` (control time, s)."""
+    out = []
+    for row in rows:
+        obj = {"timestamp": float(row[0])}
+        for name in SCALAR_FIELDS[1:]:
+            obj[name] = float(row[layout.slices[name].start])
+        for name in JOINT_FIELDS:
+            block = row[layout.slices[name]]
+            for j, joint in enumerate(joints):
+                obj[f"{name}/{joint}"] = float(block[j])
+        if layout.n_extra:
+            for j, label in enumerate(extra):
+                obj[f"extra/{label}"] = float(row[layout.slices["extra"].start + j])
+        out.append(obj)
+    return out

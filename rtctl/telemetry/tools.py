@@ -1,0 +1,355 @@
+"""Telemetry tools: echo, stats, record (MCAP), replay and plot.
+
+Recordings are MCAP files (the ``mcap`` package's reference writer/reader)
+with JSON messages and JSON Schemas, so Foxglove opens them directly:
+``/rtctl/samples`` (one message per loop sample: the schema-v1 fields of one
+row, plus ``index``, the sample index), ``/rtctl/meta`` and ``/rtctl/event``;
+log time is the sample's ``stamp`` (unix ns). ``replay`` turns a recording
+back into the live schema-v1 stream (re-batched, paced at ``speed``).
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import numpy as np
+import zmq
+
+from .schema import (INTEGER_FIELDS, JOINT_FIELDS, SCALAR_FIELDS, SCHEMA_VERSION, TOPIC_EVENT, TOPIC_META,
+                     TOPIC_SAMPLES, SchemaError, decode, envelope, pack)
+
+CH_SAMPLES, CH_META, CH_EVENT = "/rtctl/samples", "/rtctl/meta", "/rtctl/event"
+
+
+def _subscriber(endpoint: str, ctx=None, rcvhwm: int = 100_000):
+    ctx = ctx or zmq.Context.instance()
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.LINGER, 0)
+    sub.setsockopt(zmq.RCVHWM, rcvhwm)
+    sub.connect(endpoint)
+    sub.setsockopt(zmq.SUBSCRIBE, b"rtctl/")
+    return sub
+
+
+def rows_of(msg: dict):
+    """The rows of a decoded samples batch as dicts (schema field -> value), with ``index``."""
+    fields = msg["fields"]
+    for i in range(msg["count"]):
+        row = {"index": msg["first"] + i}
+        for name, values in fields.items():
+            row[name] = values[i]
+        yield row
+
+
+class StreamCounter:
+    """Counts samples received and samples lost (gaps in sample indices) of one stream."""
+
+    def __init__(self):
+        self.received = 0
+        self.lost = 0
+        self.next_index = None
+        self.publisher_dropped = 0
+        self.batches = 0
+
+    def add(self, msg: dict) -> None:
+        first, count = msg["first"], msg["count"]
+        if self.next_index is not None and first > self.next_index:
+            self.lost += first - self.next_index
+        self.next_index = first + count
+        self.received += count
+        self.batches += 1
+        self.publisher_dropped = msg.get("dropped", 0)
+
+
+# -- echo -----------------------------------------------------------------------------------
+def echo(endpoint: str, count: int | None = None, timeout: float | None = None, out=None, ctx=None) -> int:
+    """Print messages as JSON lines: ``TOPIC {...}``; a samples batch prints one line per sample."""
+    out = out or sys.stdout
+    sub = _subscriber(endpoint, ctx)
+    printed = 0
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        while count is None or printed < count:
+            wait = 200 if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
+            if not sub.poll(wait):
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                continue
+            topic, payload = sub.recv_multipart()[:2]
+            try:
+                msg = decode(topic, payload)
+            except SchemaError as exc:
+                print(f"# {exc}", file=out, flush=True)
+                continue
+            if topic == TOPIC_SAMPLES:
+                for row in rows_of(msg):
+                    print(f"{topic.decode()} {json.dumps(row)}", file=out)
+                    printed += 1
+                    if count is not None and printed >= count:
+                        break
+            else:
+                print(f"{topic.decode()} {json.dumps(msg, default=str)}", file=out)
+                printed += 1
+            out.flush()
+    finally:
+        sub.close(linger=0)
+    return 0
+
+
+# -- stats ----------------------------------------------------------------------------------
+def stats(endpoint: str, duration: float = 5.0, out=None, ctx=None) -> dict:
+    """Listen for ``duration`` s; print and return rate, losses, publisher drops and latency."""
+    out = out or sys.stdout
+    sub = _subscriber(endpoint, ctx)
+    counter = StreamCounter()
+    latencies = []
+    loop_latency = []
+    errors = 0
+    end = time.monotonic() + duration
+    try:
+        while time.monotonic() < end:
+            if not sub.poll(max(1, int((end - time.monotonic()) * 1000))):
+                continue
+            topic, payload = sub.recv_multipart()[:2]
+            now = time.time()
+            try:
+                msg = decode(topic, payload)
+            except SchemaError:
+                errors += 1
+                continue
+            if topic != TOPIC_SAMPLES:
+                continue
+            counter.add(msg)
+            f = msg["fields"]
+            latencies.extend(now - s for s in f["stamp"])
+            loop_latency.extend(f["latency"])
+    finally:
+        sub.close(linger=0)
+    lat = np.asarray(latencies) * 1e3
+    result = {"samples": counter.received, "batches": counter.batches, "rate_hz": counter.received / duration,
+              "lost": counter.lost, "publisher_dropped": counter.publisher_dropped, "decode_errors": errors,
+              "latency_ms": {k: float(fn(lat)) if lat.size else float("nan") for k, fn in
+                             (("p50", np.median), ("p99", lambda a: np.percentile(a, 99)), ("max", np.max))},
+              "loop_wakeup_latency_us_p99": float(np.percentile(np.asarray(loop_latency) * 1e6, 99))
+              if loop_latency else float("nan")}
+    print(f"{endpoint}: {result['samples']} samples in {result['batches']} batches over {duration:g} s "
+          f"= {result['rate_hz']:.1f} samples/s", file=out)
+    print(f"  lost by this subscriber (index gaps): {result['lost']}; dropped by the publisher ring: "
+          f"{result['publisher_dropped']}; undecodable messages: {errors}", file=out)
+    lm = result["latency_ms"]
+    print(f"  hand-off -> receive latency (ms): p50 {lm['p50']:.3f}  p99 {lm['p99']:.3f}  max {lm['max']:.3f}",
+          file=out)
+    print(f"  loop wake-up latency p99 (us): {result['loop_wakeup_latency_us_p99']:.1f}", file=out, flush=True)
+    return result
+
+
+# -- record ---------------------------------------------------------------------------------
+def _json_schema(fields: dict) -> bytes:
+    props = {"index": {"type": "integer"}}
+    for name in SCALAR_FIELDS:
+        props[name] = {"type": "integer" if name in INTEGER_FIELDS else "number"}
+    for name in (*JOINT_FIELDS, "extra"):
+        props[name] = {"type": "array", "items": {"type": "number"}}
+    return json.dumps({"title": f"rtctl.telemetry.v{SCHEMA_VERSION}.Sample", "type": "object",
+                       "properties": props}).encode()
+
+
+def record(endpoint: str, path: str, duration: float | None = None, samples: int | None = None,
+           progress: bool = True, ctx=None, idle_timeout: float | None = None, out=None) -> dict:
+    """Write the live stream to an MCAP file until ``duration`` s, ``samples`` samples, idle or Ctrl-C."""
+    from mcap.writer import Writer
+    from tqdm import tqdm
+
+    out = out or sys.stderr
+    sub = _subscriber(endpoint, ctx)
+    counter = StreamCounter()
+    events = metas = 0
+    with open(path, "wb") as fh:
+        writer = Writer(fh)
+        writer.start(profile="", library=f"rtctl telemetry v{SCHEMA_VERSION}")
+        obj_schema = writer.register_schema(name="rtctl.telemetry.Object", encoding="jsonschema",
+                                            data=json.dumps({"type": "object"}).encode())
+        sample_schema = writer.register_schema(name=f"rtctl.telemetry.v{SCHEMA_VERSION}.Sample",
+                                               encoding="jsonschema", data=_json_schema({}))
+        ch_samples = writer.register_channel(CH_SAMPLES, "json", sample_schema)
+        ch_meta = writer.register_channel(CH_META, "json", obj_schema)
+        ch_event = writer.register_channel(CH_EVENT, "json", obj_schema)
+        bar = tqdm(total=samples, unit="sample", desc="recording", disable=not progress, file=out)
+        start = time.monotonic()
+        last_rx = start
+        try:
+            while True:
+                now = time.monotonic()
+                if duration is not None and now - start >= duration:
+                    break
+                if samples is not None and counter.received >= samples:
+                    break
+                if idle_timeout is not None and now - last_rx >= idle_timeout:
+                    break
+                if not sub.poll(100):
+                    continue
+                topic, payload = sub.recv_multipart()[:2]
+                last_rx = time.monotonic()
+                try:
+                    msg = decode(topic, payload)
+                except SchemaError as exc:
+                    bar.write(f"rtctl record: skipped a message: {exc}")
+                    continue
+                if topic == TOPIC_SAMPLES:
+                    counter.add(msg)
+                    for row in rows_of(msg):
+                        ns = int(row["stamp"] * 1e9)
+                        writer.add_message(ch_samples, log_time=ns, publish_time=ns, data=json.dumps(row).encode())
+                    bar.update(msg["count"])
+                elif topic == TOPIC_META:
+                    ns = time.time_ns()
+                    writer.add_message(ch_meta, log_time=ns, publish_time=ns, data=json.dumps(msg).encode())
+                    metas += 1
+                else:
+                    ns = int(msg.get("stamp", time.time()) * 1e9)
+                    writer.add_message(ch_event, log_time=ns, publish_time=ns,
+                                       data=json.dumps(msg, default=str).encode())
+                    events += 1
+        except KeyboardInterrupt:
+            pass
+        finally:
+            bar.close()
+            writer.finish()
+            sub.close(linger=0)
+    return {"samples": counter.received, "lost": counter.lost, "publisher_dropped": counter.publisher_dropped,
+            "meta": metas, "events": events, "path": str(path)}
+
+
+# -- reading recordings ------------------------------------------------------------------------
+def read_recording(path: str, progress: bool = True, out=None) -> dict:
+    """Load an MCAP recording: ``{"meta": last meta, "events": [...], "samples": {field: array}}``."""
+    from mcap.reader import make_reader
+    from tqdm import tqdm
+
+    rows, events, meta = [], [], None
+    with open(path, "rb") as fh:
+        reader = make_reader(fh)
+        summary = reader.get_summary()
+        total = sum(summary.statistics.channel_message_counts.values()) if summary and summary.statistics else None
+        bar = tqdm(total=total, unit="msg", desc=f"reading {path}", disable=not progress, file=out or sys.stderr)
+        for _schema, channel, message in reader.iter_messages(log_time_order=True):
+            obj = json.loads(message.data)
+            if channel.topic == CH_SAMPLES:
+                rows.append(obj)
+            elif channel.topic == CH_META:
+                if obj.get("version") != SCHEMA_VERSION:
+                    raise SchemaError(f"{path}: recording has telemetry schema version {obj.get('version')!r}, "
+                                      f"this rtctl reads version {SCHEMA_VERSION}")
+                meta = obj
+            else:
+                events.append(obj)
+            bar.update(1)
+        bar.close()
+    samples = {}
+    if rows:
+        for name in rows[0]:
+            samples[name] = np.asarray([r[name] for r in rows],
+                                       dtype=np.int64 if name in INTEGER_FIELDS or name == "index" else np.float64)
+    return {"meta": meta, "events": events, "samples": samples}
+
+
+# -- replay ---------------------------------------------------------------------------------------
+def replay(path: str, endpoint: str, speed: float = 1.0, batch_period: float = 0.01, progress: bool = True,
+           connect_wait: float = 0.5, ctx=None, ready=None, out=None) -> int:
+    """Republish a recording on a PUB socket as the live schema-v1 stream (``speed`` 0: as fast as possible).
+
+    ``ready``: an optional callback given the bound endpoint once bound. Returns samples sent.
+    """
+    from tqdm import tqdm
+
+    from .publisher import check_endpoint
+
+    rec = read_recording(path, progress=False)
+    s = rec["samples"]
+    n = len(s.get("t", ()))
+    meta = rec["meta"] or envelope(joints=[], fields={}, note="recording without metadata")
+    ctx = ctx or zmq.Context.instance()
+    pub = ctx.socket(zmq.PUB)
+    pub.setsockopt(zmq.LINGER, 1000)
+    pub.setsockopt(zmq.SNDHWM, 100_000)
+    pub.bind(check_endpoint(endpoint))
+    bound = pub.getsockopt(zmq.LAST_ENDPOINT).decode()
+    if ready is not None:
+        ready(bound)
+    time.sleep(connect_wait)  # let subscribers connect (PUB/SUB slow joiner)
+    pub.send_multipart([TOPIC_META, pack(meta)])
+    names = [k for k in s if k != "index"]
+    bar = tqdm(total=n, unit="sample", desc="replaying", disable=not progress, file=out or sys.stderr)
+    t_rec = s["t"] if n else np.zeros(0)
+    wall0 = time.monotonic()
+    i, seq = 0, 0
+    events = sorted(rec["events"], key=lambda e: e.get("cycle", -1))
+    ev_i = 0
+    try:
+        while i < n:
+            j = i + 1
+            while j < n and t_rec[j] - t_rec[i] < batch_period and j - i < 250:
+                j += 1
+            if speed > 0:
+                due = wall0 + (t_rec[i] - t_rec[0]) / speed
+                delay = due - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+            fields = {name: s[name][i:j].tolist() for name in names}
+            msg = envelope(seq=seq, first=int(s["index"][i]), count=j - i, dropped=0, sent=time.time(),
+                           fields=fields, replay=True)
+            pub.send_multipart([TOPIC_SAMPLES, pack(msg)])
+            while ev_i < len(events) and events[ev_i].get("cycle", -1) <= s["cycle"][j - 1]:
+                pub.send_multipart([TOPIC_EVENT, pack(events[ev_i])])
+                ev_i += 1
+            seq += 1
+            bar.update(j - i)
+            i = j
+    finally:
+        bar.close()
+        pub.close()
+    return n
+
+
+# -- plot -------------------------------------------------------------------------------------------
+def plot(path: str, out_path: str, progress: bool = True, out=None) -> str:
+    """Figure from a recording: q vs q_d, tracking error, effort, and the loop-timing histogram."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rec = read_recording(path, progress=progress, out=out)
+    s = rec["samples"]
+    if not s:
+        raise ValueError(f"{path}: no samples recorded")
+    joints = (rec["meta"] or {}).get("joints") or [f"j{k}" for k in range(s["q"].shape[1])]
+    t = s["t"]
+    fig, ax = plt.subplots(2, 2, figsize=(13, 8), constrained_layout=True)
+    for k, name in enumerate(joints):
+        line, = ax[0, 0].plot(t, s["q"][:, k], lw=1.2, label=name)
+        ax[0, 0].plot(t, s["q_d"][:, k], "--", lw=0.9, color=line.get_color())
+        ax[0, 1].plot(t, s["error"][:, k], lw=1.0, label=name)
+        ax[1, 0].plot(t, s["effort_cmd"][:, k], lw=1.0, label=name)
+    ax[0, 0].set(title="position q (solid) vs desired q_d (dashed)", xlabel="t (s)", ylabel="rad or m")
+    ax[0, 1].set(title="tracking error q_d - q", xlabel="t (s)", ylabel="rad or m")
+    ax[1, 0].set(title="commanded effort", xlabel="t (s)", ylabel="N m or N")
+    ax[0, 0].legend(fontsize=7, ncol=2)
+    lat = s["latency"] * 1e6
+    per = s["period"] * 1e6
+    bins = 60
+    ax[1, 1].hist(lat[np.isfinite(lat)], bins=bins, alpha=0.7, label="wake-up latency")
+    if np.any(per > 0):
+        ax[1, 1].hist(np.abs(per[per > 0] - np.median(per[per > 0])), bins=bins, alpha=0.5,
+                      label="|period - median|")
+    ax[1, 1].set(title=f"loop timing ({len(t)} cycles, {int(s['overruns'][-1])} overruns)", xlabel="us",
+                 ylabel="cycles", yscale="log")
+    ax[1, 1].legend(fontsize=8)
+    tripped = np.flatnonzero(s["tripped"])
+    if tripped.size:
+        for a in ax.flat[:3]:
+            a.axvline(t[tripped[0]], color="red", lw=1)
+    fig.savefig(out_path, dpi=110)
+    plt.close(fig)
+    return out_path

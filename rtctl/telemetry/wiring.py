@@ -1,0 +1,52 @@
+"""Config -> telemetry and control channel of a built loop (used by :func:`rtctl.config.build`)."""
+from __future__ import annotations
+
+from .control import ControlServer
+from .publisher import Telemetry
+from .schema import SCHEMA_VERSION
+
+
+def wire(loop, tel: dict, ctl: dict):
+    """Attach and start what the ``[telemetry]`` / ``[control]`` sections enable; returns (telemetry, control).
+
+    Sets ``loop.control`` (None when off) alongside ``loop.telemetry``; close both with :func:`close`.
+    """
+    telemetry = control = None
+    try:
+        if tel.get("enabled"):
+            telemetry = Telemetry(endpoint=tel["endpoint"], capacity=tel["capacity"],
+                                  plotjuggler_endpoint=tel["plotjuggler_endpoint"] if tel["plotjuggler"] else None,
+                                  plotjuggler_decimation=tel["plotjuggler_decimation"],
+                                  batch_period=tel["batch_period"], meta_period=tel["meta_period"],
+                                  sndhwm=tel["sndhwm"], allow_remote=tel["allow_remote"])
+            telemetry.attach(loop).start()
+        if ctl.get("enabled"):
+            control = ControlServer(loop, endpoint=ctl["endpoint"], token=ctl["token"] or None,
+                                    kp_max=ctl["kp_max"], kd_max=ctl["kd_max"], frequency_max=ctl["frequency_max"],
+                                    duration_max=ctl["duration_max"], allow_remote=ctl["allow_remote"],
+                                    telemetry=telemetry)
+            control.start()
+    except RuntimeError as exc:
+        for part in (telemetry, control):
+            if part is not None:
+                part.close()
+        raise ValueError(str(exc)) from None
+    loop.control = control
+    return telemetry, control
+
+
+def close(loop) -> None:
+    """Stop the control channel and flush/stop the publisher of a loop built with them (no-op otherwise)."""
+    for part in (getattr(loop, "control", None), getattr(loop, "telemetry", None)):
+        if part is not None:
+            part.close()
+
+
+def describe(loop) -> None:
+    """Print where a loop's telemetry and control channel listen (nothing when off)."""
+    tel, ctl = getattr(loop, "telemetry", None), getattr(loop, "control", None)
+    if tel is not None:
+        extra = f", PlotJuggler JSON on {tel.plotjuggler_endpoint}" if tel.plotjuggler_endpoint else ""
+        print(f"rtctl: telemetry on {tel.endpoint} (schema v{SCHEMA_VERSION}){extra}", flush=True)
+    if ctl is not None:
+        print(f"rtctl: control channel on {ctl.endpoint}{' (token required)' if ctl.token else ''}", flush=True)

@@ -1,0 +1,162 @@
+"""The control channel: validated requests, applied at cycle boundaries, logged as telemetry events.
+
+While a paced loop runs, malformed requests (garbage bytes, wrong types, unknown fields,
+out-of-range or non-finite values, a wrong token) are refused with the reason and leave
+the loop untouched and running; valid ones change gains, targets and oscillator
+parameters at a cycle boundary, are published as ``control`` events, and e-stop trips
+the loop's safety monitor.
+"""
+import json
+import math
+import threading
+import time
+
+import msgpack
+import numpy as np
+import pytest
+
+from rtctl.telemetry import ControlServer, request
+from rtctl.telemetry.schema import TOPIC_EVENT
+from telemetry_helpers import collect, make_loop, subscriber, wait_meta
+
+TOKEN = "s3cret"
+
+
+def _running(loop, seconds):
+    th = threading.Thread(target=lambda: loop.run(duration=seconds), daemon=True)
+    th.start()
+    end = time.monotonic() + 10
+    while loop.cycle < 20 and time.monotonic() < end:
+        time.sleep(0.01)
+    return th
+
+
+@pytest.fixture(scope="module")
+def min_jerk_loop():
+    loop = make_loop(loop={"pace": True, "rate_hz": 500.0},
+                     telemetry={"enabled": True, "endpoint": "tcp://127.0.0.1:0", "meta_period": 0.05},
+                     control={"enabled": True, "endpoint": "tcp://127.0.0.1:0", "token": TOKEN, "kp_max": 2000.0})
+    sub = subscriber(loop.telemetry.endpoint)
+    wait_meta(sub)
+    th = _running(loop, 6.0)
+    yield loop, sub
+    th.join(15)
+    loop.control.close()
+    loop.telemetry.close()
+    sub.close(linger=0)
+
+
+def ask(loop, req, **kw):
+    if isinstance(req, dict):
+        req = {"token": TOKEN, **req}
+    return request(loop.control.endpoint, req, **kw)
+
+
+def test_malformed_requests_are_refused_and_the_loop_keeps_running(min_jerk_loop):
+    loop, _ = min_jerk_loop
+    kp0 = loop.controller.kp.copy()
+    c0 = loop.cycle
+    cases = [
+        (b"\x00\xffgarbage\xc1", "neither JSON nor msgpack"),
+        (b"{not json", "not valid JSON"),
+        (msgpack.packb([1, 2, 3]), "must be a map"),
+        ({"cmd": "set_gains", "kp": "abc"}, "kp: expected a number"),
+        ({"cmd": "set_gains", "kp": [1.0, 2.0]}, "expected 7 values"),
+        ({"cmd": "set_gains", "kp": 5000.0}, "outside the allowed range [0, 2000]"),
+        ({"cmd": "set_gains", "kp": -1.0}, "outside the allowed range"),
+        ({"cmd": "set_gains", "kp": float("nan")}, "must be finite"),
+        ({"cmd": "set_gains", "kp": True}, "expected a number"),
+        ({"cmd": "set_gains", "kp": 100.0, "gain": 3}, "unknown field 'gain'"),
+        ({"cmd": "set_gains"}, "give kp and/or kd"),
+        ({"cmd": "fly"}, "unknown or missing cmd"),
+        ({"cmd": None}, "unknown or missing cmd"),
+        ({"cmd": "set_target", "goal": [9.0] * 7}, "outside the soft limits"),
+        ({"cmd": "set_target", "goal": [0.1] * 7, "duration": -1}, "outside the allowed range"),
+        ({"cmd": "set_cpg", "frequency": 1.0}, "no oscillator parameter"),
+        ({"cmd": "estop", "reason": 42}, "reason"),
+    ]
+    for req, reason in cases:
+        reply = ask(loop, req)
+        assert reply["ok"] is False and reason in reply["error"], (req, reply)
+    reply = request(loop.control.endpoint, {"cmd": "set_gains", "kp": 100.0, "token": "wrong"})
+    assert reply == {"ok": False, "error": "missing or wrong token"}
+    reply = request(loop.control.endpoint, {"cmd": "status"})
+    assert reply["ok"] is False and "token" in reply["error"]
+    assert np.array_equal(loop.controller.kp, kp0)
+    assert not loop.safety.tripped and loop.cycle > c0  # untouched, still running
+    assert ask(loop, {"cmd": "status"})["ok"]
+
+
+def test_valid_changes_apply_at_a_cycle_boundary_and_are_logged(min_jerk_loop):
+    loop, sub = min_jerk_loop
+    c0 = loop.cycle
+    reply = ask(loop, {"cmd": "set_gains", "kp": 300.0, "kd": [30.0] * 7, "id": 7}, encoding="json")
+    assert reply["ok"] and reply["id"] == 7 and reply["applied_cycle"] >= c0
+    assert loop.controller.kp.tolist() == [300.0] * 7 and loop.controller.kd.tolist() == [30.0] * 7
+    goal = [0.1, -0.1, 0.1, -0.3, 0.1, 0.1, 0.0]
+    reply = ask(loop, {"cmd": "set_target", "goal": goal, "duration": 0.5})
+    assert reply["ok"], reply
+    applied = reply["applied_cycle"]
+    assert loop.trajectory.goal.tolist() == goal and loop.trajectory.t0 == applied * loop.period
+    status = ask(loop, {"cmd": "status"})
+    assert status["kp"] == [300.0] * 7 and status["trajectory"] == "MinimumJerk" and not status["tripped"]
+    time.sleep(0.3)
+    events = [m for topic, m in collect(sub, 0.5) if topic == TOPIC_EVENT and m["kind"] == "control"]
+    kinds = [e["request"]["cmd"] for e in events]
+    assert "set_gains" in kinds and "set_target" in kinds
+    gains = next(e for e in events if e["request"]["cmd"] == "set_gains")
+    assert gains["request"]["kp"] == [300.0] * 7 and "token" not in gains["request"]
+
+
+def test_estop_and_rearm_through_the_channel(min_jerk_loop):
+    loop, _ = min_jerk_loop
+    reply = ask(loop, {"cmd": "estop", "reason": "operator"})
+    assert reply["ok"] and loop.safety.tripped and loop.safety.trip_reason == "e-stop: operator"
+    assert loop.safety.trip_cycle >= reply["applied_cycle"]
+    time.sleep(0.05)
+    reply = ask(loop, {"cmd": "rearm"})
+    assert reply["ok"], reply
+    assert not loop.safety.tripped
+
+
+def test_oscillator_parameters_and_phase_continuity():
+    loop = make_loop(loop={"pace": True, "rate_hz": 500.0},
+                     trajectory={"type": "sinusoid", "center": [0.0] * 7, "amplitude": [0.2] * 7,
+                                 "frequency": [0.5] * 7})
+    ctl = ControlServer(loop, endpoint="tcp://127.0.0.1:0", frequency_max=5.0).start()
+    qd = []
+    loop.hooks.append(lambda cycle, t, state, command: qd.append(loop.q_d[0]))
+    th = _running(loop, 2.0)
+    try:
+        bad = request(ctl.endpoint, {"cmd": "set_cpg", "amplitude": 3.0})
+        assert not bad["ok"] and "leaves the soft limits" in bad["error"]
+        bad = request(ctl.endpoint, {"cmd": "set_cpg", "frequency": 50.0})
+        assert not bad["ok"] and "(0, 5]" in bad["error"]
+        bad = request(ctl.endpoint, {"cmd": "set_cpg", "pattern": "trot"})
+        assert not bad["ok"] and "no patterns" in bad["error"]
+        reply = request(ctl.endpoint, {"cmd": "set_cpg", "frequency": 2.0})
+        assert reply["ok"], reply
+        k = reply["applied_cycle"]
+        reply = request(ctl.endpoint, {"cmd": "set_cpg", "amplitude": 0.3, "center": [0.05] * 7})
+        assert reply["ok"], reply
+        k2 = reply["applied_cycle"]
+        assert loop.trajectory.frequency.tolist() == [2.0] * 7 and loop.trajectory.amplitude.tolist() == [0.3] * 7
+        assert loop.trajectory.center.tolist() == [0.05] * 7
+    finally:
+        th.join(10)
+        ctl.close()
+    # the desired position stays continuous across the frequency change (phase kept): |step| < 2 pi f A dt
+    steps = np.abs(np.diff(np.array(qd)))  # steps[i] = q_d(cycle i + 1) - q_d(cycle i)
+    assert k2 > k and steps[k - 3:k2 - 1].max() < 2 * math.pi * 2.0 * 0.2 / 500.0 * 1.01
+
+
+def test_requests_to_a_stopped_loop():
+    loop = make_loop()
+    with ControlServer(loop, endpoint="tcp://127.0.0.1:0", apply_timeout=0.3) as ctl:
+        reply = request(ctl.endpoint, {"cmd": "set_gains", "kp": 10.0})
+        assert not reply["ok"] and "reached no cycle boundary" in reply["error"]
+        assert loop.controller.kp.tolist() == [400.0] * 7
+        reply = request(ctl.endpoint, json.dumps({"cmd": "estop"}).encode())
+        assert reply["ok"] and loop.safety.tripped
+        loop.step(0.0)  # the cancelled set_gains is never applied later
+        assert loop.controller.kp.tolist() == [400.0] * 7
