@@ -83,6 +83,24 @@ class ActuatorDriver(Lifecycle, abc.ABC):
     def write(self, command: Command, now: float) -> None:
         """Send this driver's joints of ``command`` (effort or position targets per ``mode``)."""
 
+    def publish_measurement(self, state: RobotState, transmission, position, velocity, effort, work,
+                            now: float, fresh: bool) -> bool:
+        """Write actuator-space measurements (SI, one entry per joint of this driver) into ``state``.
+
+        Positions and velocities go to joint space through ``transmission`` (``q = A^-1 theta``),
+        efforts as ``tau_j = A^T tau_m``; ``work`` is a preallocated vector of the driver's
+        joint count. Allocation-free. Returns ``fresh``.
+        """
+        transmission.to_joint_position(position, work)
+        state.q[self.q_index] = work
+        transmission.to_joint_position(velocity, work)
+        state.v[self.v_index] = work
+        transmission.to_joint_effort(effort, work)
+        state.effort[self.v_index] = work
+        state.stamp = now
+        state.fresh = fresh
+        return fresh
+
     def safe_stop(self) -> None:
         """Put the actuators in their own safe state now (zero torque); must not raise."""
 

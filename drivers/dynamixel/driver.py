@@ -386,16 +386,8 @@ class DynamixelDriver(ActuatorDriver):
         np.multiply(self._a_pos, self._rad_per_count, out=self._a_pos)
         np.multiply(self._raw_vel, self._rad_s_per_unit, out=self._a_vel)
         np.multiply(self._raw_cur, self._nm_per_unit, out=self._a_tau)
-        tr = self.transmission
-        tr.to_joint_position(self._a_pos, self._j_vec)
-        state.q[self.q_index] = self._j_vec
-        tr.to_joint_position(self._a_vel, self._j_vec)
-        state.v[self.v_index] = self._j_vec
-        tr.to_joint_effort(self._a_tau, self._j_vec)
-        state.effort[self.v_index] = self._j_vec
-        state.stamp = now
-        state.fresh = complete
-        return complete
+        return self.publish_measurement(state, self.transmission, self._a_pos, self._a_vel, self._a_tau,
+                                        self._j_vec, now, complete)
 
     def write(self, command, now: float) -> None:
         raw, offs, pack = self._sw_raw, self._sw_offset, self._goal_pack
