@@ -248,3 +248,32 @@ def test_torque_level_controllers_require_explicit_gains():
     raw["controller"] = {"type": "pd"}
     with pytest.raises(ConfigError, match=r"\[controller\] kp is required for type 'pd'"):
         build(validate(raw))
+
+
+def test_hardware_is_activated_after_the_process_is_prepared():
+    """A full garbage collection next to live hardware stalls the master (a CANopen drive then sees
+    its heartbeat consumer time out): run() collects and freezes first, then activates the driver,
+    and does not collect again when the driver is already active."""
+    import gc
+
+    loop = make_loop()
+    seen = {}
+    original = loop.driver.on_activate
+
+    def on_activate():
+        seen["gc_enabled_at_activation"] = gc.isenabled()
+        original()
+
+    loop.driver.on_activate = on_activate
+    collections = []
+    gc.callbacks.append(lambda phase, info: collections.append(phase) if phase == "start" else None)
+    try:
+        loop.run(cycles=10)
+        assert seen["gc_enabled_at_activation"] is False
+        loop.driver.configure()
+        loop.driver.activate()
+        collections.clear()
+        loop.run(cycles=10)
+        assert collections == []
+    finally:
+        gc.callbacks.pop()

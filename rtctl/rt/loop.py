@@ -188,20 +188,24 @@ class ControlLoop:
         n_cycles = int(round(duration * self.rate_hz)) if cycles is None else int(cycles)
         if n_cycles < 1:
             raise ValueError(f"a run needs at least one cycle, got {n_cycles}")
-        if self.driver.lifecycle_state == LifecycleState.UNCONFIGURED:
-            self.driver.configure()
-        if self.driver.lifecycle_state == LifecycleState.INACTIVE:
-            self.driver.activate()
+        # Prepare the process first (a full collection can pause for a long time), then bring up the
+        # hardware, so nothing stalls between activation and the first cycle: a drive's heartbeat or
+        # watchdog would see the pause as a lost master.
         report = apply_realtime(self.realtime)
         self.realtime_message = report.message()
         if report.not_applied:
             print(f"rtctl: {self.realtime_message}; running without them", flush=True)
         gc_was_enabled = gc.isenabled()
         if self.realtime.disable_gc:
-            gc.collect()
+            if not self.driver.active:  # collecting next to live hardware would stall it
+                gc.collect()
             gc.freeze()
             gc.disable()
         try:
+            if self.driver.lifecycle_state == LifecycleState.UNCONFIGURED:
+                self.driver.configure()
+            if self.driver.lifecycle_state == LifecycleState.INACTIVE:
+                self.driver.activate()
             if self.pace:
                 self._run_paced(n_cycles)
             else:
