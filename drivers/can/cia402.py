@@ -471,17 +471,9 @@ class Cia402Driver(ActuatorDriver):
         notifier = self.network.notifier if self.network is not None else None
         if notifier is not None and getattr(notifier, "exception", None) is not None:
             health.set_fault(f"{self.name}: CAN receive failed: {notifier.exception}")
-        tr = self.transmission
-        tr.to_joint_position(self._a_pos, self._j_vec)
-        state.q[self.q_index] = self._j_vec
-        tr.to_joint_position(self._a_vel, self._j_vec)
-        state.v[self.v_index] = self._j_vec
-        tr.to_joint_effort(self._a_tau, self._j_vec)
-        state.effort[self.v_index] = self._j_vec
-        state.stamp = now
-        state.fresh = fresh
         health.reads += 1
-        return fresh
+        return self.publish_measurement(state, self.transmission, self._a_pos, self._a_vel, self._a_tau,
+                                        self._j_vec, now, fresh)
 
     def write(self, command, now: float) -> None:
         np.take(command.effort, self.v_index, out=self._j_tau)

@@ -352,17 +352,9 @@ class MitDriver(ActuatorDriver):
             if not got.all():
                 health.stale_cycles += 1
             self._awaiting = False
-        tr = self.transmission
-        tr.to_joint_position(self._a_pos, self._j_vec)
-        state.q[self.q_index] = self._j_vec
-        tr.to_joint_position(self._a_vel, self._j_vec)
-        state.v[self.v_index] = self._j_vec
-        tr.to_joint_effort(self._a_tau, self._j_vec)
-        state.effort[self.v_index] = self._j_vec
-        state.stamp = now
-        state.fresh = fresh
         health.reads += 1
-        return fresh
+        return self.publish_measurement(state, self.transmission, self._a_pos, self._a_vel, self._a_tau,
+                                        self._j_vec, now, fresh)
 
     def _send(self, msg) -> bool:
         try:
