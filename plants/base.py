@@ -9,6 +9,8 @@ floating base) and advances by a fixed step. Plants register by name
 from __future__ import annotations
 
 import abc
+import math
+import numbers
 
 import numpy as np
 
@@ -38,6 +40,21 @@ class Plant(abc.ABC):
 
     def parameters(self) -> dict:
         return {}
+
+
+def check_integration_options(integrator, substeps, coulomb_velocity_scale, allowed=("rk4",)):
+    """Validate the fixed-step settings every plant takes; return ``(integrator, substeps, scale)``."""
+    if not isinstance(integrator, str) or integrator not in allowed:
+        raise ValueError(f"integrator must be one of {sorted(allowed)}, got {integrator!r}")
+    if isinstance(substeps, bool) or not isinstance(substeps, numbers.Integral) or substeps < 1:
+        raise ValueError(f"substeps must be an integer >= 1, got {substeps!r}")
+    try:
+        scale = float(coulomb_velocity_scale)
+    except (TypeError, ValueError):
+        scale = math.nan
+    if not 0.0 < scale < math.inf:
+        raise ValueError(f"coulomb_velocity_scale must be finite and > 0, got {coulomb_velocity_scale!r}")
+    return integrator, int(substeps), scale
 
 
 PLANTS = Registry("plant", package="plants")

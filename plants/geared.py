@@ -15,7 +15,6 @@ allocation-free call (:func:`_geared_step`).
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 from numba import njit
@@ -24,7 +23,7 @@ from rtctl.dynamics.kernels import OK
 from rtctl.mechanisms.geared import GEARED_MECHANISMS, GearedMechanism, grm_forward_dynamics
 from rtctl.model import Model
 
-from .base import Plant, register_plant
+from .base import Plant, check_integration_options, register_plant
 
 __all__ = ["GearedPlant"]
 
@@ -116,13 +115,7 @@ class GearedPlant(Plant):
                 raise ValueError(f"geared plant: no built-in mechanism for model '{model.name}' "
                                  f"(available: {sorted(GEARED_MECHANISMS)}); pass mechanism=")
             mechanism = GEARED_MECHANISMS[model.name]()
-        if integrator != "rk4":
-            raise ValueError(f"the geared plant integrates with 'rk4' only, got {integrator!r}")
-        if isinstance(substeps, bool) or not isinstance(substeps, numbers.Integral) or substeps < 1:
-            raise ValueError(f"substeps must be an integer >= 1, got {substeps!r}")
-        scale = float(coulomb_velocity_scale)
-        if not 0.0 < scale < math.inf:
-            raise ValueError(f"coulomb_velocity_scale must be finite and > 0, got {coulomb_velocity_scale!r}")
+        integrator, substeps, scale = check_integration_options(integrator, substeps, coulomb_velocity_scale)
         super().__init__(model)
         self.mechanism = mechanism
         self.dyn = mechanism.dynamics(model)

@@ -18,7 +18,6 @@ angles (the pose follows by forward kinematics, the feet being fixed);
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
@@ -26,7 +25,7 @@ from rtctl.mechanisms import quadruped_tail as _qt
 from rtctl.mechanisms.quadruped_tail import QuadrupedTail
 from rtctl.model import Model
 
-from .base import Plant, register_plant
+from .base import Plant, check_integration_options, register_plant
 
 __all__ = ["QuadrupedTailPlant"]
 
@@ -45,10 +44,7 @@ class QuadrupedTailPlant(Plant):
                  substeps: int = 1, viscous_friction=0.0, coulomb_friction=0.0, coulomb_velocity_scale=1e-3):
         if model.nq != 14 or model.nv != 14:
             raise ValueError(f"the quadruped_tail plant needs the 14-actuator model, got nq={model.nq}")
-        if integrator != "rk4":
-            raise ValueError(f"the quadruped_tail plant integrates with 'rk4' only, got {integrator!r}")
-        if isinstance(substeps, bool) or not isinstance(substeps, numbers.Integral) or substeps < 1:
-            raise ValueError(f"substeps must be an integer >= 1, got {substeps!r}")
+        integrator, substeps, _ = check_integration_options(integrator, substeps, coulomb_velocity_scale)
         if np.any(np.asarray(viscous_friction, float) != 0) or np.any(np.asarray(coulomb_friction, float) != 0):
             raise ValueError("the quadruped_tail plant has no joint friction model; leave the friction keys 0")
         super().__init__(model)

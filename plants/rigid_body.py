@@ -36,7 +36,6 @@ equations integrated by :func:`scipy.integrate.solve_ivp` at tight tolerances.
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 from numba import njit
@@ -48,7 +47,7 @@ from rtctl.dynamics.kernels import (NOT_FINITE, OK, SINGULAR, WRONG_LENGTH, aba,
 from rtctl.model import FREE_FLYER, MI_IQ, MI_TYPE, Model
 from rtctl.rt.interfaces import actuated_indices
 
-from .base import Plant, register_plant
+from .base import Plant, check_integration_options, register_plant
 
 __all__ = ["RigidBodyPlant", "INTEGRATORS", "RK4", "SEMI_IMPLICIT_EULER", "DIVERGED", "INVALID_ARGUMENT",
            "WORK_ROWS", "work_array"]
@@ -248,16 +247,8 @@ class RigidBodyPlant(Plant):
 
     def __init__(self, model: Model, *, integrator: str = "rk4", substeps: int = 1, viscous_friction=0.0,
                  coulomb_friction=0.0, coulomb_velocity_scale: float = 1e-3):
-        if not isinstance(integrator, str) or integrator not in INTEGRATORS:
-            raise ValueError(f"integrator must be one of {sorted(INTEGRATORS)}, got {integrator!r}")
-        if isinstance(substeps, bool) or not isinstance(substeps, numbers.Integral) or substeps < 1:
-            raise ValueError(f"substeps must be an integer >= 1, got {substeps!r}")
-        try:
-            scale = float(coulomb_velocity_scale)
-        except (TypeError, ValueError):
-            scale = math.nan
-        if not 0.0 < scale < math.inf:
-            raise ValueError(f"coulomb_velocity_scale must be finite and > 0, got {coulomb_velocity_scale!r}")
+        integrator, substeps, scale = check_integration_options(integrator, substeps, coulomb_velocity_scale,
+                                                                allowed=tuple(INTEGRATORS))
         super().__init__(model)
         _, actuated_v, _ = actuated_indices(model)
         self._viscous, viscous_setting = _friction_vector(viscous_friction, "viscous_friction", model.nv, actuated_v)

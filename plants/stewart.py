@@ -20,7 +20,6 @@ pose); :meth:`reset_pose` takes a pose.
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
@@ -28,7 +27,7 @@ from rtctl.mechanisms import _stewart_kernels as _k
 from rtctl.mechanisms.stewart import StewartPlatform
 from rtctl.model import Model
 
-from .base import Plant, register_plant
+from .base import Plant, check_integration_options, register_plant
 
 __all__ = ["StewartPlant"]
 
@@ -60,13 +59,7 @@ class StewartPlant(Plant):
                  coulomb_velocity_scale: float = 1e-3):
         if model.nq != 6 or model.nv != 6:
             raise ValueError(f"the Stewart plant needs the 6-leg actuator-space model, got nq={model.nq}")
-        if integrator != "rk4":
-            raise ValueError(f"the Stewart plant integrates with 'rk4' only, got {integrator!r}")
-        if isinstance(substeps, bool) or not isinstance(substeps, numbers.Integral) or substeps < 1:
-            raise ValueError(f"substeps must be an integer >= 1, got {substeps!r}")
-        scale = float(coulomb_velocity_scale)
-        if not 0.0 < scale < math.inf:
-            raise ValueError(f"coulomb_velocity_scale must be finite and > 0, got {coulomb_velocity_scale!r}")
+        integrator, substeps, scale = check_integration_options(integrator, substeps, coulomb_velocity_scale)
         super().__init__(model)
         self.mechanism = mechanism or StewartPlatform()
         self._visc = _per_leg(viscous_friction, "viscous_friction")
