@@ -16,11 +16,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from rtctl.dynamics.constrained import constrained_forward_dynamics, projected_inverse_dynamics  # noqa: E402
 from rtctl.mechanisms import quadruped_tail as qt  # noqa: E402
-from test_quadruped_tail import _states, _tree_setup, _tree_state  # noqa: E402
 
 
 def _time(fn, states, reps):
@@ -39,8 +37,8 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args(argv)
     mech = qt.QuadrupedTail()
-    dyn, B = _tree_setup(mech)
-    states = list(_states(mech, args.n, 7))
+    dyn, B = mech.tree_reference()
+    states = list(mech.random_states(args.n, 7))
     w = mech._w
     tau0, wts, tau = np.zeros(14), np.ones(14), np.empty(14)
 
@@ -57,11 +55,11 @@ def main(argv=None):
                     w.bias, w.Jtau, w.M, w.C, w.G, w.Mq, w.Cq, w.Gq, w.f, w.fq)
 
     def gen_id(q, qd, qdd):
-        tq, tv, ta, Jc, _, _ = _tree_state(mech, dyn, q, qd, qdd)
+        tq, tv, ta, Jc, _, _ = mech.tree_state(dyn, q, qd, qdd)
         projected_inverse_dynamics(dyn, tq, tv, ta, Jc, actuation=B[:, :8])
 
     def gen_fd(q, qd, t):
-        tq, tv, _, Jc, _, _ = _tree_state(mech, dyn, q, qd, np.zeros(8))
+        tq, tv, _, Jc, _, _ = mech.tree_state(dyn, q, qd, np.zeros(8))
         gam = np.concatenate([dyn.jacobian_dot_times_v(tq, tv, f"foot{i}")[3:] for i in range(4)])
         constrained_forward_dynamics(dyn, tq, tv, B @ t, Jc, gam)
 

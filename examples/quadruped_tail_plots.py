@@ -18,11 +18,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from loops.quadruped_tail import QuadrupedTailOpenLoop  # noqa: E402
 from plants.quadruped_tail import QuadrupedTailPlant  # noqa: E402
 from rtctl.mechanisms.quadruped_tail import QuadrupedTail  # noqa: E402
-from test_quadruped_tail import _pitch_run  # noqa: E402
+from loops.quadruped_tail import simulate_pitch_tracking  # noqa: E402
 
 
 def forward(mech, substeps, duration=1.0, dt=1e-3):
@@ -64,8 +63,8 @@ def main(argv=None):
     fig.savefig(out / "quadruped_tail_forward.png", dpi=120)
     print(f"forward: reached {t1[-1]:.3f} s (0.1 ms) / {t2[-1]:.3f} s (1 ms), max difference {diff:.2e}")
 
-    e_ol, _, _ = _pitch_run(mech, 0.0, 1000, start_on_trajectory=True)
-    e_cl, ctl, _ = _pitch_run(mech, 400.0, 2000)
+    e_ol, _, _ = simulate_pitch_tracking(mech, 0.0, 1000, start_on_trajectory=True)
+    e_cl, ctl, _ = simulate_pitch_tracking(mech, 400.0, 2000)
     tc = ctl.log[:ctl.logged, 14:28]
     fig, ax = plt.subplots(2, 1, figsize=(8, 6))
     ax[0].semilogy(np.arange(1, len(e_ol) + 1) * 1e-3, e_ol, label="feed-forward only")

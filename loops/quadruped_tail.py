@@ -202,3 +202,27 @@ class QuadrupedTailHold(Trajectory):
         q[:] = self.q0
         qd[:] = 0.0
         qdd[:] = 0.0
+
+
+def simulate_pitch_tracking(mech, kp, cycles, rate=1000.0, start_on_trajectory=False):
+    """Offline section-4.2 run: feed-forward + PD (``kp``; 0 = feed-forward only) on the plant for
+    ``cycles`` steps; returns (max generalized error per cycle, controller, survived = stayed reachable)."""
+    from plants.quadruped_tail import QuadrupedTailPlant
+
+    am = mech.actuator_model()
+    plant = QuadrupedTailPlant(am, substeps=2)
+    if start_on_trajectory:
+        plant.reset_state(*QuadrupedTailPitch().generalized(0.0)[:2])
+    ctl = QuadrupedTailFFPD(Dynamics(am), kp=kp, log_capacity=cycles)
+    traj = QuadrupedTailPitch()
+    qd, vd, ad, eff = np.zeros(14), np.zeros(14), np.zeros(14), np.zeros(14)
+    err = []
+    for k in range(cycles):
+        traj.sample(k / rate, qd, vd, ad)
+        ctl.update(plant.q.copy(), plant.v.copy(), qd, vd, ad, eff)
+        try:
+            plant.step(1.0 / rate, eff)
+        except ValueError:
+            return np.array(err), ctl, False
+        err.append(np.abs(plant.x - traj.generalized((k + 1) / rate)[0]).max())
+    return np.array(err), ctl, True

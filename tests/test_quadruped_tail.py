@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from loops.quadruped_tail import QuadrupedTailFFPD, QuadrupedTailOpenLoop, QuadrupedTailPitch
+from loops.quadruped_tail import (QuadrupedTailOpenLoop, QuadrupedTailPitch,
+                                  simulate_pitch_tracking)
 from plants.quadruped_tail import QuadrupedTailPlant
 from rtctl.config import build, load_config
-from rtctl.dynamics import Dynamics
 from rtctl.dynamics.constrained import projected_inverse_dynamics
-from rtctl.mechanisms.quadruped_tail import ACTUATOR_NAMES, QuadrupedTail
+from rtctl.mechanisms.quadruped_tail import QuadrupedTail
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,19 +23,12 @@ def mech():
     return QuadrupedTail()
 
 
-def _states(mech, n, seed):
-    rng = np.random.default_rng(seed)
-    for _ in range(n):
-        q = mech.q0 + np.r_[rng.normal(0, 0.02, 3), rng.normal(0, 0.1, 3), rng.uniform(-1, 1, 2)]
-        yield q, rng.normal(0, 1, 8), rng.normal(0, 2, 8)
-
-
 def test_geometry_and_ik(mech):
     """Table 1 distances, stated hip layout, IK closes every leg loop (eqs. 4-10)."""
     A = mech.A
     assert np.linalg.norm(A[0] - A[1]) == pytest.approx(0.48) and np.linalg.norm(A[1] - A[2]) == pytest.approx(0.54)
     assert np.linalg.norm(mech.r) == pytest.approx(0.34)
-    for q, _, _ in _states(mech, 5, 0):
+    for q, _, _ in mech.random_states(5, 0):
         H, K, N = mech.point_positions(q)
         assert np.allclose(np.linalg.norm(K - H, axis=1), 0.3, atol=1e-12)
         assert np.allclose(np.linalg.norm(mech.D - K, axis=1), 0.3, atol=1e-12)
@@ -49,7 +42,7 @@ def test_geometry_and_ik(mech):
 def test_jacobians_and_accelerations_by_finite_differences(mech):
     """Joint Jacobians (eqs. 15, 16, re-derived 18), point Jacobians/accelerations (eqs. 20-31)."""
     h = 1e-6
-    for q, qd, qdd in _states(mech, 4, 1):
+    for q, qd, qdd in mech.random_states(4, 1):
         qa, va = mech.joint_state(q, qd)
         fd = (mech.joint_state(q + h * qd)[0] - mech.joint_state(q - h * qd)[0]) / (2 * h)
         assert np.abs(fd - va).max() < 1e-6 * max(1, np.abs(va).max())
@@ -80,46 +73,13 @@ def test_eq2_literal_is_wrong_away_from_zero(mech):
     assert np.abs(mech.euler_rate_matrix(q) - np.eye(3)).max() > 0.05
 
 
-def _tree_setup(mech):
-    tree = mech.tree_model()
-    idx = {}
-    for k in range(4):
-        idx[f"ha{k + 1}"], idx[f"hb{k + 1}"], idx[f"k{k + 1}"] = 6 + 3 * k, 7 + 3 * k, 8 + 3 * k
-    idx["ta"], idx["tb"] = 18, 19
-    B = np.zeros((20, 14))
-    for j, n in enumerate(ACTUATOR_NAMES):
-        B[idx[n], j] = 1.0
-    return Dynamics(tree), B
-
-
-def _tree_state(mech, dyn, q, qd, qdd):
-    """Tree q, v, a and Jc from the generic core only (leg rates/accelerations from the foot constraints)."""
-    tq = mech.tree_coordinates(q, mech.inverse_kinematics(q))
-    legs, rest = np.arange(6, 18), np.r_[0:6, 18, 19]
-    Jc = np.vstack([dyn.jacobian(tq, f"foot{i}")[3:] for i in range(4)])
-    tv = np.zeros(20)
-    tv[mech.TREE_BASE] = qd
-    tv[legs] = np.linalg.solve(Jc[:, legs], -Jc[:, rest] @ tv[rest])
-    gam = np.concatenate([dyn.jacobian_dot_times_v(tq, tv, f"foot{i}")[3:] for i in range(4)])
-    ta = np.zeros(20)
-    ta[mech.TREE_BASE] = qdd
-    ta[legs] = np.linalg.solve(Jc[:, legs], -Jc[:, rest] @ ta[rest] - gam)
-    # Phi: tree velocities of unit generalized velocities (null-space basis of Jc)
-    Phi = np.zeros((20, 8))
-    Phi[mech.TREE_BASE, np.arange(8)] = 1.0
-    Phi[legs] = np.linalg.solve(Jc[:, legs], -Jc[:, rest] @ Phi[rest])
-    bias = np.zeros(20)
-    bias[legs] = np.linalg.solve(Jc[:, legs], -gam)
-    return tq, tv, ta, Jc, Phi, bias
-
-
 def test_cross_check_with_projected_generic_core(mech):
     """Virtual-work actuator torques == projected inverse dynamics of the tree (tau_p = 0 and minimum
     norm), and the virtual-work M, C, G == Phi^T M Phi, Phi^T (M Phi-dot q-dot + h - g), Phi^T g; 1e-8 rel."""
-    dyn, B = _tree_setup(mech)
+    dyn, B = mech.tree_reference()
     worst = 0.0
-    for q, qd, qdd in _states(mech, 6, 2):
-        tq, tv, ta, Jc, Phi, bias = _tree_state(mech, dyn, q, qd, qdd)
+    for q, qd, qdd in mech.random_states(6, 2):
+        tq, tv, ta, Jc, Phi, bias = mech.tree_state(dyn, q, qd, qdd)
         assert max(np.abs(dyn.frame_placement(tq, f"foot{i}")[1] - mech.D[i]).max() for i in range(4)) < 1e-12
         for method, cols in (("paper", 8), ("min_norm", 14)):
             ref = projected_inverse_dynamics(dyn, tq, tv, ta, Jc, actuation=B[:, :cols])
@@ -146,7 +106,7 @@ def test_cross_check_with_projected_generic_core(mech):
 def test_id_fd_consistency_and_redundancy(mech):
     """M q'' + C + G = eqs. 38-40; FD(ID(q'')) = q''; every allocation satisfies eq. 37; minimum norm
     is the smallest; the tau_p profile is honoured."""
-    for q, qd, qdd in _states(mech, 3, 3):
+    for q, qd, qdd in mech.random_states(3, 3):
         M, C, G = mech.dynamics_terms(q, qd)
         f = mech.generalized_forces(q, qd, qdd)
         assert np.abs(M @ qdd + C + G - f).max() < 1e-10 * np.abs(f).max()
@@ -178,30 +138,10 @@ def test_plant_publishes_actuator_coordinates_and_rk4_converges(mech):
     assert abs(fine.x[5]) > 0.1      # the tail swing yaws the torso
 
 
-def _pitch_run(mech, kp, cycles, rate=1000.0, start_on_trajectory=False):
-    am = mech.actuator_model()
-    plant = QuadrupedTailPlant(am, substeps=2)
-    if start_on_trajectory:
-        plant.reset_state(*QuadrupedTailPitch().generalized(0.0)[:2])
-    ctl = QuadrupedTailFFPD(Dynamics(am), kp=kp, log_capacity=cycles)
-    traj = QuadrupedTailPitch()
-    qd, vd, ad, eff = np.zeros(14), np.zeros(14), np.zeros(14), np.zeros(14)
-    err = []
-    for k in range(cycles):
-        traj.sample(k / rate, qd, vd, ad)
-        ctl.update(plant.q.copy(), plant.v.copy(), qd, vd, ad, eff)
-        try:
-            plant.step(1.0 / rate, eff)
-        except ValueError:
-            return np.array(err), ctl, False
-        err.append(np.abs(plant.x - traj.generalized((k + 1) / rate)[0]).max())
-    return np.array(err), ctl, True
-
-
 def test_open_loop_feed_forward_drifts(mech):
     """Fig. 8: the feed-forward alone (kp = 0) leaves the desired motion within 0.2 s; the singularity
     monitor fires on the way (events bounded)."""
-    err, ctl, survived = _pitch_run(mech, 0.0, 1000, start_on_trajectory=True)   # exact initial state
+    err, ctl, survived = simulate_pitch_tracking(mech, 0.0, 1000, start_on_trajectory=True)   # exact initial state
     print(f"open loop: error {err[9]:.2e} at 10 ms, {err[min(99, len(err) - 1)]:.2e} at 0.1 s, "
           f"{'survived' if survived else f'left the workspace at {len(err) + 1} ms'}")
     assert err[:10].max() < 1e-3

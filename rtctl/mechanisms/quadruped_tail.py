@@ -933,6 +933,48 @@ class QuadrupedTail:
     # tree velocity columns of the generalized coordinates
     TREE_BASE = np.array([0, 1, 2, 5, 4, 3, 18, 19])   # tree index of q[k] for k = 0..7
 
+    def tree_reference(self):
+        """The independent formulation: generic-core dynamics of :meth:`tree_model` and the actuation
+        map B (20 x 14, tree DOF of each actuator in :data:`ACTUATOR_NAMES` order)."""
+        from rtctl.dynamics import Dynamics
+
+        idx = {}
+        for k in range(4):
+            idx[f"ha{k + 1}"], idx[f"hb{k + 1}"], idx[f"k{k + 1}"] = 6 + 3 * k, 7 + 3 * k, 8 + 3 * k
+        idx["ta"], idx["tb"] = 18, 19
+        actuation = np.zeros((20, 14))
+        for j, name in enumerate(ACTUATOR_NAMES):
+            actuation[idx[name], j] = 1.0
+        return Dynamics(self.tree_model()), actuation
+
+    def tree_state(self, dyn, q, qd, qdd):
+        """Tree (q, v, a), the foot constraint Jacobian Jc, the null-space basis Phi (tree velocities of
+        unit generalized velocities) and the constraint bias, from the generic core only (leg rates and
+        accelerations follow from the four foot constraints)."""
+        tq = self.tree_coordinates(q, self.inverse_kinematics(q))
+        legs, rest = np.arange(6, 18), np.r_[0:6, 18, 19]
+        jc = np.vstack([dyn.jacobian(tq, f"foot{i}")[3:] for i in range(4)])
+        tv = np.zeros(20)
+        tv[self.TREE_BASE] = qd
+        tv[legs] = np.linalg.solve(jc[:, legs], -jc[:, rest] @ tv[rest])
+        gamma = np.concatenate([dyn.jacobian_dot_times_v(tq, tv, f"foot{i}")[3:] for i in range(4)])
+        ta = np.zeros(20)
+        ta[self.TREE_BASE] = qdd
+        ta[legs] = np.linalg.solve(jc[:, legs], -jc[:, rest] @ ta[rest] - gamma)
+        phi = np.zeros((20, 8))
+        phi[self.TREE_BASE, np.arange(8)] = 1.0
+        phi[legs] = np.linalg.solve(jc[:, legs], -jc[:, rest] @ phi[rest])
+        bias = np.zeros(20)
+        bias[legs] = np.linalg.solve(jc[:, legs], -gamma)
+        return tq, tv, ta, jc, phi, bias
+
+    def random_states(self, n, seed):
+        """``n`` random (q, qd, qdd) near q0 (legs stay reachable), as used by the cross-checks."""
+        rng = np.random.default_rng(seed)
+        for _ in range(n):
+            q = self.q0 + np.r_[rng.normal(0, 0.02, 3), rng.normal(0, 0.1, 3), rng.uniform(-1, 1, 2)]
+            yield q, rng.normal(0, 1, 8), rng.normal(0, 2, 8)
+
 
 def _joint_accelerations(mech, q, qd, qdd):
     """Joint accelerations through the twist (xi-dot) and the kinematic bias of the leg joints (derivative
