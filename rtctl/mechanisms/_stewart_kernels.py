@@ -116,8 +116,8 @@ def _tmul_add(A, B, C, m, r, c, scale):
 
 @jit
 def _times_T(J, JA, out):
-    """out = J T with T = diag(I3, J_A) (eq. 23): [J[:, :3], J[:, 3:] J_A]."""
-    for i in range(3):
+    """out = J T with T = diag(I3, J_A) (eq. 23): [J[:, :3], J[:, 3:] J_A] (any number of rows)."""
+    for i in range(J.shape[0]):
         for j in range(3):
             out[i, j] = J[i, j]
             out[i, 3 + j] = J[i, 3] * JA[0, j] + J[i, 4] * JA[1, j] + J[i, 5] * JA[2, j]
@@ -460,10 +460,7 @@ def jc_matrix(pts, x, R, JC, a, l):
 @jit
 def je_from_jc(JC, JA, JE):
     """J_E = J_C T (eqs. 5, 6, 23)."""
-    for i in range(6):
-        for c in range(3):
-            JE[i, c] = JC[i, c]
-            JE[i, 3 + c] = JC[i, 3] * JA[0, c] + JC[i, 4] * JA[1, c] + JC[i, 5] * JA[2, c]
+    _times_T(JC, JA, JE)
 
 
 @jit
