@@ -65,6 +65,26 @@ def _cmd_run(args) -> int:
     return _run_config(args.config, args.duration, False if args.offline else None)
 
 
+def _cmd_sweep(args) -> int:
+    from .sweep import load_sweep, run_sweep
+
+    sweep = load_sweep(args.sweep)
+    for key in ("backend", "workers", "address"):
+        value = getattr(args, key)
+        if value is not None:
+            sweep.backend["kind" if key == "backend" else key] = value
+    summary = run_sweep(sweep, args.out, resume=not args.fresh, progress=not args.no_progress)
+    print(f"rtctl sweep: {summary.format()}")
+    return EXIT_OK
+
+
+def _cmd_sweep_report(args) -> int:
+    from .sweep.report import sweep_report
+
+    print(f"rtctl sweep-report: wrote {sweep_report(args.results, args.out, args.metrics, args.pareto)}")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rtctl", description="Real-time robot controller framework.")
     parser.add_argument("--version", action="version", version=f"rtctl {__version__}")
@@ -86,6 +106,23 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.set_defaults(func=func)
     from .telemetry.cli import add_commands  # telemetry, record, replay, plot, dashboard, control
     add_commands(sub)
+    sw = sub.add_parser("sweep", help="run many offline simulations of a config with varied parameters")
+    sw.add_argument("sweep", help="sweep file (TOML): base config, parameters, sampling, metrics, backend")
+    sw.add_argument("--out", required=True, help="results file (.parquet); re-running skips finished runs")
+    sw.add_argument("--backend", choices=["local", "dask", "sequential"], default=None,
+                    help="override [backend] kind (default from the file: local process pool)")
+    sw.add_argument("--workers", type=int, default=None, help="override [backend] workers (0: one per core)")
+    sw.add_argument("--address", default=None, help="override [backend] address (Dask scheduler)")
+    sw.add_argument("--fresh", action="store_true", help="discard existing results instead of resuming")
+    sw.add_argument("--no-progress", action="store_true")
+    sw.set_defaults(func=_cmd_sweep)
+    rep = sub.add_parser("sweep-report", help="plot sweep results: metric vs parameter, Pareto front")
+    rep.add_argument("results", help="results file written by rtctl sweep")
+    rep.add_argument("--out", required=True, help="image file (png, pdf, svg)")
+    rep.add_argument("--metrics", nargs="+", default=["tracking_rms", "peak_effort", "actuator_energy"])
+    rep.add_argument("--pareto", nargs=2, metavar=("X", "Y"), default=["actuator_energy", "tracking_rms"],
+                     help="the two metrics (both minimised) of the Pareto plot")
+    rep.set_defaults(func=_cmd_sweep_report)
     return parser
 
 

@@ -1,0 +1,87 @@
+"""Scenario sweeps: many offline closed-loop simulations of one base config with varied parameters.
+
+* :mod:`rtctl.sweep.spec` -- the sweep file (base config, parameters, sampling, metrics, backend);
+* :mod:`rtctl.sweep.runner` -- one run: the same ``build`` -> loop -> plant path as ``rtctl run``, unpaced;
+* :mod:`rtctl.sweep.backends` -- a local process pool (default), Dask distributed, sequential;
+* :mod:`rtctl.sweep.results` -- the resumable Parquet results (one row per run);
+* :mod:`rtctl.sweep.report` -- metric-vs-parameter and Pareto plots.
+
+``rtctl sweep SWEEP.toml --out results.parquet`` runs it; re-running the same
+command skips the runs already finished.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .backends import Backend, create_backend
+from .results import ResultStore, read_columns, read_rows
+from .runner import STATUSES, run_one
+from .spec import METRICS, Sweep, SweepError, load_sweep
+
+__all__ = ["Backend", "METRICS", "STATUSES", "Sweep", "SweepError", "SweepSummary", "create_backend",
+           "load_sweep", "read_columns", "read_rows", "run_one", "run_sweep"]
+
+
+@dataclass
+class SweepSummary:
+    total: int
+    skipped: int
+    ran: int
+    by_status: dict = field(default_factory=dict)
+    wall_s: float = 0.0
+    workers: int = 1
+    path: str = ""
+
+    @property
+    def runs_per_s(self) -> float:
+        return self.ran / self.wall_s if self.wall_s > 0 else float("nan")
+
+    def format(self) -> str:
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(self.by_status.items())) or "none"
+        return (f"{self.total} runs: {self.skipped} already done, {self.ran} ran in {self.wall_s:.1f} s "
+                f"({self.runs_per_s:.2f} runs/s on {self.workers} workers); statuses: {counts} -> {self.path}")
+
+
+def run_sweep(sweep: Sweep, out: str | Path, *, backend: Backend | None = None, resume: bool = True,
+              progress: bool = True) -> SweepSummary:
+    """Run every run of ``sweep`` not already in ``out`` and write the results file."""
+    store = ResultStore(out)
+    runs = sweep.runs()
+    wanted = {r["run_id"] for r in runs}
+    if not resume:
+        store.discard()
+    done = {r["run_id"] for r in store.existing_rows()} & wanted
+    todo = [r for r in runs if r["run_id"] not in done]
+    own_backend = backend is None
+    if own_backend:
+        backend = create_backend(sweep.backend["kind"], workers=sweep.backend["workers"],
+                                 address=sweep.backend["address"])
+    by_status: dict[str, int] = {}
+    bar = None
+    if progress and todo:
+        from tqdm import tqdm
+        bar = tqdm(total=len(todo), unit="run", desc="sweep", dynamic_ncols=True)
+    start = time.perf_counter()
+    try:
+        for _, row in backend.map_unordered(run_one, todo):
+            keep = {k: v for k, v in row.items()
+                    if k in ("run_id", "index", "status", "reason") or k.startswith("param.") or k in sweep.metrics}
+            store.append(keep)
+            by_status[row["status"]] = by_status.get(row["status"], 0) + 1
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(failed=sum(v for k, v in by_status.items() if k != "ok"))
+        wall = time.perf_counter() - start
+        workers = backend.workers
+    finally:
+        if bar is not None:
+            bar.close()
+        store.close()
+        if own_backend:
+            backend.close()
+    store.finalize(keep_ids=wanted, metadata={"sweep": sweep.source, "method": sweep.method,
+                                              "parameters": [p.path for p in sweep.parameters]})
+    return SweepSummary(total=len(runs), skipped=len(done), ran=len(todo), by_status=by_status, wall_s=wall,
+                        workers=workers, path=str(out))
