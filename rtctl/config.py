@@ -210,13 +210,27 @@ def _validate_value(value, key: Key, where: str):
     raise AssertionError(key.kind)
 
 
+def _validate_schedule(entries, source: str) -> list[dict]:
+    """``[[schedule]]``: control-channel commands at control times ``t`` (s); fields are checked at build."""
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ConfigError(f"{source}: [[schedule]] must be an array of tables (each with t and cmd)")
+    out = []
+    for k, entry in enumerate(entries):
+        where = f"{source}: [[schedule]] {k}"
+        if "t" not in entry or "cmd" not in entry:
+            raise ConfigError(f"{where}: needs 't' (control time, s) and 'cmd' (a control-channel command)")
+        _check_number(entry["t"], Key("float", low=0.0), f"{where} t")
+        out.append(dict(entry, t=float(entry["t"])))
+    return out
+
+
 def validate(raw: dict, source: str = "<config>") -> dict:
     """Check a parsed TOML document against :data:`SCHEMA`; return it with defaults filled in."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: top level must be a table")
-    unknown = sorted(set(raw) - set(SCHEMA))
+    unknown = sorted(set(raw) - set(SCHEMA) - {"schedule"})
     if unknown:
-        raise ConfigError(f"{source}: unknown section [{unknown[0]}]; sections: {sorted(SCHEMA)}")
+        raise ConfigError(f"{source}: unknown section [{unknown[0]}]; sections: {sorted(SCHEMA)} and [[schedule]]")
     out: dict[str, dict] = {}
     for section, keys in SCHEMA.items():
         given = raw.get(section, {})
@@ -230,6 +244,7 @@ def validate(raw: dict, source: str = "<config>") -> dict:
             where = f"{source}: [{section}] {name}"
             values[name] = _validate_value(given[name], key, where) if name in given else key.default
         out[section] = values
+    out["schedule"] = _validate_schedule(raw.get("schedule", []), source)
     traj = raw.get("trajectory", {})
     kind = out["trajectory"]["type"]
     foreign = sorted(set(traj) - TRAJECTORY_KEYS[kind] - {"type"})
@@ -392,4 +407,17 @@ def build(cfg: dict):
     if cfg.get("telemetry", {}).get("enabled") or cfg.get("control", {}).get("enabled"):
         from .telemetry.wiring import wire
         wrap("telemetry", lambda: wire(control_loop, cfg.get("telemetry", {}), cfg.get("control", {})))
+    if cfg.get("schedule"):
+        from .telemetry.control import CommandSchedule, ControlServer, Refused
+        server = getattr(control_loop, "control", None)
+        if server is None:
+            c = SCHEMA["control"]
+            limits = {k: cfg.get("control", {}).get(k, c[k].default)
+                      for k in ("kp_max", "kd_max", "frequency_max", "duration_max")}
+            server = ControlServer(control_loop, **limits)  # validation and apply only: no socket
+        control_loop.schedule = CommandSchedule(server, cfg["schedule"])
+        try:
+            control_loop.schedule.check()
+        except Refused as exc:
+            raise ConfigError(f"{src}: {exc}") from None
     return control_loop

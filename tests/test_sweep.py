@@ -9,7 +9,7 @@ import pytest
 
 from rtctl.cli import main
 from rtctl.sweep import SweepError, create_backend, load_sweep, read_rows, run_sweep
-from rtctl.sweep.report import pareto_front, sweep_report
+from rtctl.sweep.report import pareto_front
 
 PHYSICS = ("status", "tracking_rms", "tracking_max", "peak_effort", "actuator_energy", "trips", "cycles")
 

@@ -6,6 +6,7 @@ the loop untouched and running; valid ones change gains, targets and oscillator
 parameters at a cycle boundary, are published as ``control`` events, and e-stop trips
 the loop's safety monitor.
 """
+import copy
 import json
 import math
 import threading
@@ -160,3 +161,46 @@ def test_requests_to_a_stopped_loop():
         assert reply["ok"] and loop.safety.tripped
         loop.step(0.0)  # the cancelled set_gains is never applied later
         assert loop.controller.kp.tolist() == [400.0] * 7
+
+
+def _scheduled_loop(schedule, **overrides):
+    from rtctl.config import build, validate
+    from telemetry_helpers import BASE
+    raw = copy.deepcopy(BASE)
+    raw["trajectory"] = {"type": "sinusoid", "center": [0.0] * 7, "amplitude": [0.2] * 7, "frequency": [0.5] * 7}
+    raw["loop"] = dict(raw.get("loop", {}), pace=False, rate_hz=500.0)
+    raw["schedule"] = schedule
+    raw.update(overrides)
+    cfg = validate(raw, "sched.toml")
+    cfg["_source"] = "sched.toml"
+    return build(cfg)
+
+
+def test_scheduled_commands_apply_at_their_control_time_through_the_channel_checks():
+    loop = _scheduled_loop([{"t": 0.5, "cmd": "set_cpg", "frequency": 1.0},
+                            {"t": 0.25, "cmd": "set_gains", "kp": 900.0},
+                            {"t": 0.7, "cmd": "estop", "reason": "end of exercise"}])
+    kp, freq = [], []
+    loop.hooks.append(lambda cycle, t, state, command: (kp.append(loop.controller.kp[0]),
+                                                        freq.append(loop.trajectory.frequency[0])))
+    report = loop.run(duration=1.0)
+    kp, freq = np.array(kp), np.array(freq)
+    assert np.all(kp[:125] == 400.0) and np.all(kp[125:] == 900.0)        # t = 0.25 s is cycle 125 at 500 Hz
+    assert np.all(freq[:250] == 0.5) and np.all(freq[250:] == 1.0)
+    assert report.tripped and report.trip_reason.endswith("end of exercise") and loop.safety.trip_cycle == 350
+    assert [(round(t, 6), r["cmd"]) for t, r, _ in loop.schedule.log] == [(0.25, "set_gains"), (0.5, "set_cpg"),
+                                                                          (0.7, "estop")]
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"cmd": "set_gains", "kp": 1.0}, "needs 't'"),
+    ({"t": -1.0, "cmd": "set_gains", "kp": 1.0}, "[[schedule]] 0 t: must be >= 0.0"),
+    ({"t": 1.0, "cmd": "launch"}, "[[schedule]] 0 (t = 1 s): unknown or missing cmd 'launch'"),
+    ({"t": 1.0, "cmd": "set_cpg", "amplitude": 5.0}, "leaves the soft limits"),
+    ({"t": 1.0, "cmd": "set_gains", "kp": 1.0, "gain": 2}, "unknown field 'gain'"),
+])
+def test_bad_schedule_entries_are_refused_when_the_config_is_built(entry, message):
+    from rtctl.config import ConfigError
+    with pytest.raises(ConfigError) as info:
+        _scheduled_loop([entry])
+    assert message in str(info.value) and "sched.toml" in str(info.value)

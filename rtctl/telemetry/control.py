@@ -218,6 +218,26 @@ class ControlServer:
             reply["id"] = rid
         return reply
 
+    def apply_now(self, request: dict) -> str:
+        """Validate and apply ``request`` at once, from the loop's own thread (a boundary hook).
+
+        The same checks as a request over the socket (token excepted); raises
+        :class:`Refused` with the reason. Returns the applied change's description.
+        """
+        if not isinstance(request, dict):
+            raise Refused(f"a request must be a map with a 'cmd' field, got {type(request).__name__}")
+        cmd = request.get("cmd")
+        if not isinstance(cmd, str) or cmd not in COMMANDS or cmd == "status":
+            raise Refused(f"unknown or missing cmd {cmd!r}; commands: {sorted(set(COMMANDS) - {'status'})}")
+        unknown = sorted(str(k) for k in set(request) - COMMANDS[cmd] - {"cmd", "id"})
+        if unknown:
+            raise Refused(f"{cmd}: unknown field '{unknown[0]}'; allowed: {sorted(COMMANDS[cmd])}")
+        apply, clean = getattr(self, f"_validate_{cmd}")(request)
+        detail = apply(self.loop)
+        self.accepted += 1
+        self._log({"cmd": cmd, **clean}, detail)
+        return detail
+
     def status(self) -> dict:
         loop = self.loop
         return {"ok": True, "cycle": int(loop.cycle), "t": loop.cycle * loop.period, "rate_hz": loop.rate_hz,
@@ -419,3 +439,52 @@ def request(endpoint: str, req: dict, timeout: float = 3.0, encoding: str = "msg
         return msgpack.unpackb(raw, raw=False)
     finally:
         sock.close(linger=0)
+
+
+class CommandSchedule:
+    """Control-channel commands applied at given control times (the config's ``[[schedule]]``).
+
+    A loop boundary hook: before the first cycle whose control time reaches an
+    entry's ``t``, the entry goes through :meth:`ControlServer.apply_now`
+    (the same validation as a live request). ``log`` records ``(t, request,
+    detail or refusal)``; a refused entry is logged, printed and skipped, it
+    does not stop the loop. Idle cost: one comparison per cycle.
+    """
+
+    def __init__(self, server: ControlServer, entries):
+        self.server = server
+        self.entries = sorted((dict(e) for e in entries), key=lambda e: e["t"])
+        self.log: list[tuple[float, dict, str]] = []
+        self._next = 0
+        self._next_t = self.entries[0]["t"] if self.entries else math.inf
+        server.loop.boundary_hooks.append(self)
+
+    def check(self) -> None:
+        """Validate every entry against the loop as built (nothing is applied); raises Refused naming it."""
+        for k, entry in enumerate(self.entries):
+            request = {key: v for key, v in entry.items() if key != "t"}
+            try:
+                cmd = request.get("cmd")
+                if not isinstance(cmd, str) or cmd not in COMMANDS or cmd == "status":
+                    raise Refused(f"unknown or missing cmd {cmd!r}; commands: "
+                                  f"{sorted(set(COMMANDS) - {'status'})}")
+                unknown = sorted(str(key) for key in set(request) - COMMANDS[cmd] - {"cmd"})
+                if unknown:
+                    raise Refused(f"{cmd}: unknown field '{unknown[0]}'; allowed: {sorted(COMMANDS[cmd])}")
+                getattr(self.server, f"_validate_{cmd}")(request)
+            except Refused as exc:
+                raise Refused(f"[[schedule]] {k} (t = {entry['t']:g} s): {exc}") from None
+
+    def __call__(self, loop) -> None:
+        t = loop.cycle * loop.period
+        while t >= self._next_t - 1e-12:
+            entry = self.entries[self._next]
+            request = {key: v for key, v in entry.items() if key != "t"}
+            try:
+                outcome = self.server.apply_now(request)
+            except Refused as exc:
+                outcome = f"refused: {exc}"
+                print(f"rtctl: scheduled {request.get('cmd')} at t = {t:.6g} s {outcome}", flush=True)
+            self.log.append((t, request, outcome))
+            self._next += 1
+            self._next_t = self.entries[self._next]["t"] if self._next < len(self.entries) else math.inf
