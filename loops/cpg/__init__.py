@@ -1,0 +1,35 @@
+"""Central pattern generator for a jaw-rehabilitation robot (seed 003, Kalani et al.; issue 8).
+
+The CPG produces the incisal point's displacement from occlusion -- [lateral
+x, anterior-posterior y, vertical z (up; opening is negative)] in m -- with its
+velocity, acceleration and jerk, one compiled allocation-free call per control
+cycle. Its output is a Fourier series over one oscillator phase, learned from
+a reference chewing cycle by an adaptive-frequency oscillator with a Fourier
+feedback layer (the seed paper's "Fourier-series tuning of the CPG"; Gams et
+al. 2009, Petric et al. 2011), and modulated online -- frequency, per-axis
+amplitude, pattern -- through critically damped filters so that the output
+stays smooth, within therapist limits checked before a request is accepted.
+
+* :class:`ChewingCPG` (:mod:`loops.cpg.generator`): ``step(dt)``, outputs
+  ``p``/``pd``/``pdd``/``pjerk``, ``set_frequency``, ``set_amplitude``,
+  ``set_pattern``, ``stop``, ``reset``, ``predict``, ``patterns``, ``targets``.
+* :class:`TherapistLimits`, :class:`Refused`, :class:`Envelope` (:mod:`loops.cpg.limits`).
+* :class:`ChewingPattern`, :func:`load_pattern`, :func:`save_pattern`,
+  :func:`shipped_patterns` -- ``normal``, ``hard_food``, ``lateral_grinding``
+  (:mod:`loops.cpg.patterns`, data in ``loops/cpg/data``).
+* :func:`learn_pattern`, :func:`learn_cycle`, :class:`LearningResult` (:mod:`loops.cpg.learning`).
+* :func:`cpg_step` (:mod:`loops.cpg.oscillators`): the compiled kernel itself.
+"""
+from .generator import DEFAULT_FILTER_RATE, ChewingCPG
+from .learning import LearningResult, fourier_coefficients, learn_cycle, learn_pattern
+from .limits import Envelope, Refused, TherapistLimits
+from .oscillators import cpg_step
+from .patterns import (
+    SHIPPED_PATTERNS, ChewingPattern, PatternFileError, load_pattern, save_pattern, shipped_patterns,
+)
+
+__all__ = [
+    "DEFAULT_FILTER_RATE", "SHIPPED_PATTERNS", "ChewingCPG", "ChewingPattern", "Envelope", "LearningResult",
+    "PatternFileError", "Refused", "TherapistLimits", "cpg_step", "fourier_coefficients", "learn_cycle",
+    "learn_pattern", "load_pattern", "save_pattern", "shipped_patterns",
+]
