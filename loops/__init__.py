@@ -31,6 +31,8 @@ from .trajectories import TRAJECTORY_KINDS, CubicSplineTrajectory, MinimumJerk, 
 from . import stewart  # noqa: F401  registers "stewart_computed_torque" and "stewart_pose"
 from . import geared  # noqa: F401  registers "geared_computed_torque" (seed 002)
 from . import quadruped_tail  # noqa: F401  registers the seed-000 quadruped-with-tail controllers and trajectories
+from . import jaw  # noqa: F401  registers "jaw_ff_pd" and "jaw_computed_torque" (seed 003)
+from .cpg import trajectory as _jaw_cpg  # noqa: F401  registers "jaw_cpg" (the chewing CPG driving the jaw robot)
 
 __all__ = [
     "CONTROLLER_KINDS", "PD", "TRAJECTORY_KINDS", "ComputedTorque", "Controller", "CubicSplineTrajectory",

@@ -11,5 +11,6 @@ from .rigid_body import RigidBodyPlant
 from . import stewart  # noqa: F401  registers "stewart" (seed 001's Stewart platform)
 from . import geared  # noqa: F401  registers "geared" (seed 002's geared robotic mechanisms)
 from . import quadruped_tail  # noqa: F401  registers "quadruped_tail" (seed 000's quadruped with a tail)
+from . import jaw  # noqa: F401  registers "jaw" (seed 003's jaw-rehabilitation robot with the jaw model)
 
 __all__ = ["Plant", "create_plant", "register_plant", "RigidBodyPlant", "rigid_body"]

@@ -65,6 +65,18 @@ def _cmd_run(args) -> int:
     return _run_config(args.config, args.duration, False if args.offline else None)
 
 
+def _cmd_jaw_session(args) -> int:
+    from loops.cpg.session import run_session
+
+    result = run_session(args.config, args.out, duration=args.duration)
+    print(result.report.format())
+    print()
+    print(result.format())
+    for path in result.files:
+        print(f"rtctl jaw-session: wrote {path}")
+    return EXIT_TRIPPED if result.report.tripped else EXIT_OK
+
+
 def _cmd_sweep(args) -> int:
     from .sweep import load_sweep, run_sweep
 
@@ -106,6 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.set_defaults(func=func)
     from .telemetry.cli import add_commands  # telemetry, record, replay, plot, dashboard, control
     add_commands(sub)
+    js = sub.add_parser("jaw-session", help="run a jaw-rehabilitation (chewing CPG) config offline, plot it, "
+                        "and print tracking error and leg force per phase")
+    js.add_argument("config", help="TOML run configuration with [trajectory] type = \"jaw_cpg\"")
+    js.add_argument("--out", required=True, help="directory for legs.png, incisal.png, session.npz")
+    js.add_argument("--duration", type=float, default=None, help="override [loop] duration (s)")
+    js.set_defaults(func=_cmd_jaw_session)
     sw = sub.add_parser("sweep", help="run many offline simulations of a config with varied parameters")
     sw.add_argument("sweep", help="sweep file (TOML): base config, parameters, sampling, metrics, backend")
     sw.add_argument("--out", required=True, help="results file (.parquet); re-running skips finished runs")

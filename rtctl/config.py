@@ -50,7 +50,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "floating_base": Key("str", "fixed", choices=("fixed", "free_flyer", "euler")),
     },
     "plant": {
-        "type": Key("str", "rigid_body", choices=("rigid_body", "stewart", "geared", "quadruped_tail")),
+        "type": Key("str", "rigid_body", choices=("rigid_body", "stewart", "geared", "quadruped_tail", "jaw")),
         "integrator": Key("str", "rk4", choices=("rk4", "semi_implicit_euler")),
         "substeps": Key("int", 1, low=1, high=1000),
         "viscous_friction": Key("floats", 0.0, low=0.0),
@@ -90,7 +90,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "type": Key("str", "computed_torque",
                     choices=("computed_torque", "floating_base_computed_torque", "ff_pd", "pd_gravity", "pd",
                              "stewart_computed_torque", "geared_computed_torque",
-                             "quadruped_tail_ffpd", "quadruped_tail_open_loop")),
+                             "quadruped_tail_ffpd", "quadruped_tail_open_loop", "jaw_computed_torque", "jaw_ff_pd")),
         # computed torque: kp in 1/s^2 (default 400); torque-level laws (ff_pd, pd_gravity, pd): N m/rad,
         # robot-specific, so required.
         "kp": Key("floats", None, low=0.0),
@@ -98,7 +98,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
     "trajectory": {
         "type": Key("str", "min_jerk", choices=("min_jerk", "spline", "sinusoid", "stewart_pose",
-                                                    "quadruped_tail_pitch", "quadruped_tail_hold")),
+                                                    "quadruped_tail_pitch", "quadruped_tail_hold", "jaw_cpg")),
         "start": Key("floats", None),
         "goal": Key("floats", None),
         "duration": Key("float", None, positive=True),
@@ -110,6 +110,23 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "amplitude": Key("floats", None),
         "frequency": Key("floats", None, positive=True),
         "phase": Key("floats", 0.0),
+        "pattern": Key("str", None),   # jaw_cpg: normal, hard_food, lateral_grinding
+    },
+    "patient": {  # jaw plant: the patient's impedance about the rest pose (rtctl.mechanisms.jaw.PatientImpedance)
+        "stiffness": Key("floats", None, low=0.0),      # 6: N/m (x, y, z), N m/rad (psi, theta, phi)
+        "damping": Key("floats", None, low=0.0),        # 6: N s/m, N m s/rad
+        "bolus_force": Key("float", None, low=0.0),     # N, resisting closing inside bolus_band
+        "bolus_damping": Key("float", None, low=0.0),   # N s/m
+        "bolus_band": Key("floats", None),              # (lower, upper) incisal vertical displacement, m
+        "bolus_edge": Key("float", None, low=0.0),      # m
+        "bolus_velocity_scale": Key("float", None, positive=True),   # m/s
+    },
+    "therapist": {  # jaw_cpg: limits checked before a CPG request is accepted (loops.cpg.TherapistLimits)
+        "max_opening": Key("float", 0.045, positive=True, high=0.06),   # m of vertical incisal opening
+        "max_speed": Key("float", 0.15, positive=True),                  # m/s of the incisal point
+        "min_frequency": Key("float", 0.5, positive=True),               # Hz
+        "max_frequency": Key("float", 2.0, positive=True),               # Hz
+        "max_force": Key("float", None, positive=True),                  # N per leg: lowers the effort clamp
     },
     "loop": {
         "rate_hz": Key("float", 1000.0, positive=True, high=100_000.0),
@@ -162,6 +179,7 @@ TRAJECTORY_KEYS = {
     "stewart_pose": {"times", "waypoints", "t0"},   # pose rows [x, y, z, psi, theta, phi] (m, rad)
     "quadruped_tail_pitch": {"t0", "duration"},   # seed 000 Fig. 7/8 pitch motion
     "quadruped_tail_hold": {"duration"},
+    "jaw_cpg": {"pattern", "frequency", "amplitude", "t0"},   # amplitude: per-axis scale of the pattern
 }
 
 
@@ -345,8 +363,14 @@ def build(cfg: dict):
         full[v_idx] = _vector(value, n, f"{src}: [plant] {name}")
         return full
 
+    patient = {k: v for k, v in cfg["patient"].items() if v is not None}
+    if patient and plant_cfg["type"] != "jaw":
+        raise ConfigError(f"{src}: [patient] applies to plant type 'jaw' only")
+    if patient:
+        from .mechanisms.jaw import PatientImpedance
+        wrap("patient", lambda: PatientImpedance().replace(**patient))
     plant = wrap("plant", lambda: create_plant(
-        plant_cfg["type"], plant_model, integrator=plant_cfg["integrator"], substeps=plant_cfg["substeps"],
+        plant_cfg["type"], plant_model, integrator=plant_cfg["integrator"], substeps=plant_cfg["substeps"], **patient,
         viscous_friction=friction(plant_cfg["viscous_friction"], "viscous_friction"),
         coulomb_friction=friction(plant_cfg["coulomb_friction"], "coulomb_friction"),
         coulomb_velocity_scale=plant_cfg["coulomb_velocity_scale"]))
@@ -378,13 +402,18 @@ def build(cfg: dict):
     kp = ctl["kp"]
     if kp is None:
         if ctl["type"] not in ("computed_torque", "floating_base_computed_torque", "stewart_computed_torque",
-                               "geared_computed_torque", "quadruped_tail_ffpd", "quadruped_tail_open_loop"):
+                               "geared_computed_torque", "quadruped_tail_ffpd", "quadruped_tail_open_loop",
+                               "jaw_computed_torque"):
             raise ConfigError(f"{src}: [controller] kp is required for type '{ctl['type']}' (a torque gain in "
                               "N m/rad per joint; it depends on the robot's inertia)")
         kp = 400.0
     extra = {"period": 1.0 / loop["rate_hz"]} if ctl["type"] == "quadruped_tail_open_loop" else {}  # its clock
     controller = wrap("controller", lambda: create_controller(ctl["type"], dyn, kp=kp, kd=ctl["kd"], **extra))
     params = {k: traj[k] for k in TRAJECTORY_KEYS[traj["type"]] if traj[k] is not None}
+    if traj["type"] == "jaw_cpg":
+        if isinstance(params.get("frequency"), list):
+            raise ConfigError(f"{src}: [trajectory] frequency: the chewing CPG has one frequency (Hz)")
+        params["limits"] = {k: v for k, v in cfg["therapist"].items() if v is not None}
     if traj["type"] == "min_jerk":
         params.setdefault("start", q0[q_idx].tolist())
         if "goal" not in params or "duration" not in params:
@@ -392,6 +421,10 @@ def build(cfg: dict):
     trajectory = wrap("trajectory", lambda: create_trajectory(traj["type"], **params))
     if trajectory.n != n:
         raise ConfigError(f"{src}: [trajectory] has {trajectory.n} joints, the robot has {n} actuated joints")
+    if cfg["therapist"]["max_force"] is not None:  # the therapist's force limit: the safety clamp enforces it
+        if traj["type"] != "jaw_cpg":
+            raise ConfigError(f"{src}: [therapist] applies to the jaw robot's chewing CPG (trajectory 'jaw_cpg')")
+        model.effort_limit[v_idx] = np.minimum(model.effort_limit[v_idx], cfg["therapist"]["max_force"])
     safety = wrap("safety", lambda: SafetyMonitor(
         model, position_margin=saf["position_margin"], velocity_scale=saf["velocity_scale"],
         safe_mode=saf["safe_mode"],

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -53,6 +54,17 @@ DEFAULT_FILTER_RATE = 10.0
 PREDICTION_DT = 1e-3
 PREDICTION_SETTLE = 20.0
 PREDICTION_MARGIN = 1e-3
+
+
+@dataclass(frozen=True)
+class Modulation:
+    """A checked modulation request (:meth:`ChewingCPG.check_request`), ready for :meth:`ChewingCPG.apply`."""
+
+    pattern: ChewingPattern
+    frequency: float
+    amplitude_scale: np.ndarray
+    envelope: Envelope
+    request: str
 
 
 def _rate(name, value):
@@ -302,10 +314,41 @@ class ChewingCPG:
         env = target.envelope(frequency, scale).union(Envelope(*(float(x) for x in ext)))
         return Envelope(*(x * (1.0 + PREDICTION_MARGIN) for x in env.as_tuple()))
 
+    def check_request(self, frequency=None, amplitude_scale=None, pattern=None) -> "Modulation":
+        """Check a combined modulation (any of frequency, per-axis amplitude scale, pattern; a new pattern
+        runs at ``frequency`` or its own) against the limits and the predicted envelope, without changing
+        anything. Returns a :class:`Modulation` for :meth:`apply`; raises :class:`Refused` with the reason.
+
+        This is how a control channel modulates a running CPG: the expensive check (a few ms of
+        prediction) runs in its own thread, :meth:`apply` in the loop's thread writes the targets only.
+        """
+        target = self._pattern if pattern is None else self._resolve(pattern)
+        if frequency is None:
+            frequency = target.frequency if pattern is not None else self._frequency
+        f = self._limits.check_frequency(frequency)
+        sc = self._scale if amplitude_scale is None else self._limits.check_amplitude(amplitude_scale)
+        parts = [f"pattern {target.name!r}" if pattern is not None else "",
+                 f"frequency {f:g} Hz", f"amplitude scale {np.asarray(sc).tolist()}"]
+        request = ", ".join(x for x in parts if x)
+        field = "pattern" if pattern is not None else "amplitude_scale" if amplitude_scale is not None \
+            else "frequency"
+        value = {"pattern": target.name, "amplitude_scale": np.asarray(sc).tolist(), "frequency": f}[field]
+        env = self._predict(target, f, sc)
+        self._limits.check_envelope(env, request, field, value)
+        return Modulation(target, f, np.array(sc, dtype=np.float64), env, request)
+
+    def apply(self, modulation: "Modulation") -> str:
+        """Write the targets of a checked :class:`Modulation` (allocation-light, no prediction); returns its text."""
+        target = modulation.pattern
+        if target.name not in self._library:
+            self._register(target)
+        self._coef[0] = target.packed(self.harmonics) * modulation.amplitude_scale[:, None]
+        self._st[ST_OMEGA_TARGET] = 2.0 * math.pi * modulation.frequency
+        self._pattern, self._frequency = target, modulation.frequency
+        self._scale, self._envelope = modulation.amplitude_scale, modulation.envelope
+        return modulation.request
+
     def _commit(self, target, frequency, scale, request, field, value):
         env = self._predict(target, frequency, scale)
         self._limits.check_envelope(env, request, field, value)
-        self._coef[0] = target.packed(self.harmonics) * scale[:, None]
-        self._st[ST_OMEGA_TARGET] = 2.0 * math.pi * frequency
-        self._pattern, self._frequency, self._scale = target, float(frequency), np.array(scale, dtype=np.float64)
-        self._envelope = env
+        self.apply(Modulation(target, float(frequency), np.array(scale, dtype=np.float64), env, request))

@@ -7,6 +7,8 @@
   (Liu & Ben-Tzvi, virtual-work dynamics): :class:`QuadrupedTail`.
 * :mod:`rtctl.mechanisms.geared` -- geared robotic mechanisms of seed 002 (Chen & Wang,
   virtual-link method).
+* :mod:`rtctl.mechanisms.jaw` -- the jaw-rehabilitation robot of seed 003 (Kalani et al.,
+  two Gough-Stewart platforms, Gibbs-Appell dynamics): :class:`JawRehabRobot`.
 
 :data:`ACTUATOR_MODELS` maps the built-in mechanism names usable as
 ``[robot] model`` in a run config to a factory of their actuator-space model.
@@ -24,7 +26,13 @@ def _quadruped_tail_actuator_model():
     return QuadrupedTail().actuator_model("quadruped_tail")
 
 
-ACTUATOR_MODELS = {"stewart": _stewart_actuator_model, "quadruped_tail": _quadruped_tail_actuator_model}
+def _jaw_actuator_model():
+    from .jaw import JawRehabRobot
+    return JawRehabRobot().actuator_model("jaw")
+
+
+ACTUATOR_MODELS = {"stewart": _stewart_actuator_model, "quadruped_tail": _quadruped_tail_actuator_model,
+                   "jaw": _jaw_actuator_model}
 
 
 def actuator_model(name: str):

@@ -15,7 +15,9 @@ server has one). Commands and their fields:
                (rad, [-2 pi, 2 pi]), ``center``, ``pattern`` (str, when the trajectory
                has ``patterns``): oscillator parameters (sinusoid, or any trajectory
                with these arrays); ``center +- amplitude`` must stay inside the soft
-               limits; a frequency change keeps the oscillator phase continuous
+               limits; a frequency change keeps the oscillator phase continuous. A
+               trajectory with ``validate_cpg_request`` (the jaw robot's chewing CPG)
+               checks the request itself (its own fields and therapist limits)
 ``estop``      ``reason`` (str): latch the safe state
 ``rearm``      -- : leave the safe state (refused with the blockers' reasons)
 =============  ======================================================================
@@ -344,6 +346,12 @@ class ControlServer:
 
     def _validate_set_cpg(self, req):
         traj = self.loop.trajectory
+        custom = getattr(traj, "validate_cpg_request", None)  # a CPG with its own parameters and limits
+        if custom is not None:
+            try:
+                return custom({k: v for k, v in req.items() if k in COMMANDS["set_cpg"]})
+            except ValueError as exc:
+                raise Refused(str(exc)) from None
         params = set(req) & COMMANDS["set_cpg"]
         if not params:
             raise Refused("set_cpg: give at least one of " + ", ".join(sorted(COMMANDS["set_cpg"])))
