@@ -12,5 +12,6 @@ from . import stewart  # noqa: F401  registers "stewart" (seed 001's Stewart pla
 from . import geared  # noqa: F401  registers "geared" (seed 002's geared robotic mechanisms)
 from . import quadruped_tail  # noqa: F401  registers "quadruped_tail" (seed 000's quadruped with a tail)
 from . import jaw  # noqa: F401  registers "jaw" (seed 003's jaw-rehabilitation robot with the jaw model)
+from . import legged  # noqa: F401  registers "legged" (seed 004's legged robots on a compliant ground)
 
 __all__ = ["Plant", "create_plant", "register_plant", "RigidBodyPlant", "rigid_body"]

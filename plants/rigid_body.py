@@ -42,6 +42,7 @@ from numba import njit
 from scipy.integrate import solve_ivp
 
 from rtctl.dynamics import Dynamics
+from rtctl.dynamics.contact import contact_dynamics
 from rtctl.dynamics.kernels import (NOT_FINITE, OK, SINGULAR, WRONG_LENGTH, aba, all_finite, configuration_rate,
                                     integrate, model_sizes)
 from rtctl.model import FREE_FLYER, MI_IQ, MI_TYPE, Model
@@ -75,11 +76,20 @@ def work_array(model: Model) -> np.ndarray:
 
 
 @njit(cache=True)
-def _derivative(mi, mf, ws, q, v, effort, viscous, coulomb, scale, tau, dq, a):
+def _accelerations(mi, mf, ws, q, v, tau, a, contact):
+    """dv/dt by the O(n) ABA; with ``contact`` (not None) under the ground contact of
+    :func:`rtctl.dynamics.contact.contact_dynamics` (the legged plant)."""
+    if contact is None:
+        return aba(mi, mf, ws, q, v, tau, a)
+    return contact_dynamics(mi, mf, ws, q, v, tau, a, contact)
+
+
+@njit(cache=True)
+def _derivative(mi, mf, ws, q, v, effort, viscous, coulomb, scale, tau, dq, a, contact):
     """dq/dt into ``dq`` and dv/dt into ``a`` under ``effort`` plus friction; returns aba's status."""
     for k in range(v.shape[0]):
         tau[k] = effort[k] - viscous[k] * v[k] - coulomb[k] * np.tanh(v[k] / scale)
-    status = aba(mi, mf, ws, q, v, tau, a)
+    status = _accelerations(mi, mf, ws, q, v, tau, a, contact)
     if status != OK:
         return status
     configuration_rate(mi, q, v, dq)
@@ -98,14 +108,14 @@ def _normalise_quaternions(mi, q):
 
 
 @njit(cache=True)
-def _rk4_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, scale, work):
+def _rk4_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, scale, work, contact):
     """One classical RK4 step of length h on (q, v) in R^nq x R^nv, in place."""
     nq, nv = q.shape[0], v.shape[0]
     qs, vs = work[_W_QS, :nq], work[_W_VS, :nv]
     dq, a = work[_W_DQ, :nq], work[_W_A, :nv]
     kq, kv = work[_W_KQ, :nq], work[_W_KV, :nv]
     tau = work[_W_TAU, :nv]
-    status = _derivative(mi, mf, ws, q, v, effort, viscous, coulomb, scale, tau, dq, a)
+    status = _derivative(mi, mf, ws, q, v, effort, viscous, coulomb, scale, tau, dq, a, contact)
     if status != OK:
         return status
     for k in range(nq):
@@ -115,7 +125,7 @@ def _rk4_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, scale, work):
         kv[k] = a[k]
         vs[k] = v[k] + 0.5 * h * a[k]
     for stage in range(2):
-        status = _derivative(mi, mf, ws, qs, vs, effort, viscous, coulomb, scale, tau, dq, a)
+        status = _derivative(mi, mf, ws, qs, vs, effort, viscous, coulomb, scale, tau, dq, a, contact)
         if status != OK:
             return status
         c = 0.5 * h if stage == 0 else h
@@ -125,7 +135,7 @@ def _rk4_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, scale, work):
         for k in range(nv):
             kv[k] += 2.0 * a[k]
             vs[k] = v[k] + c * a[k]
-    status = _derivative(mi, mf, ws, qs, vs, effort, viscous, coulomb, scale, tau, dq, a)
+    status = _derivative(mi, mf, ws, qs, vs, effort, viscous, coulomb, scale, tau, dq, a, contact)
     if status != OK:
         return status
     for k in range(nq):
@@ -137,13 +147,13 @@ def _rk4_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, scale, work):
 
 
 @njit(cache=True)
-def _semi_implicit_euler_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, scale, work):
+def _semi_implicit_euler_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, scale, work, contact):
     """v += h a(q, v); q = q (+) v h on the configuration manifold, in place."""
     nv = v.shape[0]
     a, tau = work[_W_A, :nv], work[_W_TAU, :nv]
     for k in range(nv):
         tau[k] = effort[k] - viscous[k] * v[k] - coulomb[k] * np.tanh(v[k] / scale)
-    status = aba(mi, mf, ws, q, v, tau, a)
+    status = _accelerations(mi, mf, ws, q, v, tau, a, contact)
     if status != OK:
         return status
     for k in range(nv):
@@ -152,16 +162,10 @@ def _semi_implicit_euler_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, 
     return OK
 
 
-@njit(SIG_STEP, cache=True)
-def _step_kernel(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work):
-    """Advance (q, v) in place by ``dt`` in ``substeps`` equal sub-steps with ``effort`` held constant.
-
-    ``method`` is :data:`RK4` or :data:`SEMI_IMPLICIT_EULER`; ``viscous`` and
-    ``coulomb`` are per-DOF friction coefficients (zero on unactuated DOFs),
-    ``scale`` the Coulomb regularisation velocity, ``work`` from
-    :func:`work_array`. Allocates nothing. Returns ``OK`` or a status code
-    (see the module constants); on any non-OK status q and v are unchanged.
-    """
+@njit(cache=True)
+def advance(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work, contact):
+    """:func:`_step_kernel` with an optional ground ``contact`` tuple (see
+    :func:`rtctl.dynamics.contact.contact_dynamics`; ``None``: no contact)."""
     nq, nv = model_sizes(mi)
     if q.shape[0] != nq:
         return WRONG_LENGTH + 1
@@ -193,9 +197,9 @@ def _step_kernel(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulom
     status = OK
     for _ in range(substeps):
         if method == RK4:
-            status = _rk4_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, scale, work)
+            status = _rk4_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, scale, work, contact)
         else:
-            status = _semi_implicit_euler_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, scale, work)
+            status = _semi_implicit_euler_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, scale, work, contact)
         if status != OK:
             break
     if status == OK and not (all_finite(q) and all_finite(v)):
@@ -208,6 +212,19 @@ def _step_kernel(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulom
         if status != SINGULAR:
             status = DIVERGED
     return status
+
+
+@njit(SIG_STEP, cache=True)
+def _step_kernel(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work):
+    """Advance (q, v) in place by ``dt`` in ``substeps`` equal sub-steps with ``effort`` held constant.
+
+    ``method`` is :data:`RK4` or :data:`SEMI_IMPLICIT_EULER`; ``viscous`` and
+    ``coulomb`` are per-DOF friction coefficients (zero on unactuated DOFs),
+    ``scale`` the Coulomb regularisation velocity, ``work`` from
+    :func:`work_array`. Allocates nothing. Returns ``OK`` or a status code
+    (see the module constants); on any non-OK status q and v are unchanged.
+    """
+    return advance(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work, None)
 
 
 def _friction_vector(value, name: str, nv: int, actuated: np.ndarray):

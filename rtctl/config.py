@@ -50,9 +50,12 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "floating_base": Key("str", "fixed", choices=("fixed", "free_flyer", "euler")),
     },
     "plant": {
-        "type": Key("str", "rigid_body", choices=("rigid_body", "stewart", "geared", "quadruped_tail", "jaw")),
-        "integrator": Key("str", "rk4", choices=("rk4", "semi_implicit_euler")),
-        "substeps": Key("int", 1, low=1, high=1000),
+        "type": Key("str", "rigid_body", choices=("rigid_body", "stewart", "geared", "quadruped_tail", "jaw",
+                                                  "legged")),
+        # integrator and substeps default to the plant's own (rk4 and 1; legged: semi_implicit_euler and 8)
+        "integrator": Key("str", None, choices=("rk4", "semi_implicit_euler")),
+        "substeps": Key("int", None, low=1, high=1000),
+        "forward_dynamics": Key("str", "aba", choices=("aba", "cholesky")),  # legged plant: O(n) or O(n^3)
         "viscous_friction": Key("floats", 0.0, low=0.0),
         "coulomb_friction": Key("floats", 0.0, low=0.0),
         "coulomb_velocity_scale": Key("float", 1e-3, positive=True),
@@ -90,7 +93,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "type": Key("str", "computed_torque",
                     choices=("computed_torque", "floating_base_computed_torque", "ff_pd", "pd_gravity", "pd",
                              "stewart_computed_torque", "geared_computed_torque",
-                             "quadruped_tail_ffpd", "quadruped_tail_open_loop", "jaw_computed_torque", "jaw_ff_pd")),
+                             "quadruped_tail_ffpd", "quadruped_tail_open_loop", "jaw_computed_torque", "jaw_ff_pd",
+                             "legged_ff_pd", "legged_computed_torque")),
         # computed torque: kp in 1/s^2 (default 400); torque-level laws (ff_pd, pd_gravity, pd): N m/rad,
         # robot-specific, so required.
         "kp": Key("floats", None, low=0.0),
@@ -98,7 +102,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
     "trajectory": {
         "type": Key("str", "min_jerk", choices=("min_jerk", "spline", "sinusoid", "stewart_pose",
-                                                    "quadruped_tail_pitch", "quadruped_tail_hold", "jaw_cpg")),
+                                                    "quadruped_tail_pitch", "quadruped_tail_hold", "jaw_cpg",
+                                                    "biped_walk", "quadruped_trot")),
         "start": Key("floats", None),
         "goal": Key("floats", None),
         "duration": Key("float", None, positive=True),
@@ -111,6 +116,15 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "frequency": Key("floats", None, positive=True),
         "phase": Key("floats", 0.0),
         "pattern": Key("str", None),   # jaw_cpg: normal, hard_food, lateral_grinding
+        # biped_walk / quadruped_trot (seed 004 Appendix B): step period T (s), stride l_s (m), swing height
+        # h_f (m), trunk COM height z_c (m), double-support share of a step, leg-mass compensation, foot width (m)
+        "period": Key("float", None, positive=True),
+        "stride": Key("float", None, low=0.0),
+        "foot_height": Key("float", None, low=0.0),
+        "com_height": Key("float", None, positive=True),
+        "double_support": Key("float", None, low=0.0, high=0.49),
+        "leg_compensation": Key("bool", None),
+        "foot_width": Key("float", None, low=0.0),
     },
     "patient": {  # jaw plant: the patient's impedance about the rest pose (rtctl.mechanisms.jaw.PatientImpedance)
         "stiffness": Key("floats", None, low=0.0),      # 6: N/m (x, y, z), N m/rad (psi, theta, phi)
@@ -160,6 +174,16 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "sndhwm": Key("int", 1000, low=1),
         "allow_remote": Key("bool", False),
     },
+    "contact": {  # legged plant: compliant ground of rtctl.dynamics.contact (ContactModel), SI units
+        "stiffness": Key("float", 1e5, positive=True),
+        "damping": Key("float", 500.0, low=0.0),
+        "hunt_crossley": Key("float", 0.0, low=0.0),
+        "friction": Key("float", 0.8, low=0.0),
+        "static_friction": Key("float", None, low=0.0),
+        "viscous_friction": Key("float", 0.0, low=0.0),
+        "slip_velocity": Key("float", 0.05, positive=True),
+        "ground_height": Key("float", 0.0),
+    },
     "control": {  # rtctl.telemetry.control: REQ/REP run-time commands, validated, applied at cycle boundaries
         "enabled": Key("bool", False),
         "endpoint": Key("str", "tcp://127.0.0.1:5557"),
@@ -180,6 +204,9 @@ TRAJECTORY_KEYS = {
     "quadruped_tail_pitch": {"t0", "duration"},   # seed 000 Fig. 7/8 pitch motion
     "quadruped_tail_hold": {"duration"},
     "jaw_cpg": {"pattern", "frequency", "amplitude", "t0"},   # amplitude: per-axis scale of the pattern
+    "biped_walk": {"period", "stride", "foot_height", "com_height", "double_support", "leg_compensation", "duration"},
+    "quadruped_trot": {"period", "stride", "foot_height", "com_height", "double_support", "leg_compensation",
+                       "foot_width", "duration"},
 }
 
 
@@ -328,7 +355,10 @@ def build(cfg: dict):
     try:
         from .mechanisms import ACTUATOR_MODELS, actuator_model
         from .mechanisms.geared import GEARED_MODELS  # built-in geared mechanisms: the virtual EOLC model
-        if robot["model"] in GEARED_MODELS:
+        from .mechanisms.legged import LEGGED_ROBOTS  # built-in legged robots: the full floating-base tree
+        if robot["model"] in LEGGED_ROBOTS:
+            model, plant_model = LEGGED_ROBOTS[robot["model"]]().model, LEGGED_ROBOTS[robot["model"]]().model
+        elif robot["model"] in GEARED_MODELS:
             model, plant_model = GEARED_MODELS[robot["model"]](), GEARED_MODELS[robot["model"]]()
         elif robot["model"] in ACTUATOR_MODELS:  # built-in closed chain: the loop runs on its actuator-space model
             model, plant_model = actuator_model(robot["model"]), actuator_model(robot["model"])
@@ -363,14 +393,20 @@ def build(cfg: dict):
         full[v_idx] = _vector(value, n, f"{src}: [plant] {name}")
         return full
 
+    extra = {k: plant_cfg[k] for k in ("integrator", "substeps") if plant_cfg.get(k) is not None}
     patient = {k: v for k, v in cfg["patient"].items() if v is not None}
     if patient and plant_cfg["type"] != "jaw":
         raise ConfigError(f"{src}: [patient] applies to plant type 'jaw' only")
     if patient:
         from .mechanisms.jaw import PatientImpedance
         wrap("patient", lambda: PatientImpedance().replace(**patient))
+    extra.update(patient)
+    if plant_cfg["type"] == "legged":
+        extra.update(forward_dynamics=plant_cfg.get("forward_dynamics", "aba"), contact=dict(cfg.get("contact", {})))
+    elif plant_cfg.get("forward_dynamics", "aba") != "aba":
+        raise ConfigError(f"{src}: [plant] forward_dynamics applies to plant type 'legged' only")
     plant = wrap("plant", lambda: create_plant(
-        plant_cfg["type"], plant_model, integrator=plant_cfg["integrator"], substeps=plant_cfg["substeps"], **patient,
+        plant_cfg["type"], plant_model, **extra,
         viscous_friction=friction(plant_cfg["viscous_friction"], "viscous_friction"),
         coulomb_friction=friction(plant_cfg["coulomb_friction"], "coulomb_friction"),
         coulomb_velocity_scale=plant_cfg["coulomb_velocity_scale"]))
@@ -408,6 +444,10 @@ def build(cfg: dict):
                               "N m/rad per joint; it depends on the robot's inertia)")
         kp = 400.0
     extra = {"period": 1.0 / loop["rate_hz"]} if ctl["type"] == "quadruped_tail_open_loop" else {}  # its clock
+    if ctl["type"] in ("legged_ff_pd", "legged_computed_torque"):  # the plant's ground model in tau^F (eq. 26)
+        if plant_cfg["type"] != "legged":
+            raise ConfigError(f"{src}: [controller] type '{ctl['type']}' needs plant type 'legged'")
+        extra["contact"] = plant.contact_model
     controller = wrap("controller", lambda: create_controller(ctl["type"], dyn, kp=kp, kd=ctl["kd"], **extra))
     params = {k: traj[k] for k in TRAJECTORY_KEYS[traj["type"]] if traj[k] is not None}
     if traj["type"] == "jaw_cpg":
@@ -421,6 +461,10 @@ def build(cfg: dict):
     trajectory = wrap("trajectory", lambda: create_trajectory(traj["type"], **params))
     if trajectory.n != n:
         raise ConfigError(f"{src}: [trajectory] has {trajectory.n} joints, the robot has {n} actuated joints")
+    if hasattr(trajectory, "initial_state"):  # a gait starts the plant on its planned state, base included
+        if plant_cfg["initial_position"] is not None:
+            raise ConfigError(f"{src}: [plant] initial_position: trajectory '{traj['type']}' sets the initial state")
+        wrap("trajectory", lambda: plant.reset(*trajectory.initial_state()))
     if cfg["therapist"]["max_force"] is not None:  # the therapist's force limit: the safety clamp enforces it
         if traj["type"] != "jaw_cpg":
             raise ConfigError(f"{src}: [therapist] applies to the jaw robot's chewing CPG (trajectory 'jaw_cpg')")

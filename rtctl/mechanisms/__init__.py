@@ -9,6 +9,8 @@
   virtual-link method).
 * :mod:`rtctl.mechanisms.jaw` -- the jaw-rehabilitation robot of seed 003 (Kalani et al.,
   two Gough-Stewart platforms, Gibbs-Appell dynamics): :class:`JawRehabRobot`.
+* :mod:`rtctl.mechanisms.legged` -- the planar biped and spatial quadruped of seed 004
+  (Shah, Saha & Dutt): :class:`LeggedRobot` (full floating-base trees).
 
 :data:`ACTUATOR_MODELS` maps the built-in mechanism names usable as
 ``[robot] model`` in a run config to a factory of their actuator-space model.
@@ -31,8 +33,16 @@ def _jaw_actuator_model():
     return JawRehabRobot().actuator_model("jaw")
 
 
+def _legged_model(name):
+    def factory():
+        from .legged import LEGGED_ROBOTS
+        return LEGGED_ROBOTS[name]().model
+    return factory
+
+
 ACTUATOR_MODELS = {"stewart": _stewart_actuator_model, "quadruped_tail": _quadruped_tail_actuator_model,
-                   "jaw": _jaw_actuator_model}
+                   "planar_biped": _legged_model("planar_biped"),
+                   "spatial_quadruped": _legged_model("spatial_quadruped"), "jaw": _jaw_actuator_model}
 
 
 def actuator_model(name: str):

@@ -275,6 +275,18 @@ class ModelBuilder:
             )
         return parent
 
+    def add_planar_floating_base(self, body_name: str, *, mass=0.0, com=(0, 0, 0), inertia=None) -> int:
+        """Planar floating base in the x-z plane (the 3-DOF trunk of the paper's planar biped).
+
+        Prismatic joints along world x and z (``{body}_px``, ``{body}_pz``) through
+        massless bodies, then a revolute joint about y (``{body}_ry``) carrying
+        ``body_name``. Returns the index of that body.
+        """
+        parent = self.add_body(f"{body_name}_Tx", -1, PRISMATIC, axis=(1, 0, 0), joint_name=f"{body_name}_px")
+        parent = self.add_body(f"{body_name}_Tz", parent, PRISMATIC, axis=(0, 0, 1), joint_name=f"{body_name}_pz")
+        return self.add_body(body_name, parent, REVOLUTE, axis=(0, 1, 0), joint_name=f"{body_name}_ry",
+                             mass=mass, com=com, inertia=inertia)
+
     def build(self) -> "Model":
         if not self._bodies:
             raise ModelError(f"model '{self.name}' has no moving bodies")
