@@ -299,15 +299,20 @@ def validate(raw: dict, source: str = "<config>") -> dict:
     return out
 
 
-def load_config(path: str | Path) -> dict:
-    path = Path(path)
+def read_toml(path: str | Path, what: str = "config", error: type[ValueError] = ConfigError) -> dict:
+    """The parsed TOML file; ``error`` names the file when it cannot be read or parsed."""
     try:
         with open(path, "rb") as fh:
-            raw = tomllib.load(fh)
+            return tomllib.load(fh)
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config: {exc}") from None
+        raise error(f"{path}: cannot read {what}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        raise error(f"{path}: not valid TOML: {exc}") from None
+
+
+def load_config(path: str | Path) -> dict:
+    path = Path(path)
+    raw = read_toml(path)
     cfg = validate(raw, str(path))
     cfg["_dir"] = str(path.resolve().parent)
     cfg["_source"] = str(path)

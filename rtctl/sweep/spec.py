@@ -37,13 +37,12 @@ import hashlib
 import itertools
 import json
 import math
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ..config import SCHEMA, ConfigError, validate
+from ..config import SCHEMA, ConfigError, read_toml, validate
 
 METHODS = ("grid", "zip", "random", "latin_hypercube")
 BACKENDS = ("local", "dask")
@@ -211,13 +210,7 @@ def load_sweep(path: str | Path) -> Sweep:
 
     path = Path(path)
     source = str(path)
-    try:
-        with open(path, "rb") as fh:
-            raw = tomllib.load(fh)
-    except OSError as exc:
-        raise SweepError(f"{source}: cannot read sweep file: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SweepError(f"{source}: not valid TOML: {exc}") from None
+    raw = read_toml(path, "sweep file", SweepError)
     unknown = sorted(set(raw) - {"sweep", "backend"})
     if unknown:
         raise SweepError(f"{source}: unknown section [{unknown[0]}]; sections: backend, sweep")
@@ -234,13 +227,10 @@ def load_sweep(path: str | Path) -> Sweep:
                          f"got {base_spec!r}")
     base_path = DEMO_CONFIG if base_spec == "demo" else (path.resolve().parent / base_spec)
     try:
-        with open(base_path, "rb") as fh:
-            base = tomllib.load(fh)
+        base = read_toml(base_path)
         validate(base, str(base_path))
-    except OSError as exc:
-        raise SweepError(f"{source}: [sweep] base: cannot read {base_path}: {exc}") from None
-    except (tomllib.TOMLDecodeError, ConfigError) as exc:
-        raise SweepError(f"{source}: [sweep] base: {base_path}: {exc}") from None
+    except ConfigError as exc:
+        raise SweepError(f"{source}: [sweep] base: {exc}") from None
     method = sw.get("method", "grid")
     if method not in METHODS:
         raise SweepError(f"{source}: [sweep] method must be one of {list(METHODS)}, got {method!r}")
