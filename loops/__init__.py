@@ -33,6 +33,7 @@ from . import geared  # noqa: F401  registers "geared_computed_torque" (seed 002
 from . import quadruped_tail  # noqa: F401  registers the seed-000 quadruped-with-tail controllers and trajectories
 from . import jaw  # noqa: F401  registers "jaw_ff_pd" and "jaw_computed_torque" (seed 003)
 from .cpg import trajectory as _jaw_cpg  # noqa: F401  registers "jaw_cpg" (the chewing CPG driving the jaw robot)
+from . import legged  # noqa: F401  registers "legged_ff_pd", "legged_computed_torque", "biped_walk", "quadruped_trot"
 
 __all__ = [
     "CONTROLLER_KINDS", "PD", "TRAJECTORY_KINDS", "ComputedTorque", "Controller", "CubicSplineTrajectory",

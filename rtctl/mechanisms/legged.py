@@ -30,11 +30,13 @@ Planar biped (section 5.1, Fig. 10), 9 DOF
       the paper gives only the length), with the heel under the ankle. Contact
       points: heel (0, 0, -0.04) and toe (0.15, 0, -0.04) in the foot frame;
       centre of mass at the bar's midpoint (0.075, 0, -0.04), inertia that of
-      a thin rod about y and z. Heel under the ankle is the choice that keeps
-      the centre of pressure of the planned walk inside the foot: with the
-      legs' mass ahead of the hips (knees bent forward by ~95 deg at the
-      paper's z_c) it runs from 1 cm to 13 cm in front of the ankle over a
-      step (tests/test_legged_gait.py).
+      a thin rod about y and z. Heel under the ankle (``heel_offset = 0``) is
+      the choice that centres the planned centre of pressure on the foot:
+      with the legs' mass ahead of the hips (knees bent forward by 95-110 deg
+      at the paper's z_c) it runs from 1.3 to 13.7 cm ahead of the ankle for
+      the paper's hip trajectory and from 6.9 to 9.6 cm with the leg-mass
+      compensation of :mod:`loops.legged` (tests/test_legged_gait.py).
+      ``planar_biped(ankle_height=..., heel_offset=...)`` changes both.
 
 Spatial quadruped (section 5.2, Fig. 15), 18 DOF
     Euler-angle floating base (:meth:`~rtctl.model.ModelBuilder.add_euler_floating_base`,
@@ -62,7 +64,7 @@ import numpy as np
 
 from ..model import Model, ModelBuilder
 
-__all__ = ["LEGGED_ROBOTS", "LeggedRobot", "planar_biped", "spatial_quadruped"]
+__all__ = ["LEGGED_ROBOTS", "QUADRUPED_LEGS", "LeggedRobot", "planar_biped", "spatial_quadruped"]
 
 LINK_RADIUS = 0.02
 
