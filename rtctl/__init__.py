@@ -49,7 +49,7 @@ if not os.environ.get("NUMBA_CACHE_DIR"):
 
 
 def bundled_model_path(name: str) -> Path:
-    """Path of a URDF shipped with rtctl (``arm7``, ``quadruped12``, ``humanoid``)."""
+    """Path of a URDF shipped with rtctl (``arm7``, ``quadruped12``, ``humanoid``, ``planar_biped``, ``spatial_quadruped``)."""
     path = MODELS_DIR / f"{name}.urdf"
     if not path.is_file():
         known = sorted(p.stem for p in MODELS_DIR.glob("*.urdf"))

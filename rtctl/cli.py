@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"rtctl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     info = sub.add_parser("info", help="print a model's tree: bodies, joints, masses, DOF")
-    info.add_argument("model", help="URDF file, or the name of a bundled model (arm7, quadruped12, humanoid)")
+    info.add_argument("model", help="URDF file, or the name of a bundled model (arm7, quadruped12, humanoid, planar_biped, spatial_quadruped)")
     info.add_argument("--floating-base", choices=["free_flyer", "euler"], default=None,
                       help="give the root link a floating base (default: fixed to the world)")
     info.set_defaults(func=_cmd_info)
