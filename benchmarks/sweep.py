@@ -6,14 +6,17 @@ with the plant's mass scaled over ``--runs`` values, each run ``--duration``
 seconds of control time, unpaced. Every backend runs the same sweep in the
 same process tree, one after another:
 
-* ``sequential`` -- this process, one run after another (the reference);
+* ``one worker`` -- :class:`rtctl.sweep.backends.LocalPool` with 1 spawned worker: one run after
+  another in a fresh process (the reference for the scaling figures);
+* ``in-process`` -- the ``sequential`` backend in this process (shown for reference: every run
+  starts with a full garbage collection of this bigger process, see ``[loop] disable_gc``);
 * ``local pool`` -- :class:`rtctl.sweep.backends.LocalPool` with N spawned workers;
 * ``dask`` -- a Dask ``LocalCluster`` of N single-threaded worker processes.
 
 Each parallel backend is timed twice: ``cold`` includes starting the workers
 (interpreter, imports, numba cache loads), ``warm`` is a second sweep on the
 same, already started workers. Scaling efficiency is
-``(runs/s) / (N x sequential runs/s)``; on a machine with N cores, 1.0 is
+``(runs/s) / (N x one-worker runs/s)``; on a machine with N cores, 1.0 is
 perfect. The physics metrics of every backend are checked to be identical.
 Usage: python benchmarks/sweep.py [--runs 32] [--duration 1.0] [--workers 0]
 """
@@ -59,20 +62,23 @@ def main() -> None:
     warm_sweep = load_sweep(sweep_file(tmp, args.runs, args.duration, offset=0.001))
     seq = create_backend("sequential")
     timed(seq, load_sweep(sweep_file(tmp, 2, args.duration, offset=0.5)), tmp / "warmup.parquet")  # JIT/cache load
-    seq_rate, reference = timed(seq, cold_sweep, tmp / "seq.parquet")
-    seq_rate_warm, reference_warm = timed(seq, warm_sweep, tmp / "seq2.parquet")
-    results = [("sequential", 1, seq_rate, seq_rate_warm)]
-    for kind in ("local", "dask"):
+    in_cold, reference = timed(seq, cold_sweep, tmp / "seq.parquet")
+    in_warm, reference_warm = timed(seq, warm_sweep, tmp / "seq2.parquet")
+    results = []
+    for label, kind, workers in (("one worker", "local", 1), ("local pool", "local", n),
+                                 ("dask LocalCluster", "dask", n)):
         try:
-            backend = create_backend(kind, workers=n)
+            backend = create_backend(kind, workers=workers)
         except ValueError as exc:
             print(f"({kind}: {exc})")
             continue
         with backend:
-            cold, got = timed(backend, cold_sweep, tmp / f"{kind}.parquet")
-            warm, got_warm = timed(backend, warm_sweep, tmp / f"{kind}2.parquet")
-        assert got == reference and got_warm == reference_warm, f"{kind}: metrics differ from the sequential run"
-        results.append((f"{'local pool' if kind == 'local' else 'dask LocalCluster'}", n, cold, warm))
+            cold, got = timed(backend, cold_sweep, tmp / f"{kind}{workers}.parquet")
+            warm, got_warm = timed(backend, warm_sweep, tmp / f"{kind}{workers}-2.parquet")
+        assert got == reference and got_warm == reference_warm, f"{label}: metrics differ from the in-process run"
+        results.append((label, workers, cold, warm))
+    seq_rate_warm = results[0][3]
+    results.insert(1, ("in-process", 1, in_cold, in_warm))
     print(f"rtctl sweep benchmark -- {args.runs} runs x {args.duration:g} s of control time (demo arm, 1 kHz); "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"{'backend':<20}{'workers':>8}{'cold runs/s':>13}{'warm runs/s':>13}{'speed-up':>10}{'efficiency':>12}")
