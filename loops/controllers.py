@@ -214,6 +214,12 @@ class _CompiledController(Controller):
 
     def _update_converted(self, q, v, q_d, qd_d, qdd_d, effort):
         """Slow path for inputs numba rejects (lists, other dtypes, strided views)."""
+        args, kp, kd = self._converted_inputs(q, v, q_d, qd_d, qdd_d, effort)
+        return _control_step(self.mode, self.dyn.mi, self.dyn.mf, self.dyn.ws, self._index, kp, kd,
+                             self._work, self._base_block, *args, effort)
+
+    def _converted_inputs(self, q, v, q_d, qd_d, qdd_d, effort):
+        """``(q, v, q_d, qd_d, qdd_d)`` as float64 C vectors and the gains as C arrays; ValueError naming a bad one."""
         if (type(effort) is not np.ndarray or effort.dtype != np.float64 or effort.ndim != 1
                 or not effort.flags.c_contiguous or not effort.flags.writeable):
             raise ValueError(f"{self.name}: effort must be a writable C-contiguous float64 array of shape "
@@ -229,8 +235,7 @@ class _CompiledController(Controller):
             args.append(arr)
         kp = np.ascontiguousarray(self.kp, dtype=np.float64)
         kd = np.ascontiguousarray(self.kd, dtype=np.float64)
-        return _control_step(self.mode, self.dyn.mi, self.dyn.mf, self.dyn.ws, self._index, kp, kd,
-                             self._work, self._base_block, *args, effort)
+        return args, kp, kd
 
     def _raise(self, status):
         m = self.model

@@ -130,6 +130,7 @@ import math
 
 import numpy as np
 from numba import njit
+from numba.core.errors import TypingError
 
 from rtctl.dynamics import Dynamics
 from rtctl.dynamics.contact import ContactModel, contact_wrenches
@@ -137,7 +138,6 @@ from rtctl.dynamics.kernels import W_FEXT, all_finite, model_sizes
 from rtctl.mechanisms.legged import LEGGED_ROBOTS, QUADRUPED_LEGS, LeggedRobot, planar_biped, spatial_quadruped
 
 from .controllers import (
-    _ARG_NAMES,
     _NOT_FINITE,
     _OK,
     _WRONG_LENGTH,
@@ -614,27 +614,13 @@ class _LeggedController(_CompiledController):
             status = _legged_step(self.mode, self.dyn.mi, self.dyn.mf, self.dyn.ws, self._index, self.kp,
                                   self.kd, self._work, self._base_block, self._contact, q, v, q_d, qd_d, qdd_d,
                                   effort)
-        except TypeError:
+        except (TypeError, TypingError):  # inputs numba rejects: lists, other dtypes, strided views
             status = self._update_converted(q, v, q_d, qd_d, qdd_d, effort)
         if status != _OK:
             self._raise(status)
 
     def _update_converted(self, q, v, q_d, qd_d, qdd_d, effort):
-        if (type(effort) is not np.ndarray or effort.dtype != np.float64 or effort.ndim != 1
-                or not effort.flags.c_contiguous or not effort.flags.writeable):
-            raise ValueError(f"{self.name}: effort must be a writable C-contiguous float64 array of shape "
-                             f"({self.model.nv},)")
-        args = []
-        for name, x in zip(_ARG_NAMES, (q, v, q_d, qd_d, qdd_d)):
-            try:
-                arr = np.array(x, dtype=np.float64, order="C")
-            except (TypeError, ValueError):
-                raise ValueError(f"{self.name}: {name} must be a numeric vector") from None
-            if arr.ndim != 1:
-                raise ValueError(f"{self.name}: {name} must be a vector, got shape {arr.shape}")
-            args.append(arr)
-        kp = np.ascontiguousarray(self.kp, dtype=np.float64)
-        kd = np.ascontiguousarray(self.kd, dtype=np.float64)
+        args, kp, kd = self._converted_inputs(q, v, q_d, qd_d, qdd_d, effort)
         return _legged_step(self.mode, self.dyn.mi, self.dyn.mf, self.dyn.ws, self._index, kp, kd, self._work,
                             self._base_block, self._contact, *args, effort)
 

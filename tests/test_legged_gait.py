@@ -215,3 +215,23 @@ def test_bad_inputs_raise_value_errors_naming_the_problem():
         BipedGait(stride=-0.1)
     with pytest.raises(ValueError, match="period"):
         QuadrupedGait(period=0.0)
+
+
+def test_legged_controllers_take_any_numeric_vectors_on_their_slow_path():
+    """Lists and float32 give the same efforts as float64 arrays; a bad effort buffer is named."""
+    from rtctl.dynamics import Dynamics
+    from rtctl.mechanisms.legged import planar_biped
+    from loops.legged import BipedWalk, LeggedComputedTorque, LeggedFeedForwardPD
+    robot = planar_biped()
+    traj = BipedWalk(robot=robot)
+    q, v = traj.initial_state()[:2]
+    q_d, qd_d, qdd_d = np.zeros(6), np.zeros(6), np.zeros(6)
+    traj.sample(0.3, q_d, qd_d, qdd_d)
+    for cls in (LeggedFeedForwardPD, LeggedComputedTorque):
+        ctl = cls(Dynamics(robot.model), kp=49.0, kd=14.0, robot=robot)
+        fast, slow = np.zeros(9), np.zeros(9)
+        ctl.update(q, v, q_d, qd_d, qdd_d, fast)
+        ctl.update(list(q), v.astype(np.float32), list(q_d), qd_d[::1], qdd_d, slow)
+        assert np.abs(fast).max() > 0 and np.allclose(slow, fast, rtol=1e-6, atol=1e-6)
+        with pytest.raises(ValueError, match="effort must be a writable C-contiguous float64 array"):
+            ctl.update(q, v, q_d, qd_d, qdd_d, [0.0] * 9)
