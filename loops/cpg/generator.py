@@ -65,6 +65,7 @@ class Modulation:
     amplitude_scale: np.ndarray
     envelope: Envelope
     request: str
+    coef: np.ndarray   # the target Fourier coefficients (pattern x amplitude scale), ready to copy
 
 
 def _rate(name, value):
@@ -335,14 +336,15 @@ class ChewingCPG:
         value = {"pattern": target.name, "amplitude_scale": np.asarray(sc).tolist(), "frequency": f}[field]
         env = self._predict(target, f, sc)
         self._limits.check_envelope(env, request, field, value)
-        return Modulation(target, f, np.array(sc, dtype=np.float64), env, request)
+        sc = np.array(sc, dtype=np.float64)
+        return Modulation(target, f, sc, env, request, target.packed(self.harmonics) * sc[:, None])
 
     def apply(self, modulation: "Modulation") -> str:
-        """Write the targets of a checked :class:`Modulation` (allocation-light, no prediction); returns its text."""
+        """Write the targets of a checked :class:`Modulation` (copies only, no prediction); returns its text."""
         target = modulation.pattern
         if target.name not in self._library:
             self._register(target)
-        self._coef[0] = target.packed(self.harmonics) * modulation.amplitude_scale[:, None]
+        self._coef[0] = modulation.coef
         self._st[ST_OMEGA_TARGET] = 2.0 * math.pi * modulation.frequency
         self._pattern, self._frequency = target, modulation.frequency
         self._scale, self._envelope = modulation.amplitude_scale, modulation.envelope
@@ -351,4 +353,5 @@ class ChewingCPG:
     def _commit(self, target, frequency, scale, request, field, value):
         env = self._predict(target, frequency, scale)
         self._limits.check_envelope(env, request, field, value)
-        self.apply(Modulation(target, float(frequency), np.array(scale, dtype=np.float64), env, request))
+        sc = np.array(scale, dtype=np.float64)
+        self.apply(Modulation(target, float(frequency), sc, env, request, target.packed(self.harmonics) * sc[:, None]))
