@@ -42,6 +42,19 @@ class Plant(abc.ABC):
         return {}
 
 
+def time_step(dt) -> float:
+    """``dt`` as a float, finite and > 0 s, or ValueError naming the value."""
+    if not (isinstance(dt, (float, int)) and 0 < dt < math.inf):
+        try:
+            value = float(dt)
+        except (TypeError, ValueError):
+            value = math.nan
+        if not 0 < value < math.inf:
+            raise ValueError(f"dt must be a finite time step > 0 s, got {dt!r}")
+        return value
+    return dt
+
+
 def check_integration_options(integrator, substeps, coulomb_velocity_scale, allowed=("rk4",)):
     """Validate the fixed-step settings every plant takes; return ``(integrator, substeps, scale)``."""
     if not isinstance(integrator, str) or integrator not in allowed:

@@ -23,7 +23,6 @@ For plotting: :attr:`x`, :attr:`xd` (pose and rate), :attr:`patient_force`
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
@@ -31,7 +30,7 @@ from rtctl.mechanisms import _jaw_kernels as _jk
 from rtctl.mechanisms.jaw import STATUS_REASONS, JawRehabRobot, PatientImpedance
 from rtctl.model import Model
 
-from .base import Plant, check_integration_options, register_plant
+from .base import Plant, check_integration_options, register_plant, time_step
 
 __all__ = ["JawPlant"]
 
@@ -115,13 +114,7 @@ class JawPlant(Plant):
     def step(self, dt: float, effort) -> None:
         """Advance by ``dt`` s with leg forces ``effort`` (6, N) held; ValueError (state unchanged) on bad
         input, a singular inertia or divergence."""
-        if not (isinstance(dt, (float, int)) and 0 < dt < math.inf):
-            try:
-                dt = float(dt)
-            except (TypeError, ValueError):
-                dt = math.nan
-            if not 0 < dt < math.inf:
-                raise ValueError(f"dt must be a finite time step > 0 s, got {dt!r}")
+        dt = time_step(dt)
         pts2 = self.mechanism.pts2
         try:
             st = _jk.plant_step(pts2, self.P, self._S, effort, dt, self._substeps, self._W, self._V)

@@ -324,22 +324,6 @@ class LeggedPlant(RigidBodyPlant):
             self._raise(status, dt, effort)
         self.t += dt
 
-    def _converted(self, dt, effort):
-        try:
-            dt = float(dt)
-        except (TypeError, ValueError):
-            raise ValueError(f"dt must be a finite time step > 0 s, got {dt!r}") from None
-        try:
-            effort = np.ascontiguousarray(effort, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"effort must be a numeric vector of length nv = {self.nv}") from None
-        if effort.ndim != 1:
-            raise ValueError(f"effort must have shape ({self.nv},), got {effort.shape}")
-        for name, arr in (("q", self.q), ("v", self.v)):
-            if type(arr) is not np.ndarray or arr.dtype != np.float64 or arr.ndim != 1 or not arr.flags.c_contiguous:
-                raise ValueError(f"plant state {name} must be a C-contiguous float64 vector (use reset() to set it)")
-        return dt, effort
-
     def _raise(self, status: int, dt, effort):
         if status == DIVERGED:
             raise ValueError(f"the integration diverged in a step of {dt} s with {self._substeps} sub-step(s) "

@@ -302,6 +302,13 @@ class RigidBodyPlant(Plant):
 
     def _step_converted(self, dt, effort) -> int:
         """The step with ``dt`` and ``effort`` converted to the kernel's types (the slow path)."""
+        dt, effort = self._converted(dt, effort)
+        dyn = self.dynamics
+        return _step_kernel(dyn.mi, dyn.mf, dyn.ws, self.q, self.v, effort, dt, self._substeps, self._method,
+                            self._viscous, self._coulomb, self._scale, self._work)
+
+    def _converted(self, dt, effort):
+        """``dt`` as a float and ``effort`` as a float64 C vector; ValueError naming a bad input or state."""
         try:
             dt = float(dt)
         except (TypeError, ValueError):
@@ -315,9 +322,7 @@ class RigidBodyPlant(Plant):
         for name, arr in (("q", self.q), ("v", self.v)):
             if type(arr) is not np.ndarray or arr.dtype != np.float64 or arr.ndim != 1 or not arr.flags.c_contiguous:
                 raise ValueError(f"plant state {name} must be a C-contiguous float64 vector (use reset() to set it)")
-        dyn = self.dynamics
-        return _step_kernel(dyn.mi, dyn.mf, dyn.ws, self.q, self.v, effort, dt, self._substeps, self._method,
-                            self._viscous, self._coulomb, self._scale, self._work)
+        return dt, effort
 
     def _raise(self, status: int, dt, effort):
         if status == NOT_FINITE + 3:

@@ -19,7 +19,6 @@ pose); :meth:`reset_pose` takes a pose.
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
@@ -27,7 +26,7 @@ from rtctl.mechanisms import _stewart_kernels as _k
 from rtctl.mechanisms.stewart import StewartPlatform
 from rtctl.model import Model
 
-from .base import Plant, check_integration_options, register_plant
+from .base import Plant, check_integration_options, register_plant, time_step
 
 __all__ = ["StewartPlant"]
 
@@ -96,13 +95,7 @@ class StewartPlant(Plant):
     def step(self, dt: float, effort) -> None:
         """Advance by ``dt`` s with leg forces ``effort`` (6, N) held; ValueError (state unchanged) on bad
         input, a singular inertia or divergence."""
-        if not (isinstance(dt, (float, int)) and 0 < dt < math.inf):
-            try:
-                dt = float(dt)
-            except (TypeError, ValueError):
-                dt = math.nan
-            if not 0 < dt < math.inf:
-                raise ValueError(f"dt must be a finite time step > 0 s, got {dt!r}")
+        dt = time_step(dt)
         try:
             st = _k.plant_step(self.mechanism.pts, self.mechanism.par, self.x, self.xd, effort, dt,
                                self._substeps, self._visc, self._coul, self._scale, self.q, self.v, self._rk,
