@@ -36,8 +36,11 @@ Revolute-joint errors are plain differences (no wrapping to (-pi, pi]).
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from numba import njit
+from numba.core.errors import NumbaPendingDeprecationWarning
 
 from rtctl.dynamics import Dynamics
 from rtctl.dynamics import kernels as _k
@@ -48,6 +51,11 @@ from .base import Controller
 
 __all__ = ["CONTROLLER_KINDS", "PD", "ComputedTorque", "FeedForwardPD", "FloatingBaseComputedTorque", "PDGravity",
            "create_controller"]
+
+# Lists reach a compiled step only to be rejected there and converted on the slow path
+# (``_CompiledController._converted_inputs``); numba's notice about typing them is not the caller's concern.
+warnings.filterwarnings("ignore", message=r"(?s).*type 'reflected list' found for argument",
+                        category=NumbaPendingDeprecationWarning)
 
 # Control laws of the shared compiled step.
 MODE_PD, MODE_PD_GRAVITY, MODE_FF_PD, MODE_COMPUTED_TORQUE, MODE_FLOATING_CT = 0, 1, 2, 3, 4

@@ -74,8 +74,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "baudrate": Key("int", 57600, positive=True),
         "servo_ids": Key("ints", None, low=0, high=252),
         "servo_model": Key("str", "XM430-W350"),
-        "read_timeout": Key("float", 1e-3, positive=True, high=1.0),
         "retries": Key("int", 1, low=0, high=10),
+        # dynamixel and CAN backends: reply wait per cycle (per attempt), consecutive failed cycles -> fault
+        "read_timeout": Key("float", 1e-3, positive=True, high=1.0),
         "max_failed_cycles": Key("int", 5, low=1),
         "mode": Key("str", "effort", choices=("effort", "position")),
         "position_noise": Key("float", 0.0, low=0.0),

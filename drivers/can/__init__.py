@@ -15,7 +15,7 @@ def driver_from_config(drv: dict, model, transmission, source: str = "<config>")
         raise ValueError(f"backend '{drv['backend']}' needs 'can_ids' (one per actuated joint)")
     ids = ids if isinstance(ids, list) else [ids]
     common = dict(interface=drv["can_interface"], channel=drv["can_channel"], mode=drv["mode"],
-                  transmission=transmission)
+                  transmission=transmission, reply_timeout=drv["read_timeout"], max_missed=drv["max_failed_cycles"])
     if drv["backend"] == "can_mit":
         return create_driver("can_mit", model, can_ids=ids, motor_model=drv["motor_model"], **common)
     return create_driver("cia402", model, node_ids=ids, **common)
