@@ -6,8 +6,8 @@
 
 where ``effort = A xi`` are the joint torques the input torques produce (eq. 22; the ``sim``
 driver applies ``tau_j = A_tr^T tau_m`` with ``A_tr = A^T``, see :mod:`drivers.transmission`).
-G_v comes from the generic core on the plant's model (the virtual EOLC, possibly mass-scaled by
-the config's ``mass_scale``), G_s from the mechanism's secondary links (eqs. 14-21), so the
+G_v comes from the generic core on the plant's model (the virtual EOLC), G_s from the mechanism's
+secondary links (eqs. 14-21; both times ``mass_scale``, a model error for robustness tests), so the
 input-link (rotor) inertias and their coupling are in the plant exactly -- do not also give the
 driver a ``rotor_inertia``. One classical RK4 step (``substeps`` sub-steps) is one compiled,
 allocation-free call (:func:`_geared_step`).
@@ -21,7 +21,7 @@ from numba import njit
 
 from rtctl.dynamics.kernels import OK
 from rtctl.mechanisms.geared import GEARED_MECHANISMS, GearedMechanism, grm_forward_dynamics
-from rtctl.model import Model
+from rtctl.model import Model, inertia_scale_factor
 
 from .base import Plant, check_integration_options, register_plant
 
@@ -109,14 +109,19 @@ class GearedPlant(Plant):
     """
 
     def __init__(self, model: Model, *, mechanism: GearedMechanism | None = None, integrator: str = "rk4",
-                 substeps: int = 1, viscous_friction=0.0, coulomb_friction=0.0, coulomb_velocity_scale=1e-3):
+                 substeps: int = 1, viscous_friction=0.0, coulomb_friction=0.0, coulomb_velocity_scale=1e-3,
+                 mass_scale: float = 1.0):
         if mechanism is None:
             if model.name not in GEARED_MECHANISMS:
                 raise ValueError(f"geared plant: no built-in mechanism for model '{model.name}' "
                                  f"(available: {sorted(GEARED_MECHANISMS)}); pass mechanism=")
             mechanism = GEARED_MECHANISMS[model.name]()
         integrator, substeps, scale = check_integration_options(integrator, substeps, coulomb_velocity_scale)
+        mass_scale = inertia_scale_factor(mass_scale)
+        if mass_scale != 1.0:
+            model, mechanism = model.with_inertia_scaled(mass_scale), mechanism.with_inertia_scaled(mass_scale)
         super().__init__(model)
+        self._mass_scale = mass_scale
         self.mechanism = mechanism
         self.dyn = mechanism.dynamics(model)
         n = mechanism.n
@@ -152,4 +157,5 @@ class GearedPlant(Plant):
 
     def parameters(self) -> dict:
         return dict(mechanism=self.mechanism.name, substeps=self._substeps, viscous_friction=self._visc.tolist(),
-                    coulomb_friction=self._coul.tolist(), coulomb_velocity_scale=self._scale)
+                    coulomb_friction=self._coul.tolist(), coulomb_velocity_scale=self._scale,
+                    mass_scale=self._mass_scale)

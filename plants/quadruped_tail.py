@@ -23,7 +23,7 @@ import numpy as np
 
 from rtctl.mechanisms import quadruped_tail as _qt
 from rtctl.mechanisms.quadruped_tail import QuadrupedTail
-from rtctl.model import Model
+from rtctl.model import Model, inertia_scale_factor
 
 from .base import Plant, check_integration_options, register_plant
 
@@ -41,14 +41,17 @@ class QuadrupedTailPlant(Plant):
     """
 
     def __init__(self, model: Model, *, mechanism: QuadrupedTail | None = None, integrator: str = "rk4",
-                 substeps: int = 1, viscous_friction=0.0, coulomb_friction=0.0, coulomb_velocity_scale=1e-3):
+                 substeps: int = 1, viscous_friction=0.0, coulomb_friction=0.0, coulomb_velocity_scale=1e-3,
+                 mass_scale: float = 1.0):
         if model.nq != 14 or model.nv != 14:
             raise ValueError(f"the quadruped_tail plant needs the 14-actuator model, got nq={model.nq}")
         integrator, substeps, _ = check_integration_options(integrator, substeps, coulomb_velocity_scale)
         if np.any(np.asarray(viscous_friction, float) != 0) or np.any(np.asarray(coulomb_friction, float) != 0):
             raise ValueError("the quadruped_tail plant has no joint friction model; leave the friction keys 0")
+        mass_scale = inertia_scale_factor(mass_scale)
         super().__init__(model)
-        self.mechanism = mechanism or QuadrupedTail()
+        self._mass_scale = mass_scale
+        self.mechanism = (mechanism or QuadrupedTail()).with_inertia_scaled(mass_scale)
         self._substeps = int(substeps)
         self.x = np.zeros(8)          # generalized coordinates q
         self.xd = np.zeros(8)         # q-dot
@@ -106,7 +109,7 @@ class QuadrupedTailPlant(Plant):
         self.t += dt
 
     def parameters(self) -> dict:
-        return dict(integrator="rk4", substeps=self._substeps)
+        return dict(integrator="rk4", substeps=self._substeps, mass_scale=self._mass_scale)
 
     def __repr__(self):
         return f"QuadrupedTailPlant(substeps={self._substeps}, q={np.round(self.x, 4).tolist()})"

@@ -45,7 +45,7 @@ from rtctl.dynamics import Dynamics
 from rtctl.dynamics.contact import contact_dynamics
 from rtctl.dynamics.kernels import (NOT_FINITE, OK, SINGULAR, WRONG_LENGTH, aba, all_finite, configuration_rate,
                                     integrate, model_sizes)
-from rtctl.model import FREE_FLYER, MI_IQ, MI_TYPE, Model
+from rtctl.model import FREE_FLYER, MI_IQ, MI_TYPE, Model, inertia_scale_factor
 from rtctl.rt.interfaces import actuated_indices
 
 from .base import Plant, check_integration_options, register_plant
@@ -263,9 +263,12 @@ class RigidBodyPlant(Plant):
     """
 
     def __init__(self, model: Model, *, integrator: str = "rk4", substeps: int = 1, viscous_friction=0.0,
-                 coulomb_friction=0.0, coulomb_velocity_scale: float = 1e-3):
+                 coulomb_friction=0.0, coulomb_velocity_scale: float = 1e-3, mass_scale: float = 1.0):
         integrator, substeps, scale = check_integration_options(integrator, substeps, coulomb_velocity_scale,
                                                                 allowed=tuple(INTEGRATORS))
+        mass_scale = inertia_scale_factor(mass_scale)
+        if mass_scale != 1.0:
+            model = model.with_inertia_scaled(mass_scale)
         super().__init__(model)
         _, actuated_v, _ = actuated_indices(model)
         self._viscous, viscous_setting = _friction_vector(viscous_friction, "viscous_friction", model.nv, actuated_v)
@@ -276,6 +279,7 @@ class RigidBodyPlant(Plant):
             "viscous_friction": viscous_setting,
             "coulomb_friction": coulomb_setting,
             "coulomb_velocity_scale": scale,
+            "mass_scale": mass_scale,
         }
         self._method = INTEGRATORS[integrator]
         self._substeps = int(substeps)
@@ -406,7 +410,8 @@ class RigidBodyPlant(Plant):
         return self.dynamics.energy(self.q, self.v)
 
     def parameters(self) -> dict:
-        """The settings, as keyword arguments that rebuild this plant with :func:`create_plant`."""
+        """The settings, as keyword arguments that rebuild this plant with :func:`create_plant` (from the
+        model it was created from: ``self.model`` already carries ``mass_scale``)."""
         return {k: (list(v) if isinstance(v, list) else v) for k, v in self._settings.items()}
 
     def __repr__(self) -> str:

@@ -24,7 +24,7 @@ import numpy as np
 
 from rtctl.mechanisms import _stewart_kernels as _k
 from rtctl.mechanisms.stewart import StewartPlatform
-from rtctl.model import Model
+from rtctl.model import Model, inertia_scale_factor
 
 from .base import Plant, check_integration_options, register_plant, time_step
 
@@ -55,12 +55,13 @@ class StewartPlant(Plant):
 
     def __init__(self, model: Model, *, mechanism: StewartPlatform | None = None, integrator: str = "rk4",
                  substeps: int = 1, viscous_friction=0.0, coulomb_friction=0.0,
-                 coulomb_velocity_scale: float = 1e-3):
+                 coulomb_velocity_scale: float = 1e-3, mass_scale: float = 1.0):
         if model.nq != 6 or model.nv != 6:
             raise ValueError(f"the Stewart plant needs the 6-leg actuator-space model, got nq={model.nq}")
         integrator, substeps, scale = check_integration_options(integrator, substeps, coulomb_velocity_scale)
+        mass_scale = inertia_scale_factor(mass_scale)
         super().__init__(model)
-        self.mechanism = mechanism or StewartPlatform()
+        self.mechanism = (mechanism or StewartPlatform()).with_inertia_scaled(mass_scale)
         self._visc = _per_leg(viscous_friction, "viscous_friction")
         self._coul = _per_leg(coulomb_friction, "coulomb_friction")
         self._scale = scale
@@ -68,7 +69,7 @@ class StewartPlant(Plant):
         self._settings = dict(integrator=integrator, substeps=int(substeps),
                               viscous_friction=np.asarray(viscous_friction, float).tolist(),
                               coulomb_friction=np.asarray(coulomb_friction, float).tolist(),
-                              coulomb_velocity_scale=scale)
+                              coulomb_velocity_scale=scale, mass_scale=mass_scale)
         self.x = np.zeros(6)
         self.xd = np.zeros(6)
         self._rk = np.zeros((6, 6))

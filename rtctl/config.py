@@ -385,7 +385,6 @@ def build(cfg: dict):
         except ValueError as exc:
             raise ConfigError(f"{src}: [{section}] {exc}") from None
 
-    plant_model.scale_inertia(plant_cfg["mass_scale"])
     transmission = wrap("driver", lambda: Transmission(
         n, ratio=drv["gear_ratio"], coupling=drv["coupling"], rotor_inertia=drv["rotor_inertia"]))
     if drv["rotor_inertia"] is not None:
@@ -415,7 +414,7 @@ def build(cfg: dict):
         plant_cfg["type"], plant_model, **extra,
         viscous_friction=friction(plant_cfg["viscous_friction"], "viscous_friction"),
         coulomb_friction=friction(plant_cfg["coulomb_friction"], "coulomb_friction"),
-        coulomb_velocity_scale=plant_cfg["coulomb_velocity_scale"]))
+        coulomb_velocity_scale=plant_cfg["coulomb_velocity_scale"], mass_scale=plant_cfg["mass_scale"]))
     q0 = plant.q.copy()  # the plant's initial state: the neutral configuration (a mechanism's home pose)
     if plant_cfg["initial_position"] is not None:
         q0[q_idx] = _vector(plant_cfg["initial_position"], n, f"{src}: [plant] initial_position")

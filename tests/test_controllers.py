@@ -47,7 +47,7 @@ GENERIC_KINDS = {k: c for k, c in CONTROLLER_KINDS.items() if c.__module__ == "l
 def arm7(mass_scale=1.0):
     """arm7, optionally with every body's mass and inertia scaled (a wrong model for the controller)."""
     model = load_urdf(rtctl.bundled_model_path("arm7"))
-    if mass_scale != 1.0:  # as Model.scale_inertia does: scale the arrays, then re-pack the kernel tables
+    if mass_scale != 1.0:  # as Model.with_inertia_scaled does: scale the arrays, then re-pack the kernel tables
         model.mass = model.mass * mass_scale
         model.inertia_com = model.inertia_com * mass_scale
         model.packed_int, model.packed_float = model._pack()

@@ -228,13 +228,15 @@ def test_substeps_equal_smaller_steps(name, integrator):
 def test_create_plant_by_name_and_parameters_round_trip():
     model = load("quadruped12")
     plant = create_plant("rigid_body", model, integrator="rk4", viscous_friction=np.full(model.nv, 0.3),
-                         coulomb_friction=0.1, substeps=3)
+                         coulomb_friction=0.1, substeps=3, mass_scale=1.2)
     assert isinstance(plant, RigidBodyPlant) and isinstance(plant, Plant) and plant.name == "rigid_body"
     params = plant.parameters()
     assert params == {"integrator": "rk4", "substeps": 3, "viscous_friction": [0.3] * model.nv,
-                      "coulomb_friction": 0.1, "coulomb_velocity_scale": 1e-3}
+                      "coulomb_friction": 0.1, "coulomb_velocity_scale": 1e-3, "mass_scale": 1.2}
     again = create_plant("rigid_body", model, **params)
     assert again.parameters() == params
+    assert again.model.total_mass == pytest.approx(1.2 * model.total_mass, rel=1e-15)
+    assert model.total_mass == load("quadruped12").total_mass      # the caller's model is not scaled
     v = np.ones(model.nv)
     assert np.array_equal(plant.friction_forces(v)[:6], np.zeros(6))
     assert np.allclose(plant.friction_forces(v)[6:], -0.3 - 0.1 * np.tanh(1e3), rtol=1e-15)

@@ -64,13 +64,13 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numba import njit
 
 from rtctl.dynamics import kernels as _k
-from rtctl.model import ModelBuilder, combine_inertias
+from rtctl.model import ModelBuilder, combine_inertias, inertia_scale_factor
 
 __all__ = ["GearedMechanismError", "Link", "TurningPair", "GearPair", "GearedMechanism", "grm3", "GRM3_PARAMETERS",
            "GEARED_MODELS", "grm_inverse_dynamics", "grm_forward_dynamics", "brute_force_dynamics"]
@@ -543,6 +543,20 @@ class GearedMechanism:
         return Ms @ np.asarray(a, dtype=float) + Cs, Ms, Cs
 
     # ------------------------------------------------------------------ fast API
+    def with_inertia_scaled(self, factor: float) -> "GearedMechanism":
+        """The same mechanism with every link's mass and inertias times ``factor`` (a model error for
+        robustness tests); its virtual model and secondary-link terms follow."""
+        f = inertia_scale_factor(factor)
+        links = [replace(ln, mass=f * ln.mass, inertia=None if ln.inertia is None else f * np.asarray(ln.inertia),
+                         axial_inertia=f * ln.axial_inertia, transverse_inertia=f * ln.transverse_inertia)
+                 for ln in self.links.values()]
+        out = GearedMechanism(links, self.turning_pairs, self.gear_pairs, base=self.base,
+                              end_effector=self.end_effector, inputs=self.inputs, name=self.name,
+                              gravity=self.gravity)
+        if hasattr(self, "motor_torque_limit"):
+            out.motor_torque_limit = self.motor_torque_limit
+        return out
+
     def dynamics(self, model=None):
         """A :class:`GRMDynamics` (compiled virtual-link ID / FD) on ``model`` (default: the virtual model)."""
         return GRMDynamics(self, model)

@@ -428,6 +428,14 @@ class JawRehabRobot:
         if status:
             raise ValueError(f"rest pose {rest.tolist()} is not in the workspace: {STATUS_REASONS[status]}")
 
+    def with_inertia_scaled(self, factor: float) -> "JawRehabRobot":
+        """The same robot and jaw model with every mass and inertia (platform, legs, mandible) times ``factor``
+        (a model error for robustness tests); the patient's impedance is kept."""
+        return JawRehabRobot(self.robot.with_inertia_scaled(factor), self.jaw.with_inertia_scaled(factor),
+                             rest_pose=self.rest_pose, skull_height=self.skull_height,
+                             incisal_point=self.incisal_offset, hinge_radius=self.hinge_radius,
+                             impedance=self.impedance)
+
     # ------------------------------------------------------------ packing
     def pack(self, impedance: PatientImpedance | None = None, *, viscous_friction=0.0, coulomb_friction=0.0,
              coulomb_velocity_scale: float = 1e-3) -> np.ndarray:

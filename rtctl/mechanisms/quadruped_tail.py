@@ -57,10 +57,13 @@ numba functions; :class:`QuadrupedTail` is the checked Python API.
 """
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
 from numba import njit
+
+from rtctl.model import inertia_scale_factor
 
 __all__ = ["QuadrupedTail", "ACTUATOR_NAMES", "OK", "UNREACHABLE", "SINGULAR"]
 
@@ -676,6 +679,14 @@ class QuadrupedTail:
     m_b = property(lambda s: s.par[P_MB])
     m_t = property(lambda s: s.par[P_MT])
     g = property(lambda s: s.par[P_G])
+
+    def with_inertia_scaled(self, factor: float) -> "QuadrupedTail":
+        """The same robot with every mass and the body's inertia times ``factor`` (a model error for
+        robustness tests)."""
+        f = inertia_scale_factor(factor)
+        out = copy.deepcopy(self)
+        out.par[[P_MTH, P_MSH, P_MB, P_MT, P_IBX, P_IBY, P_IBZ]] *= f
+        return out
 
     def _vec(self, x, n, name):
         a = np.ascontiguousarray(x, dtype=float)

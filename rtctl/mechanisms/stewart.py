@@ -42,6 +42,8 @@ import math
 
 import numpy as np
 
+from rtctl.model import inertia_scale_factor
+
 from . import _stewart_kernels as _k
 
 __all__ = ["StewartPlatform", "TABLE2", "P1", "P2", "WORKSPACE_REASONS", "FK_ERRORS", "paper_trajectory"]
@@ -144,6 +146,15 @@ class StewartPlatform:
         status = self.workspace_status(self.home)
         if status:
             raise ValueError(f"home pose {self.home.tolist()} is not in the workspace: {WORKSPACE_REASONS[status]}")
+
+    def with_inertia_scaled(self, factor: float) -> "StewartPlatform":
+        """The same platform with every mass and inertia times ``factor`` (a model error for robustness tests)."""
+        f = inertia_scale_factor(factor)
+        return StewartPlatform(r_B=self.r_B, r_P=self.r_P, phi_B=self.phi_B, phi_P=self.phi_P, m_P=f * self.m_P,
+                               I_P=f * self.I_P, m_C=f * self.m_C, I_C=f * self.I_C, m_S=f * self.m_S,
+                               I_S=f * self.I_S, b_C=self.b_C, b_S=self.b_S, g=self.g, stroke=self.stroke,
+                               force_limit=self.force_limit, velocity_limit=self.velocity_limit, home=self.home,
+                               min_det_ratio=self.min_det_ratio)
 
     # ------------------------------------------------------------ helpers
     @staticmethod

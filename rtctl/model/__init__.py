@@ -26,6 +26,8 @@ Frames and conventions (SI units throughout):
 """
 from __future__ import annotations
 
+import copy
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -328,6 +330,17 @@ MI_PARENT, MI_TYPE, MI_IQ, MI_IV = 0, 1, 2, 3
 MI_WIDTH = 4
 
 
+def inertia_scale_factor(factor) -> float:
+    """``factor`` as a float if it is a finite number > 0 (the one check of every ``with_inertia_scaled``)."""
+    try:
+        f = float(factor)
+    except (TypeError, ValueError):
+        raise ModelError(f"inertia scale factor must be a number > 0, got {factor!r}") from None
+    if not (math.isfinite(f) and f > 0):
+        raise ModelError(f"inertia scale factor must be finite and > 0, got {factor!r}")
+    return f
+
+
 class Model:
     """A kinematic tree as flat arrays (see the module docstring for conventions)."""
 
@@ -416,13 +429,15 @@ class Model:
             if self.joint_type[i] != FREE_FLYER:
                 self.packed_float[i, MF_ARMATURE] = arm[self.idx_v[i]]
 
-    def scale_inertia(self, factor: float) -> None:
-        """Scale every body's mass and inertia by ``factor`` (a model error for robustness tests)."""
-        if not (np.isfinite(factor) and factor > 0):
-            raise ModelError(f"inertia scale factor must be > 0, got {factor}")
-        self.mass *= factor
-        self.inertia_com *= factor
-        self.packed_int, self.packed_float = self._pack()
+    def with_inertia_scaled(self, factor: float) -> "Model":
+        """A copy with every body's mass and inertia times ``factor`` (a model error for robustness tests);
+        the armature (rotor inertia, a drive property) is kept."""
+        factor = inertia_scale_factor(factor)
+        out = copy.deepcopy(self)
+        out.mass *= factor
+        out.inertia_com *= factor
+        out.packed_int, out.packed_float = out._pack()
+        return out
 
     def set_gravity(self, gravity) -> None:
         self.gravity = np.asarray(gravity, dtype=float).copy()
