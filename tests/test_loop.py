@@ -277,3 +277,16 @@ def test_hardware_is_activated_after_the_process_is_prepared():
         assert collections == []
     finally:
         gc.callbacks.pop()
+
+
+@pytest.mark.parametrize("pace", [False, True])
+def test_request_stop_ends_the_run_after_the_cycle_in_progress_and_only_that_run(pace):
+    def stop_at_cycle_40(cycle, t, state, command):
+        if cycle == 40:
+            loop.request_stop()
+
+    loop = make_loop({"loop": {"pace": pace}}, hooks=(stop_at_cycle_40,))
+    report = loop.run(cycles=100)
+    assert report.cycles == 41 and loop.cycle == 41 and not report.tripped
+    loop.run(cycles=100)                        # the request does not outlive the run it ended
+    assert loop.cycle == 141

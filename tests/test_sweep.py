@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from rtctl.cli import main
 from rtctl.sweep import SweepError, create_backend, load_sweep, read_rows, run_sweep
 from rtctl.sweep.report import pareto_front
+from rtctl.sweep.runner import run_one
 
 PHYSICS = ("status", "tracking_rms", "tracking_max", "peak_effort", "actuator_energy", "trips", "cycles")
 
@@ -199,6 +201,8 @@ high = 1
     ("[sweep]\nbase='missing.toml'\n[[sweep.parameter]]\npath='controller.kp'\nvalues=[1.0]\n", "cannot read"),
     ("[sweep]\nbase='demo'\n[[sweep.parameter]]\npath='controller.kp'\nvalues=[1.0]\n[backend]\nkind='ray'\n",
      "[backend] kind"),
+    *[(f"[sweep]\nbase='demo'\n[[sweep.parameter]]\npath='controller.kp'\nvalues=[1.0]\n[backend]\nrun_timeout={v}\n",
+       "[backend] run_timeout") for v in ("0", "0.0", "-2.5", "'abc'", "inf", "nan", "true", "[1.0]")],
 ])
 def test_bad_sweep_files_name_the_problem(tmp_path, body, message):
     with pytest.raises(SweepError, match=None) as info:
@@ -226,3 +230,53 @@ def test_cli_sweep_and_report(tmp_path, capsys):
     assert main(["sweep-report", str(out), "--out", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     assert main(["sweep", str(tmp_path / "nope.toml"), "--out", str(out)]) == 2
+
+
+TIMEOUT = """
+[sweep]
+base = "demo"
+method = "zip"
+
+[[sweep.parameter]]
+path = "loop.duration"
+values = [0.3, 600.0, 600.0]     # 600 s of control time take far longer than 0.2 s of wall time
+
+[[sweep.parameter]]
+path = "controller.kp"
+values = [400.0, 400.0, 900.0]
+
+[backend]
+run_timeout = 0.2
+"""
+
+
+@pytest.mark.parametrize("kind", ["sequential", "local"])
+def test_wall_clock_limit_stops_slow_runs_with_partial_metrics(tmp_path, kind):
+    sweep = load_sweep(write(tmp_path, TIMEOUT))
+    assert sweep.backend["run_timeout"] == 0.2
+    out = tmp_path / "t.parquet"
+    with create_backend(kind, workers=2) as backend:
+        summary = run_sweep(sweep, out, backend=backend, progress=False)
+    assert summary.by_status == {"ok": 1, "timeout": 2}
+    assert "timeout 2" in summary.format() and "run_timeout" in summary.format()
+    rows = {r["index"]: r for r in read_rows(out)}
+    assert rows[0]["status"] == "ok" and rows[0]["cycles"] == 300 and rows[0]["reason"] == ""
+    for i in (1, 2):
+        row = rows[i]
+        assert row["status"] == "timeout"
+        m = re.fullmatch(r"wall-clock limit 0\.2 s reached at control time (\d+\.\d{3}) s of 600\.0 s "
+                         r"\(cycle (\d+)\)", row["reason"])
+        assert m, row["reason"]
+        assert 0 < row["cycles"] < 600_000 and int(m.group(2)) == row["cycles"]
+        assert float(m.group(1)) == pytest.approx(row["cycles"] * 1e-3, abs=1e-3)
+        # the metrics of the cycles that ran are kept
+        for metric in ("tracking_rms", "tracking_max", "peak_effort", "actuator_energy", "compute_p50_us"):
+            assert math.isfinite(row[metric]) and row[metric] > 0, metric
+        assert row["trips"] == 0
+    # the limit does not touch a run that finishes: same physics as without it
+    run = dict(sweep.runs()[0], run_timeout=None)
+    unlimited = run_one(run)
+    assert tuple(unlimited[k] for k in PHYSICS) == tuple(rows[0][k] for k in PHYSICS)
+    # timeout rows are finished runs: resume skips them
+    again = run_sweep(sweep, out, backend=create_backend("sequential"), progress=False)
+    assert (again.skipped, again.ran) == (3, 0)

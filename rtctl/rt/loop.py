@@ -128,6 +128,7 @@ class ControlLoop:
         self.failures: list[str] = []
         self._driver_ok = True
         self._consecutive_overruns = 0
+        self._stop_requested = False
         self.realtime_message = ""
 
     # -- one cycle ---------------------------------------------------------------
@@ -180,6 +181,11 @@ class ControlLoop:
         if not self.safety.tripped:
             self.safety.estop(reason)
 
+    def request_stop(self) -> None:
+        """End the run at the next cycle boundary, after the cycle in progress (callable from a hook or
+        the telemetry sink). :meth:`run` then returns its report over the cycles that ran."""
+        self._stop_requested = True
+
     # -- the run -------------------------------------------------------------------
     def run(self, duration: float | None = None, cycles: int | None = None) -> LoopReport:
         """Run for ``duration`` seconds of control time or ``cycles`` cycles (one of them)."""
@@ -211,6 +217,7 @@ class ControlLoop:
             else:
                 self._run_unpaced(n_cycles)
         finally:
+            self._stop_requested = False
             if self.realtime.disable_gc:
                 gc.unfreeze()
                 if gc_was_enabled:
@@ -230,6 +237,8 @@ class ControlLoop:
             wake = clock()
             self.step((start + k) * period)
             self.stats.record(period, 0.0, clock() - wake, False)
+            if self._stop_requested:
+                break
 
     def _run_paced(self, n_cycles: int) -> None:
         """Cycles at wall-clock rate; the first one runs untimed so that lazily compiled or
@@ -238,6 +247,8 @@ class ControlLoop:
         period, margin = self.period, self.spin_margin
         self.step(self.cycle * period)
         n_cycles -= 1
+        if self._stop_requested:
+            return
         index = 0
         base = self.cycle
         t0 = clock() + period
@@ -273,6 +284,8 @@ class ControlLoop:
                                       f"(period {period * 1e6:.0f} us)")
             else:
                 self._consecutive_overruns = 0
+            if self._stop_requested:
+                break
 
     def report(self) -> LoopReport:
         n = max(self.cycle, 1)

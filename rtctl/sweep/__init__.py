@@ -17,10 +17,10 @@ from pathlib import Path
 
 from .backends import Backend, create_backend
 from .results import ResultStore, read_columns, read_rows
-from .runner import STATUSES, run_one
+from .runner import FAILURES, STATUSES, run_one
 from .spec import METRICS, Sweep, SweepError, load_sweep
 
-__all__ = ["Backend", "METRICS", "STATUSES", "Sweep", "SweepError", "SweepSummary", "create_backend",
+__all__ = ["Backend", "FAILURES", "METRICS", "STATUSES", "Sweep", "SweepError", "SweepSummary", "create_backend",
            "load_sweep", "read_columns", "read_rows", "run_one", "run_sweep"]
 
 
@@ -40,8 +40,12 @@ class SweepSummary:
 
     def format(self) -> str:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(self.by_status.items())) or "none"
-        return (f"{self.total} runs: {self.skipped} already done, {self.ran} ran in {self.wall_s:.1f} s "
+        text = (f"{self.total} runs: {self.skipped} already done, {self.ran} ran in {self.wall_s:.1f} s "
                 f"({self.runs_per_s:.2f} runs/s on {self.workers} workers); statuses: {counts} -> {self.path}")
+        if self.by_status.get("timeout"):
+            text += (f"\n{self.by_status['timeout']} runs hit the wall-clock limit ([backend] run_timeout) and were "
+                     f"stopped early (their rows hold the cycles that ran); raise it and use --fresh to re-run them")
+        return text
 
 
 def run_sweep(sweep: Sweep, out: str | Path, *, backend: Backend | None = None, resume: bool = True,
@@ -72,7 +76,10 @@ def run_sweep(sweep: Sweep, out: str | Path, *, backend: Backend | None = None, 
             by_status[row["status"]] = by_status.get(row["status"], 0) + 1
             if bar is not None:
                 bar.update(1)
-                bar.set_postfix(failed=sum(v for k, v in by_status.items() if k != "ok"))
+                failed = {"failed": sum(v for k, v in by_status.items() if k != "ok")}
+                if by_status.get("timeout"):  # a failure kind of its own: the limit may just be too tight
+                    failed["timeout"] = by_status["timeout"]
+                bar.set_postfix(failed)
         wall = time.perf_counter() - start
         workers = backend.workers
     finally:

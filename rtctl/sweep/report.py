@@ -14,7 +14,8 @@ import numpy as np
 
 from .results import read_columns
 
-STATUS_COLOURS = {"ok": "tab:blue", "tripped": "tab:orange", "diverged": "tab:red", "error": "black"}
+STATUS_COLOURS = {"ok": "tab:blue", "tripped": "tab:orange", "diverged": "tab:red", "error": "black",
+                  "timeout": "tab:purple"}
 
 
 def pareto_front(x, y) -> np.ndarray:

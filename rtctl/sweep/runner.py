@@ -3,6 +3,12 @@
 A run never raises: a config that does not build, a controller that raises,
 a state that diverges or a safety trip all come back as a row with a
 ``status`` and a ``reason`` (failures are data).
+
+A run may carry a wall-clock limit (``run["run_timeout"]``, seconds; ``[backend]
+run_timeout`` of the sweep file). It is cooperative: the metrics sink looks at
+the clock every few cycles and asks the loop to stop at the next cycle
+boundary once the limit has passed; the row is then ``timeout`` with the
+metrics of the cycles that ran.
 """
 from __future__ import annotations
 
@@ -12,7 +18,11 @@ import traceback
 import numpy as np
 from numba import njit
 
-STATUSES = ("ok", "tripped", "diverged", "error")
+STATUSES = ("ok", "tripped", "diverged", "error", "timeout")
+FAILURES = STATUSES[1:]
+
+CHECK_EVERY = 256      # the most cycles between two looks at the clock (a power of two <= 256: small cached ints)
+CHECK_WALL = 0.02      # ... fewer when cycles are slow: aim at one look per ~20 ms of wall time
 
 
 @njit(cache=True)
@@ -33,19 +43,52 @@ def _accumulate_effort(effort, v, v_index, dt, peak, energy):
 
 
 class MetricsSink:
-    """The loop's per-cycle sink (the slot telemetry uses): effort and energy metrics, divergence detection."""
+    """The loop's per-cycle sink (the slot telemetry uses): effort and energy metrics, divergence detection,
+    and the wall-clock limit ``limit`` (s, ``None``: none).
 
-    def __init__(self, loop):
+    The limit's clock starts after the first cycle, like the paced loop's timing: build, the loop's
+    set-up (a full garbage collection) and the first cycle's one-off work (numba cache loads, first
+    touches) depend on the worker process, not on the run.
+    """
+
+    def __init__(self, loop, limit: float | None = None):
         self.v_index = np.asarray(loop.controller.v_index, dtype=np.int64)
         self.dt = loop.period
         self.peak = np.zeros(1)
         self.energy = np.zeros(1)
         self.diverged_at = -1.0
+        self.limit = limit
+        self.timed_out = False
+        self._deadline = self._last_check = None   # set at the first look at the clock
+        self._interval = self._countdown = 1
 
     def sample(self, loop, t: float) -> None:
         finite = _accumulate_effort(loop.command.effort, loop.state.v, self.v_index, self.dt, self.peak, self.energy)
         if not finite and self.diverged_at < 0:
             self.diverged_at = t
+        if self.limit is not None:
+            self._countdown -= 1   # stays within 0..CHECK_EVERY: no int is allocated per cycle
+            if self._countdown == 0:
+                self._check_clock(loop)
+
+    def _check_clock(self, loop) -> None:
+        now = time.perf_counter()
+        if self._deadline is None:  # after the first cycle: start the clock
+            self._deadline, self._last_check = now + self.limit, now
+            self._countdown = 1
+            return
+        if now >= self._deadline:
+            self.timed_out = True
+            loop.request_stop()    # the loop ends after this cycle
+            self._countdown = CHECK_EVERY
+            return
+        elapsed, n = now - self._last_check, self._interval
+        if elapsed * CHECK_EVERY <= CHECK_WALL * n:  # fast cycles: the full interval stays within CHECK_WALL
+            n = CHECK_EVERY
+        else:
+            n = max(1, min(CHECK_EVERY, int(n * CHECK_WALL / elapsed)))
+        self._interval = self._countdown = n
+        self._last_check = now
 
 
 def _failure(run: dict, status: str, reason: str, wall: float) -> dict:
@@ -54,7 +97,8 @@ def _failure(run: dict, status: str, reason: str, wall: float) -> dict:
 
 
 def run_one(run: dict) -> dict:
-    """Run one sweep entry (``{"run_id", "index", "params", "config"}``) and return its row."""
+    """Run one sweep entry (``{"run_id", "index", "params", "config"}``, optionally ``"run_timeout"``: a
+    wall-clock limit in s on the simulation's cycles, see :class:`MetricsSink`) and return its row."""
     from ..config import build
 
     start = time.perf_counter()
@@ -62,7 +106,8 @@ def run_one(run: dict) -> dict:
         loop = build(run["config"])
     except Exception as exc:  # noqa: BLE001  a run that cannot be built is recorded, not fatal
         return _failure(run, "error", f"build: {type(exc).__name__}: {exc}", time.perf_counter() - start)
-    sink = MetricsSink(loop)
+    limit = run.get("run_timeout")
+    sink = MetricsSink(loop, limit)
     loop.telemetry = sink
     duration = run["config"]["loop"]["duration"]
     try:
@@ -71,6 +116,8 @@ def run_one(run: dict) -> dict:
         tail = traceback.format_exc(limit=3)
         return _failure(run, "error", f"run: {type(exc).__name__}: {exc}\n{tail}", time.perf_counter() - start)
     wall = time.perf_counter() - start
+    # stopped by the limit before the last cycle (a limit passed on the very last cycle cut nothing short)
+    timed_out = sink.timed_out and report.cycles < int(round(duration * loop.rate_hz))
     state_finite = bool(np.all(np.isfinite(loop.state.q)) and np.all(np.isfinite(loop.state.v)))
     if sink.diverged_at >= 0 or not state_finite:
         status = "diverged"
@@ -79,8 +126,14 @@ def run_one(run: dict) -> dict:
         status, reason = "error", "; ".join(report.failures)
     elif report.tripped:
         status, reason = "tripped", report.trip_reason
+    elif timed_out:
+        status, reason = "timeout", ""
     else:
         status, reason = "ok", ""
+    if timed_out:
+        cut = (f"wall-clock limit {float(limit)!r} s reached at control time {report.duration:.3f} s "
+               f"of {float(duration)!r} s (cycle {report.cycles})")
+        reason = cut if status == "timeout" else f"{reason}; stopped early: {cut}"
     compute = report.timing.get("compute", {})
     row = {
         "run_id": run["run_id"], "index": run["index"], "status": status, "reason": reason,

@@ -24,11 +24,19 @@ A sweep is a TOML file::
     kind = "local"               # local (process pool) | dask
     workers = 0                  # local: worker processes (0 = one per core); dask LocalCluster size
     address = ""                 # dask: scheduler address, e.g. "tcp://10.0.0.5:8786" ("" = a LocalCluster)
+    run_timeout = 60.0           # optional: wall-clock limit of each run's simulation (s; default: none)
 
 ``grid`` runs the Cartesian product of the value lists, ``zip`` runs them
 side by side (equal lengths: an explicit list of runs). Every generated run
 config is validated by :func:`rtctl.config.validate` before anything runs; an
 error names the sweep file, the parameter and the value.
+
+``run_timeout`` is cooperative and the same on every backend: a run whose
+simulation is still going after that many seconds of wall time (counted from
+the end of its first cycle: build and one-off set-up excluded) stops at a
+cycle boundary and is recorded as ``timeout`` with the metrics of the cycles
+that ran. It is an execution setting like ``workers``: it does not change the
+run ids, so a resumed sweep keeps its timeout rows (``--fresh`` re-runs them).
 """
 from __future__ import annotations
 
@@ -89,7 +97,8 @@ class Sweep:
     seed: int = 0
     duration: float | None = None
     metrics: tuple = METRICS
-    backend: dict = field(default_factory=lambda: {"kind": "local", "workers": 0, "address": ""})
+    backend: dict = field(default_factory=lambda: {"kind": "local", "workers": 0, "address": "",
+                                                   "run_timeout": None})
 
     def runs(self) -> list[dict]:
         """The runs: ``[{"run_id", "params": {path: value}, "config": run config}, ...]`` in a fixed order."""
@@ -113,7 +122,8 @@ class Sweep:
                 raise SweepError(str(exc)) from None
             checked["_dir"], checked["_source"] = self.base_dir, where
             run_id = _digest({"base": base_digest, "params": params, "duration": self.duration})[:16]
-            runs.append({"run_id": run_id, "index": index, "params": params, "config": checked})
+            runs.append({"run_id": run_id, "index": index, "params": params, "config": checked,
+                         "run_timeout": self.backend.get("run_timeout")})
         ids = [r["run_id"] for r in runs]
         if len(set(ids)) != len(ids):
             raise SweepError(f"{self.source}: two runs have the same parameter values; each run must differ")
@@ -268,10 +278,11 @@ def load_sweep(path: str | Path) -> Sweep:
 def _backend(raw, source: str) -> dict:
     if not isinstance(raw, dict):
         raise SweepError(f"{source}: [backend] must be a table")
-    bad = sorted(set(raw) - {"kind", "workers", "address"})
+    bad = sorted(set(raw) - {"kind", "workers", "address", "run_timeout"})
     if bad:
-        raise SweepError(f"{source}: [backend] unknown key '{bad[0]}'; allowed: address, kind, workers")
-    out = {"kind": raw.get("kind", "local"), "workers": raw.get("workers", 0), "address": raw.get("address", "")}
+        raise SweepError(f"{source}: [backend] unknown key '{bad[0]}'; allowed: address, kind, run_timeout, workers")
+    out = {"kind": raw.get("kind", "local"), "workers": raw.get("workers", 0), "address": raw.get("address", ""),
+           "run_timeout": raw.get("run_timeout")}
     if out["kind"] not in BACKENDS:
         raise SweepError(f"{source}: [backend] kind must be one of {list(BACKENDS)}, got {out['kind']!r}")
     w = out["workers"]
@@ -279,4 +290,10 @@ def _backend(raw, source: str) -> dict:
         raise SweepError(f"{source}: [backend] workers must be an integer >= 0 (0: one per core), got {w!r}")
     if not isinstance(out["address"], str):
         raise SweepError(f"{source}: [backend] address must be a string like \"tcp://host:8786\"")
+    limit = out["run_timeout"]
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not math.isfinite(limit) or limit <= 0:
+            raise SweepError(f"{source}: [backend] run_timeout: the wall-clock limit of a run must be a finite "
+                             f"number of seconds > 0, got {limit!r}")
+        out["run_timeout"] = float(limit)
     return out
