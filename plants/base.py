@@ -14,7 +14,7 @@ import numbers
 
 import numpy as np
 
-from rtctl.model import Model
+from rtctl.model import Model, payload_mass
 from rtctl.registry import Registry
 
 
@@ -68,6 +68,30 @@ def check_integration_options(integrator, substeps, coulomb_velocity_scale, allo
     if not 0.0 < scale < math.inf:
         raise ValueError(f"coulomb_velocity_scale must be finite and > 0, got {coulomb_velocity_scale!r}")
     return integrator, int(substeps), scale
+
+
+def payload_settings(mass, frame, offset) -> dict:
+    """The payload options as the plant's settings (mass validated; ``frame`` / ``offset`` None: defaults)."""
+    return dict(payload_mass=payload_mass(mass), payload_frame=frame,
+                payload_offset=None if offset is None else np.asarray(offset, dtype=float).tolist())
+
+
+def with_tree_payload(model: Model, settings: dict, default_frame: str) -> Model:
+    """``model`` with the payload of ``settings`` (from :func:`payload_settings`) fused into its tree."""
+    if settings["payload_mass"] == 0 and settings["payload_frame"] is None and settings["payload_offset"] is None:
+        return model
+    offset = settings["payload_offset"] if settings["payload_offset"] is not None else (0.0, 0.0, 0.0)
+    return model.with_payload(settings["payload_frame"] or default_frame, settings["payload_mass"], offset)
+
+
+def centred_payload(plant: str, body: str, settings: dict) -> float:
+    """The payload mass of a plant whose formulation carries one only at the centre of mass of ``body``."""
+    offset = settings["payload_offset"]
+    if settings["payload_frame"] not in (None, body) or (offset is not None and any(x != 0 for x in offset)):
+        raise ValueError(f"the {plant} plant carries a payload only at the centre of mass of its {body} "
+                         f"(payload_frame '{body}', no payload_offset); got payload_frame="
+                         f"{settings['payload_frame']!r}, payload_offset={offset!r}")
+    return settings["payload_mass"]
 
 
 PLANTS = Registry("plant", package="plants")

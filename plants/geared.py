@@ -23,7 +23,7 @@ from rtctl.dynamics.kernels import OK
 from rtctl.mechanisms.geared import GEARED_MECHANISMS, GearedMechanism, grm_forward_dynamics
 from rtctl.model import Model, inertia_scale_factor
 
-from .base import Plant, check_integration_options, register_plant
+from .base import Plant, check_integration_options, payload_settings, register_plant, with_tree_payload
 
 __all__ = ["GearedPlant"]
 
@@ -110,7 +110,8 @@ class GearedPlant(Plant):
 
     def __init__(self, model: Model, *, mechanism: GearedMechanism | None = None, integrator: str = "rk4",
                  substeps: int = 1, viscous_friction=0.0, coulomb_friction=0.0, coulomb_velocity_scale=1e-3,
-                 mass_scale: float = 1.0):
+                 mass_scale: float = 1.0, payload_mass: float = 0.0, payload_frame: str | None = None,
+                 payload_offset=None):
         if mechanism is None:
             if model.name not in GEARED_MECHANISMS:
                 raise ValueError(f"geared plant: no built-in mechanism for model '{model.name}' "
@@ -118,8 +119,10 @@ class GearedPlant(Plant):
             mechanism = GEARED_MECHANISMS[model.name]()
         integrator, substeps, scale = check_integration_options(integrator, substeps, coulomb_velocity_scale)
         mass_scale = inertia_scale_factor(mass_scale)
+        self._payload = payload_settings(payload_mass, payload_frame, payload_offset)
         if mass_scale != 1.0:
             model, mechanism = model.with_inertia_scaled(mass_scale), mechanism.with_inertia_scaled(mass_scale)
+        model = with_tree_payload(model, self._payload, "end_effector")
         super().__init__(model)
         self._mass_scale = mass_scale
         self.mechanism = mechanism
@@ -158,4 +161,4 @@ class GearedPlant(Plant):
     def parameters(self) -> dict:
         return dict(mechanism=self.mechanism.name, substeps=self._substeps, viscous_friction=self._visc.tolist(),
                     coulomb_friction=self._coul.tolist(), coulomb_velocity_scale=self._scale,
-                    mass_scale=self._mass_scale)
+                    mass_scale=self._mass_scale, **self._payload)

@@ -30,7 +30,7 @@ from rtctl.mechanisms import _jaw_kernels as _jk
 from rtctl.mechanisms.jaw import STATUS_REASONS, JawRehabRobot, PatientImpedance
 from rtctl.model import Model, inertia_scale_factor
 
-from .base import Plant, check_integration_options, register_plant, time_step
+from .base import Plant, centred_payload, check_integration_options, payload_settings, register_plant, time_step
 
 __all__ = ["JawPlant"]
 
@@ -55,13 +55,16 @@ class JawPlant(Plant):
                  substeps: int = 1, viscous_friction=0.0, coulomb_friction=0.0,
                  coulomb_velocity_scale: float = 1e-3, impedance: PatientImpedance | None = None,
                  stiffness=None, damping=None, bolus_damping=None, bolus_force=None, bolus_band=None,
-                 bolus_edge=None, bolus_velocity_scale=None, mass_scale: float = 1.0):
+                 bolus_edge=None, bolus_velocity_scale=None, mass_scale: float = 1.0, payload_mass: float = 0.0,
+                 payload_frame: str | None = None, payload_offset=None):
         if model.nq != 6 or model.nv != 6:
             raise ValueError(f"the jaw plant needs the 6-leg actuator-space model, got nq={model.nq}, nv={model.nv}")
         integrator, substeps, scale = check_integration_options(integrator, substeps, coulomb_velocity_scale)
         mass_scale = inertia_scale_factor(mass_scale)
+        payload = payload_settings(payload_mass, payload_frame, payload_offset)
+        carried = centred_payload("jaw", "platform", payload)
         super().__init__(model)
-        self.mechanism = m = (mechanism or JawRehabRobot()).with_inertia_scaled(mass_scale)
+        self.mechanism = m = (mechanism or JawRehabRobot()).with_inertia_scaled(mass_scale).with_payload(carried)
         if impedance is not None and not isinstance(impedance, PatientImpedance):
             raise ValueError(f"impedance must be a PatientImpedance, got {type(impedance).__name__}")
         self.impedance = (impedance or m.impedance).replace(
@@ -73,7 +76,7 @@ class JawPlant(Plant):
         self._settings = dict(integrator=integrator, substeps=substeps,
                               viscous_friction=self.P[_jk.CPL, _jk.C_VISC:_jk.C_VISC + 6].tolist(),
                               coulomb_friction=self.P[_jk.CPL, _jk.C_COUL:_jk.C_COUL + 6].tolist(),
-                              coulomb_velocity_scale=scale, mass_scale=mass_scale,
+                              coulomb_velocity_scale=scale, mass_scale=mass_scale, **payload,
                               impedance=self.impedance.as_dict())
         self._S = np.zeros((_jk.NS, 6))
         self.x, self.xd = self._S[_jk.S_X], self._S[_jk.S_XD]

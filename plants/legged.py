@@ -225,14 +225,16 @@ class LeggedPlant(RigidBodyPlant):
     def __init__(self, model: Model, *, robot=None, contact_bodies=None, contact_points=None, contact=None,
                  forward_dynamics: str = "aba", integrator: str = "semi_implicit_euler", substeps: int = 8,
                  viscous_friction=0.0, coulomb_friction=0.0, coulomb_velocity_scale: float = 1e-3,
-                 mass_scale: float = 1.0, **options):
+                 mass_scale: float = 1.0, payload_mass: float = 0.0, payload_frame: str | None = None,
+                 payload_offset=None, **options):
         unknown = sorted(set(options) - set(_CONTACT_OPTIONS))
         if unknown:
             raise ValueError(f"unknown option '{unknown[0]}' for the legged plant; contact options: "
                              f"{sorted(_CONTACT_OPTIONS)}")
         super().__init__(model, integrator=integrator, substeps=substeps, viscous_friction=viscous_friction,
                          coulomb_friction=coulomb_friction, coulomb_velocity_scale=coulomb_velocity_scale,
-                         mass_scale=mass_scale)
+                         mass_scale=mass_scale, payload_mass=payload_mass, payload_frame=payload_frame,
+                         payload_offset=payload_offset)
         if forward_dynamics not in FORWARD_DYNAMICS:
             raise ValueError(f"forward_dynamics must be one of {list(FORWARD_DYNAMICS)}, got {forward_dynamics!r}")
         self.contact_model = self._contact_model(contact, options)

@@ -25,7 +25,7 @@ from rtctl.mechanisms import quadruped_tail as _qt
 from rtctl.mechanisms.quadruped_tail import QuadrupedTail
 from rtctl.model import Model, inertia_scale_factor
 
-from .base import Plant, check_integration_options, register_plant
+from .base import Plant, centred_payload, check_integration_options, payload_settings, register_plant
 
 __all__ = ["QuadrupedTailPlant"]
 
@@ -42,16 +42,19 @@ class QuadrupedTailPlant(Plant):
 
     def __init__(self, model: Model, *, mechanism: QuadrupedTail | None = None, integrator: str = "rk4",
                  substeps: int = 1, viscous_friction=0.0, coulomb_friction=0.0, coulomb_velocity_scale=1e-3,
-                 mass_scale: float = 1.0):
+                 mass_scale: float = 1.0, payload_mass: float = 0.0, payload_frame: str | None = None,
+                 payload_offset=None):
         if model.nq != 14 or model.nv != 14:
             raise ValueError(f"the quadruped_tail plant needs the 14-actuator model, got nq={model.nq}")
         integrator, substeps, _ = check_integration_options(integrator, substeps, coulomb_velocity_scale)
         if np.any(np.asarray(viscous_friction, float) != 0) or np.any(np.asarray(coulomb_friction, float) != 0):
             raise ValueError("the quadruped_tail plant has no joint friction model; leave the friction keys 0")
         mass_scale = inertia_scale_factor(mass_scale)
+        self._payload = payload_settings(payload_mass, payload_frame, payload_offset)
+        carried = centred_payload("quadruped_tail", "torso", self._payload)
         super().__init__(model)
         self._mass_scale = mass_scale
-        self.mechanism = (mechanism or QuadrupedTail()).with_inertia_scaled(mass_scale)
+        self.mechanism = (mechanism or QuadrupedTail()).with_inertia_scaled(mass_scale).with_payload(carried)
         self._substeps = int(substeps)
         self.x = np.zeros(8)          # generalized coordinates q
         self.xd = np.zeros(8)         # q-dot
@@ -109,7 +112,7 @@ class QuadrupedTailPlant(Plant):
         self.t += dt
 
     def parameters(self) -> dict:
-        return dict(integrator="rk4", substeps=self._substeps, mass_scale=self._mass_scale)
+        return dict(integrator="rk4", substeps=self._substeps, mass_scale=self._mass_scale, **self._payload)
 
     def __repr__(self):
         return f"QuadrupedTailPlant(substeps={self._substeps}, q={np.round(self.x, 4).tolist()})"

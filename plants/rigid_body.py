@@ -48,7 +48,7 @@ from rtctl.dynamics.kernels import (NOT_FINITE, OK, SINGULAR, WRONG_LENGTH, aba,
 from rtctl.model import FREE_FLYER, MI_IQ, MI_TYPE, Model, inertia_scale_factor
 from rtctl.rt.interfaces import actuated_indices
 
-from .base import Plant, check_integration_options, register_plant
+from .base import Plant, check_integration_options, payload_settings, register_plant, with_tree_payload
 
 __all__ = ["RigidBodyPlant", "INTEGRATORS", "RK4", "SEMI_IMPLICIT_EULER", "DIVERGED", "INVALID_ARGUMENT",
            "WORK_ROWS", "work_array"]
@@ -263,12 +263,15 @@ class RigidBodyPlant(Plant):
     """
 
     def __init__(self, model: Model, *, integrator: str = "rk4", substeps: int = 1, viscous_friction=0.0,
-                 coulomb_friction=0.0, coulomb_velocity_scale: float = 1e-3, mass_scale: float = 1.0):
+                 coulomb_friction=0.0, coulomb_velocity_scale: float = 1e-3, mass_scale: float = 1.0,
+                 payload_mass: float = 0.0, payload_frame: str | None = None, payload_offset=None):
         integrator, substeps, scale = check_integration_options(integrator, substeps, coulomb_velocity_scale,
                                                                 allowed=tuple(INTEGRATORS))
         mass_scale = inertia_scale_factor(mass_scale)
+        payload = payload_settings(payload_mass, payload_frame, payload_offset)
         if mass_scale != 1.0:
             model = model.with_inertia_scaled(mass_scale)
+        model = with_tree_payload(model, payload, model.body_names[-1])
         super().__init__(model)
         _, actuated_v, _ = actuated_indices(model)
         self._viscous, viscous_setting = _friction_vector(viscous_friction, "viscous_friction", model.nv, actuated_v)
@@ -280,6 +283,7 @@ class RigidBodyPlant(Plant):
             "coulomb_friction": coulomb_setting,
             "coulomb_velocity_scale": scale,
             "mass_scale": mass_scale,
+            **payload,
         }
         self._method = INTEGRATORS[integrator]
         self._substeps = int(substeps)

@@ -60,6 +60,11 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "coulomb_friction": Key("floats", 0.0, low=0.0),
         "coulomb_velocity_scale": Key("float", 1e-3, positive=True),
         "mass_scale": Key("float", 1.0, positive=True, high=100.0),
+        # a point mass the controller's model does not know: kg, link or frame (default: the last link; the
+        # mechanism plants: their platform / torso centre only), offset in that frame (m)
+        "payload_mass": Key("float", 0.0, low=0.0),
+        "payload_frame": Key("str", None),
+        "payload_offset": Key("floats", None),
         "initial_position": Key("floats", None),
     },
     "driver": {
@@ -414,7 +419,9 @@ def build(cfg: dict):
         plant_cfg["type"], plant_model, **extra,
         viscous_friction=friction(plant_cfg["viscous_friction"], "viscous_friction"),
         coulomb_friction=friction(plant_cfg["coulomb_friction"], "coulomb_friction"),
-        coulomb_velocity_scale=plant_cfg["coulomb_velocity_scale"], mass_scale=plant_cfg["mass_scale"]))
+        coulomb_velocity_scale=plant_cfg["coulomb_velocity_scale"], mass_scale=plant_cfg["mass_scale"],
+        payload_mass=plant_cfg["payload_mass"], payload_frame=plant_cfg["payload_frame"],
+        payload_offset=plant_cfg["payload_offset"]))
     q0 = plant.q.copy()  # the plant's initial state: the neutral configuration (a mechanism's home pose)
     if plant_cfg["initial_position"] is not None:
         q0[q_idx] = _vector(plant_cfg["initial_position"], n, f"{src}: [plant] initial_position")

@@ -232,7 +232,8 @@ def test_create_plant_by_name_and_parameters_round_trip():
     assert isinstance(plant, RigidBodyPlant) and isinstance(plant, Plant) and plant.name == "rigid_body"
     params = plant.parameters()
     assert params == {"integrator": "rk4", "substeps": 3, "viscous_friction": [0.3] * model.nv,
-                      "coulomb_friction": 0.1, "coulomb_velocity_scale": 1e-3, "mass_scale": 1.2}
+                      "coulomb_friction": 0.1, "coulomb_velocity_scale": 1e-3, "mass_scale": 1.2,
+                      "payload_mass": 0.0, "payload_frame": None, "payload_offset": None}
     again = create_plant("rigid_body", model, **params)
     assert again.parameters() == params
     assert again.model.total_mass == pytest.approx(1.2 * model.total_mass, rel=1e-15)

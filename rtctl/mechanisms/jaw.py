@@ -436,6 +436,12 @@ class JawRehabRobot:
                              incisal_point=self.incisal_offset, hinge_radius=self.hinge_radius,
                              impedance=self.impedance)
 
+    def with_payload(self, mass: float) -> "JawRehabRobot":
+        """The same robot carrying a point mass ``mass`` (kg) at the centre of mass of its moving platform."""
+        return JawRehabRobot(self.robot.with_payload(mass), self.jaw, rest_pose=self.rest_pose,
+                             skull_height=self.skull_height, incisal_point=self.incisal_offset,
+                             hinge_radius=self.hinge_radius, impedance=self.impedance)
+
     # ------------------------------------------------------------ packing
     def pack(self, impedance: PatientImpedance | None = None, *, viscous_friction=0.0, coulomb_friction=0.0,
              coulomb_velocity_scale: float = 1e-3) -> np.ndarray:

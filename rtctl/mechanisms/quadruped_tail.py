@@ -63,7 +63,7 @@ import math
 import numpy as np
 from numba import njit
 
-from rtctl.model import inertia_scale_factor
+from rtctl.model import inertia_scale_factor, payload_mass
 
 __all__ = ["QuadrupedTail", "ACTUATOR_NAMES", "OK", "UNREACHABLE", "SINGULAR"]
 
@@ -686,6 +686,12 @@ class QuadrupedTail:
         f = inertia_scale_factor(factor)
         out = copy.deepcopy(self)
         out.par[[P_MTH, P_MSH, P_MB, P_MT, P_IBX, P_IBY, P_IBZ]] *= f
+        return out
+
+    def with_payload(self, mass: float) -> "QuadrupedTail":
+        """The same robot carrying a point mass ``mass`` (kg) at the torso's centre of mass."""
+        out = copy.deepcopy(self)
+        out.par[P_MB] += payload_mass(mass)
         return out
 
     def _vec(self, x, n, name):

@@ -42,7 +42,7 @@ import math
 
 import numpy as np
 
-from rtctl.model import inertia_scale_factor
+from rtctl.model import inertia_scale_factor, payload_mass
 
 from . import _stewart_kernels as _k
 
@@ -147,14 +147,23 @@ class StewartPlatform:
         if status:
             raise ValueError(f"home pose {self.home.tolist()} is not in the workspace: {WORKSPACE_REASONS[status]}")
 
+    def _rebuilt(self, **changes) -> "StewartPlatform":
+        params = dict(r_B=self.r_B, r_P=self.r_P, phi_B=self.phi_B, phi_P=self.phi_P, m_P=self.m_P, I_P=self.I_P,
+                      m_C=self.m_C, I_C=self.I_C, m_S=self.m_S, I_S=self.I_S, b_C=self.b_C, b_S=self.b_S, g=self.g,
+                      stroke=self.stroke, force_limit=self.force_limit, velocity_limit=self.velocity_limit,
+                      home=self.home, min_det_ratio=self.min_det_ratio)
+        params.update(changes)
+        return StewartPlatform(**params)
+
     def with_inertia_scaled(self, factor: float) -> "StewartPlatform":
         """The same platform with every mass and inertia times ``factor`` (a model error for robustness tests)."""
         f = inertia_scale_factor(factor)
-        return StewartPlatform(r_B=self.r_B, r_P=self.r_P, phi_B=self.phi_B, phi_P=self.phi_P, m_P=f * self.m_P,
-                               I_P=f * self.I_P, m_C=f * self.m_C, I_C=f * self.I_C, m_S=f * self.m_S,
-                               I_S=f * self.I_S, b_C=self.b_C, b_S=self.b_S, g=self.g, stroke=self.stroke,
-                               force_limit=self.force_limit, velocity_limit=self.velocity_limit, home=self.home,
-                               min_det_ratio=self.min_det_ratio)
+        return self._rebuilt(m_P=f * self.m_P, I_P=f * self.I_P, m_C=f * self.m_C, I_C=f * self.I_C,
+                             m_S=f * self.m_S, I_S=f * self.I_S)
+
+    def with_payload(self, mass: float) -> "StewartPlatform":
+        """The same platform carrying a point mass ``mass`` (kg) at its centre of mass (the origin of {P})."""
+        return self._rebuilt(m_P=self.m_P + payload_mass(mass))
 
     # ------------------------------------------------------------ helpers
     @staticmethod

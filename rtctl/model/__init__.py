@@ -341,6 +341,17 @@ def inertia_scale_factor(factor) -> float:
     return f
 
 
+def payload_mass(mass) -> float:
+    """``mass`` (kg) as a float if it is a finite number >= 0 (the one check of every ``with_payload``)."""
+    try:
+        m = float(mass)
+    except (TypeError, ValueError):
+        raise ModelError(f"payload mass must be a number of kg >= 0, got {mass!r}") from None
+    if not (math.isfinite(m) and m >= 0):
+        raise ModelError(f"payload mass must be finite and >= 0 kg, got {mass!r}")
+    return m
+
+
 class Model:
     """A kinematic tree as flat arrays (see the module docstring for conventions)."""
 
@@ -436,6 +447,26 @@ class Model:
         out = copy.deepcopy(self)
         out.mass *= factor
         out.inertia_com *= factor
+        out.packed_int, out.packed_float = out._pack()
+        return out
+
+    def with_payload(self, frame: str, mass: float, offset=(0.0, 0.0, 0.0)) -> "Model":
+        """A copy carrying a point mass ``mass`` (kg) at ``offset`` (m, in the link or merged frame ``frame``),
+        fused into the body that frame is attached to (a payload the controller's model may not know)."""
+        f = self.frame(frame)
+        if f.body < 0:
+            raise ModelError(f"payload frame '{frame}' of model '{self.name}' is fixed to the world")
+        m = payload_mass(mass)
+        try:
+            off = np.array(offset, dtype=float).reshape(3)
+        except (TypeError, ValueError):
+            off = np.full(3, np.nan)
+        if not np.all(np.isfinite(off)):
+            raise ModelError(f"payload offset must be 3 finite numbers (m), got {offset!r}")
+        out = copy.deepcopy(self)
+        b = f.body
+        out.mass[b], out.com[b], out.inertia_com[b] = combine_inertias(
+            out.mass[b], out.com[b], out.inertia_com[b], m, f.rotation @ off + f.translation, np.zeros((3, 3)))
         out.packed_int, out.packed_float = out._pack()
         return out
 
