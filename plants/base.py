@@ -14,7 +14,7 @@ import numbers
 
 import numpy as np
 
-from rtctl.model import Model, payload_mass
+from rtctl.model import Model, inertia_scale_factor, payload_mass
 from rtctl.registry import Registry
 
 
@@ -84,14 +84,19 @@ def with_tree_payload(model: Model, settings: dict, default_frame: str) -> Model
     return model.with_payload(settings["payload_frame"] or default_frame, settings["payload_mass"], offset)
 
 
-def centred_payload(plant: str, body: str, settings: dict) -> float:
-    """The payload mass of a plant whose formulation carries one only at the centre of mass of ``body``."""
-    offset = settings["payload_offset"]
-    if settings["payload_frame"] not in (None, body) or (offset is not None and any(x != 0 for x in offset)):
+def mechanism_with_model_errors(mechanism, plant: str, body: str, mass_scale, payload_mass, payload_frame,
+                                payload_offset):
+    """``(mechanism', settings)``: a mechanism plant's model errors, every mass and inertia times
+    ``mass_scale`` and a payload, which these formulations carry only at the centre of mass of ``body``."""
+    scale = inertia_scale_factor(mass_scale)
+    payload = payload_settings(payload_mass, payload_frame, payload_offset)
+    offset = payload["payload_offset"]
+    if payload_frame not in (None, body) or (offset is not None and any(x != 0 for x in offset)):
         raise ValueError(f"the {plant} plant carries a payload only at the centre of mass of its {body} "
-                         f"(payload_frame '{body}', no payload_offset); got payload_frame="
-                         f"{settings['payload_frame']!r}, payload_offset={offset!r}")
-    return settings["payload_mass"]
+                         f"(payload_frame '{body}', no payload_offset); got payload_frame={payload_frame!r}, "
+                         f"payload_offset={offset!r}")
+    return mechanism.with_inertia_scaled(scale).with_payload(payload["payload_mass"]), dict(mass_scale=scale,
+                                                                                           **payload)
 
 
 PLANTS = Registry("plant", package="plants")

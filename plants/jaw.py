@@ -28,9 +28,9 @@ import numpy as np
 
 from rtctl.mechanisms import _jaw_kernels as _jk
 from rtctl.mechanisms.jaw import STATUS_REASONS, JawRehabRobot, PatientImpedance
-from rtctl.model import Model, inertia_scale_factor
+from rtctl.model import Model
 
-from .base import Plant, centred_payload, check_integration_options, payload_settings, register_plant, time_step
+from .base import Plant, check_integration_options, mechanism_with_model_errors, register_plant, time_step
 
 __all__ = ["JawPlant"]
 
@@ -60,11 +60,10 @@ class JawPlant(Plant):
         if model.nq != 6 or model.nv != 6:
             raise ValueError(f"the jaw plant needs the 6-leg actuator-space model, got nq={model.nq}, nv={model.nv}")
         integrator, substeps, scale = check_integration_options(integrator, substeps, coulomb_velocity_scale)
-        mass_scale = inertia_scale_factor(mass_scale)
-        payload = payload_settings(payload_mass, payload_frame, payload_offset)
-        carried = centred_payload("jaw", "platform", payload)
+        self.mechanism, model_errors = mechanism_with_model_errors(
+            mechanism or JawRehabRobot(), "jaw", "platform", mass_scale, payload_mass, payload_frame, payload_offset)
+        m = self.mechanism
         super().__init__(model)
-        self.mechanism = m = (mechanism or JawRehabRobot()).with_inertia_scaled(mass_scale).with_payload(carried)
         if impedance is not None and not isinstance(impedance, PatientImpedance):
             raise ValueError(f"impedance must be a PatientImpedance, got {type(impedance).__name__}")
         self.impedance = (impedance or m.impedance).replace(
@@ -76,7 +75,7 @@ class JawPlant(Plant):
         self._settings = dict(integrator=integrator, substeps=substeps,
                               viscous_friction=self.P[_jk.CPL, _jk.C_VISC:_jk.C_VISC + 6].tolist(),
                               coulomb_friction=self.P[_jk.CPL, _jk.C_COUL:_jk.C_COUL + 6].tolist(),
-                              coulomb_velocity_scale=scale, mass_scale=mass_scale, **payload,
+                              coulomb_velocity_scale=scale, **model_errors,
                               impedance=self.impedance.as_dict())
         self._S = np.zeros((_jk.NS, 6))
         self.x, self.xd = self._S[_jk.S_X], self._S[_jk.S_XD]

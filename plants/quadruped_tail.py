@@ -23,9 +23,9 @@ import numpy as np
 
 from rtctl.mechanisms import quadruped_tail as _qt
 from rtctl.mechanisms.quadruped_tail import QuadrupedTail
-from rtctl.model import Model, inertia_scale_factor
+from rtctl.model import Model
 
-from .base import Plant, centred_payload, check_integration_options, payload_settings, register_plant
+from .base import Plant, check_integration_options, mechanism_with_model_errors, register_plant
 
 __all__ = ["QuadrupedTailPlant"]
 
@@ -49,12 +49,10 @@ class QuadrupedTailPlant(Plant):
         integrator, substeps, _ = check_integration_options(integrator, substeps, coulomb_velocity_scale)
         if np.any(np.asarray(viscous_friction, float) != 0) or np.any(np.asarray(coulomb_friction, float) != 0):
             raise ValueError("the quadruped_tail plant has no joint friction model; leave the friction keys 0")
-        mass_scale = inertia_scale_factor(mass_scale)
-        self._payload = payload_settings(payload_mass, payload_frame, payload_offset)
-        carried = centred_payload("quadruped_tail", "torso", self._payload)
+        self.mechanism, self._model_errors = mechanism_with_model_errors(
+            mechanism or QuadrupedTail(), "quadruped_tail", "torso", mass_scale, payload_mass, payload_frame,
+            payload_offset)
         super().__init__(model)
-        self._mass_scale = mass_scale
-        self.mechanism = (mechanism or QuadrupedTail()).with_inertia_scaled(mass_scale).with_payload(carried)
         self._substeps = int(substeps)
         self.x = np.zeros(8)          # generalized coordinates q
         self.xd = np.zeros(8)         # q-dot
@@ -112,7 +110,7 @@ class QuadrupedTailPlant(Plant):
         self.t += dt
 
     def parameters(self) -> dict:
-        return dict(integrator="rk4", substeps=self._substeps, mass_scale=self._mass_scale, **self._payload)
+        return dict(integrator="rk4", substeps=self._substeps, **self._model_errors)
 
     def __repr__(self):
         return f"QuadrupedTailPlant(substeps={self._substeps}, q={np.round(self.x, 4).tolist()})"

@@ -24,9 +24,9 @@ import numpy as np
 
 from rtctl.mechanisms import _stewart_kernels as _k
 from rtctl.mechanisms.stewart import StewartPlatform
-from rtctl.model import Model, inertia_scale_factor
+from rtctl.model import Model
 
-from .base import Plant, centred_payload, check_integration_options, payload_settings, register_plant, time_step
+from .base import Plant, check_integration_options, mechanism_with_model_errors, register_plant, time_step
 
 __all__ = ["StewartPlant"]
 
@@ -60,11 +60,10 @@ class StewartPlant(Plant):
         if model.nq != 6 or model.nv != 6:
             raise ValueError(f"the Stewart plant needs the 6-leg actuator-space model, got nq={model.nq}")
         integrator, substeps, scale = check_integration_options(integrator, substeps, coulomb_velocity_scale)
-        mass_scale = inertia_scale_factor(mass_scale)
-        payload = payload_settings(payload_mass, payload_frame, payload_offset)
-        carried = centred_payload("stewart", "platform", payload)
+        self.mechanism, model_errors = mechanism_with_model_errors(
+            mechanism or StewartPlatform(), "stewart", "platform", mass_scale, payload_mass, payload_frame,
+            payload_offset)
         super().__init__(model)
-        self.mechanism = (mechanism or StewartPlatform()).with_inertia_scaled(mass_scale).with_payload(carried)
         self._visc = _per_leg(viscous_friction, "viscous_friction")
         self._coul = _per_leg(coulomb_friction, "coulomb_friction")
         self._scale = scale
@@ -72,7 +71,7 @@ class StewartPlant(Plant):
         self._settings = dict(integrator=integrator, substeps=int(substeps),
                               viscous_friction=np.asarray(viscous_friction, float).tolist(),
                               coulomb_friction=np.asarray(coulomb_friction, float).tolist(),
-                              coulomb_velocity_scale=scale, mass_scale=mass_scale, **payload)
+                              coulomb_velocity_scale=scale, **model_errors)
         self.x = np.zeros(6)
         self.xd = np.zeros(6)
         self._rk = np.zeros((6, 6))
