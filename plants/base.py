@@ -14,7 +14,7 @@ import numbers
 
 import numpy as np
 
-from rtctl.model import Model, inertia_scale_factor, payload_mass
+from rtctl.model import Model, inertia_scale_factor, payload_mass, payload_offset
 from rtctl.registry import Registry
 
 
@@ -73,7 +73,7 @@ def check_integration_options(integrator, substeps, coulomb_velocity_scale, allo
 def payload_settings(mass, frame, offset) -> dict:
     """The payload options as the plant's settings (mass validated; ``frame`` / ``offset`` None: defaults)."""
     return dict(payload_mass=payload_mass(mass), payload_frame=frame,
-                payload_offset=None if offset is None else np.asarray(offset, dtype=float).tolist())
+                payload_offset=None if offset is None else payload_offset(offset).tolist())
 
 
 def with_tree_payload(model: Model, settings: dict, default_frame: str) -> Model:

@@ -157,6 +157,8 @@ def test_payload_errors_name_the_setting():
         create_plant("rigid_body", _arm7(), payload_mass=1.0, payload_frame="gripper")
     with pytest.raises(ModelError, match="payload offset must be 3 finite numbers"):
         create_plant("rigid_body", _arm7(), payload_mass=1.0, payload_offset=[0.1, 0.2])
+    with pytest.raises(ModelError, match="payload offset must be 3 finite numbers"):
+        create_plant("jaw", actuator_model("jaw"), payload_mass=1.0, payload_offset="up")
     with pytest.raises(ValueError, match="carries a payload only at the centre of mass of its platform"):
         create_plant("stewart", actuator_model("stewart"), payload_mass=1.0, payload_offset=[0.0, 0.0, 0.1])
     path = Path(__file__).parents[1] / "examples" / "stewart.toml"

@@ -352,6 +352,17 @@ def payload_mass(mass) -> float:
     return m
 
 
+def payload_offset(offset) -> np.ndarray:
+    """``offset`` (m) as a 3-vector if it is 3 finite numbers (the one check of every payload offset)."""
+    try:
+        off = np.array(offset, dtype=float).reshape(3)
+    except (TypeError, ValueError):
+        off = np.full(3, np.nan)
+    if not np.all(np.isfinite(off)):
+        raise ModelError(f"payload offset must be 3 finite numbers (m), got {offset!r}")
+    return off
+
+
 class Model:
     """A kinematic tree as flat arrays (see the module docstring for conventions)."""
 
@@ -456,13 +467,7 @@ class Model:
         f = self.frame(frame)
         if f.body < 0:
             raise ModelError(f"payload frame '{frame}' of model '{self.name}' is fixed to the world")
-        m = payload_mass(mass)
-        try:
-            off = np.array(offset, dtype=float).reshape(3)
-        except (TypeError, ValueError):
-            off = np.full(3, np.nan)
-        if not np.all(np.isfinite(off)):
-            raise ModelError(f"payload offset must be 3 finite numbers (m), got {offset!r}")
+        m, off = payload_mass(mass), payload_offset(offset)
         out = copy.deepcopy(self)
         b = f.body
         out.mass[b], out.com[b], out.inertia_com[b] = combine_inertias(
