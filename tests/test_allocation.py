@@ -6,10 +6,9 @@ control step calls them: a call from the Python interpreter additionally wraps
 each NumPy argument at the boundary (one small bookkeeping allocation per array
 argument), which the comparison of 1 and 300 calls cancels out.
 """
-import os
-import subprocess
-import sys
 import textwrap
+
+from allocation_counter import run_with_allocation_counters
 
 SCRIPT = textwrap.dedent("""
     import numpy as np
@@ -56,7 +55,5 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_kernels_allocate_nothing_per_call():
-    env = dict(os.environ, NUMBA_NRT_STATS="1")
-    result = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.strip().endswith("OK")
+    out = run_with_allocation_counters(SCRIPT)
+    assert out.strip().endswith("OK")

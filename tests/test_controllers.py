@@ -5,9 +5,6 @@ Closed-loop checks run the arm7 plant with a small RK4 integrator of
 step (zero-order hold, as a 1 kHz digital loop applies it), tracking a
 minimum-jerk move of 0.5-1 rad per joint in 1.5 s followed by 0.5 s of hold.
 """
-import os
-import subprocess
-import sys
 import textwrap
 import tracemalloc
 import warnings
@@ -31,6 +28,8 @@ from loops import (
 from rtctl.dynamics import Dynamics
 from rtctl.model import ModelBuilder
 from rtctl.model.urdf import load_urdf
+
+from allocation_counter import run_with_allocation_counters
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOPS_DIR = str(ROOT / "loops")
@@ -405,8 +404,5 @@ NRT_SCRIPT = textwrap.dedent("""
 
 
 def test_compiled_step_allocates_nothing_per_call():
-    env = dict(os.environ, NUMBA_NRT_STATS="1")
-    result = subprocess.run([sys.executable, "-c", NRT_SCRIPT], check=False, env=env, capture_output=True, text=True,
-                            timeout=600, cwd=str(ROOT))
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.strip().endswith("OK")
+    out = run_with_allocation_counters(NRT_SCRIPT)
+    assert out.strip().endswith("OK")

@@ -3,9 +3,6 @@ convergence, pattern files, shipped reference cycles, smooth online modulation, 
 no allocation per step."""
 import json
 import math
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -18,6 +15,8 @@ from loops.cpg import (
     learn_cycle, learn_pattern, load_pattern, save_pattern, shipped_patterns,
 )
 from loops.cpg.patterns import REFERENCE_CYCLES, build_reference_pattern, reference_samples, teardrop_cycle
+
+from allocation_counter import run_with_allocation_counters
 
 DT = 1e-3
 LAM = 10.0  # default filter rate (1/s)
@@ -496,13 +495,8 @@ ALLOC_SCRIPT = textwrap.dedent("""
 
 
 def test_compiled_step_allocates_nothing():
-    env = dict(os.environ, NUMBA_NRT_STATS="1")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    result = subprocess.run([sys.executable, "-c", ALLOC_SCRIPT], env=env, capture_output=True, text=True,
-                            timeout=600, cwd=root)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.strip().endswith("OK")
+    out = run_with_allocation_counters(ALLOC_SCRIPT)
+    assert out.strip().endswith("OK")
 
 
 def test_kernel_reports_bad_arguments():

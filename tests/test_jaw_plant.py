@@ -5,9 +5,6 @@ controllers use the Gibbs-Appell model, so closed-loop tracking also
 cross-checks the two formulations. Tolerances are stated per test.
 """
 import math
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -25,6 +22,8 @@ from rtctl.mechanisms import actuator_model
 from rtctl.mechanisms.jaw import REST_POSE, JawRehabRobot, PatientImpedance
 from rtctl.rt.loop import ControlLoop
 from rtctl.safety import SafetyMonitor
+
+from allocation_counter import run_with_allocation_counters
 
 BOLUS = dict(bolus_damping=40.0, bolus_force=8.0, bolus_band=(-0.03, 0.01), bolus_edge=2e-3)
 
@@ -319,8 +318,5 @@ ALLOC_SCRIPT = textwrap.dedent("""
 def test_compiled_steps_allocate_nothing():
     """incisal_to_legs, both controller steps, the Gibbs-Appell ID and the plant step run 300 times from a
     compiled loop with numba's allocation counter unchanged (see tests/test_allocation.py)."""
-    env = dict(os.environ, NUMBA_NRT_STATS="1")
-    result = subprocess.run([sys.executable, "-c", ALLOC_SCRIPT], env=env, capture_output=True, text=True,
-                            timeout=600)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.strip().endswith("OK")
+    out = run_with_allocation_counters(ALLOC_SCRIPT)
+    assert out.strip().endswith("OK")

@@ -15,9 +15,6 @@
 * the compiled step allocates nothing; bad settings and inputs raise ValueError, leaving the state unchanged;
 * the run config builds the plant with its [contact] section.
 """
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -29,6 +26,8 @@ from rtctl.dynamics.contact import ContactModel
 from rtctl.mechanisms.legged import planar_biped, spatial_quadruped
 from rtctl.model import ModelBuilder
 from rtctl.rt.interfaces import actuated_indices
+
+from allocation_counter import run_with_allocation_counters
 
 G = 9.81
 DT = 1e-3
@@ -325,11 +324,8 @@ ALLOCATION_SCRIPT = textwrap.dedent("""
 
 
 def test_step_kernel_allocates_nothing_per_call():
-    env = dict(os.environ, NUMBA_NRT_STATS="1")
-    result = subprocess.run([sys.executable, "-c", ALLOCATION_SCRIPT], env=env, capture_output=True, text=True,
-                            timeout=600, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.strip().endswith("OK")
+    out = run_with_allocation_counters(ALLOCATION_SCRIPT)
+    assert out.strip().endswith("OK")
 
 
 def test_bad_settings_raise():

@@ -16,9 +16,6 @@ The torques in the reference comparisons are sampled by a 100 Hz controller and 
 hold), as a plant sees them; the offline reference integrates the same held torques, so the
 comparison measures integration error only.
 """
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -29,6 +26,8 @@ from rtctl import bundled_model_path
 from rtctl.dynamics import Dynamics
 from rtctl.model import ModelBuilder
 from rtctl.model.urdf import load_urdf
+
+from allocation_counter import run_with_allocation_counters
 
 MODELS = {"arm7": None, "quadruped12": "free_flyer", "humanoid": "free_flyer"}
 G = 9.81
@@ -336,8 +335,5 @@ ALLOCATION_SCRIPT = textwrap.dedent("""
 
 
 def test_step_kernel_allocates_nothing_per_call():
-    env = dict(os.environ, NUMBA_NRT_STATS="1")
-    result = subprocess.run([sys.executable, "-c", ALLOCATION_SCRIPT], env=env, capture_output=True, text=True,
-                            timeout=600, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.strip().endswith("OK")
+    out = run_with_allocation_counters(ALLOCATION_SCRIPT)
+    assert out.strip().endswith("OK")

@@ -3,9 +3,6 @@
 The bundled ``arm7`` (finite limits on every joint; limits in the URDF) is the
 robot unless a test needs a floating base (``humanoid``) or unbounded joints.
 """
-import os
-import subprocess
-import sys
 import textwrap
 import tracemalloc
 
@@ -17,6 +14,8 @@ from rtctl.model import ModelBuilder
 from rtctl.model.urdf import load_urdf
 from rtctl.rt.interfaces import Command, RobotState, actuated_indices
 from rtctl.safety import SafetyError, SafetyMonitor
+
+from allocation_counter import run_with_allocation_counters
 
 
 @pytest.fixture(scope="module")
@@ -433,7 +432,5 @@ NRT_SCRIPT = textwrap.dedent("""
 
 
 def test_kernel_allocates_nothing_numba_nrt():
-    env = dict(os.environ, NUMBA_NRT_STATS="1")
-    result = subprocess.run([sys.executable, "-c", NRT_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.strip().endswith("OK")
+    out = run_with_allocation_counters(NRT_SCRIPT)
+    assert out.strip().endswith("OK")

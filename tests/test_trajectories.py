@@ -1,9 +1,6 @@
 """Trajectory generators of :mod:`loops.trajectories`: exact boundary conditions, derivatives
 consistent with finite differences, spline continuity, holding, validation, no allocation."""
 import math
-import os
-import subprocess
-import sys
 import textwrap
 import tracemalloc
 from pathlib import Path
@@ -13,6 +10,8 @@ import pytest
 from scipy.interpolate import CubicSpline
 
 from loops import CubicSplineTrajectory, MinimumJerk, Sinusoid, Trajectory, create_trajectory
+
+from allocation_counter import run_with_allocation_counters
 
 LOOPS_DIR = str(Path(__file__).resolve().parent.parent / "loops")
 
@@ -289,8 +288,5 @@ NRT_SCRIPT = textwrap.dedent("""
 
 
 def test_compiled_kernels_allocate_nothing_per_call():
-    env = dict(os.environ, NUMBA_NRT_STATS="1")
-    result = subprocess.run([sys.executable, "-c", NRT_SCRIPT], check=False, env=env, capture_output=True, text=True,
-                            timeout=600, cwd=str(Path(LOOPS_DIR).parent))
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.strip().startswith("OK")
+    out = run_with_allocation_counters(NRT_SCRIPT)
+    assert out.strip().startswith("OK")

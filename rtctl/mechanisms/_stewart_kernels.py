@@ -135,6 +135,20 @@ def _times_T_dot(J, Jd, JA, JAd, out):
 
 # ---------------------------------------------------------------- kinematics
 @jit
+def euler_rate_matrix(cps, sps, cth, sth, JA):
+    """J_A (eq. 9), omega = J_A [psi', theta', phi'], from the cosines and sines of psi and theta."""
+    JA[0, 0] = 0.0
+    JA[0, 1] = -sps
+    JA[0, 2] = cth * cps
+    JA[1, 0] = 0.0
+    JA[1, 1] = cps
+    JA[1, 2] = cth * sps
+    JA[2, 0] = 1.0
+    JA[2, 1] = 0.0
+    JA[2, 2] = -sth
+
+
+@jit
 def euler_terms(x, xd, R, JA, JAd, u):
     """R (eq. 4), J_A (eq. 9) and its time derivative, u = T xd = [v; omega] (eqs. 8, 23)."""
     cps, sps = np.cos(x[3]), np.sin(x[3])
@@ -150,15 +164,7 @@ def euler_terms(x, xd, R, JA, JAd, u):
     R[2, 0] = -sth
     R[2, 1] = cth * sph
     R[2, 2] = cth * cph
-    JA[0, 0] = 0.0
-    JA[0, 1] = -sps
-    JA[0, 2] = cth * cps
-    JA[1, 0] = 0.0
-    JA[1, 1] = cps
-    JA[1, 2] = cth * sps
-    JA[2, 0] = 1.0
-    JA[2, 1] = 0.0
-    JA[2, 2] = -sth
+    euler_rate_matrix(cps, sps, cth, sth, JA)
     psd, thd = xd[3], xd[4]
     JAd[0, 0] = 0.0
     JAd[0, 1] = -cps * psd
@@ -634,15 +640,7 @@ def forward_kinematics(pts, par, lengths, x, tol, max_iter, wk, wv):
                 x[k] = xs[k]
             return OK
         cps, sps, cth, sth = np.cos(xs[3]), np.sin(xs[3]), np.cos(xs[4]), np.sin(xs[4])
-        JA[0, 0] = 0.0
-        JA[0, 1] = -sps
-        JA[0, 2] = cth * cps
-        JA[1, 0] = 0.0
-        JA[1, 1] = cps
-        JA[1, 2] = cth * sps
-        JA[2, 0] = 1.0
-        JA[2, 1] = 0.0
-        JA[2, 2] = -sth
+        euler_rate_matrix(cps, sps, cth, sth, JA)
         je_from_jc(JC, JA, JE)
         if solve6(JE, r, dx, wk[K_LU], False) != OK:
             return SINGULAR
