@@ -2,15 +2,48 @@
 
 Read: ``<link><inertial>`` (origin, mass, inertia), ``<joint>`` (parent, child,
 origin, axis, limit) of types revolute, continuous, prismatic, fixed and
-floating. Visual and collision geometry is ignored. Fixed joints are merged
+floating. Visual and collision geometry, ``<dynamics>``, ``<calibration>``,
+``<safety_controller>`` and ``<mimic>`` are ignored. Fixed joints are merged
 into their parent body; the merged links remain available as frames.
 
 Every problem raises :class:`~rtctl.model.ModelError` naming the file and the
-element (link or joint) at fault.
+element (link or joint) at fault; nothing else escapes for any file content
+(XML errors, unknown encodings, numeric overflow included).
+
+Validation decisions (following the URDF spec, wiki.ros.org/urdf/XML/joint,
+and urdfdom, the parser ROS and Pinocchio use):
+
+* ``<limit>`` is required for revolute and prismatic joints. Wherever a
+  ``<limit>`` element is present -- on any joint type, continuous, fixed and
+  floating included, exactly as urdfdom parses it -- its ``effort`` and
+  ``velocity`` attributes are required (urdfdom: "joint limit: no effort" /
+  "no velocity") and must be numbers >= 0; ``lower`` and ``upper`` default
+  to 0. A continuous joint may omit ``<limit>`` (then velocity and effort are
+  unbounded); its ``lower``/``upper`` are checked as numbers but ignored (the
+  joint is unbounded). The values of a ``<limit>`` on a fixed or floating
+  joint are checked and ignored.
+* Numbers follow the XML Schema ``xs:double`` lexical space and nothing more:
+  optional sign, ASCII digits with an optional decimal point, optional
+  exponent (``-1``, ``.5``, ``2.``, ``+3.5E-2``), surrounded by optional XML
+  white space; vectors (``xyz``, ``rpy``) are exactly that many numbers
+  separated by XML white space (space, tab, CR, LF). Python's ``float()``
+  extras are refused: ``1_5``, non-ASCII digits, ``inf``/``infinity``/``nan``
+  in any spelling, Unicode spaces. The xs:double special values ``INF``,
+  ``+INF``, ``-INF`` and ``NaN`` are recognised but refused everywhere, as is
+  a literal beyond the double range (``1e999``): every value the loader reads
+  must be finite. An unbounded limit is written as the largest double
+  (``1.7976931348623157e+308``, what :func:`model_to_urdf` writes) and read
+  back as infinite.
+* A document type declaration (``<!DOCTYPE ...>``) is refused. URDFs never
+  need one, and it is the only place entities can be declared, so this
+  rules out entity-expansion bombs ("billion laughs") and external entities
+  (XXE): the document is refused at the ``<!DOCTYPE``, before any element.
 """
 from __future__ import annotations
 
+import math
 import os
+import re
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -23,10 +56,99 @@ FLOATING_BASES = (None, "fixed", "free_flyer", "euler")
 # and read back as infinite.
 UNBOUNDED = float(np.finfo(np.float64).max)
 
+# The xs:double lexical space (XML Schema 1.1, which also allows "+INF"); [0-9] is ASCII only.
+_XS_DOUBLE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?INF|NaN")
+_XML_SPACE = re.compile(r"[ \t\r\n]+")
+_XS_DOUBLE_HELP = "optional sign, ASCII digits with an optional '.', optional exponent"
+_UNBOUNDED_HELP = "write an unbounded limit as 1.7976931348623157e+308"
+# What numpy raises under load_urdf's np.errstate when finite inputs overflow.
+_NUMERIC_FAILURES = (FloatingPointError, np.linalg.LinAlgError)
 
-def load_urdf(source: str | os.PathLike, floating_base: str | None = None, *,
+
+def parse_xs_double(text: str) -> float:
+    """One xs:double literal (surrounding XML white space allowed) as a finite float.
+
+    Raises ``ValueError`` for text outside the xs:double lexical space and for
+    the non-finite values it contains (``INF``, ``-INF``, ``NaN``, or a literal
+    beyond the double range).
+    """
+    token = text.strip(" \t\r\n")
+    value, problem = _xs_double(token)
+    if problem:
+        raise ValueError(f"{_show(token)} {problem}")
+    return value
+
+
+def _xs_double(token: str):
+    """(value, None) for a finite xs:double token, else (None, what is wrong with it)."""
+    if not _XS_DOUBLE.fullmatch(token):
+        return None, f"is not numeric: not an xs:double ({_XS_DOUBLE_HELP})"
+    value = float(token)
+    if math.isnan(value):
+        return None, "is not finite: NaN is not allowed"
+    if math.isinf(value):
+        if token.lstrip("+-") == "INF":
+            return None, f"is not finite: {token} is not allowed ({_UNBOUNDED_HELP})"
+        return None, "is not finite: beyond the double range (+-1.7976931348623157e+308)"
+    return value, None
+
+
+def _show(text: str, limit: int = 64) -> str:
+    """``text`` quoted for an error message (control characters escaped, long text shortened)."""
+    if len(text) > limit:
+        return f"{text[:limit]!r}... ({len(text)} characters)"
+    return repr(text)
+
+
+class _DoctypeRefused(Exception):
+    def __init__(self, name):
+        super().__init__(name)
+        self.name = name
+
+
+class _NoDoctypeTreeBuilder(ET.TreeBuilder):
+    """Builds the element tree; refuses a document type declaration as soon as the parser meets it."""
+
+    def doctype(self, name, pubid, system):
+        # Called at the start of <!DOCTYPE, before its internal subset (where entities are declared)
+        # and before any element; once this raises, the tree gets no more events. (expat may still
+        # scan the rest of the buffer it was given; its own entity-amplification limit, expat >= 2.4,
+        # bounds that scan, and external entities are never fetched.)
+        raise _DoctypeRefused(name)
+
+
+def _parse_xml(source, label, text_source):
+    parser = ET.XMLParser(target=_NoDoctypeTreeBuilder())
+    try:
+        if text_source:
+            parser.feed(source)
+            return parser.close()
+        return ET.parse(source, parser=parser).getroot()
+    except _DoctypeRefused as exc:
+        raise ModelError(f"{label}: cannot read URDF: a document type declaration (<!DOCTYPE {exc.name} ...>) "
+                         "is not allowed; URDFs need none, and entity declarations are refused") from None
+    except ET.ParseError as exc:
+        raise ModelError(f"{label}: cannot read URDF: {exc}") from None
+    except (OSError, UnicodeError, LookupError, ValueError) as exc:
+        # unreadable file, undecodable text, unknown declared encoding, NUL in a path
+        raise ModelError(f"{label}: cannot read URDF: {type(exc).__name__}: {exc}") from None
+
+
+def _looks_like_xml(source) -> bool:
+    if isinstance(source, str):
+        return source.lstrip().startswith("<")
+    if isinstance(source, bytes):
+        return source.lstrip(b" \t\r\n").startswith(b"<") or source.startswith(
+            (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff"))
+    return False
+
+
+def load_urdf(source: str | bytes | os.PathLike, floating_base: str | None = None, *,
               euler_sequence: str = "zyx") -> Model:
-    """Parse a URDF file (or a string starting with ``<``) into a Model.
+    """Parse a URDF file (or a document: a string or bytes starting with ``<``) into a Model.
+
+    Bytes that are a document are decoded as its XML declaration says
+    (UTF-8 by default); other bytes are a file path.
 
     ``floating_base``: ``None``/``"fixed"`` fixes the root link to the world;
     ``"free_flyer"`` adds a 6-DOF free-flyer root joint (Pinocchio's q/v
@@ -36,15 +158,21 @@ def load_urdf(source: str | os.PathLike, floating_base: str | None = None, *,
     """
     if floating_base not in FLOATING_BASES:
         raise ModelError(f"floating_base must be one of {FLOATING_BASES}, got {floating_base!r}")
-    if isinstance(source, bytes):
-        source = source.decode("utf-8")
-    text_source = isinstance(source, str) and source.lstrip().startswith("<")
+    if isinstance(source, (bytearray, memoryview)):
+        source = bytes(source)
+    text_source = _looks_like_xml(source)
+    if isinstance(source, bytes) and not text_source:
+        source = os.fsdecode(source)
     label = "<urdf string>" if text_source else os.fspath(source)
-    try:
-        root = ET.fromstring(source) if text_source else ET.parse(source).getroot()
-    except (ET.ParseError, OSError) as exc:
-        raise ModelError(f"{label}: cannot read URDF: {exc}") from None
-    return _UrdfReader(label, root, floating_base, euler_sequence).build()
+    root = _parse_xml(source, label, text_source)
+    # Overflow and invalid operations become errors (turned into ModelError naming the element),
+    # so absurd but finite numbers never give a model with inf/NaN in it or a warning.
+    with np.errstate(over="raise", invalid="raise", divide="raise", under="ignore"):
+        try:
+            return _UrdfReader(label, root, floating_base, euler_sequence).build()
+        except _NUMERIC_FAILURES as exc:
+            raise ModelError(f"{label}: numeric overflow building the model (masses, inertias or "
+                             f"offsets too large): {exc}") from None
 
 
 class _UrdfReader:
@@ -58,52 +186,67 @@ class _UrdfReader:
         return ModelError(f"{self.label}: {msg}")
 
     def floats(self, elem, attr, n, where, default=None):
+        """Attribute ``attr`` of ``elem`` as exactly ``n`` finite xs:double numbers (``default`` if absent)."""
         raw = elem.get(attr) if elem is not None else None
         if raw is None:
             if default is None:
                 raise self.error(f"{where}: missing attribute '{attr}'")
-            return np.asarray(default, dtype=float)
-        try:
-            vals = np.array([float(x) for x in raw.split()])
-        except ValueError:
-            raise self.error(f"{where}: attribute {attr}='{raw}' is not numeric") from None
-        if vals.shape != (n,) or not np.all(np.isfinite(vals)):
-            raise self.error(f"{where}: attribute {attr}='{raw}' must be {n} finite numbers")
-        return vals
+            return np.array(default, dtype=float)
+        shown = f"attribute {attr}={_show(raw)}"
+        tokens = [t for t in _XML_SPACE.split(raw) if t]
+        values = []
+        for k, token in enumerate(tokens):
+            value, problem = _xs_double(token)
+            if problem:
+                if len(tokens) > 1:  # say which item: "... is not numeric: number 2 of 3, 'a', ..."
+                    kind, reason = problem.split(": ", 1)
+                    problem = f"{kind}: number {k + 1} of {len(tokens)}, {_show(token)}, {reason}"
+                raise self.error(f"{where}: {shown} {problem}")
+            values.append(value)
+        if len(values) != n:
+            what = "one number" if n == 1 else f"{n} numbers separated by white space"
+            raise self.error(f"{where}: {shown} must be {what}, got {len(values)}")
+        return np.array(values)
+
+    def number(self, elem, attr, where, default=None):
+        return float(self.floats(elem, attr, 1, where, None if default is None else (default,))[0])
 
     def origin(self, elem, where):
+        """Rotation and translation of ``elem``'s ``<origin>``; ``where`` names that origin element."""
         o = elem.find("origin") if elem is not None else None
-        xyz = self.floats(o, "xyz", 3, f"{where} <origin>", default=(0, 0, 0))
-        rpy = self.floats(o, "rpy", 3, f"{where} <origin>", default=(0, 0, 0))
+        xyz = self.floats(o, "xyz", 3, where, default=(0, 0, 0))
+        rpy = self.floats(o, "rpy", 3, where, default=(0, 0, 0))
         return rpy_to_matrix(rpy), xyz
 
     def inertial(self, link, name):
         """(mass, com, inertia about com in link axes) of a link; zeros if it has no <inertial>."""
-        where = f"link '{name}'"
+        where = f"link '{name}' <inertial>"
         inertial = link.find("inertial")
         if inertial is None:
             return 0.0, np.zeros(3), np.zeros((3, 3))
-        rot, xyz = self.origin(inertial, where + " <inertial>")
+        rot, xyz = self.origin(inertial, where + "<origin>")
         mass_el = inertial.find("mass")
         if mass_el is None:
-            raise self.error(f"{where}: <inertial> has no <mass>")
-        (mass,) = self.floats(mass_el, "value", 1, where + " <mass>")
+            raise self.error(f"link '{name}': <inertial> has no <mass>")
+        mass = self.number(mass_el, "value", where + "<mass>")
         if mass < 0:
-            raise self.error(f"{where}: negative mass {mass}")
+            raise self.error(f"{where}<mass>: negative mass value={_show(mass_el.get('value'))}")
         i_el = inertial.find("inertia")
         if i_el is None:
             inertia = np.zeros((3, 3))
         else:
-            c = {k: float(self.floats(i_el, k, 1, where + " <inertia>", default=(0,))[0])
+            c = {k: self.number(i_el, k, where + "<inertia>", default=0.0)
                  for k in ("ixx", "iyy", "izz", "ixy", "ixz", "iyz")}
             inertia = np.array([[c["ixx"], c["ixy"], c["ixz"]],
                                 [c["ixy"], c["iyy"], c["iyz"]],
                                 [c["ixz"], c["iyz"], c["izz"]]])
         try:
-            inertia = check_inertia(inertia, mass, where)
+            inertia = check_inertia(inertia, mass, f"link '{name}'")
+            return mass, xyz, rot @ inertia @ rot.T
         except ModelError as exc:
             raise self.error(str(exc)) from None
-        return mass, xyz, rot @ inertia @ rot.T
+        except _NUMERIC_FAILURES as exc:
+            raise self.error(f"{where}<inertia>: numeric overflow ({exc})") from None
 
     def build(self) -> Model:
         if self.root.tag != "robot":
@@ -141,6 +284,11 @@ class _UrdfReader:
                 raise self.error(
                     f"joint '{jname}': link '{ends['child']}' already has parent joint '{child_of[ends['child']]}'"
                 )
+            if jtype in ("fixed", "floating"):
+                # Numbers the tree walk does not use are still checked: a floating root joint's
+                # <origin>, and (as urdfdom does) a <limit> on a fixed or floating joint.
+                self.origin(joint, f"joint '{jname}' <origin>")
+                self.limits(joint, jtype, f"joint '{jname}'")
             child_of[ends["child"]] = jname
             children[ends["parent"]].append((jname, ends["child"]))
         if not links:
@@ -183,6 +331,8 @@ class _UrdfReader:
                 placement[root] = (-1, np.eye(3), np.zeros(3))
         except ModelError as exc:
             raise self.error(f"link '{root}' -> {exc}") from None
+        except _NUMERIC_FAILURES as exc:
+            raise self.error(f"link '{root}': numeric overflow ({exc})") from None
 
         # Depth-first pre-order, children in file order, so each serial chain gets contiguous
         # indices; an explicit stack, so chains of any length load.
@@ -218,21 +368,33 @@ class _UrdfReader:
         return ("joints " + " -> ".join(f"'{j}'" for j in cycle)
                 + " (links " + ", ".join(f"'{name}'" for name in cycle_links) + ")")
 
+    def axis(self, joint, where):
+        """The unit joint axis; the norm is taken after scaling by the largest component, so huge or
+        tiny components neither overflow nor underflow."""
+        axis_el = joint.find("axis")
+        axis = self.floats(axis_el, "xyz", 3, where + " <axis>", default=(1, 0, 0))
+        scale = float(np.abs(axis).max())
+        norm = scale * float(np.linalg.norm(axis / scale)) if scale > 0 else 0.0
+        if norm < 1e-12:
+            raise self.error(f"{where} <axis>: attribute xyz={_show(axis_el.get('xyz'))} is not a direction "
+                             "(zero or shorter than 1e-12)")
+        return (axis / scale) / (norm / scale)
+
     def add_joint(self, b, joint, jname, child, child_link, body, p_rot, p_trans):
         """Add the body (or merge the fixed link) behind ``joint``; return the child link's placement."""
         where = f"joint '{jname}'"
-        j_rot, j_trans = self.origin(joint, where)
-        rot, trans = p_rot @ j_rot, p_trans + p_rot @ j_trans
-        mass, com, inertia = self.inertial(child_link, child)
         jtype = joint.get("type")
+        j_rot, j_trans = self.origin(joint, where + " <origin>")
+        mass, com, inertia = self.inertial(child_link, child)
         try:
+            rot, trans = p_rot @ j_rot, p_trans + p_rot @ j_trans
             if jtype == "fixed":
                 b.add_fixed(child, body, rotation=rot, translation=trans, mass=mass if body >= 0 else 0.0,
                             com=com, inertia=inertia if body >= 0 else None)
                 return body, rot, trans
             if jtype == "floating":
                 raise self.error(f"{where}: a floating joint is only supported at the root of the tree")
-            axis = self.floats(joint.find("axis"), "xyz", 3, where + " <axis>", default=(1, 0, 0))
+            axis = self.axis(joint, where)
             lo, hi, vel, eff = self.limits(joint, jtype, where)
             idx = b.add_body(child, body, PRISMATIC if jtype == "prismatic" else REVOLUTE,
                              joint_name=jname, axis=axis, rotation=rot, translation=trans,
@@ -243,26 +405,36 @@ class _UrdfReader:
             if str(exc).startswith(self.label):
                 raise
             raise self.error(f"{where} -> {exc}") from None
+        except _NUMERIC_FAILURES as exc:
+            raise self.error(f"{where}: numeric overflow placing link '{child}' (origins, masses or "
+                             f"inertias too large): {exc}") from None
 
     def limits(self, joint, jtype, where):
+        """(lower, upper, velocity, effort) of a joint; infinite where unbounded."""
         lim = joint.find("limit")
-        if jtype in ("revolute", "prismatic") and lim is None:
-            raise self.error(f"{where}: a {jtype} joint needs a <limit> element")
         if lim is None:
+            if jtype in ("revolute", "prismatic"):
+                raise self.error(f"{where}: a {jtype} joint needs a <limit> element")
             return -np.inf, np.inf, np.inf, np.inf
-        def get(key, default):
-            value = float(self.floats(lim, key, 1, where + " <limit>", default=(default,))[0])
-            return value if abs(value) < UNBOUNDED else np.copysign(np.inf, value)
+        where = where + " <limit>"
+        for key in ("effort", "velocity"):
+            if lim.get(key) is None:
+                raise self.error(f"{where}: missing attribute '{key}' (the URDF spec requires effort and "
+                                 "velocity on every <limit>; " + _UNBOUNDED_HELP + ")")
 
-        vel, eff = get("velocity", np.inf), get("effort", np.inf)
-        if jtype == "continuous":
-            lo, hi = -np.inf, np.inf
-        else:
-            lo, hi = get("lower", 0.0), get("upper", 0.0)
+        def get(key, default=None):
+            value = self.number(lim, key, where, default)
+            return value if abs(value) < UNBOUNDED else math.copysign(math.inf, value)
+
+        eff, vel = get("effort"), get("velocity")
+        lo, hi = get("lower", 0.0), get("upper", 0.0)
+        for key, value in (("effort", eff), ("velocity", vel)):
+            if value < 0:
+                raise self.error(f"{where}: attribute {key}={_show(lim.get(key))} must be >= 0")
+        if jtype not in ("revolute", "prismatic"):
+            return -np.inf, np.inf, vel, eff
         if lo > hi:
-            raise self.error(f"{where}: <limit> lower={lo} exceeds upper={hi}")
-        if vel < 0 or eff < 0:
-            raise self.error(f"{where}: <limit> velocity and effort must be >= 0")
+            raise self.error(f"{where}: lower={lo} exceeds upper={hi}")
         return lo, hi, vel, eff
 
 
