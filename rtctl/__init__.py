@@ -12,40 +12,196 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 
 import hashlib
 import os
-import tempfile
+import stat
+import sys
+import time
 from pathlib import Path
 
 MODELS_DIR = Path(__file__).parent / "data" / "models"
 
+# numba's on-disk cache is pickled: whoever can write a cache file can run code in every process that
+# loads it. rtctl's cache therefore lives only in a directory no other user can write to (see
+# _private_dir); when there is none, rtctl's kernels run uncached (compiled at every start).
+_CACHE_PACKAGES = ("rtctl", "drivers", "plants", "loops")
+_CACHE_PRUNE_AGE_S = 24 * 3600.0   # numba-<hash> siblings of the current one unused this long are removed
+_WRITE_BY_OTHERS = stat.S_IWGRP | stat.S_IWOTH
 
-def _numba_cache_dir() -> str:
-    """A numba cache directory keyed on the hash of every rtctl source file.
 
-    numba validates a cached function against its own file's timestamp only,
+class _UnsafeCacheDir(Exception):
+    """Why a cache directory is refused (the message names the path)."""
+
+
+def _source_digest() -> str:
+    """A hash of every rtctl source file.
+
+    numba validates a cached function against its own file's contents only,
     so a kernel that calls into another, edited module would load stale
-    machine code. Keying the directory on all sources rules that out.
+    machine code. Keying the cache directory on all sources rules that out.
     """
     root = Path(__file__).resolve().parent.parent
     digest = hashlib.sha1(__version__.encode())
-    for package in ("rtctl", "drivers", "plants", "loops"):
+    for package in _CACHE_PACKAGES:
         for path in sorted((root / package).rglob("*.py")):
             digest.update(str(path.relative_to(root)).encode())
             digest.update(path.read_bytes())
-    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    for candidate in (base / "rtctl", Path(tempfile.gettempdir()) / "rtctl-cache"):
+    return digest.hexdigest()[:16]
+
+
+def _check_ancestors(real: str, uid: int, parent_of_cache: bool) -> None:
+    """Every directory from ``real`` (a resolved path) up to ``/`` must be owned by root or this user and
+    not writable by other users; higher up than the cache's own parent, a sticky world-writable directory
+    such as ``/tmp`` is accepted (others cannot rename or replace entries they do not own there)."""
+    d = real
+    while True:
+        st = os.lstat(d)
+        if not stat.S_ISDIR(st.st_mode):
+            raise _UnsafeCacheDir(f"{d} is not a directory")
+        if st.st_uid not in (0, uid):
+            raise _UnsafeCacheDir(f"{d} is owned by another user (uid {st.st_uid})")
+        if st.st_mode & _WRITE_BY_OTHERS and (parent_of_cache or not st.st_mode & stat.S_ISVTX):
+            raise _UnsafeCacheDir(f"{d} is writable by other users (mode {stat.S_IMODE(st.st_mode):o})")
+        parent_of_cache = False
+        up = os.path.dirname(d)
+        if up == d:
+            return
+        d = up
+
+
+def _check_own(path: str, uid: int) -> None:
+    """``path`` must be a directory (not a symlink) owned by this user and not writable by anyone else."""
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        raise _UnsafeCacheDir(f"{path} is a symbolic link")
+    if not stat.S_ISDIR(st.st_mode):
+        raise _UnsafeCacheDir(f"{path} is not a directory")
+    if st.st_uid != uid:
+        raise _UnsafeCacheDir(f"{path} is owned by another user (uid {st.st_uid})")
+    if st.st_mode & _WRITE_BY_OTHERS:
+        raise _UnsafeCacheDir(f"{path} is writable by other users (mode {stat.S_IMODE(st.st_mode):o})")
+    if stat.S_IMODE(st.st_mode) != 0o700:
         try:
-            candidate.mkdir(parents=True, exist_ok=True)
-            if os.access(candidate, os.W_OK):
-                return str(candidate / f"numba-{digest.hexdigest()[:16]}")
+            os.chmod(path, 0o700)  # ours and safe already: tighten to private (older rtctl created it 0755)
         except OSError:
-            continue
-    return ""
+            pass
 
 
-if not os.environ.get("NUMBA_CACHE_DIR"):
+def _private_dir(path: str) -> str:
+    """Create ``path`` (and missing parents) with mode 0700, check that only this user can write to it and
+    to every directory above it, and return its resolved path; raise :class:`_UnsafeCacheDir` otherwise.
+
+    The resolved path is what numba gets, so no symlink along the way can be re-pointed later.
+    """
+    uid = os.geteuid()
+    path = os.path.abspath(path)
+    missing = []
+    existing = path
+    while not os.path.lexists(existing):
+        missing.append(os.path.basename(existing))
+        existing = os.path.dirname(existing)
+    if not missing:  # the directory itself exists: check it as it is (a symlink is refused, not followed)
+        parent = os.path.realpath(os.path.dirname(path))
+        _check_ancestors(parent, uid, parent_of_cache=True)
+        real = os.path.join(parent, os.path.basename(path))
+        _check_own(real, uid)
+        return real
+    real = os.path.realpath(existing)
+    _check_ancestors(real, uid, parent_of_cache=len(missing) == 1)
+    for name in reversed(missing):
+        real = os.path.join(real, name)
+        try:
+            os.mkdir(real, 0o700)
+        except FileExistsError:  # another process was faster: checked like any existing directory
+            pass
+        _check_own(real, uid)
+    return real
+
+
+def _cache_root() -> str:
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = xdg if os.path.isabs(xdg) else os.path.join(str(Path.home()), ".cache")  # XDG: ignore relative
+    return os.path.join(base, "rtctl")
+
+
+def _prune_stale(root: str, keep: str) -> None:
+    """Remove ``numba-*`` directories in ``root`` other than ``keep`` that no process has imported for
+    :data:`_CACHE_PRUNE_AGE_S` (each import touches its own directory). Symlinks and files are left alone;
+    ``shutil.rmtree`` does not follow symlinks inside the trees it removes."""
+    now = time.time()
+    stale = []
+    try:
+        with os.scandir(root) as entries:
+            for entry in entries:
+                if not entry.name.startswith("numba-") or entry.name == keep:
+                    continue
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode) and now - st.st_mtime > _CACHE_PRUNE_AGE_S:
+                    stale.append(entry.path)
+    except OSError:
+        return
+    if stale:
+        import shutil
+        for path in stale:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _numba_cache_dir() -> str:
+    """The private numba cache directory of the current sources (``<cache>/rtctl/numba-<hash>``), created
+    and checked; raises :class:`_UnsafeCacheDir` or ``OSError`` when there is none."""
+    try:
+        root = _private_dir(_cache_root())
+    except RuntimeError as exc:  # Path.home(): no HOME and no password entry
+        raise _UnsafeCacheDir(str(exc)) from None
+    name = f"numba-{_source_digest()}"
+    current = os.path.join(root, name)
+    try:
+        os.mkdir(current, 0o700)
+    except FileExistsError:
+        _check_own(current, os.geteuid())
+        os.utime(current)  # in use: keeps it from being pruned by other source versions' imports
+    _prune_stale(root, name)
+    return current
+
+
+def _run_uncached(numba, reason: str) -> None:
+    """Make ``cache=True`` a no-op for rtctl's kernels and say so on stderr.
+
+    numba has no switch for that: an empty ``CACHE_DIR`` falls back to ``__pycache__`` and then to
+    ``$XDG_CACHE_HOME/numba``, an unusable one falls back the same way, and no usable location at all
+    is an error at decoration time. So the dispatchers of rtctl's packages do not get a cache (they keep
+    numba's in-memory ``NullCache``); other packages' functions are left to numba's defaults.
+    """
+    from numba.core import dispatcher
+
+    cls = dispatcher.Dispatcher
+    original = getattr(cls, "enable_caching", None)
+    if original is not None and not getattr(original, "_rtctl_uncached", False):
+        def enable_caching(self):
+            module = getattr(self.py_func, "__module__", None) or ""
+            if module.partition(".")[0] not in _CACHE_PACKAGES:
+                original(self)
+
+        enable_caching._rtctl_uncached = True
+        cls.enable_caching = enable_caching
+    elif original is None:  # a numba without the hook: a throwaway private directory instead
+        import atexit
+        import shutil
+        import tempfile
+
+        tmp = tempfile.mkdtemp(prefix="rtctl-numba-")
+        atexit.register(shutil.rmtree, tmp, True)
+        numba.config.CACHE_DIR = tmp
+    mp = sys.modules.get("multiprocessing")
+    if mp is None or mp.parent_process() is None:  # once per command, not once per worker process
+        print(f"rtctl: numba kernels run uncached (compiled at every start): {reason}", file=sys.stderr)
+
+
+if not os.environ.get("NUMBA_CACHE_DIR"):  # an explicit NUMBA_CACHE_DIR is the user's choice
     import numba
 
-    numba.config.CACHE_DIR = _numba_cache_dir()
+    try:
+        numba.config.CACHE_DIR = _numba_cache_dir()
+    except (_UnsafeCacheDir, OSError) as exc:
+        _run_uncached(numba, f"no private cache directory: {exc}")
 
 
 def bundled_model_path(name: str) -> Path:

@@ -7,7 +7,9 @@
 * :mod:`rtctl.sweep.report` -- metric-vs-parameter and Pareto plots.
 
 ``rtctl sweep SWEEP.toml --out results.parquet`` runs it; re-running the same
-command skips the runs already finished.
+command skips the runs already finished. Ctrl-C stops a sweep cleanly: the runs in
+flight are abandoned, the finished ones are written to the results file
+(:class:`SweepInterrupted`), and the next run of the command resumes.
 """
 from __future__ import annotations
 
@@ -20,8 +22,18 @@ from .results import ResultStore, read_columns, read_rows
 from .runner import FAILURES, STATUSES, run_one
 from .spec import METRICS, Sweep, SweepError, load_sweep
 
-__all__ = ["Backend", "FAILURES", "METRICS", "STATUSES", "Sweep", "SweepError", "SweepSummary", "create_backend",
-           "load_sweep", "read_columns", "read_rows", "run_one", "run_sweep"]
+__all__ = ["Backend", "FAILURES", "METRICS", "STATUSES", "Sweep", "SweepError", "SweepInterrupted", "SweepSummary",
+           "create_backend", "load_sweep", "read_columns", "read_rows", "run_one", "run_sweep"]
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a sweep. ``done`` of ``total`` runs are finished and in the results file ``path``
+    (``ran`` of them in this call); ``restored``: a ``--fresh`` sweep stopped before its first result, so
+    the earlier results were put back."""
+
+    def __init__(self, done: int, total: int, ran: int, path: str, restored: bool = False):
+        super().__init__(f"sweep interrupted after {done} of {total} runs; results in {path}")
+        self.done, self.total, self.ran, self.path, self.restored = done, total, ran, path, restored
 
 
 @dataclass
@@ -50,45 +62,70 @@ class SweepSummary:
 
 def run_sweep(sweep: Sweep, out: str | Path, *, backend: Backend | None = None, resume: bool = True,
               progress: bool = True) -> SweepSummary:
-    """Run every run of ``sweep`` not already in ``out`` and write the results file."""
+    """Run every run of ``sweep`` not already in ``out`` and write the results file.
+
+    ``resume=False`` starts over, but the earlier results are only moved aside: they are deleted once the
+    new sweep has written its first row, and put back if it fails or is interrupted before that. Ctrl-C
+    (``KeyboardInterrupt``) writes the finished rows to ``out`` and raises :class:`SweepInterrupted`.
+    """
     store = ResultStore(out)
+    store.recover_aside()
     runs = sweep.runs()
     wanted = {r["run_id"] for r in runs}
+    metadata = {"sweep": sweep.source, "method": sweep.method, "parameters": [p.path for p in sweep.parameters]}
     if not resume:
-        store.discard()
-    done = {r["run_id"] for r in store.existing_rows()} & wanted
-    todo = [r for r in runs if r["run_id"] not in done]
+        store.set_aside()
     own_backend = backend is None
-    if own_backend:
-        backend = create_backend(sweep.backend["kind"], workers=sweep.backend["workers"],
-                                 address=sweep.backend["address"])
     by_status: dict[str, int] = {}
+    done: set = set()
+    ran = 0
     bar = None
-    if progress and todo:
-        from tqdm import tqdm
-        bar = tqdm(total=len(todo), unit="run", desc="sweep", dynamic_ncols=True)
-    start = time.perf_counter()
     try:
-        for _, row in backend.map_unordered(run_one, todo):
-            keep = {k: v for k, v in row.items()
-                    if k in ("run_id", "index", "status", "reason") or k.startswith("param.") or k in sweep.metrics}
-            store.append(keep)
-            by_status[row["status"]] = by_status.get(row["status"], 0) + 1
-            if bar is not None:
-                bar.update(1)
-                failed = {"failed": sum(v for k, v in by_status.items() if k != "ok")}
-                if by_status.get("timeout"):  # a failure kind of its own: the limit may just be too tight
-                    failed["timeout"] = by_status["timeout"]
-                bar.set_postfix(failed)
-        wall = time.perf_counter() - start
-        workers = backend.workers
-    finally:
-        if bar is not None:
-            bar.close()
-        store.close()
+        done = {r["run_id"] for r in store.existing_rows()} & wanted
+        todo = [r for r in runs if r["run_id"] not in done]
         if own_backend:
-            backend.close()
-    store.finalize(keep_ids=wanted, metadata={"sweep": sweep.source, "method": sweep.method,
-                                              "parameters": [p.path for p in sweep.parameters]})
+            backend = create_backend(sweep.backend["kind"], workers=sweep.backend["workers"],
+                                     address=sweep.backend["address"], tls=sweep.backend.get("tls"))
+        if progress and todo:
+            from tqdm import tqdm
+            bar = tqdm(total=len(todo), unit="run", desc="sweep", dynamic_ncols=True)
+        start = time.perf_counter()
+        results = backend.map_unordered(run_one, todo)
+        try:
+            for _, row in results:
+                keep = {k: v for k, v in row.items()
+                        if k in ("run_id", "index", "status", "reason") or k.startswith("param.")
+                        or k in sweep.metrics}
+                store.append(keep)   # the first row also deletes the results --fresh moved aside
+                ran += 1
+                by_status[row["status"]] = by_status.get(row["status"], 0) + 1
+                if bar is not None:
+                    bar.update(1)
+                    failed = {"failed": sum(v for k, v in by_status.items() if k != "ok")}
+                    if by_status.get("timeout"):  # a failure kind of its own: the limit may just be too tight
+                        failed["timeout"] = by_status["timeout"]
+                    bar.set_postfix(failed)
+            wall = time.perf_counter() - start
+            workers = backend.workers
+        finally:
+            close = getattr(results, "close", None)
+            if close is not None:  # a generator left early (Ctrl-C): it stops the runs still in flight
+                close()
+            if bar is not None:
+                bar.close()
+            store.close()
+            if own_backend and backend is not None:
+                backend.close()
+        store.finalize(keep_ids=wanted, metadata=metadata)
+        store.drop_aside()
+    except KeyboardInterrupt:
+        restored = store.restore_aside()   # nothing new was written: the earlier results stay
+        if ran or done:
+            store.finalize(keep_ids=wanted, metadata=metadata)
+        raise SweepInterrupted(done=len(done) + ran, total=len(runs), ran=ran, path=str(out),
+                               restored=restored) from None
+    except BaseException:
+        store.restore_aside()
+        raise
     return SweepSummary(total=len(runs), skipped=len(done), ran=len(todo), by_status=by_status, wall_s=wall,
                         workers=workers, path=str(out))

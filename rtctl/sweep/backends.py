@@ -5,12 +5,20 @@ pairs as runs finish, in completion order. A run that takes its worker down
 (a segfault, the OOM killer, a lost machine) comes back as an ``error`` row
 naming what happened; the sweep goes on. Ray, or anything else with
 submit/as-completed semantics, fits behind the same interface.
+
+Ctrl-C (``KeyboardInterrupt`` in the caller) stops a backend at once: the
+runs not started are cancelled and the local pool's worker processes, which
+ignore SIGINT themselves (a terminal sends it to the whole process group),
+are terminated; their runs in flight are lost and re-run on resume.
 """
 from __future__ import annotations
 
 import abc
+import ipaddress
 import os
+import signal
 from typing import Callable, Iterable, Iterator
+from urllib.parse import urlsplit
 
 from .spec import SweepError
 
@@ -44,6 +52,11 @@ class Backend(abc.ABC):
         self.close()
 
 
+def _ignore_sigint() -> None:
+    """Pool worker initializer: Ctrl-C is the parent's to handle (it terminates the workers)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class LocalPool(Backend):
     """A pool of worker processes on this machine (``workers=0``: one per core).
 
@@ -66,16 +79,40 @@ class LocalPool(Backend):
     def _new_pool(self):
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
-        return ProcessPoolExecutor(max_workers=self._workers, mp_context=multiprocessing.get_context("spawn"))
+        return ProcessPoolExecutor(max_workers=self._workers, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_ignore_sigint)
+
+    def _terminate(self) -> None:
+        """Stop now: cancel what has not started and kill the workers (their runs in flight are lost)."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        terminate = getattr(pool, "terminate_workers", None)   # Python >= 3.14
+        if terminate is not None:
+            terminate()
+            return
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.join(5)
 
     def map_unordered(self, fn, items):
-        from concurrent.futures import FIRST_COMPLETED, wait
-        from concurrent.futures.process import BrokenProcessPool
-
         queue = list(items)[::-1]
         attempts: dict[str, int] = {}
         pending: dict = {}
         self._pool = self._pool or self._new_pool()
+        try:
+            yield from self._run(fn, queue, attempts, pending)
+        except BaseException:  # Ctrl-C, or the caller stopped iterating: abandon the runs in flight
+            self._terminate()
+            raise
+
+    def _run(self, fn, queue, attempts, pending):
+        from concurrent.futures import FIRST_COMPLETED, wait
+        from concurrent.futures.process import BrokenProcessPool
+
         while queue or pending:
             while queue and len(pending) < 2 * self._workers:
                 item = queue.pop()
@@ -109,6 +146,36 @@ class LocalPool(Backend):
             self._pool = None
 
 
+ENCRYPTED_SCHEMES = ("tls", "wss")
+
+
+def check_scheduler_address(address: str, tls: dict | None = None) -> None:
+    """Refuse an unencrypted scheduler address that is not on this machine.
+
+    An open (non-TLS) Dask scheduler runs any code sent to it, and the client
+    unpickles whatever comes back: only ``tls://`` (or ``wss://``) with
+    certificates, or a scheduler on the loopback interface, is accepted.
+    """
+    scheme, sep, rest = address.partition("://")
+    scheme = scheme.lower() if sep else "tcp"   # distributed's default protocol
+    rest = rest if sep else address
+    if scheme in ENCRYPTED_SCHEMES or scheme == "inproc":
+        return
+    if tls:
+        raise SweepError(f"[backend] address {address!r}: the tls_* keys need a tls:// address")
+    host = urlsplit(f"//{rest}").hostname or ""
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host.lower() == "localhost"
+    if not loopback:
+        raise SweepError(
+            f"[backend] address {address!r}: refusing an unencrypted ({scheme}://) Dask scheduler on another "
+            f"machine: an open scheduler runs any code sent to it. Start the scheduler and workers with TLS "
+            f"certificates and use tls://HOST:PORT with [backend] tls_ca_file, tls_cert and tls_key "
+            f"(or distributed's comm.tls configuration); see the README")
+
+
 class DaskBackend(Backend):
     """Dask distributed: a scheduler at ``address`` (a multi-machine cluster), or a LocalCluster.
 
@@ -118,18 +185,44 @@ class DaskBackend(Backend):
     should name bundled models or paths that exist on the workers. Runs are
     submitted with ``pure=False`` (each one is a new simulation); a run whose
     worker dies is retried once by the scheduler, then recorded as an error.
+
+    A scheduler on another machine must be reached over TLS
+    (:func:`check_scheduler_address`): ``tls`` holds the client's CA file,
+    certificate and key (``{"tls_ca_file", "tls_cert", "tls_key"}``, from the
+    ``[backend]`` table) and the connection then requires encryption; without
+    it, distributed's own configuration (``distributed.comm.tls.*``) applies.
     """
 
     name = "dask"
 
-    def __init__(self, address: str = "", workers: int = 0):
+    def __init__(self, address: str = "", workers: int = 0, tls: dict | None = None):
+        if address:
+            check_scheduler_address(address, tls)
+        elif tls:
+            raise SweepError("[backend] tls_* keys: they secure the connection to a scheduler at [backend] "
+                             "address; the LocalCluster started without an address listens on 127.0.0.1 only")
         try:
             from dask.distributed import Client, LocalCluster
         except ImportError:
             raise SweepError("the dask backend needs dask.distributed: pip install 'rtctl[dask]'") from None
         self._cluster = None
         if address:
-            self.client = Client(address, timeout="30s")
+            kwargs = {}
+            if tls:
+                from distributed.security import Security
+                kwargs["security"] = Security(tls_ca_file=tls["tls_ca_file"], tls_client_cert=tls["tls_cert"],
+                                              tls_client_key=tls["tls_key"], require_encryption=True)
+            elif address.partition("://")[0].lower() in ENCRYPTED_SCHEMES:
+                import dask
+
+                if not dask.config.get("distributed.comm.tls.ca-file", None):
+                    raise SweepError(f"[backend] address {address!r}: a TLS scheduler needs the client's "
+                                     f"certificates: set [backend] tls_ca_file, tls_cert and tls_key (or "
+                                     f"distributed.comm.tls in the Dask configuration)")
+            try:
+                self.client = Client(address, timeout="30s", **kwargs)
+            except OSError as exc:  # unreachable, timed out, or the TLS handshake failed
+                raise SweepError(f"cannot connect to the Dask scheduler at {address}: {exc}") from None
         else:
             n = int(workers) or (os.cpu_count() or 1)
             self._cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
@@ -144,17 +237,26 @@ class DaskBackend(Backend):
         from dask.distributed import as_completed
 
         futures = {}
-        for item in items:
-            fut = self.client.submit(fn, item, key=f"rtctl-run-{item['run_id']}", pure=False, retries=1)
-            futures[fut.key] = (fut, item)
-        for fut in as_completed([f for f, _ in futures.values()]):
-            item = futures[fut.key][1]
-            if fut.status == "finished":
-                yield item, fut.result()
-            else:
-                exc = fut.exception()
-                yield item, worker_died_row(item, f"{type(exc).__name__}: {exc}")
-            fut.release()
+        try:
+            for item in items:
+                fut = self.client.submit(fn, item, key=f"rtctl-run-{item['run_id']}", pure=False, retries=1)
+                futures[fut.key] = (fut, item)
+            for fut in as_completed([f for f, _ in futures.values()]):
+                item = futures[fut.key][1]
+                if fut.status == "finished":
+                    yield item, fut.result()
+                else:
+                    exc = fut.exception()
+                    yield item, worker_died_row(item, f"{type(exc).__name__}: {exc}")
+                fut.release()
+        except BaseException:  # Ctrl-C, or the caller stopped iterating: cancel what has not finished
+            pending = [f for f, _ in futures.values() if not f.done()]
+            if pending:
+                try:
+                    self.client.cancel(pending)
+                except Exception:  # noqa: BLE001  the client may be gone already
+                    pass
+            raise
 
     def close(self) -> None:
         self.client.close()
@@ -176,11 +278,11 @@ class Sequential(Backend):
             yield item, fn(item)
 
 
-def create_backend(kind: str, *, workers: int = 0, address: str = "") -> Backend:
+def create_backend(kind: str, *, workers: int = 0, address: str = "", tls: dict | None = None) -> Backend:
     if kind == "local":
         return LocalPool(workers)
     if kind == "dask":
-        return DaskBackend(address, workers)
+        return DaskBackend(address, workers, tls)
     if kind == "sequential":
         return Sequential()
     raise ValueError(f"unknown sweep backend {kind!r}; choose local, dask or sequential")

@@ -7,6 +7,13 @@ flight. :meth:`ResultStore.finalize` merges the journal into the Parquet file
 ``param.<section>.<key>``; a per-joint list parameter is stored as its JSON
 text) and removes the journal. Parquet keeps the column types, is compact and
 is read directly by pandas, polars, DuckDB and Arrow tools.
+
+``rtctl sweep --fresh`` does not delete the earlier results up front:
+:meth:`ResultStore.set_aside` renames them to ``RESULTS.previous`` (and
+``RESULTS.journal.jsonl.previous``); they are deleted once the new sweep has
+written its first row, and put back by :meth:`ResultStore.restore_aside` if it
+stops before that. A set-aside left behind by a killed process is sorted out
+by :meth:`ResultStore.recover_aside` on the next start.
 """
 from __future__ import annotations
 
@@ -39,9 +46,10 @@ class ResultStore:
             raise ValueError(f"results file must end in .parquet, got {str(path)!r}")
         self.journal = self.path.with_name(self.path.name + ".journal.jsonl")
         self._fh = None
+        self._aside: list[tuple[Path, Path]] = []   # (path, where it was moved) by set_aside
 
     def existing_rows(self) -> list[dict]:
-        """Rows already finished: the Parquet file's and the journal's (a torn last line is ignored)."""
+        """Rows already finished: the Parquet file's and the journal's (a torn line is ignored)."""
         rows = read_rows(self.path) if self.path.exists() else []
         if self.journal.exists():
             with open(self.journal, encoding="utf-8") as fh:
@@ -49,9 +57,47 @@ class ResultStore:
                     try:
                         rows.append(json.loads(line))
                     except json.JSONDecodeError:
-                        break
+                        continue
         latest = {r["run_id"]: r for r in rows}
         return list(latest.values())
+
+    def _aside_pairs(self) -> list[tuple[Path, Path]]:
+        return [(p, p.with_name(p.name + ".previous")) for p in (self.path, self.journal)]
+
+    def set_aside(self) -> None:
+        """Move the existing results (file and journal) aside: deleted at the first new row, else restored."""
+        for p, aside in self._aside_pairs():
+            if p.exists():
+                p.replace(aside)
+                self._aside.append((p, aside))
+
+    def restore_aside(self) -> bool:
+        """Put results moved aside by :meth:`set_aside` back (when no new row was written); True if any was."""
+        restored = False
+        for p, aside in self._aside:
+            if aside.exists() and not p.exists():
+                aside.replace(p)
+                restored = True
+        self._aside = []
+        return restored
+
+    def drop_aside(self) -> None:
+        for _, aside in self._aside:
+            aside.unlink(missing_ok=True)
+        self._aside = []
+
+    def recover_aside(self) -> None:
+        """Sort out what a killed ``--fresh`` run left aside: put it back if the new run wrote nothing,
+        else (the new run had written rows) delete it."""
+        pairs = [(p, aside) for p, aside in self._aside_pairs() if aside.exists()]
+        if not pairs:
+            return
+        if self.path.exists() or self.journal.exists():
+            for _, aside in pairs:
+                aside.unlink(missing_ok=True)
+        else:
+            for p, aside in pairs:
+                aside.replace(p)
 
     def discard(self) -> None:
         for p in (self.path, self.journal):
@@ -61,10 +107,16 @@ class ResultStore:
     def append(self, row: dict) -> None:
         if self._fh is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = open(self.journal, "a", encoding="utf-8")
-        self._fh.write(json.dumps(_json_safe({k: _plain(v) if k.startswith("param.") else v
-                                              for k, v in row.items()})) + "\n")
+            self._fh = open(self.journal, "a+b")
+            if self._fh.tell() > 0:  # a journal ending in a torn line (a killed run): start on a new line
+                self._fh.seek(-1, 2)
+                if self._fh.read(1) != b"\n":
+                    self._fh.write(b"\n")
+        line = json.dumps(_json_safe({k: _plain(v) if k.startswith("param.") else v for k, v in row.items()}))
+        self._fh.write(line.encode("utf-8") + b"\n")
         self._fh.flush()
+        if self._aside:  # the new run has its first result on disk: the results it replaces can go
+            self.drop_aside()
 
     def close(self) -> None:
         if self._fh is not None:

@@ -21,9 +21,12 @@ A sweep is a TOML file::
     log = true                   # ... sampled uniformly in log space
 
     [backend]
-    kind = "local"               # local (process pool) | dask
+    kind = "local"               # local (process pool) | dask | sequential (in this process)
     workers = 0                  # local: worker processes (0 = one per core); dask LocalCluster size
-    address = ""                 # dask: scheduler address, e.g. "tcp://10.0.0.5:8786" ("" = a LocalCluster)
+    address = ""                 # dask: scheduler address, e.g. "tls://10.0.0.5:8786" ("" = a LocalCluster)
+    tls_ca_file = "ca.pem"       # dask: the client's TLS set-up (paths relative to this file), needs tls://
+    tls_cert = "client.pem"
+    tls_key = "client-key.pem"
     run_timeout = 60.0           # optional: wall-clock limit of each run's simulation (s; default: none)
 
 ``grid`` runs the Cartesian product of the value lists, ``zip`` runs them
@@ -37,6 +40,12 @@ the end of its first cycle: build and one-off set-up excluded) stops at a
 cycle boundary and is recorded as ``timeout`` with the metrics of the cycles
 that ran. It is an execution setting like ``workers``: it does not change the
 run ids, so a resumed sweep keeps its timeout rows (``--fresh`` re-runs them).
+
+An open Dask scheduler runs any code sent to it: an ``address`` on another
+machine must be ``tls://`` (with ``tls_ca_file`` and ``tls_cert``, and
+``tls_key`` unless the key is in the certificate file, or distributed's
+``distributed.comm.tls`` configuration); an unencrypted address is accepted on
+the loopback interface only.
 """
 from __future__ import annotations
 
@@ -53,7 +62,7 @@ import numpy as np
 from ..config import SCHEMA, ConfigError, read_toml, validate
 
 METHODS = ("grid", "zip", "random", "latin_hypercube")
-BACKENDS = ("local", "dask")
+BACKENDS = ("local", "dask", "sequential")
 METRICS = (
     "tracking_rms",       # max over joints of the per-joint RMS tracking error (rad or m)
     "tracking_max",       # max over joints and cycles of |q_d - q|
@@ -98,7 +107,7 @@ class Sweep:
     duration: float | None = None
     metrics: tuple = METRICS
     backend: dict = field(default_factory=lambda: {"kind": "local", "workers": 0, "address": "",
-                                                   "run_timeout": None})
+                                                   "run_timeout": None, "tls": None})
 
     def runs(self) -> list[dict]:
         """The runs: ``[{"run_id", "params": {path: value}, "config": run config}, ...]`` in a fixed order."""
@@ -268,19 +277,23 @@ def load_sweep(path: str | Path) -> Sweep:
     metrics = sw.get("metrics", list(METRICS))
     if not isinstance(metrics, list) or not metrics or any(m not in METRICS for m in metrics):
         raise SweepError(f"{source}: [sweep] metrics: a list drawn from {list(METRICS)}, got {metrics!r}")
-    backend = _backend(raw.get("backend", {}), source)
+    backend = _backend(raw.get("backend", {}), source, path.resolve().parent)
     sweep = Sweep(source=source, base=base, base_dir=str(base_path.resolve().parent), parameters=params, method=method, samples=samples, seed=seed,
                   duration=None if duration is None else float(duration), metrics=tuple(metrics), backend=backend)
     sweep.runs()  # validate every generated run config now, before anything is started
     return sweep
 
 
-def _backend(raw, source: str) -> dict:
+TLS_KEYS = ("tls_ca_file", "tls_cert", "tls_key")
+BACKEND_KEYS = ("kind", "workers", "address", "run_timeout", *TLS_KEYS)
+
+
+def _backend(raw, source: str, base_dir: Path = Path(".")) -> dict:
     if not isinstance(raw, dict):
         raise SweepError(f"{source}: [backend] must be a table")
-    bad = sorted(set(raw) - {"kind", "workers", "address", "run_timeout"})
+    bad = sorted(set(raw) - set(BACKEND_KEYS))
     if bad:
-        raise SweepError(f"{source}: [backend] unknown key '{bad[0]}'; allowed: address, kind, run_timeout, workers")
+        raise SweepError(f"{source}: [backend] unknown key '{bad[0]}'; allowed: {', '.join(sorted(BACKEND_KEYS))}")
     out = {"kind": raw.get("kind", "local"), "workers": raw.get("workers", 0), "address": raw.get("address", ""),
            "run_timeout": raw.get("run_timeout")}
     if out["kind"] not in BACKENDS:
@@ -289,7 +302,18 @@ def _backend(raw, source: str) -> dict:
     if isinstance(w, bool) or not isinstance(w, int) or w < 0:
         raise SweepError(f"{source}: [backend] workers must be an integer >= 0 (0: one per core), got {w!r}")
     if not isinstance(out["address"], str):
-        raise SweepError(f"{source}: [backend] address must be a string like \"tcp://host:8786\"")
+        raise SweepError(f"{source}: [backend] address must be a string like \"tls://host:8786\"")
+    tls = {k: raw[k] for k in TLS_KEYS if k in raw}
+    if tls:
+        for key, value in tls.items():
+            if not isinstance(value, str) or not value:
+                raise SweepError(f"{source}: [backend] {key} must be a path (a PEM file), got {value!r}")
+        missing = [k for k in ("tls_ca_file", "tls_cert") if k not in tls]
+        if missing:
+            raise SweepError(f"{source}: [backend] TLS needs tls_ca_file and tls_cert (and tls_key unless the "
+                             f"key is in the certificate file); missing {', '.join(missing)}")
+        tls = {k: str(base_dir / tls[k]) if k in tls else None for k in TLS_KEYS}
+    out["tls"] = tls or None
     limit = out["run_timeout"]
     if limit is not None:
         if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not math.isfinite(limit) or limit <= 0:
