@@ -3,8 +3,11 @@
 A paced loop publishes telemetry and serves the control channel; ``rtctl
 dashboard``'s server bridges both to the page. Asserts that the plots receive and
 draw data (points drawn, non-blank canvases, histogram bars), that the page was
-served from the package (no CDN), and that the page's e-stop button trips the
-loop's safety monitor. Screenshots are saved in the test's tmp directory.
+served from the package (no CDN), that the page's e-stop button trips the
+loop's safety monitor with no token, and that its re-arm button, with the control
+token typed into the page's password field, is accepted by the control channel
+(the token kept out of the URL and the page's storage; the dashboard holds none). Screenshots are saved in
+the test's tmp directory.
 Skipped, with the reason, when chromium or chromedriver is not installed.
 """
 import shutil
@@ -13,6 +16,7 @@ import urllib.request
 
 import pytest
 
+from rtctl.telemetry.auth import TOKEN_ENV
 from rtctl.telemetry.dashboard import Dashboard, wait_for
 from telemetry_helpers import make_loop
 
@@ -35,16 +39,19 @@ def _browser():
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
 
 
-def test_dashboard_plots_live_data_and_its_estop_trips_the_loop(tmp_path):
+def test_dashboard_plots_live_data_and_its_estop_trips_the_loop(tmp_path, monkeypatch):
     from selenium.webdriver.common.by import By
 
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv(TOKEN_ENV, "browser-test-control-token")
     browser = _browser()
     loop = make_loop(loop={"pace": True, "rate_hz": 500.0},
                      trajectory={"type": "sinusoid", "center": [0.0] * 7, "amplitude": [0.2] * 7,
                                  "frequency": [1.0] * 7},
                      telemetry={"enabled": True, "endpoint": "tcp://127.0.0.1:0", "meta_period": 0.2},
-                     control={"enabled": True, "endpoint": "tcp://127.0.0.1:0", "token": "tok"})
-    dash = Dashboard(loop.telemetry.endpoint, loop.control.endpoint, token="tok", port=0)
+                     control={"enabled": True, "endpoint": "tcp://127.0.0.1:0"})
+    token = getattr(loop.control, "token", None) or "browser-test-control-token"
+    dash = Dashboard(loop.telemetry.endpoint, loop.control.endpoint, port=0)
     runner = threading.Thread(target=lambda: loop.run(duration=8.0), daemon=True)
     try:
         url = dash.start()
@@ -78,12 +85,23 @@ def test_dashboard_plots_live_data_and_its_estop_trips_the_loop(tmp_path):
         assert wait_for(lambda: any(e["kind"] == "control" for e in browser.execute_script(
             "return window.rtctl.events")), timeout=5)
         browser.save_screenshot(str(tmp_path / "dashboard_tripped.png"))
-        print(f"dashboard screenshots: {tmp_path}")
         assert (tmp_path / "dashboard_tripped.png").stat().st_size > 10_000
+
+        field = browser.find_element(By.ID, "token")
+        assert field.get_attribute("type") == "password"
+        field.send_keys(token)
+        browser.find_element(By.ID, "rearm").click()
+        rearmed = "return window.rtctl.replies.some(r => r.cmd === 'rearm' && r.ok === true)"
+        assert wait_for(lambda: browser.execute_script(rearmed), timeout=5), browser.execute_script(
+            "return window.rtctl.replies")
+        assert browser.execute_script("return localStorage.length + sessionStorage.length") == 0
+        assert token not in browser.current_url
+        assert token not in browser.execute_script("return JSON.stringify(window.rtctl.replies)")
+        browser.save_screenshot(str(tmp_path / "dashboard_rearmed.png"))
+        print(f"dashboard screenshots: {tmp_path}")
     finally:
         browser.quit()
         dash.stop()
         runner.join(15)
         loop.control.close()
         loop.telemetry.close()
-    assert loop.report().tripped

@@ -8,12 +8,50 @@ every sample, and every ~33 ms (30 Hz) sends each browser one JSON frame: the
 samples since the last frame decimated to at most ``points_per_frame``, the
 histogram, the safety state and new events. Each client has its own bounded
 queue; when a browser lags, its oldest frames are dropped (and counted), never
-the bridge or the loop. Browser commands (``estop``, ``rearm``, ``status``
-only) are forwarded to the control endpoint as control-channel requests.
+the bridge or the loop.
+
+Who may talk to it. Any web page the operator opens can make the browser send
+requests to 127.0.0.1, so every request is checked before it is answered; a
+refused one gets ``403`` with a one-line text body saying why:
+
+* the ``Host`` header must be the address the dashboard is bound to,
+  ``HOST:PORT`` (for a loopback bind any of ``127.0.0.1``, ``localhost`` and
+  ``[::1]`` with the bound port): a page on a DNS-rebound name (``evil.example``
+  resolving to 127.0.0.1) is refused, static files included;
+* a websocket upgrade on ``/ws`` must carry an ``Origin`` header that is the
+  dashboard's own origin, ``http://`` + one of those ``HOST:PORT``: another
+  site's page cannot read telemetry or press the buttons (a missing ``Origin``
+  is refused too);
+* the page is sent with ``X-Frame-Options: DENY`` and a Content-Security-Policy
+  (scripts and connections to itself only, no framing), so no other site can
+  frame its buttons;
+* at most ``max_clients`` websockets at once (``503`` beyond).
+
+A wildcard bind (``0.0.0.0``, ``::``) is refused: the ``Host`` check needs the
+address browsers use.
+
+Commands. The page sends ``{"cmd": ..., "token": ...}`` text messages of at most
+:data:`MAX_COMMAND_BYTES` (a longer one closes that connection, code 1009), handled
+one at a time per client with at most :data:`MAX_QUEUED_COMMANDS` waiting; only
+``estop``, ``rearm`` and ``status`` are forwarded to the control endpoint as
+control-channel requests. ``estop`` and ``status`` need no token and never carry
+one (a mistyped token must not stand between the operator and the e-stop).
+``rearm`` carries the token the operator typed into the page's password field
+(kept in the page only: no storage, no URL); the dashboard holds no token of its
+own and adds none, so the control channel decides. Anything else (binary, not JSON, not a map, too deep, unknown fields)
+gets an ``{"ok": false, "error": ...}`` reply and the connection stays up.
+
+Memory is bounded whether or not a browser is connected: batches waiting for
+the next frame are kept only while a client is connected, in a
+``deque(maxlen=MAX_PENDING_BATCHES)``; events in a ``deque(maxlen=MAX_EVENTS)``
+(recent ones reach the next browser to connect); both drop the oldest and count
+it (``bridge_drops`` in each frame). The telemetry subscription queues at most
+:data:`SUBSCRIBER_HWM` messages (beyond, ZeroMQ drops them; counted in ``lost``).
 """
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import mimetypes
 import threading
@@ -25,84 +63,166 @@ import numpy as np
 import zmq
 import zmq.asyncio
 
+from .auth import MAX_TOKEN_BYTES
 from .publisher import LOOPBACK_HOSTS
 from .schema import TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, SchemaError, decode
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "data" / "dashboard"
 HIST_EDGES_US = np.linspace(0.0, 500.0, 51)  # 10 us bins; the last bin also counts everything above
 BROWSER_COMMANDS = ("estop", "rearm", "status")
+TOKEN_COMMANDS = ("rearm",)
+COMMAND_FIELDS = {"cmd", "token"}
+DISPLAYED_FIELDS = ("t", "q", "q_d", "error", "effort_cmd", "latency")
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+WILDCARD_HOSTS = ("", "0.0.0.0", "::", "[::]", "*")
+MAX_COMMAND_BYTES = MAX_TOKEN_BYTES + 1024
+MAX_QUEUED_COMMANDS = 4
+MAX_PENDING_BATCHES = 64
+MAX_EVENTS = 200
+MAX_EVENT_DETAIL = 1000
+CONTROL_TIMEOUT_S = 3.0
+SUBSCRIBER_HWM = 200
+CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+                           "connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; "
+                           "form-action 'none'")
+
+
+def _url_host(host: str) -> str:
+    """``host`` as written in a URL or a Host header (IPv6 in brackets), lower case."""
+    bare = host.strip("[]").lower()
+    return f"[{bare}]" if ":" in bare else bare
+
+
+def _shown(value: str) -> str:
+    return repr(value if len(value) <= 80 else value[:80] + "...")
 
 
 class Dashboard:
-    def __init__(self, telemetry_endpoint: str, control_endpoint: str | None = None, token: str | None = None,
-                 host: str = "127.0.0.1", port: int = 8050, rate_hz: float = 30.0, points_per_frame: int = 40,
-                 queue_size: int = 8, allow_remote: bool = False):
+    def __init__(self, telemetry_endpoint: str, control_endpoint: str | None = None, host: str = "127.0.0.1",
+                 port: int = 8050, rate_hz: float = 30.0, points_per_frame: int = 40, queue_size: int = 8,
+                 allow_remote: bool = False, max_clients: int = 16):
         if host not in LOOPBACK_HOSTS and not allow_remote:
             raise ValueError(f"dashboard host {host!r} is not loopback; pass allow_remote to serve beyond this "
                              "machine on purpose")
+        if host in WILDCARD_HOSTS:
+            raise ValueError(f"dashboard host {host!r} binds every address, so requests cannot be checked against "
+                             "the address browsers use (DNS-rebinding defence); bind that address itself")
         self.telemetry_endpoint = telemetry_endpoint
         self.control_endpoint = control_endpoint
-        self.token = token
         self.host, self.port = host, int(port)
         self.frame_period = 1.0 / rate_hz
         self.points = int(points_per_frame)
         self.queue_size = int(queue_size)
+        self.max_clients = int(max_clients)
         self.meta = None
         self.clients: dict = {}
         self.client_drops = 0
+        self.pending_dropped = 0
+        self.events_dropped = 0
         self.samples = 0
         self.lost = 0
         self.publisher_dropped = 0
         self._next_index = None
-        self._pending: list = []
-        self._events: list = []
+        self._pending: collections.deque = collections.deque(maxlen=MAX_PENDING_BATCHES)
+        self._events: collections.deque = collections.deque(maxlen=MAX_EVENTS)
         self._hist = np.zeros(len(HIST_EDGES_US) - 1, dtype=np.int64)
         self._tripped = 0
         self._last_t = 0.0
         self._loop = None
         self._stop = None
         self._thread = None
+        self.allowed_hosts: frozenset = frozenset()
+        self.allowed_origins: frozenset = frozenset()
         self.url = ""
 
+    @property
+    def bridge_drops(self) -> int:
+        return self.pending_dropped + self.events_dropped
+
+    def _allow(self, port: int) -> None:
+        names = LOOPBACK_NAMES if self.host in LOOPBACK_HOSTS else (_url_host(self.host),)
+        hosts = {f"{name}:{port}" for name in names}
+        if port == 80:
+            hosts |= set(names)
+        self.allowed_hosts = frozenset(hosts)
+        self.allowed_origins = frozenset(f"http://{h}" for h in hosts)
+
     # -- HTTP ---------------------------------------------------------------------------------
+    def _refusal(self, request, path: str) -> str | None:
+        """Why ``request`` is refused (DNS rebinding, foreign origin), or None."""
+        own = f"{_url_host(self.host)}:{self.port}"
+        hosts = request.headers.get_all("Host")
+        if len(hosts) != 1:
+            return f"refused: expected one Host header, got {len(hosts)}"
+        if hosts[0].strip().lower() not in self.allowed_hosts:
+            return (f"refused: Host {_shown(hosts[0])} is not this dashboard's address {own} "
+                    "(DNS-rebinding defence)")
+        if path != "/ws":
+            return None
+        origins = request.headers.get_all("Origin")
+        if len(origins) != 1:
+            return f"refused: a websocket upgrade needs one Origin header, got {len(origins)}"
+        if origins[0].strip().lower() not in self.allowed_origins:
+            return (f"refused: websocket Origin {_shown(origins[0])} is not this dashboard's own origin "
+                    f"http://{own}")
+        return None
+
     def _process_request(self, connection, request):
         from websockets.datastructures import Headers
         from websockets.http11 import Response
 
         path = request.path.split("?", 1)[0]
+        refusal = self._refusal(request, path)
+        if refusal is not None:
+            return connection.respond(403, refusal + "\n")
         if path == "/ws":
+            if len(self.clients) >= self.max_clients:
+                return connection.respond(503, f"refused: {self.max_clients} dashboard clients already connected\n")
             return None
         name = "index.html" if path in ("/", "") else path.lstrip("/")
-        target = (STATIC_DIR / name).resolve()
-        if STATIC_DIR not in target.parents or not target.is_file():
+        try:
+            target = (STATIC_DIR / name).resolve()
+            found = STATIC_DIR in target.parents and target.is_file()
+        except (OSError, ValueError):
+            found = False
+        if not found:
             return Response(404, "Not Found", Headers({"Content-Type": "text/plain", "Content-Length": "9"}),
                             b"not found")
         body = target.read_bytes()
         ctype = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
         return Response(200, "OK", Headers({"Content-Type": ctype, "Content-Length": str(len(body)),
-                                            "Cache-Control": "no-store"}), body)
+                                            "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
+                                            "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer",
+                                            "Content-Security-Policy": CONTENT_SECURITY_POLICY}), body)
 
     # -- websocket clients --------------------------------------------------------------------------
     async def _client(self, ws):
+        from websockets.exceptions import ConnectionClosed
+
         queue: asyncio.Queue = asyncio.Queue(self.queue_size)
         self.clients[ws] = queue
         sender = asyncio.create_task(self._sender(ws, queue))
         try:
             if self.meta is not None:
                 self._offer(queue, json.dumps({"type": "meta", "meta": self.meta}))
-            async for text in ws:
-                reply = await self._command(text)
-                self._offer(queue, json.dumps({"type": "reply", **reply}))
-        except Exception:  # noqa: BLE001  (a client going away is normal)
+            async for message in ws:
+                reply = await self._reply_to(message)
+                self._offer(queue, json.dumps({**reply, "type": "reply"}, default=str))
+        except ConnectionClosed:
             pass
         finally:
             self.clients.pop(ws, None)
             sender.cancel()
 
     async def _sender(self, ws, queue):
-        while True:
-            text = await queue.get()
-            await ws.send(text)
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            while True:
+                text = await queue.get()
+                await ws.send(text)
+        except ConnectionClosed:
+            pass
 
     def _offer(self, queue: asyncio.Queue, text: str) -> None:
         """Put with drop-oldest."""
@@ -111,38 +231,71 @@ class Dashboard:
             self.client_drops += 1
         queue.put_nowait(text)
 
-    async def _command(self, text) -> dict:
+    async def _reply_to(self, message) -> dict:
         try:
-            req = json.loads(text)
-        except (TypeError, ValueError):
-            return {"ok": False, "error": "not JSON"}
-        cmd = req.get("cmd") if isinstance(req, dict) else None
-        if cmd not in BROWSER_COMMANDS:
-            return {"ok": False, "error": f"the dashboard sends only {list(BROWSER_COMMANDS)}"}
+            return await self._command(message)
+        except Exception as exc:  # noqa: BLE001  (one bad command must not end the connection)
+            return {"ok": False, "error": f"dashboard: internal error on this command ({type(exc).__name__})"}
+
+    async def _command(self, message) -> dict:
+        if not isinstance(message, str):
+            return {"ok": False, "error": "a command is a JSON text message, not binary"}
+        try:
+            req = json.loads(message)
+        except RecursionError:
+            return {"ok": False, "error": "command nested too deeply"}
+        except ValueError:
+            return {"ok": False, "error": "command is not valid JSON"}
+        if not isinstance(req, dict):
+            return {"ok": False, "error": f'a command is a JSON object like {{"cmd": "estop"}}, '
+                                          f"got {type(req).__name__}"}
+        cmd = req.get("cmd")
+        if not isinstance(cmd, str) or cmd not in BROWSER_COMMANDS:
+            shown = _shown(cmd) if isinstance(cmd, str) else type(cmd).__name__
+            return {"ok": False, "error": f"unknown command {shown}; the dashboard sends only "
+                                          f"{list(BROWSER_COMMANDS)}"}
+        unknown = sorted(str(k)[:40] for k in set(req) - COMMAND_FIELDS)
+        if unknown:
+            return {"ok": False, "cmd": cmd, "error": f"unknown field {unknown[0]!r}; a command has only "
+                                                      f"{sorted(COMMAND_FIELDS)}"}
+        token = req.get("token")
+        if token is not None and not (isinstance(token, str) and len(token) <= MAX_TOKEN_BYTES):
+            return {"ok": False, "cmd": cmd, "error": f"token: expected a string of at most {MAX_TOKEN_BYTES} "
+                                                      "characters"}
         if not self.control_endpoint:
             return {"ok": False, "cmd": cmd, "error": "no control endpoint (start rtctl dashboard with --control)"}
         out = {"cmd": cmd}
         if cmd == "estop":
             out["reason"] = "dashboard e-stop button"
-        if self.token:
-            out["token"] = self.token
+        if cmd in TOKEN_COMMANDS and token:
+            out["token"] = token
+        return {**await self._forward(out), "cmd": cmd}
+
+    async def _forward(self, request: dict) -> dict:
+        """One control-channel request; the reply map, or an error reply naming what went wrong."""
         sock = self._zctx.socket(zmq.REQ)
         sock.setsockopt(zmq.LINGER, 0)
         try:
             sock.connect(self.control_endpoint)
-            await sock.send(msgpack.packb(out, use_bin_type=True))
-            if not await sock.poll(3000):
-                return {"ok": False, "cmd": cmd, "error": "control endpoint did not answer within 3 s"}
-            reply = msgpack.unpackb(await sock.recv(), raw=False)
-            reply["cmd"] = cmd
-            return reply
+            await sock.send(msgpack.packb(request, use_bin_type=True))
+            if not await sock.poll(int(CONTROL_TIMEOUT_S * 1000)):
+                return {"ok": False, "error": f"control endpoint did not answer within {CONTROL_TIMEOUT_S:g} s"}
+            raw = await sock.recv()
         finally:
             sock.close(linger=0)
+        try:
+            reply = json.loads(raw) if raw[:1] == b"{" else msgpack.unpackb(raw, raw=False)
+        except Exception:  # noqa: BLE001
+            return {"ok": False, "error": "control endpoint sent a reply that is neither JSON nor msgpack"}
+        if not isinstance(reply, dict):
+            return {"ok": False, "error": f"control endpoint sent a {type(reply).__name__}, not a map"}
+        return {str(k): v for k, v in reply.items() if k != "token"}
 
     # -- ZeroMQ side -----------------------------------------------------------------------------------
     async def _zmq_reader(self):
         sub = self._zctx.socket(zmq.SUB)
         sub.setsockopt(zmq.LINGER, 0)
+        sub.setsockopt(zmq.RCVHWM, SUBSCRIBER_HWM)
         sub.connect(self.telemetry_endpoint)
         sub.setsockopt(zmq.SUBSCRIBE, b"rtctl/")
         try:
@@ -151,7 +304,7 @@ class Dashboard:
                 try:
                     msg = decode(topic, payload)
                 except SchemaError as exc:
-                    self._events.append({"kind": "decode", "detail": str(exc)})
+                    self._add_event({"kind": "decode", "detail": str(exc)})
                     continue
                 if topic == TOPIC_SAMPLES:
                     self._take_batch(msg)
@@ -163,7 +316,7 @@ class Dashboard:
                         for q in self.clients.values():
                             self._offer(q, text)
                 elif topic == TOPIC_EVENT:
-                    self._events.append({k: msg.get(k) for k in ("kind", "detail", "cycle", "t")})
+                    self._add_event({k: msg.get(k) for k in ("kind", "detail", "cycle", "t")})
         finally:
             sub.close(linger=0)
 
@@ -180,11 +333,24 @@ class Dashboard:
         np.add.at(self._hist, idx, 1)
         self._tripped = f["tripped"][-1]
         self._last_t = f["t"][-1]
-        self._pending.append(f)
+        if not self.clients:
+            return
+        if len(self._pending) == self._pending.maxlen:
+            self.pending_dropped += 1
+        self._pending.append({k: f[k] for k in DISPLAYED_FIELDS})
+
+    def _add_event(self, event: dict) -> None:
+        detail = event.get("detail")
+        if isinstance(detail, str) and len(detail) > MAX_EVENT_DETAIL:
+            event["detail"] = detail[:MAX_EVENT_DETAIL] + "..."
+        if len(self._events) == self._events.maxlen:
+            self.events_dropped += 1
+        self._events.append(event)
 
     def _frame(self) -> str:
-        batches, self._pending = self._pending, []
-        data = {"t": [], "q": [], "q_d": [], "error": [], "effort_cmd": [], "latency": []}
+        batches = list(self._pending)
+        self._pending.clear()
+        data = {k: [] for k in DISPLAYED_FIELDS}
         for f in batches:
             for k in data:
                 data[k].extend(f[k])
@@ -192,16 +358,21 @@ class Dashboard:
         if n > self.points:
             pick = np.linspace(0, n - 1, self.points).round().astype(int)
             data = {k: [v[i] for i in pick] for k, v in data.items()}
-        events, self._events = self._events, []
+        events = list(self._events)
+        self._events.clear()
         return json.dumps({"type": "frame", **data, "hist_edges_us": HIST_EDGES_US.tolist(),
                            "hist": self._hist.tolist(), "tripped": int(self._tripped), "t_now": self._last_t,
                            "samples": self.samples, "lost": self.lost, "publisher_dropped": self.publisher_dropped,
-                           "client_drops": self.client_drops, "events": events})
+                           "client_drops": self.client_drops, "bridge_drops": self.bridge_drops,
+                           "events": events})
 
     async def _pusher(self):
         while True:
             await asyncio.sleep(self.frame_period)
-            if not self.clients or (not self._pending and not self._events):
+            if not self.clients:
+                self._pending.clear()
+                continue
+            if not self._pending and not self._events:
                 continue
             text = self._frame()
             for q in list(self.clients.values()):
@@ -213,11 +384,13 @@ class Dashboard:
 
         self._zctx = zmq.asyncio.Context()
         self._stop = asyncio.Event()
-        async with serve(self._client, self.host, self.port, process_request=self._process_request,
-                         max_size=65536) as server:
+        bind_host = "127.0.0.1" if self.host == "localhost" else self.host.strip("[]")
+        async with serve(self._client, bind_host, self.port, process_request=self._process_request,
+                         max_size=MAX_COMMAND_BYTES, max_queue=MAX_QUEUED_COMMANDS) as server:
             port = server.sockets[0].getsockname()[1]
             self.port = port
-            self.url = f"http://{self.host}:{port}/"
+            self._allow(port)
+            self.url = f"http://{_url_host(self.host)}:{port}/"
             tasks = [asyncio.create_task(self._zmq_reader()), asyncio.create_task(self._pusher())]
             if started is not None:
                 started(self.url)

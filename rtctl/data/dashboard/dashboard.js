@@ -1,4 +1,5 @@
-// rtctl dashboard: frames from the websocket bridge (~30 Hz) -> TinyPlot canvases; e-stop / re-arm buttons.
+// rtctl dashboard: frames from the websocket bridge (~30 Hz) -> TinyPlot canvases; e-stop (no token) and
+// re-arm (with the control token typed into the page) buttons.
 "use strict";
 (function () {
   const $ = id => document.getElementById(id);
@@ -39,7 +40,7 @@
     hist.set(f.hist_edges_us, f.hist);
     state.frames++; state.samples = f.samples; state.tripped = !!f.tripped;
     const b = $("safety"); b.textContent = f.tripped ? "SAFE STATE: TRIPPED" : "ARMED"; b.className = f.tripped ? "tripped" : "armed";
-    $("info").textContent = `t = ${f.t_now.toFixed(2)} s · ${f.samples} samples · lost ${f.lost} · ring drops ${f.publisher_dropped} · browser drops ${f.client_drops}`;
+    $("info").textContent = `t = ${f.t_now.toFixed(2)} s · ${f.samples} samples · lost ${f.lost} · ring drops ${f.publisher_dropped} · browser drops ${f.client_drops} · bridge drops ${f.bridge_drops}`;
     for (const e of f.events) {
       state.events.push(e);
       const d = document.createElement("div"); d.textContent = `[${e.kind}] cycle ${e.cycle}: ${e.detail}`; $("events").prepend(d);
@@ -57,9 +58,11 @@
       else if (m.type === "reply") { state.replies.push(m); $("reply").textContent = `${m.cmd}: ${m.ok ? "ok" : "refused: " + m.error}`; }
     };
   }
-  function send(cmd) { if (ws && ws.readyState === 1) ws.send(JSON.stringify({ cmd })); }
-  $("estop").addEventListener("click", () => send("estop"));
-  $("rearm").addEventListener("click", () => send("rearm"));
+  function send(command) { if (ws && ws.readyState === 1) ws.send(JSON.stringify(command)); }
+  // The token stays in the password field: never in storage, the URL or window.rtctl.
+  function withToken(command) { const token = $("token").value; return token ? { ...command, token } : command; }
+  $("estop").addEventListener("click", () => send({ cmd: "estop" }));
+  $("rearm").addEventListener("click", () => send(withToken({ cmd: "rearm" })));
   function render() {
     if (dirty) { pos.draw(); err.draw(); eff.draw(); hist.draw(); dirty = false; state.drawn = { pos: pos.pointsDrawn, err: err.pointsDrawn, eff: eff.pointsDrawn, hist: hist.barsDrawn }; }
     requestAnimationFrame(render);
