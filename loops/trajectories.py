@@ -226,6 +226,10 @@ class MinimumJerk(_CompiledTrajectory):
         self.t0 = _scalar(cls, "t0", t0)
         self._args = (self.t0, self.duration, self.start, self.goal)
 
+    def peak_velocity(self) -> np.ndarray:
+        """|qd| at its largest over the move, per joint: 1.875 |goal - start| / duration."""
+        return 1.875 * np.abs(self.goal - self.start) / self.duration
+
     def __repr__(self):
         return f"MinimumJerk(n={self.n}, duration={self.duration}, t0={self.t0})"
 
@@ -304,6 +308,10 @@ class Sinusoid(_CompiledTrajectory):
         self.duration = math.inf
         self._omega = 2.0 * np.pi * self.frequency
         self._args = (self.center, self.amplitude, self._omega, self.phase)
+
+    def peak_velocity(self) -> np.ndarray:
+        """|qd| at its largest, per joint: |amplitude| 2 pi frequency."""
+        return np.abs(self.amplitude) * self._omega
 
     def __repr__(self):
         return f"Sinusoid(n={self.n})"

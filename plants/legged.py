@@ -56,7 +56,7 @@ from rtctl.dynamics.kernels import OK, W_FEXT, WRONG_LENGTH, model_sizes
 from rtctl.model import FREE_FLYER, PRISMATIC, Model
 
 from .base import register_plant
-from .rigid_body import DIVERGED, INVALID_ARGUMENT, WORK_ROWS, RigidBodyPlant, _derivative, advance
+from .rigid_body import DIVERGED, INVALID_ARGUMENT, STOP_ROWS, WORK_ROWS, RigidBodyPlant, _derivative, advance
 
 __all__ = ["LeggedPlant", "FORWARD_DYNAMICS", "E_CONTACT", "E_JOINT_FRICTION", "E_EFFORT_WORK"]
 
@@ -73,6 +73,9 @@ _R_DQ = WORK_ROWS + 2
 _R_A = WORK_ROWS + 3
 _R_TAU = WORK_ROWS + 4
 _ROWS = WORK_ROWS + 5
+
+
+_NO_STOPS = np.zeros((STOP_ROWS, 0))  # the legs run without end stops: the gait keeps them inside
 
 
 @njit(cache=True)
@@ -132,7 +135,7 @@ def _step(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scal
     e_work = 0.0
     status = OK
     for _ in range(substeps):
-        status = advance(mi, mf, ws, q, v, effort, h, 1, method, viscous, coulomb, scale, work, contact)
+        status = advance(mi, mf, ws, q, v, effort, h, 1, method, viscous, coulomb, scale, work, contact, _NO_STOPS)
         if status != OK:
             break
         p1, j1, w1 = _powers(mi, mf, ws, q, v, effort, viscous, coulomb, scale, contact)
@@ -162,7 +165,7 @@ def _rhs(mi, mf, ws, y, effort, viscous, coulomb, scale, work, contact, dy):
     for k in range(nv):
         v[k] = y[nq + k]
     dq, a, tau = work[_R_DQ, :nq], work[_R_A, :nv], work[_R_TAU, :nv]
-    status = _derivative(mi, mf, ws, q, v, effort, viscous, coulomb, scale, tau, dq, a, contact)
+    status = _derivative(mi, mf, ws, q, v, effort, viscous, coulomb, scale, tau, dq, a, contact, _NO_STOPS)
     for k in range(nq):
         dy[k] = dq[k]
     for k in range(nv):
@@ -234,7 +237,8 @@ class LeggedPlant(RigidBodyPlant):
         super().__init__(model, integrator=integrator, substeps=substeps, viscous_friction=viscous_friction,
                          coulomb_friction=coulomb_friction, coulomb_velocity_scale=coulomb_velocity_scale,
                          mass_scale=mass_scale, payload_mass=payload_mass, payload_frame=payload_frame,
-                         payload_offset=payload_offset)
+                         payload_offset=payload_offset, end_stops=False)
+        del self._settings["end_stops"]
         if forward_dynamics not in FORWARD_DYNAMICS:
             raise ValueError(f"forward_dynamics must be one of {list(FORWARD_DYNAMICS)}, got {forward_dynamics!r}")
         self.contact_model = self._contact_model(contact, options)

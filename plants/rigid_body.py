@@ -62,12 +62,18 @@ INTEGRATORS = {"rk4": RK4, "semi_implicit_euler": SEMI_IMPLICIT_EULER}
 DIVERGED = 30          # a finite state became NaN or inf during the step
 INVALID_ARGUMENT = 31  # dt not finite and > 0, substeps < 1, unknown method or scale not > 0
 
+# Rows of the end-stop table (one column per joint with finite limits).
+_S_IQ, _S_IV, _S_LOWER, _S_UPPER, _S_STIFFNESS, _S_DAMPING = range(6)
+STOP_ROWS = 6
+END_STOP_YIELD = 0.01  # rad or m: an end stop yields this far under the joint's effort limit
+END_STOP_MAX_FREQUENCY = 50.0  # Hz: the stiffest stop rings no faster, so a 1 kHz step resolves it
+
 # Rows of the work array (each max(nq, nv) wide).
 _W_Q0, _W_V0, _W_QS, _W_VS, _W_DQ, _W_A, _W_KQ, _W_KV, _W_TAU = range(9)
 WORK_ROWS = 9
 
 SIG_STEP = ("int64(int64[:, ::1], float64[:, ::1], float64[:, ::1], float64[::1], float64[::1], float64[::1], "
-            "float64, int64, int64, float64[::1], float64[::1], float64, float64[:, ::1])")
+            "float64, int64, int64, float64[::1], float64[::1], float64, float64[:, ::1], float64[:, ::1])")
 
 
 def work_array(model: Model) -> np.ndarray:
@@ -85,10 +91,27 @@ def _accelerations(mi, mf, ws, q, v, tau, a, contact):
 
 
 @njit(cache=True)
-def _derivative(mi, mf, ws, q, v, effort, viscous, coulomb, scale, tau, dq, a, contact):
-    """dq/dt into ``dq`` and dv/dt into ``a`` under ``effort`` plus friction; returns aba's status."""
+def add_end_stop_torques(q, v, stops, tau):
+    """Add each joint's end-stop torque to ``tau``: a unilateral spring-damper while the joint is beyond a
+    hard limit, ``-k (q - upper) - d v`` above the upper one (``k (lower - q) - d v`` below the lower),
+    never pulling the joint into the stop. ``stops`` columns: see :data:`STOP_ROWS`."""
+    for c in range(stops.shape[1]):
+        i, k = int(stops[_S_IQ, c]), int(stops[_S_IV, c])
+        x = q[i]
+        f = 0.0
+        if x > stops[_S_UPPER, c]:
+            f = min(0.0, -stops[_S_STIFFNESS, c] * (x - stops[_S_UPPER, c]) - stops[_S_DAMPING, c] * v[k])
+        elif x < stops[_S_LOWER, c]:
+            f = max(0.0, stops[_S_STIFFNESS, c] * (stops[_S_LOWER, c] - x) - stops[_S_DAMPING, c] * v[k])
+        tau[k] += f
+
+
+@njit(cache=True)
+def _derivative(mi, mf, ws, q, v, effort, viscous, coulomb, scale, tau, dq, a, contact, stops):
+    """dq/dt into ``dq`` and dv/dt into ``a`` under ``effort`` plus friction and end stops; returns aba's status."""
     for k in range(v.shape[0]):
         tau[k] = effort[k] - viscous[k] * v[k] - coulomb[k] * np.tanh(v[k] / scale)
+    add_end_stop_torques(q, v, stops, tau)
     status = _accelerations(mi, mf, ws, q, v, tau, a, contact)
     if status != OK:
         return status
@@ -108,14 +131,14 @@ def _normalise_quaternions(mi, q):
 
 
 @njit(cache=True)
-def _rk4_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, scale, work, contact):
+def _rk4_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, scale, work, contact, stops):
     """One classical RK4 step of length h on (q, v) in R^nq x R^nv, in place."""
     nq, nv = q.shape[0], v.shape[0]
     qs, vs = work[_W_QS, :nq], work[_W_VS, :nv]
     dq, a = work[_W_DQ, :nq], work[_W_A, :nv]
     kq, kv = work[_W_KQ, :nq], work[_W_KV, :nv]
     tau = work[_W_TAU, :nv]
-    status = _derivative(mi, mf, ws, q, v, effort, viscous, coulomb, scale, tau, dq, a, contact)
+    status = _derivative(mi, mf, ws, q, v, effort, viscous, coulomb, scale, tau, dq, a, contact, stops)
     if status != OK:
         return status
     for k in range(nq):
@@ -125,7 +148,7 @@ def _rk4_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, scale, work, con
         kv[k] = a[k]
         vs[k] = v[k] + 0.5 * h * a[k]
     for stage in range(2):
-        status = _derivative(mi, mf, ws, qs, vs, effort, viscous, coulomb, scale, tau, dq, a, contact)
+        status = _derivative(mi, mf, ws, qs, vs, effort, viscous, coulomb, scale, tau, dq, a, contact, stops)
         if status != OK:
             return status
         c = 0.5 * h if stage == 0 else h
@@ -135,7 +158,7 @@ def _rk4_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, scale, work, con
         for k in range(nv):
             kv[k] += 2.0 * a[k]
             vs[k] = v[k] + c * a[k]
-    status = _derivative(mi, mf, ws, qs, vs, effort, viscous, coulomb, scale, tau, dq, a, contact)
+    status = _derivative(mi, mf, ws, qs, vs, effort, viscous, coulomb, scale, tau, dq, a, contact, stops)
     if status != OK:
         return status
     for k in range(nq):
@@ -147,12 +170,13 @@ def _rk4_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, scale, work, con
 
 
 @njit(cache=True)
-def _semi_implicit_euler_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, scale, work, contact):
+def _semi_implicit_euler_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, scale, work, contact, stops):
     """v += h a(q, v); q = q (+) v h on the configuration manifold, in place."""
     nv = v.shape[0]
     a, tau = work[_W_A, :nv], work[_W_TAU, :nv]
     for k in range(nv):
         tau[k] = effort[k] - viscous[k] * v[k] - coulomb[k] * np.tanh(v[k] / scale)
+    add_end_stop_torques(q, v, stops, tau)
     status = _accelerations(mi, mf, ws, q, v, tau, a, contact)
     if status != OK:
         return status
@@ -163,7 +187,7 @@ def _semi_implicit_euler_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, 
 
 
 @njit(cache=True)
-def advance(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work, contact):
+def advance(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work, contact, stops):
     """:func:`_step_kernel` with an optional ground ``contact`` tuple (see
     :func:`rtctl.dynamics.contact.contact_dynamics`; ``None``: no contact)."""
     nq, nv = model_sizes(mi)
@@ -197,9 +221,10 @@ def advance(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, sc
     status = OK
     for _ in range(substeps):
         if method == RK4:
-            status = _rk4_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, scale, work, contact)
+            status = _rk4_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, scale, work, contact, stops)
         else:
-            status = _semi_implicit_euler_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, scale, work, contact)
+            status = _semi_implicit_euler_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, scale, work, contact,
+                                                  stops)
         if status != OK:
             break
     if status == OK and not (all_finite(q) and all_finite(v)):
@@ -215,16 +240,44 @@ def advance(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, sc
 
 
 @njit(SIG_STEP, cache=True)
-def _step_kernel(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work):
+def _step_kernel(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work, stops):
     """Advance (q, v) in place by ``dt`` in ``substeps`` equal sub-steps with ``effort`` held constant.
 
     ``method`` is :data:`RK4` or :data:`SEMI_IMPLICIT_EULER`; ``viscous`` and
     ``coulomb`` are per-DOF friction coefficients (zero on unactuated DOFs),
     ``scale`` the Coulomb regularisation velocity, ``work`` from
-    :func:`work_array`. Allocates nothing. Returns ``OK`` or a status code
+    :func:`work_array`, ``stops`` the end stops (:func:`end_stop_table`; ``(STOP_ROWS, 0)``:
+    none). Allocates nothing. Returns ``OK`` or a status code
     (see the module constants); on any non-OK status q and v are unchanged.
     """
-    return advance(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work, None)
+    return advance(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work, None, stops)
+
+
+def end_stop_table(model: Model, dynamics: Dynamics) -> np.ndarray:
+    """End stops at the hard limits of every actuated joint with finite limits and a finite effort limit.
+
+    Stiffness ``k = effort_limit / END_STOP_YIELD`` (the joint's own actuator pressing on the stop
+    moves it 0.01 rad or m beyond the limit), lowered where needed so that the stop rings at no more
+    than :data:`END_STOP_MAX_FREQUENCY` on the joint's smallest effective inertia ``1 / (M^-1)_kk``
+    (the other joints free, neutral configuration): a 1 kHz step then resolves it (h omega <= 0.32).
+    Damping ``d = 2 sqrt(k I)``, critically damped on that inertia."""
+    q_idx, v_idx, _ = actuated_indices(model)
+    M_inv = np.linalg.pinv(dynamics.mass_matrix(model.neutral_configuration()))
+    omega_max = 2.0 * math.pi * END_STOP_MAX_FREQUENCY
+    columns = []
+    for i, k in zip(q_idx, v_idx):
+        lower, upper, effort = model.lower[i], model.upper[i], model.effort_limit[k]
+        if not (np.isfinite(lower) and np.isfinite(upper) and np.isfinite(effort) and effort > 0):
+            continue
+        if not M_inv[k, k] > 0:  # a massless joint: nothing to stop
+            continue
+        inertia = 1.0 / M_inv[k, k]
+        stiffness = min(effort / END_STOP_YIELD, inertia * omega_max ** 2)
+        columns.append((i, k, lower, upper, stiffness, 2.0 * math.sqrt(stiffness * inertia)))
+    table = np.zeros((STOP_ROWS, len(columns)))
+    for c, column in enumerate(columns):
+        table[:, c] = column
+    return table
 
 
 def _friction_vector(value, name: str, nv: int, actuated: np.ndarray):
@@ -258,15 +311,20 @@ class RigidBodyPlant(Plant):
         floating-base DOFs are ignored: the base has no joint friction).
     coulomb_velocity_scale : velocity (rad/s or m/s) of the tanh
         regularisation of Coulomb friction (> 0).
+    end_stops : stiff spring-damper end stops at the joints' hard limits, as
+        real joints have (:func:`end_stop_table`); default on.
 
     Invalid settings raise ``ValueError`` naming the parameter and its value.
     """
 
     def __init__(self, model: Model, *, integrator: str = "rk4", substeps: int = 1, viscous_friction=0.0,
                  coulomb_friction=0.0, coulomb_velocity_scale: float = 1e-3, mass_scale: float = 1.0,
-                 payload_mass: float = 0.0, payload_frame: str | None = None, payload_offset=None):
+                 payload_mass: float = 0.0, payload_frame: str | None = None, payload_offset=None,
+                 end_stops: bool = True):
         integrator, substeps, scale = check_integration_options(integrator, substeps, coulomb_velocity_scale,
                                                                 allowed=tuple(INTEGRATORS))
+        if not isinstance(end_stops, bool):
+            raise ValueError(f"end_stops must be true or false, got {end_stops!r}")
         mass_scale = inertia_scale_factor(mass_scale)
         payload = payload_settings(payload_mass, payload_frame, payload_offset)
         if mass_scale != 1.0:
@@ -283,6 +341,7 @@ class RigidBodyPlant(Plant):
             "coulomb_friction": coulomb_setting,
             "coulomb_velocity_scale": scale,
             "mass_scale": mass_scale,
+            "end_stops": end_stops,
             **payload,
         }
         self._method = INTEGRATORS[integrator]
@@ -290,6 +349,7 @@ class RigidBodyPlant(Plant):
         self._scale = scale
         self.dynamics = Dynamics(model)
         self._work = work_array(model)
+        self._stops = end_stop_table(model, self.dynamics) if end_stops else np.zeros((STOP_ROWS, 0))
 
     def step(self, dt: float, effort) -> None:
         """Advance q, v (in place) and t by ``dt`` seconds with ``effort`` (nv generalized forces) held constant.
@@ -301,7 +361,7 @@ class RigidBodyPlant(Plant):
         dyn = self.dynamics
         try:
             status = _step_kernel(dyn.mi, dyn.mf, dyn.ws, self.q, self.v, effort, dt, self._substeps, self._method,
-                                  self._viscous, self._coulomb, self._scale, self._work)
+                                  self._viscous, self._coulomb, self._scale, self._work, self._stops)
         except TypeError:
             status = self._step_converted(dt, effort)
         if status != OK:
@@ -313,7 +373,7 @@ class RigidBodyPlant(Plant):
         dt, effort = self._converted(dt, effort)
         dyn = self.dynamics
         return _step_kernel(dyn.mi, dyn.mf, dyn.ws, self.q, self.v, effort, dt, self._substeps, self._method,
-                            self._viscous, self._coulomb, self._scale, self._work)
+                            self._viscous, self._coulomb, self._scale, self._work, self._stops)
 
     def _converted(self, dt, effort):
         """``dt`` as a float and ``effort`` as a float64 C vector; ValueError naming a bad input or state."""
@@ -359,6 +419,13 @@ class RigidBodyPlant(Plant):
         v = np.asarray(v, dtype=float)
         return -self._viscous * v - self._coulomb * np.tanh(v / self._scale)
 
+    def end_stop_torques(self, q, v) -> np.ndarray:
+        """Generalized end-stop torques at (q, v) (zero while every joint is within its limits)."""
+        tau = np.zeros(self.nv)
+        add_end_stop_torques(np.ascontiguousarray(q, dtype=float), np.ascontiguousarray(v, dtype=float),
+                             self._stops, tau)
+        return tau
+
     def simulate_offline(self, duration: float, effort_fn, *, method: str = "DOP853", rtol: float = 1e-10,
                          atol: float = 1e-10, t_eval=None):
         """Accuracy reference: integrate the plant's equations with :func:`scipy.integrate.solve_ivp`.
@@ -393,7 +460,7 @@ class RigidBodyPlant(Plant):
                 raise ValueError(f"effort_fn returned NaN or inf at t = {t}")
             dy = np.empty(nq + nv)
             dyn.configuration_rate(q, v, out=dy[:nq])
-            dyn.forward_dynamics(q, v, effort + self.friction_forces(v), out=dy[nq:])
+            dyn.forward_dynamics(q, v, effort + self.friction_forces(v) + self.end_stop_torques(q, v), out=dy[nq:])
             return dy
 
         y0 = np.concatenate([self.q, self.v])

@@ -26,7 +26,7 @@ def _cmd_info(args) -> int:
 
 DEMO_CONFIG = Path(__file__).parent / "data" / "configs" / "demo.toml"
 
-EXIT_OK, EXIT_USAGE, EXIT_TRIPPED = 0, 2, 3
+EXIT_OK, EXIT_USAGE, EXIT_TRIPPED, EXIT_OPERATOR_STOP = 0, 2, 3, 4
 
 
 def _run_config(path, duration: float | None, pace: bool | None) -> int:
@@ -48,6 +48,9 @@ def _run_config(path, duration: float | None, pace: bool | None) -> int:
     finally:
         close_telemetry(loop)
     print(report.format())
+    if report.operator_stop:
+        print(f"rtctl: stopped by an operator e-stop and not re-armed: {report.trip_reason}", file=sys.stderr)
+        return EXIT_OPERATOR_STOP
     if report.tripped and not cfg["safety"]["expect_trip"]:
         print(f"rtctl: the safe state tripped unexpectedly: {report.trip_reason}", file=sys.stderr)
         return EXIT_TRIPPED
@@ -78,14 +81,28 @@ def _cmd_jaw_session(args) -> int:
 
 
 def _cmd_sweep(args) -> int:
-    from .sweep import load_sweep, run_sweep
+    """Run a sweep; Ctrl-C stops it with one line (no traceback), the finished rows kept, exit status 130."""
+    try:
+        from .sweep import load_sweep, run_sweep
 
-    sweep = load_sweep(args.sweep)
-    for key in ("backend", "workers", "address"):
-        value = getattr(args, key)
-        if value is not None:
-            sweep.backend["kind" if key == "backend" else key] = value
-    summary = run_sweep(sweep, args.out, resume=not args.fresh, progress=not args.no_progress)
+        sweep = load_sweep(args.sweep)
+        for key in ("backend", "workers", "address"):
+            value = getattr(args, key)
+            if value is not None:
+                sweep.backend["kind" if key == "backend" else key] = value
+        summary = run_sweep(sweep, args.out, resume=not args.fresh, progress=not args.no_progress)
+    except KeyboardInterrupt as stop:  # a SweepInterrupted once the sweep has started
+        if not hasattr(stop, "done"):  # before the sweep started, or a second Ctrl-C while it stopped
+            print("rtctl sweep: interrupted; finished runs are kept: run the same command again to resume",
+                  file=sys.stderr)
+        elif stop.restored:
+            print(f"rtctl sweep: interrupted before the first run finished; the earlier results in "
+                  f"{stop.path} are kept", file=sys.stderr)
+        else:
+            again = "without --fresh " if args.fresh else ""
+            print(f"rtctl sweep: interrupted after {stop.done} of {stop.total} runs; partial results in "
+                  f"{stop.path}; run it again {again}to resume", file=sys.stderr)
+        return 130
     print(f"rtctl sweep: {summary.format()}")
     return EXIT_OK
 

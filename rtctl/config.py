@@ -66,6 +66,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "payload_frame": Key("str", None),
         "payload_offset": Key("floats", None),
         "initial_position": Key("floats", None),
+        "end_stops": Key("bool", None),  # rigid_body: spring-damper end stops at the hard limits (default true)
     },
     "driver": {
         "backend": Key("str", "sim", choices=("sim", "dynamixel", "can_mit", "cia402")),
@@ -167,6 +168,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "watchdog_cycles": Key("int", 5, low=1),
         "effort_clamp": Key("bool", True),
         "expect_trip": Key("bool", False),
+        "acceleration_limit": Key("floats", None, positive=True),  # rad/s^2 or m/s^2: moves are checked against it
     },
     "telemetry": {  # rtctl.telemetry: ZeroMQ PUB of per-cycle samples (schema in rtctl/telemetry/schema.py)
         "enabled": Key("bool", False),
@@ -193,7 +195,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "control": {  # rtctl.telemetry.control: REQ/REP run-time commands, validated, applied at cycle boundaries
         "enabled": Key("bool", False),
         "endpoint": Key("str", "tcp://127.0.0.1:5557"),
-        "token": Key("str", ""),
+        "token_file": Key("str", ""),        # 0600 file holding the token; else $RTCTL_CONTROL_TOKEN, else the default file
+        "curve_secret_key": Key("str", ""),  # ZeroMQ CURVE: the server's .key_secret certificate
+        "curve_clients": Key("str", ""),     # ZeroMQ CURVE: directory of the allowed clients' .key certificates
         "kp_max": Key("float", 1e5, positive=True),
         "kd_max": Key("float", 1e4, positive=True),
         "frequency_max": Key("float", 20.0, positive=True),
@@ -221,6 +225,8 @@ def _check_number(value, key: Key, where: str, integer: bool = False):
         raise ConfigError(f"{where}: expected a number, got {value!r}")
     if integer and not isinstance(value, int):
         raise ConfigError(f"{where}: expected an integer, got {value!r}")
+    if isinstance(value, int) and not -2 ** 63 <= value < 2 ** 63:
+        raise ConfigError(f"{where}: integer out of the 64-bit range")
     if not math.isfinite(value):
         raise ConfigError(f"{where}: must be finite, got {value!r}")
     if key.positive and not value > 0:
@@ -288,6 +294,11 @@ def validate(raw: dict, source: str = "<config>") -> dict:
         if not isinstance(given, dict):
             raise ConfigError(f"{source}: [{section}] must be a table")
         bad = sorted(set(given) - set(keys))
+        if section == "control" and "token" in bad:
+            raise ConfigError(f"{source}: [control] token: a token is not kept in a run config (configs get copied "
+                              "and shared); put it in a file only you can read (chmod 600) and set token_file, or "
+                              "set RTCTL_CONTROL_TOKEN, or leave both out: the server then creates a private token "
+                              "file for you")
         if bad:
             raise ConfigError(f"{source}: [{section}] unknown key '{bad[0]}'; allowed: {sorted(keys)}")
         values = {}
@@ -341,6 +352,38 @@ def _vector(value, n: int, where: str) -> np.ndarray:
     if arr.shape != (n,):
         raise ConfigError(f"{where}: expected {n} values (one per actuated joint), got {arr.size}")
     return arr
+
+
+def _check_motion_against_limits(safety, plant_cfg: dict, traj: dict, trajectory, q_start, src: str) -> None:
+    """The same checks the control channel applies to a live request, applied to the config's own motion:
+    initial position, a minimum-jerk move's start and goal inside the soft limits and its peaks within
+    the velocity and acceleration limits, a sinusoid's range and peaks, spline waypoints."""
+    checks = []
+    if plant_cfg["initial_position"] is not None:
+        checks.append(("[plant] initial_position", q_start))
+    kind = traj["type"]
+    if kind == "min_jerk":
+        start, goal = np.asarray(trajectory.start, dtype=float), np.asarray(trajectory.goal, dtype=float)
+        checks += [("[trajectory] start", start), ("[trajectory] goal", goal)]
+    elif kind == "sinusoid":
+        center, amplitude = np.asarray(trajectory.center), np.abs(np.asarray(trajectory.amplitude))
+        checks += [("[trajectory] center - amplitude", center - amplitude),
+                   ("[trajectory] center + amplitude", center + amplitude)]
+    elif kind == "spline":
+        checks += [(f"[trajectory] waypoints[{i}]", np.asarray(row, dtype=float))
+                   for i, row in enumerate(np.atleast_2d(np.asarray(traj["waypoints"], dtype=float)))]
+    for what, q in checks:
+        problem = safety.position_violation(q, what)
+        if problem:
+            raise ConfigError(f"{src}: {problem}")
+    if kind == "min_jerk":
+        problem = safety.min_jerk_violation(trajectory.start, trajectory.goal, float(trajectory.duration))
+        if problem:
+            raise ConfigError(f"{src}: [trajectory] min_jerk: {problem}")
+    elif kind == "sinusoid":
+        problem = safety.oscillation_violation(trajectory.amplitude, trajectory.frequency)
+        if problem:
+            raise ConfigError(f"{src}: [trajectory] sinusoid: {problem}")
 
 
 def build(cfg: dict):
@@ -403,7 +446,9 @@ def build(cfg: dict):
         full[v_idx] = _vector(value, n, f"{src}: [plant] {name}")
         return full
 
-    extra = {k: plant_cfg[k] for k in ("integrator", "substeps") if plant_cfg.get(k) is not None}
+    extra = {k: plant_cfg[k] for k in ("integrator", "substeps", "end_stops") if plant_cfg.get(k) is not None}
+    if plant_cfg.get("end_stops") is not None and plant_cfg["type"] != "rigid_body":
+        raise ConfigError(f"{src}: [plant] end_stops applies to plant type 'rigid_body' only")
     patient = {k: v for k, v in cfg["patient"].items() if v is not None}
     if patient and plant_cfg["type"] != "jaw":
         raise ConfigError(f"{src}: [patient] applies to plant type 'jaw' only")
@@ -486,7 +531,10 @@ def build(cfg: dict):
         safe_mode=saf["safe_mode"],
         damping_gain=None if saf["damping_gain"] is None else _vector(saf["damping_gain"], n,
                                                                       f"{src}: [safety] damping_gain"),
-        watchdog_cycles=saf["watchdog_cycles"], effort_clamp=saf["effort_clamp"]))
+        watchdog_cycles=saf["watchdog_cycles"], effort_clamp=saf["effort_clamp"],
+        acceleration_limit=None if saf["acceleration_limit"] is None else _vector(
+            saf["acceleration_limit"], n, f"{src}: [safety] acceleration_limit")))
+    _check_motion_against_limits(safety, plant_cfg, traj, trajectory, q0[q_idx], src)
     realtime = RealtimeSettings(priority=loop["realtime_priority"], cpus=loop["cpus"],
                                 lock_memory=loop["lock_memory"], disable_gc=loop["disable_gc"])
     control_loop = ControlLoop(model=model, driver=driver, controller=controller, trajectory=trajectory,

@@ -43,6 +43,7 @@ allocate nothing.
 """
 from __future__ import annotations
 
+import math
 from collections import deque
 
 import numpy as np
@@ -68,9 +69,13 @@ NAN_COMMAND = 16      # where = index into command.effort
 EFFORT = 17           # where = actuated joint number (effort_clamp False)
 NEVER_CHECKED = 99    # state status before the first check
 
-# Rows of the float table ``lim`` (one column per actuated joint).
-L_LO, L_HI, L_VMAX, L_EMAX, L_DAMP = 0, 1, 2, 3, 4
-L_ROWS = 5
+# Rows of the float table ``lim`` (one column per actuated joint). L_LO/L_HI are the position bounds
+# checked now: the soft limits, or during a recovery re-arm the position the joint was re-armed at
+# (less a tolerance), tightened back to the soft limit L_SOFT_LO/L_SOFT_HI once the joint is inside it.
+L_LO, L_HI, L_VMAX, L_EMAX, L_DAMP, L_SOFT_LO, L_SOFT_HI = 0, 1, 2, 3, 4, 5, 6
+L_ROWS = 7
+MIN_JERK_PEAK_VELOCITY = 1.875                  # max of ds/dtau for s = 10 tau^3 - 15 tau^4 + 6 tau^5
+MIN_JERK_PEAK_ACCELERATION = 10.0 / math.sqrt(3.0)  # max of |d2s/dtau2| (at tau = 1/2 -+ sqrt(3)/6)
 # Slots of the int64 control/counter array ``ctl``.
 C_CYCLES = 0         # checks performed
 C_CLAMPS = 1         # checks in which at least one effort was clamped
@@ -131,6 +136,10 @@ def _safety_cycle(q, v, tau, cmd_effort, cmd_stiffness, cmd_damping, cmd_velocit
     if code == OK:
         for k in range(n):
             x = q[q_index[k]]
+            if lim[L_LO, k] < lim[L_SOFT_LO, k] and x >= lim[L_SOFT_LO, k]:
+                lim[L_LO, k] = lim[L_SOFT_LO, k]
+            if lim[L_HI, k] > lim[L_SOFT_HI, k] and x <= lim[L_SOFT_HI, k]:
+                lim[L_HI, k] = lim[L_SOFT_HI, k]
             if x < lim[L_LO, k] or x > lim[L_HI, k]:
                 code, where, value = POSITION, k, x
                 break
@@ -227,7 +236,7 @@ class SafetyMonitor:
 
     def __init__(self, model: Model, *, position_margin: float = 0.05, velocity_scale: float = 1.0,
                  safe_mode: str = "damping", damping_gain=None, watchdog_cycles: int = 5,
-                 effort_clamp: bool = True, event_capacity: int = 256):
+                 effort_clamp: bool = True, event_capacity: int = 256, acceleration_limit=None):
         if safe_mode not in SAFE_MODES:
             raise ValueError(f"safe_mode must be one of {SAFE_MODES}, got {safe_mode!r}")
         margin = _positive_finite("position_margin", position_margin)
@@ -256,8 +265,8 @@ class SafetyMonitor:
         lower, upper = model.lower[self.q_index], model.upper[self.q_index]
         vmax, emax = model.velocity_limit[self.v_index], model.effort_limit[self.v_index]
         lim = np.zeros((L_ROWS, n))
-        lim[L_LO] = lower + margin
-        lim[L_HI] = upper - margin
+        lim[L_LO] = lim[L_SOFT_LO] = lower + margin
+        lim[L_HI] = lim[L_SOFT_HI] = upper - margin
         bad = np.flatnonzero(lim[L_LO] > lim[L_HI])
         if bad.size:
             k = int(bad[0])
@@ -282,6 +291,7 @@ class SafetyMonitor:
                 raise ValueError(f"damping_gain must be finite and >= 0, got {gain.tolist()}")
             lim[L_DAMP] = gain
         self.damping_gain = lim[L_DAMP].copy()
+        self.acceleration_limit = self._per_joint("acceleration_limit", acceleration_limit, n, np.inf)
         self._lim = np.ascontiguousarray(lim)
         self._ctl = np.zeros(C_WIDTH, dtype=np.int64)
         self._ctl[C_WATCHDOG] = self.watchdog_cycles
@@ -293,6 +303,7 @@ class SafetyMonitor:
         self.tripped = False
         self.trip_reason = ""
         self.trip_cycle = -1
+        self.operator_stop = False
         self.events: deque = deque(maxlen=int(event_capacity))
         self._fault_pending = False   # report_fault() since the last check
         self._fault_active = False    # the last check was told of a driver fault (or one is pending)
@@ -356,8 +367,14 @@ class SafetyMonitor:
         return True
 
     # -- trips from outside the check ------------------------------------------------
-    def estop(self, reason: str = "software e-stop") -> None:
-        """Software e-stop: trip now; the next :meth:`check` writes the safe command."""
+    def estop(self, reason: str = "software e-stop", operator: bool = False) -> None:
+        """Software e-stop: trip now; the next :meth:`check` writes the safe command.
+
+        ``operator``: a person asked for it (control channel, dashboard, schedule), as opposed to
+        the software stopping itself (a failing component, overruns); the run reports it as such.
+        Callable from any thread."""
+        if not self.tripped:
+            self.operator_stop = bool(operator)
         self._trip(f"e-stop: {reason}", self.cycles)
 
     def report_fault(self, reason: str = "driver reported a fault") -> None:
@@ -376,39 +393,146 @@ class SafetyMonitor:
         self.events.append((cycle, "trip", reason))
 
     # -- leaving the safe state --------------------------------------------------------
-    def rearm_blockers(self) -> list[str]:
-        """Why :meth:`rearm` would refuse now (empty: it would succeed)."""
+    def rearm_blockers(self, state: RobotState | None = None) -> list[str]:
+        """Why :meth:`rearm` would refuse now (empty: it would succeed).
+
+        With ``state`` (the latest measured state), a joint outside its soft limits does not block
+        as long as it lies within one ``position_margin`` beyond its hard limit: :meth:`rearm` then
+        re-arms into recovery for it.
+        """
         problems = []
         if self._fault_active:
             problems.append(f"driver fault still reported: {self._fault_reason}")
         state_code = int(self._ctl[C_STATE_CODE])
         if state_code == NEVER_CHECKED:
             problems.append("no state has been checked yet")
-        elif state_code != OK:
+        elif state_code != OK and (state is None or state_code not in (POSITION, VELOCITY)):
             problems.append(self._describe(state_code, int(self._ctl[C_STATE_WHERE]),
                                            float(self._val[V_STATE_VALUE])))
+        elif state is not None:
+            problems += self._recovery_blockers(state)
         stale = int(self._ctl[C_STALE])
         if stale > self.watchdog_cycles:
             problems.append(self._describe(STALE, -1, float(stale)))
         return problems
 
-    def rearm(self) -> None:
+    def _recovery_blockers(self, state: RobotState) -> list[str]:
+        problems = []
+        margin = self.position_margin
+        lower, upper = self.model.lower[self.q_index], self.model.upper[self.q_index]
+        for k, name in enumerate(self.joint_names):
+            x, speed = float(state.q[self.q_index[k]]), abs(float(state.v[self.v_index[k]]))
+            if not (lower[k] - margin <= x <= upper[k] + margin):
+                qu = self._units[k][0]
+                problems.append(f"joint '{name}' q = {x:.4g} {qu} lies more than the position margin ({margin:g}) "
+                                f"beyond its hard limits [{lower[k]:.4g}, {upper[k]:.4g}]: move it back by hand")
+            if speed > self._lim[L_VMAX, k]:
+                problems.append(self._describe(VELOCITY, k, speed))
+        return problems
+
+    def rearm(self, state: RobotState | None = None) -> list[str]:
         """Leave the safe state if the last checked state is finite, inside the limits and fresh enough.
 
-        Raises :class:`SafetyError` (staying latched) naming what still blocks it.
-        Does nothing when armed.
+        With ``state``, joints outside their soft limits (but within one margin of their hard
+        limits) are re-armed into recovery: the position bound on their violated side becomes
+        their current position less one ``position_margin``, and returns to the soft limit by
+        itself once the joint is back inside it. Returns the names of the joints in recovery.
+        Raises :class:`SafetyError` (staying latched) naming what still blocks it. Does nothing
+        when armed.
         """
         if not self.tripped:
-            return
-        problems = self.rearm_blockers()
+            return []
+        problems = self.rearm_blockers(state)
         if problems:
             raise SafetyError(f"cannot re-arm (tripped at cycle {self.trip_cycle}: {self.trip_reason}): "
                               + "; ".join(problems))
-        self.events.append((self.cycles, "rearm", f"re-armed after: {self.trip_reason}"))
+        recovering = []
+        if state is not None:
+            lim, margin = self._lim, self.position_margin
+            for k, name in enumerate(self.joint_names):
+                x = float(state.q[self.q_index[k]])
+                lim[L_LO, k] = min(lim[L_SOFT_LO, k], x - margin)
+                lim[L_HI, k] = max(lim[L_SOFT_HI, k], x + margin)
+                if not lim[L_SOFT_LO, k] <= x <= lim[L_SOFT_HI, k]:
+                    recovering.append(name)
+        detail = f"re-armed after: {self.trip_reason}"
+        if recovering:
+            detail += f"; recovering {recovering} from outside their soft limits"
+        self.events.append((self.cycles, "rearm", detail))
         self.tripped = False
         self.trip_reason = ""
         self.trip_cycle = -1
+        self.operator_stop = False
         self._ctl[C_CLAMPING] = 0
+        return recovering
+
+    # -- limits of planned motion ----------------------------------------------------------
+    def soft_limits(self) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper) soft position limits of the actuated joints (copies)."""
+        return self._lim[L_SOFT_LO].copy(), self._lim[L_SOFT_HI].copy()
+
+    @property
+    def velocity_bound(self) -> np.ndarray:
+        """|v| above which the monitor trips, per actuated joint (``velocity_scale * velocity_limit``)."""
+        return self._lim[L_VMAX].copy()
+
+    def position_violation(self, q, what: str) -> str:
+        """'' when every actuated-joint value of ``q`` (one per joint) lies inside the soft limits, else why."""
+        q = np.asarray(q, dtype=float)
+        for k, name in enumerate(self.joint_names):
+            lo, hi = self._lim[L_SOFT_LO, k], self._lim[L_SOFT_HI, k]
+            if not lo <= q[k] <= hi:
+                return (f"{what}: joint '{name}' = {q[k]:.6g} {self._units[k][0]} outside its soft limits "
+                        f"[{lo:.6g}, {hi:.6g}] (limits minus position_margin {self.position_margin:g})")
+        return ""
+
+    def min_jerk_violation(self, start, goal, duration: float) -> str:
+        """'' when a minimum-jerk move from ``start`` to ``goal`` in ``duration`` s stays within the velocity
+        bound and the acceleration limit of every joint, else why (naming the joint and the shortest
+        duration that would do). Peaks: 1.875 |dq| / T and 5.774 |dq| / T^2."""
+        dq = np.abs(np.asarray(goal, dtype=float) - np.asarray(start, dtype=float))
+        for k, name in enumerate(self.joint_names):
+            vmax, amax = self._lim[L_VMAX, k], self.acceleration_limit[k]
+            peak_v = MIN_JERK_PEAK_VELOCITY * dq[k] / duration
+            peak_a = MIN_JERK_PEAK_ACCELERATION * dq[k] / duration ** 2
+            shortest = max(MIN_JERK_PEAK_VELOCITY * dq[k] / vmax if vmax > 0 else math.inf,
+                           math.sqrt(MIN_JERK_PEAK_ACCELERATION * dq[k] / amax) if amax > 0 else math.inf)
+            _, vu, _ = self._units[k]
+            if peak_v > vmax:
+                return (f"joint '{name}': a move of {dq[k]:.4g} in {duration:g} s peaks at {peak_v:.4g} {vu}, "
+                        f"above its velocity limit {vmax:.4g} {vu}; it needs at least {shortest:.4g} s")
+            if peak_a > amax:
+                return (f"joint '{name}': a move of {dq[k]:.4g} in {duration:g} s peaks at an acceleration of "
+                        f"{peak_a:.4g} {vu}/s, above its limit {amax:.4g} {vu}/s; it needs at least {shortest:.4g} s")
+        return ""
+
+    def oscillation_violation(self, amplitude, frequency) -> str:
+        """'' when ``amplitude sin(2 pi f t + phase)`` (per joint) stays within the velocity bound and the
+        acceleration limit, else why (naming the joint)."""
+        amplitude = np.abs(np.broadcast_to(np.asarray(amplitude, dtype=float), (len(self.joint_names),)))
+        omega = 2.0 * math.pi * np.broadcast_to(np.asarray(frequency, dtype=float), (len(self.joint_names),))
+        for k, name in enumerate(self.joint_names):
+            peak_v, peak_a = amplitude[k] * omega[k], amplitude[k] * omega[k] ** 2
+            _, vu, _ = self._units[k]
+            if peak_v > self._lim[L_VMAX, k]:
+                return (f"joint '{name}': amplitude {amplitude[k]:.4g} at {omega[k] / (2 * math.pi):.4g} Hz peaks at "
+                        f"{peak_v:.4g} {vu}, above its velocity limit {self._lim[L_VMAX, k]:.4g} {vu}")
+            if peak_a > self.acceleration_limit[k]:
+                return (f"joint '{name}': amplitude {amplitude[k]:.4g} at {omega[k] / (2 * math.pi):.4g} Hz peaks at "
+                        f"{peak_a:.4g} {vu}/s, above its acceleration limit {self.acceleration_limit[k]:.4g} {vu}/s")
+        return ""
+
+    def _per_joint(self, name: str, value, n: int, default: float) -> np.ndarray:
+        if value is None:
+            return np.full(n, default)
+        arr = np.asarray(value, dtype=float)
+        if arr.ndim == 0:
+            arr = np.full(n, float(arr))
+        if arr.shape != (n,):
+            raise ValueError(f"{name} must be a scalar or {n} values (one per actuated joint), got shape {arr.shape}")
+        if not np.all(arr > 0):
+            raise ValueError(f"{name} must be > 0, got {arr.tolist()}")
+        return arr
 
     # -- messages -------------------------------------------------------------------------
     def _q_label(self, i: int) -> str:

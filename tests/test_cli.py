@@ -135,14 +135,47 @@ def _write_config(tmp_path, extra: str) -> str:
 
 
 def test_run_exits_non_zero_when_the_safe_state_trips_unexpectedly(tmp_path, capsys):
-    # A velocity limit at 5 % of the URDF's trips during the move.
+    # The plant 20x heavier than the controller believes: it falls faster than its velocity limit.
     path = _write_config(tmp_path, "")
-    text = Path(path).read_text().replace("watchdog_cycles = 5", "watchdog_cycles = 5\nvelocity_scale = 0.05")
+    text = Path(path).read_text().replace('type = "rigid_body"', 'type = "rigid_body"\nmass_scale = 20.0')
     Path(path).write_text(text)
     assert main(["run", path, "--offline", "--duration", "1"]) == 3
     captured = capsys.readouterr()
     assert "SAFE STATE: tripped (velocity limit" in captured.out
     assert "tripped unexpectedly" in captured.err
+
+
+def test_a_move_faster_than_the_joint_limits_is_refused_at_load_naming_the_joint(tmp_path, capsys):
+    """The demo's 2 s move within 5 % of the URDF's velocity limits: joint4 moves 1.0 rad, peaking at
+    1.875 * 1.0 / 2 = 0.94 rad/s > 0.05 * 2.27 rad/s."""
+    path = _write_config(tmp_path, "")
+    text = Path(path).read_text().replace("watchdog_cycles = 5", "watchdog_cycles = 5\nvelocity_scale = 0.05")
+    Path(path).write_text(text)
+    assert main(["run", path, "--offline", "--duration", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "[trajectory] min_jerk: joint 'joint1'" in err and "above its velocity limit" in err
+
+
+def test_goal_and_initial_position_outside_the_soft_limits_are_refused_at_load(tmp_path, capsys):
+    path = _write_config(tmp_path, "")
+    text = Path(path).read_text()
+    Path(path).write_text(text.replace("goal = [0.6, 0.5, -0.4, -1.0", "goal = [0.6, 0.5, -0.4, -2.08"))
+    assert main(["run", path, "--offline", "--duration", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "[trajectory] goal: joint 'joint4' = -2.08 rad outside its soft limits [-2.04, 2.04]" in err
+    Path(path).write_text(text.replace("initial_position = [0, 0, 0, 0, 0, 0, 0]",
+                                       "initial_position = [0, 0, 0, 0, 0, 3.0, 0]"))
+    assert main(["run", path, "--offline", "--duration", "1"]) == 2
+    assert "[plant] initial_position: joint 'joint6' = 3 rad outside its soft limits" in capsys.readouterr().err
+
+
+def test_integers_beyond_64_bit_in_a_config_are_refused_naming_the_key(tmp_path, capsys):
+    path = _write_config(tmp_path, "")
+    text = Path(path).read_text().replace("watchdog_cycles = 5", "watchdog_cycles = 9223372036854775808")
+    Path(path).write_text(text)
+    assert main(["run", path]) == 2
+    err = capsys.readouterr().err
+    assert "[safety] watchdog_cycles: integer out of the 64-bit range" in err and "Traceback" not in err
 
 
 def test_run_reports_a_bad_config_key_and_exits_2(tmp_path, capsys):

@@ -57,7 +57,7 @@ def world_momentum(dyn, q, v):
 
 @pytest.mark.parametrize("name", ["arm7", "quadruped12"])
 def test_rk4_conserves_energy_without_friction(name):
-    plant = RigidBodyPlant(load(name))
+    plant = RigidBodyPlant(load(name), end_stops=False)  # the integrator alone: end stops dissipate
     rng = np.random.default_rng(5)
     plant.reset(plant.model.random_configuration(rng), rng.normal(size=plant.nv))
     e0, scale = total_energy(plant), energy_scale(plant)
@@ -73,7 +73,8 @@ def test_rk4_conserves_energy_without_friction(name):
 @pytest.mark.parametrize("name", ["arm7", "quadruped12", "humanoid"])
 def test_friction_never_adds_energy(name):
     """RK4 (whose own energy error is ~1e-12 per step) resolves the dissipation v^T tau_friction <= 0."""
-    plant = RigidBodyPlant(load(name), viscous_friction=0.05, coulomb_friction=0.02, coulomb_velocity_scale=0.05)
+    plant = RigidBodyPlant(load(name), viscous_friction=0.05, coulomb_friction=0.02, coulomb_velocity_scale=0.05,
+                           end_stops=False)
     rng = np.random.default_rng(8)
     plant.reset(plant.model.random_configuration(rng), rng.normal(size=plant.nv))
     scale = energy_scale(plant)
@@ -113,7 +114,7 @@ DURATION = 0.5
 def reference(request):
     """A model, a start state, held sinusoidal torques and the DOP853 solution after 0.5 s."""
     model = load(request.param)
-    base = RigidBodyPlant(model, viscous_friction=0.02)
+    base = RigidBodyPlant(model, viscous_friction=0.02, end_stops=False)  # integrator accuracy
     rng = np.random.default_rng(2)
     q0, v0 = model.random_configuration(rng, span=1.0), 0.1 * rng.normal(size=model.nv)
     base.reset(q0, v0)
@@ -137,7 +138,7 @@ def reference(request):
 
 
 def run_fixed_step(model, q0, v0, held_effort, integrator, dt):
-    plant = RigidBodyPlant(model, integrator=integrator, viscous_friction=0.02)
+    plant = RigidBodyPlant(model, integrator=integrator, viscous_friction=0.02, end_stops=False)
     plant.reset(q0, v0)
     n = round(DURATION / dt)
     for k in range(n):
@@ -189,7 +190,8 @@ def test_free_flyer_quaternion_stays_unit(integrator):
 def test_free_flyer_in_zero_gravity_conserves_momentum_with_joint_friction():
     model = load("humanoid")
     model.set_gravity([0, 0, 0])
-    plant = RigidBodyPlant(model, viscous_friction=0.1, coulomb_friction=0.01, coulomb_velocity_scale=0.1)
+    plant = RigidBodyPlant(model, viscous_friction=0.1, coulomb_friction=0.01, coulomb_velocity_scale=0.1,
+                           end_stops=False)  # friction alone on the base (the stops' stiffness costs accuracy)
     rng = np.random.default_rng(6)
     plant.reset(model.random_configuration(rng), rng.normal(size=model.nv))
     dyn = Dynamics(model)
@@ -232,7 +234,7 @@ def test_create_plant_by_name_and_parameters_round_trip():
     params = plant.parameters()
     assert params == {"integrator": "rk4", "substeps": 3, "viscous_friction": [0.3] * model.nv,
                       "coulomb_friction": 0.1, "coulomb_velocity_scale": 1e-3, "mass_scale": 1.2,
-                      "payload_mass": 0.0, "payload_frame": None, "payload_offset": None}
+                      "payload_mass": 0.0, "payload_frame": None, "payload_offset": None, "end_stops": True}
     again = create_plant("rigid_body", model, **params)
     assert again.parameters() == params
     assert again.model.total_mass == pytest.approx(1.2 * model.total_mass, rel=1e-15)
@@ -302,15 +304,15 @@ ALLOCATION_SCRIPT = textwrap.dedent("""
     import numpy as np
     from numba import njit
     from numba.core.runtime import rtsys
-    from plants.rigid_body import RK4, SEMI_IMPLICIT_EULER, RigidBodyPlant, _step_kernel
+    from plants.rigid_body import RK4, SEMI_IMPLICIT_EULER, STOP_ROWS, RigidBodyPlant, _step_kernel
     from rtctl import bundled_model_path
     from rtctl.model.urdf import load_urdf
 
     @njit
-    def cycles(n, mi, mf, ws, q, v, effort, method, viscous, coulomb, work):
+    def cycles(n, mi, mf, ws, q, v, effort, method, viscous, coulomb, work, stops):
         bad = 0
         for _ in range(n):
-            bad += _step_kernel(mi, mf, ws, q, v, effort, 1e-4, 2, method, viscous, coulomb, 0.05, work)
+            bad += _step_kernel(mi, mf, ws, q, v, effort, 1e-4, 2, method, viscous, coulomb, 0.05, work, stops)
         return bad
 
     for name, base in (("arm7", None), ("humanoid", "free_flyer")):
@@ -321,7 +323,7 @@ ALLOCATION_SCRIPT = textwrap.dedent("""
         d = plant.dynamics
         for method in (RK4, SEMI_IMPLICIT_EULER):
             args = (d.mi, d.mf, d.ws, plant.q, plant.v, np.zeros(plant.nv), method, plant._viscous,
-                    plant._coulomb, plant._work)
+                    plant._coulomb, plant._work, plant._stops)
             assert cycles(1, *args) == 0  # compile
             counts = []
             for n in (1, 300):
@@ -337,3 +339,53 @@ ALLOCATION_SCRIPT = textwrap.dedent("""
 def test_step_kernel_allocates_nothing_per_call():
     out = run_with_allocation_counters(ALLOCATION_SCRIPT)
     assert out.strip().endswith("OK")
+
+
+def test_end_stop_holds_the_joint_beyond_its_limit_by_effort_over_stiffness():
+    """A joint pressed into its upper end stop by a constant torque tau (on top of gravity compensation)
+    settles at upper + tau / k, k the stop's stiffness."""
+    model = load("arm7")
+    model.set_armature(np.full(model.nv, 0.05))  # the demo's geared motors
+    plant = RigidBodyPlant(model, substeps=4)
+    dyn = plant.dynamics
+    joint = 3  # joint4: 110 N m effort limit, upper 2.09 rad
+    q = model.neutral_configuration()
+    q[joint] = model.upper[joint] - 0.05
+    plant.reset(q)
+    push = np.zeros(model.nv)
+    push[joint] = 30.0
+    others = np.arange(model.nv) != joint
+    for _ in range(3000):  # 3 s: the damped stop settles; the other joints held by PD on gravity compensation
+        effort = push + dyn.inverse_dynamics(plant.q, np.zeros(model.nv), np.zeros(model.nv))
+        effort[others] += 400.0 * (q[others] - plant.q[others]) - 40.0 * plant.v[others]
+        plant.step(1e-3, effort)
+    k = plant._stops[4, list(plant._stops[0]).index(joint)]
+    assert 0 < k <= model.effort_limit[joint] / 0.01
+    assert abs(plant.v).max() < 1e-6
+    assert plant.q[joint] - model.upper[joint] == pytest.approx(push[joint] / k, rel=1e-3)
+
+
+def test_end_stops_only_ever_take_energy_out():
+    """Kinetic + potential + the stops' spring energy never increases when an unforced arm falls into them."""
+    plant = RigidBodyPlant(load("arm7"), substeps=4)
+    model = plant.model
+    stops = plant._stops
+    rng = np.random.default_rng(3)
+    plant.reset(model.random_configuration(rng), 3.0 * rng.normal(size=model.nv))
+
+    def stored():
+        q = plant.q[stops[0].astype(int)]
+        beyond = np.maximum(q - stops[3], 0.0) + np.maximum(stops[2] - q, 0.0)
+        return 0.5 * float(np.sum(stops[4] * beyond ** 2))
+
+    energies = [total_energy(plant) + stored()]
+    touched = 0
+    for _ in range(2000):
+        plant.step(1e-3, np.zeros(model.nv))
+        energies.append(total_energy(plant) + stored())
+        touched += stored() > 0
+    assert touched > 0, "the fall never reached an end stop: the test proves nothing"
+    assert np.diff(energies).max() <= 1e-6 * energy_scale(plant)
+    lower, upper = model.lower[stops[0].astype(int)], model.upper[stops[0].astype(int)]
+    q = plant.q[stops[0].astype(int)]
+    assert np.all(q > lower - 0.2) and np.all(q < upper + 0.2)

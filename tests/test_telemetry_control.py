@@ -20,7 +20,15 @@ from rtctl.telemetry import ControlServer, request
 from rtctl.telemetry.schema import TOPIC_EVENT
 from telemetry_helpers import collect, make_loop, subscriber, wait_meta
 
-TOKEN = "s3cret"
+TOKEN = "test-token-0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def token_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("credentials") / "control.token"
+    path.write_text(TOKEN + "\n")
+    path.chmod(0o600)
+    return str(path)
 
 
 def _running(loop, seconds):
@@ -33,10 +41,11 @@ def _running(loop, seconds):
 
 
 @pytest.fixture(scope="module")
-def min_jerk_loop():
+def min_jerk_loop(token_file):
     loop = make_loop(loop={"pace": True, "rate_hz": 500.0},
                      telemetry={"enabled": True, "endpoint": "tcp://127.0.0.1:0", "meta_period": 0.05},
-                     control={"enabled": True, "endpoint": "tcp://127.0.0.1:0", "token": TOKEN, "kp_max": 2000.0})
+                     control={"enabled": True, "endpoint": "tcp://127.0.0.1:0", "token_file": token_file,
+                              "kp_max": 2000.0})
     sub = subscriber(loop.telemetry.endpoint)
     wait_meta(sub)
     th = _running(loop, 6.0)
@@ -69,20 +78,20 @@ def test_malformed_requests_are_refused_and_the_loop_keeps_running(min_jerk_loop
         ({"cmd": "set_gains", "kp": True}, "expected a number"),
         ({"cmd": "set_gains", "kp": 100.0, "gain": 3}, "unknown field 'gain'"),
         ({"cmd": "set_gains"}, "give kp and/or kd"),
-        ({"cmd": "fly"}, "unknown or missing cmd"),
-        ({"cmd": None}, "unknown or missing cmd"),
+        ({"cmd": "fly"}, "unknown or missing command"),
+        ({"cmd": None}, "unknown or missing command"),
         ({"cmd": "set_target", "goal": [9.0] * 7}, "outside the soft limits"),
         ({"cmd": "set_target", "goal": [0.1] * 7, "duration": -1}, "outside the allowed range"),
-        ({"cmd": "set_cpg", "frequency": 1.0}, "no oscillator parameter"),
+        ({"cmd": "set_cpg", "frequency": 1.0}, "needs an oscillator trajectory"),
         ({"cmd": "estop", "reason": 42}, "reason"),
     ]
     for req, reason in cases:
         reply = ask(loop, req)
         assert reply["ok"] is False and reason in reply["error"], (req, reply)
     reply = request(loop.control.endpoint, {"cmd": "set_gains", "kp": 100.0, "token": "wrong"})
-    assert reply == {"ok": False, "error": "missing or wrong token"}
-    reply = request(loop.control.endpoint, {"cmd": "status"})
-    assert reply["ok"] is False and "token" in reply["error"]
+    assert reply == {"ok": False, "error": "set_gains: missing or wrong token (status and estop need none)"}
+    reply = request(loop.control.endpoint, {"cmd": "status"})  # open: reading moves nothing
+    assert reply["ok"] is True and reply["tripped"] is False
     assert np.array_equal(loop.controller.kp, kp0)
     assert not loop.safety.tripped and loop.cycle > c0  # untouched, still running
     assert ask(loop, {"cmd": "status"})["ok"]
@@ -124,37 +133,39 @@ def test_oscillator_parameters_and_phase_continuity():
     loop = make_loop(loop={"pace": True, "rate_hz": 500.0},
                      trajectory={"type": "sinusoid", "center": [0.0] * 7, "amplitude": [0.2] * 7,
                                  "frequency": [0.5] * 7})
-    ctl = ControlServer(loop, endpoint="tcp://127.0.0.1:0", frequency_max=5.0).start()
+    ctl = ControlServer(loop, endpoint="tcp://127.0.0.1:0", frequency_max=5.0, token=TOKEN).start()
     qd = []
     loop.hooks.append(lambda cycle, t, state, command: qd.append(loop.q_d[0]))
     th = _running(loop, 2.0)
     try:
-        bad = request(ctl.endpoint, {"cmd": "set_cpg", "amplitude": 3.0})
+        bad = request(ctl.endpoint, {"token": TOKEN, "cmd": "set_cpg", "amplitude": 3.0})
         assert not bad["ok"] and "leaves the soft limits" in bad["error"]
-        bad = request(ctl.endpoint, {"cmd": "set_cpg", "frequency": 50.0})
+        bad = request(ctl.endpoint, {"token": TOKEN, "cmd": "set_cpg", "frequency": 50.0})
         assert not bad["ok"] and "(0, 5]" in bad["error"]
-        bad = request(ctl.endpoint, {"cmd": "set_cpg", "pattern": "trot"})
+        bad = request(ctl.endpoint, {"token": TOKEN, "cmd": "set_cpg", "pattern": "trot"})
         assert not bad["ok"] and "no patterns" in bad["error"]
-        reply = request(ctl.endpoint, {"cmd": "set_cpg", "frequency": 2.0})
+        bad = request(ctl.endpoint, {"token": TOKEN, "cmd": "set_cpg", "frequency": 2.0})  # 2.5 rad/s peak
+        assert not bad["ok"] and "joint 'joint1'" in bad["error"] and "above its velocity limit 1.71" in bad["error"]
+        reply = request(ctl.endpoint, {"token": TOKEN, "cmd": "set_cpg", "frequency": 1.0})
         assert reply["ok"], reply
         k = reply["applied_cycle"]
-        reply = request(ctl.endpoint, {"cmd": "set_cpg", "amplitude": 0.3, "center": [0.05] * 7})
+        reply = request(ctl.endpoint, {"token": TOKEN, "cmd": "set_cpg", "amplitude": 0.25, "center": [0.05] * 7})
         assert reply["ok"], reply
         k2 = reply["applied_cycle"]
-        assert loop.trajectory.frequency.tolist() == [2.0] * 7 and loop.trajectory.amplitude.tolist() == [0.3] * 7
+        assert loop.trajectory.frequency.tolist() == [1.0] * 7 and loop.trajectory.amplitude.tolist() == [0.25] * 7
         assert loop.trajectory.center.tolist() == [0.05] * 7
     finally:
         th.join(10)
         ctl.close()
     # the desired position stays continuous across the frequency change (phase kept): |step| < 2 pi f A dt
     steps = np.abs(np.diff(np.array(qd)))  # steps[i] = q_d(cycle i + 1) - q_d(cycle i)
-    assert k2 > k and steps[k - 3:k2 - 1].max() < 2 * math.pi * 2.0 * 0.2 / 500.0 * 1.01
+    assert k2 > k and steps[k - 3:k2 - 1].max() < 2 * math.pi * 1.0 * 0.2 / 500.0 * 1.01
 
 
 def test_requests_to_a_stopped_loop():
     loop = make_loop()
-    with ControlServer(loop, endpoint="tcp://127.0.0.1:0", apply_timeout=0.3) as ctl:
-        reply = request(ctl.endpoint, {"cmd": "set_gains", "kp": 10.0})
+    with ControlServer(loop, endpoint="tcp://127.0.0.1:0", apply_timeout=0.3, token=TOKEN) as ctl:
+        reply = request(ctl.endpoint, {"token": TOKEN, "cmd": "set_gains", "kp": 10.0})
         assert not reply["ok"] and "reached no cycle boundary" in reply["error"]
         assert loop.controller.kp.tolist() == [400.0] * 7
         reply = request(ctl.endpoint, json.dumps({"cmd": "estop"}).encode())
@@ -195,7 +206,7 @@ def test_scheduled_commands_apply_at_their_control_time_through_the_channel_chec
 @pytest.mark.parametrize("entry, message", [
     ({"cmd": "set_gains", "kp": 1.0}, "needs 't'"),
     ({"t": -1.0, "cmd": "set_gains", "kp": 1.0}, "[[schedule]] 0 t: must be >= 0.0"),
-    ({"t": 1.0, "cmd": "launch"}, "[[schedule]] 0 (t = 1 s): unknown or missing cmd 'launch'"),
+    ({"t": 1.0, "cmd": "launch"}, "[[schedule]] 0 (t = 1 s): cmd: unknown or missing command 'launch'"),
     ({"t": 1.0, "cmd": "set_cpg", "amplitude": 5.0}, "leaves the soft limits"),
     ({"t": 1.0, "cmd": "set_gains", "kp": 1.0, "gain": 2}, "unknown field 'gain'"),
 ])

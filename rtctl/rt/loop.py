@@ -33,6 +33,56 @@ from .stats import CycleStats
 OVERRUN_POLICIES = ("count", "skip", "trip")
 
 
+# Slots of ControlLoop._recovery (the re-arm recovery move).
+R_STATE, R_T0, R_DURATION = 0, 1, 2
+R_IDLE, R_START, R_ACTIVE = 0.0, 1.0, 2.0
+RECOVERY_SHARE = 0.5  # of each joint's velocity bound and acceleration limit; the rest is the trajectory's
+RECOVERY_FLOOR = 0.1  # of the velocity bound: the least a recovery gets when its trajectory leaves less
+
+
+@njit(cache=True)
+def _recovery_blend(t, q, v, q_index, v_index, q_d, qd_d, qdd_d, offset, recovery, vmax, amax):
+    """Shift the desired motion by ``p h0(tau) + T w h1(tau)``, the quintic Hermite blend that starts at the
+    measured position and velocity and ends on the trajectory with zero offset, velocity and acceleration:
+    h0 = 1 - 10 tau^3 + 15 tau^4 - 6 tau^5, h1 = tau - 6 tau^3 + 8 tau^4 - 3 tau^5.
+
+    On the first cycle after a re-arm (``recovery[R_STATE] == R_START``) the position offset p (measured
+    minus desired, in ``offset[0]``) and velocity offset w (``offset[1]``) are taken, and the duration T
+    is the shortest in which the offset's own peak velocity (1.875 |p| / T) and acceleration
+    (5.774 |p| / T^2, 3.94 |w| / T) stay within ``vmax`` and ``amax`` (:meth:`ControlLoop.rearm` sets
+    them to what the trajectory leaves of each joint's bounds). Allocates nothing."""
+    n = q_index.shape[0]
+    if recovery[R_STATE] == R_START:
+        duration = 0.0
+        for k in range(n):
+            offset[0, k] = q[q_index[k]] - q_d[k]
+            offset[1, k] = v[v_index[k]] - qd_d[k]
+            p, w = abs(offset[0, k]), abs(offset[1, k])
+            duration = max(duration, 1.875 * p / vmax[k], np.sqrt(5.773502691896258 * p / amax[k]),
+                           3.94 * w / amax[k])
+        recovery[R_T0] = t
+        recovery[R_DURATION] = duration
+        recovery[R_STATE] = R_ACTIVE
+    duration = recovery[R_DURATION]
+    tau = (t - recovery[R_T0]) / duration if duration > 0.0 else 1.0
+    if tau >= 1.0:
+        recovery[R_STATE] = R_IDLE
+        return
+    t2 = tau * tau
+    t3 = t2 * tau
+    h0 = 1.0 - t3 * (10.0 - 15.0 * tau + 6.0 * t2)
+    dh0 = -30.0 * t2 * (1.0 - 2.0 * tau + t2)
+    ddh0 = -60.0 * tau * (1.0 - 3.0 * tau + 2.0 * t2)
+    h1 = tau - t3 * (6.0 - 8.0 * tau + 3.0 * t2)
+    dh1 = 1.0 - t2 * (18.0 - 32.0 * tau + 15.0 * t2)
+    ddh1 = -tau * (36.0 - 96.0 * tau + 60.0 * t2)
+    for k in range(n):
+        p, w = offset[0, k], offset[1, k]
+        q_d[k] += p * h0 + duration * w * h1
+        qd_d[k] += p * dh0 / duration + w * dh1
+        qdd_d[k] += p * ddh0 / (duration * duration) + w * ddh1 / duration
+
+
 @njit(cache=True)
 def _accumulate_tracking(q, q_index, q_d, max_abs, sum_sq):
     for k in range(q_index.shape[0]):
@@ -58,6 +108,7 @@ class LoopReport:
     skipped_cycles: int
     tripped: bool
     trip_reason: str
+    operator_stop: bool = False
     safety_events: list = field(default_factory=list)
     driver_health: dict = field(default_factory=dict)
     realtime: str = ""
@@ -76,7 +127,9 @@ class LoopReport:
                 lines.append(f"  {metric:<14}{cells}")
         lines.append(f"  overruns: {self.overruns}, skipped cycles: {self.skipped_cycles}")
         lines.append("")
-        if self.tripped:
+        if self.tripped and self.operator_stop:
+            lines.append(f"SAFE STATE: stopped by the operator ({self.trip_reason})")
+        elif self.tripped:
             lines.append(f"SAFE STATE: tripped ({self.trip_reason})")
         else:
             lines.append("safety: armed throughout, no trips")
@@ -125,6 +178,10 @@ class ControlLoop:
         self.tracking_max = np.zeros(n)
         self.tracking_sum_sq = np.zeros(n)
         self.cycle = 0
+        self._recovery = np.zeros(3)
+        self._recovery_offset = np.zeros((2, n))
+        self._recovery_vmax = np.ascontiguousarray(safety.velocity_bound)
+        self._recovery_amax = np.ascontiguousarray(RECOVERY_SHARE * safety.acceleration_limit, dtype=float)
         self.failures: list[str] = []
         self._driver_ok = True
         self._consecutive_overruns = 0
@@ -146,6 +203,10 @@ class ControlLoop:
             state.fresh = False
         try:
             self.trajectory.sample(t, self.q_d, self.qd_d, self.qdd_d)
+            if self._recovery[R_STATE] != R_IDLE:
+                _recovery_blend(t, state.q, state.v, self.controller.q_index, self.controller.v_index,
+                                self.q_d, self.qd_d, self.qdd_d,
+                                self._recovery_offset, self._recovery, self._recovery_vmax, self._recovery_amax)
             self.controller.update(state.q, state.v, self.q_d, self.qd_d, self.qdd_d, command.effort)
         except Exception as exc:
             self._component_failed(self.controller, "update", exc)
@@ -180,6 +241,37 @@ class ControlLoop:
         self.command.effort[:] = 0.0
         if not self.safety.tripped:
             self.safety.estop(reason)
+
+    def rearm(self) -> str:
+        """Leave the safe state (from the loop's thread: a boundary hook) and rejoin the trajectory.
+
+        The monitor re-arms from the latest measured state (:meth:`SafetyMonitor.rearm`; joints just
+        outside their soft limits are re-armed into recovery), and the desired motion starts at the
+        measured position and velocity and blends into the trajectory by a quintic recovery move
+        (:func:`_recovery_blend`), so the controller never sees a step. The move may use the velocity
+        the trajectory leaves free (its ``peak_velocity()``, if it has one; else
+        :data:`RECOVERY_SHARE` of the bound) and :data:`RECOVERY_SHARE` of the acceleration limit. Raises
+        :class:`rtctl.safety.SafetyError` naming what blocks it."""
+        if not self.safety.tripped:
+            return "armed already"
+        if not self._driver_ok:
+            from ..safety import SafetyError
+            raise SafetyError(f"cannot re-arm: the driver failed ({self.failures[-1] if self.failures else ''}); "
+                              "restart the run")
+        recovering = self.safety.rearm(self.state)
+        bound = self.safety.velocity_bound
+        peak = getattr(self.trajectory, "peak_velocity", None)  # a trajectory that knows its own peak
+        if peak is None:
+            self._recovery_vmax[:] = RECOVERY_SHARE * bound
+        else:
+            self._recovery_vmax[:] = np.maximum(bound - np.asarray(peak(), dtype=float), RECOVERY_FLOOR * bound)
+        self._recovery[R_STATE] = R_START
+        return "re-armed" + (f"; recovery move for {recovering}" if recovering else "; rejoining the trajectory")
+
+    @property
+    def recovering(self) -> bool:
+        """A recovery move after a re-arm is under way."""
+        return self._recovery[R_STATE] != R_IDLE
 
     def request_stop(self) -> None:
         """End the run at the next cycle boundary, after the cycle in progress (callable from a hook or
@@ -303,6 +395,7 @@ class ControlLoop:
             skipped_cycles=int(self.stats.skipped),
             tripped=bool(self.safety.tripped),
             trip_reason=self.safety.trip_reason,
+            operator_stop=bool(self.safety.tripped and self.safety.operator_stop),
             safety_events=[str(e) for e in self.safety.events],
             driver_health={"reads": health.reads, "writes": health.writes, "timeouts": health.timeouts,
                            "corrupt": health.corrupt, "fault": health.fault},

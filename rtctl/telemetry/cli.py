@@ -44,7 +44,7 @@ def _plot(args) -> int:
 
 def _dashboard(args) -> int:
     from .dashboard import Dashboard
-    Dashboard(args.endpoint, args.control, token=args.token, host=args.host, port=args.port).run_forever()
+    Dashboard(args.endpoint, args.control, host=args.host, port=args.port).run_forever()
     return 0
 
 
@@ -60,8 +60,15 @@ def _control(args) -> int:
             req[key] = json.loads(value)
         except ValueError:
             req[key] = value
-    if args.token:
-        req["token"] = args.token
+    if args.cmd not in ("status", "estop"):
+        from .auth import CredentialError, client_token
+        try:
+            token = client_token(args.token_file)
+        except CredentialError as exc:
+            print(f"rtctl control: {exc}", file=sys.stderr)
+            return 2
+        if token is not None:
+            req["token"] = token
     try:
         reply = request(args.endpoint, req, timeout=args.timeout)
     except TimeoutError as exc:
@@ -108,16 +115,21 @@ def add_commands(sub) -> None:
 
     d = sub.add_parser("dashboard", help="serve the live browser dashboard on localhost")
     d.add_argument("--endpoint", default=DEFAULT_TELEMETRY, help="telemetry endpoint to subscribe to")
-    d.add_argument("--control", default=None, help=f"control endpoint for the e-stop button (e.g. {DEFAULT_CONTROL})")
-    d.add_argument("--token", default=None, help="control-channel token, if the loop requires one")
+    d.add_argument("--control", default=None,
+                   help=f"control endpoint for the e-stop and re-arm buttons (e.g. {DEFAULT_CONTROL}); the dashboard "
+                        "holds no token: re-arm sends the one typed into the page")
     d.add_argument("--host", default="127.0.0.1")
     d.add_argument("--port", type=int, default=8050)
     d.set_defaults(func=_dashboard)
 
-    c = sub.add_parser("control", help="send one control-channel request, e.g. `rtctl control set_gains kp=300`")
+    c = sub.add_parser("control", help="send one control-channel request, e.g. `rtctl control set_gains kp=300`",
+                       allow_abbrev=False)
     c.add_argument("cmd", help="status, set_gains, set_target, set_cpg, estop, rearm")
     c.add_argument("params", nargs="*", help="KEY=VALUE (VALUE parsed as JSON when it can be)")
     c.add_argument("--endpoint", default=DEFAULT_CONTROL)
-    c.add_argument("--token", default=None)
+    c.add_argument("--token-file", default=None,
+                   help="file (mode 0600) holding the control token; default: $RTCTL_CONTROL_TOKEN, else the "
+                        "token file the server created for this user (tokens are never taken from the command "
+                        "line, which every user can read)")
     c.add_argument("--timeout", type=float, default=3.0)
     c.set_defaults(func=_control)

@@ -1,36 +1,53 @@
-"""The run-time control channel: a ZeroMQ REP endpoint (off by default, loopback by default).
+"""The run-time control channel: a ZeroMQ endpoint (off by default, loopback by default).
 
-Requests are msgpack or JSON maps (never pickle); the reply uses the request's
-encoding (garbage gets a msgpack reply). Every request has ``"cmd"``, optionally
-``"id"`` (echoed) and ``"token"`` (required, compared in constant time, when the
-server has one). Commands and their fields:
+Clients are ordinary ZeroMQ REQ sockets (any language); the server is a ROUTER,
+so that one slow or hostile client can never hold the channel: every request is
+answered on its own, and an e-stop is answered at once whatever else is pending.
+A request is one frame holding a msgpack or JSON map (never pickle); the reply
+uses the request's encoding (garbage gets a msgpack reply). Every request has
+``"cmd"``, optionally ``"id"`` (echoed: an int64 or a short string) and ``"token"``.
 
 =============  ======================================================================
-``status``     -- ; replies cycle, t, tripped, trip_reason, kp, kd, trajectory, ...
-``set_gains``  ``kp``, ``kd``: number or one per actuated joint, in [0, kp_max] / [0, kd_max]
-``set_target`` ``goal`` (one per joint, inside the soft position limits), ``duration``
-               (s, (0, duration_max], default 1): a new minimum-jerk move from the
-               current desired position, starting at the next cycle (min_jerk only)
-``set_cpg``    ``amplitude`` (>= 0), ``frequency`` (Hz, (0, frequency_max]), ``phase``
-               (rad, [-2 pi, 2 pi]), ``center``, ``pattern`` (str, when the trajectory
-               has ``patterns``): oscillator parameters (sinusoid, or any trajectory
-               with these arrays); ``center +- amplitude`` must stay inside the soft
-               limits; a frequency change keeps the oscillator phase continuous. A
-               trajectory with ``validate_cpg_request`` (the jaw robot's chewing CPG)
-               checks the request itself (its own fields and therapist limits)
-``estop``      ``reason`` (str): latch the safe state
-``rearm``      -- : leave the safe state (refused with the blockers' reasons)
+``status``     open; replies cycle, t, tripped, trip_reason, kp, kd, trajectory, limits
+``estop``      open; ``reason`` (str): latch the safe state, applied by the channel's
+               thread itself, at once (not at a cycle boundary)
+``set_gains``  token; ``kp``, ``kd``: number or one per actuated joint, in [0, kp_max] / [0, kd_max]
+``set_target`` token; ``goal`` (one per joint, inside the soft position limits),
+               ``duration`` (s, (0, duration_max], default 1): a new minimum-jerk move
+               from the current desired position (min_jerk only), refused when its peak
+               velocity 1.875 |dq| / T or acceleration 5.774 |dq| / T^2 exceeds a joint's
+               limit (the monitor's velocity bound and ``acceleration_limit``)
+``set_cpg``    token; ``amplitude`` (>= 0), ``frequency`` (Hz, (0, frequency_max]),
+               ``phase`` (rad, [-2 pi, 2 pi]), ``center``, ``pattern``: oscillator
+               parameters; ``center +- amplitude`` inside the soft limits and the peak
+               velocity / acceleration inside the joint limits. A trajectory with
+               ``validate_cpg_request`` (the jaw robot's chewing CPG) checks the request
+               itself (its own fields and therapist limits)
+``rearm``      token; leave the safe state (refused with the blockers' reasons); the
+               loop rejoins its trajectory by a recovery move (:meth:`ControlLoop.rearm`)
 =============  ======================================================================
 
-Validation happens in the server thread: a wrong type, an unknown field, a
-non-finite or out-of-range value or undecodable bytes is refused with the
-reason and never reaches the loop. An accepted request is queued and applied by
-the loop itself at the next cycle boundary (:meth:`ControlServer.drain`, a loop
-boundary hook; it costs one deque truth test per cycle when idle); the reply
-says at which cycle. If the loop does not reach a boundary within
-``apply_timeout`` s (not running), the request is dropped and refused -- except
-``estop``, which then latches the monitor directly. Every accepted change is
-published as an ``rtctl/event`` of kind ``control``.
+Why ``status`` and ``estop`` need no token: reading the state moves nothing, and an
+e-stop only ever makes the robot safer; like the red button on the robot, it must work
+for whoever is there, without a credential that might be missing in an emergency. The
+cost, that any local process that reaches the endpoint can stop the robot, is a denial
+of service that ends in the safe state. Every other command needs the token
+(:mod:`rtctl.telemetry.auth`), compared in constant time.
+
+Malformed input never reaches the loop and never ends the channel: a request with the
+wrong number of frames, an empty frame, undecodable bytes, nesting deeper than
+:data:`MAX_DEPTH`, integers beyond 64 bit, strings that are not valid UTF-8, unknown
+fields or commands the running trajectory does not support get an error reply naming
+the field (counted in ``refused``); envelopes with no routing frame are dropped and
+counted in ``malformed``. Accepted changes are queued and applied by the loop at the next
+cycle boundary (:meth:`ControlServer.drain`, a loop boundary hook costing one deque
+truth test per cycle when idle); the reply says at which cycle, or that the loop reached
+no boundary within ``apply_timeout``. Every accepted change is published as an
+``rtctl/event`` of kind ``control``.
+
+A bind beyond loopback (``allow_remote``) is refused unless ZeroMQ CURVE is configured:
+the server's secret certificate and a directory of the client certificates allowed in
+(``zmq.auth.create_certificates`` writes both kinds).
 """
 from __future__ import annotations
 
@@ -38,13 +55,15 @@ import collections
 import hmac
 import json
 import math
+import os
 import threading
+import time
 
 import msgpack
 import numpy as np
 import zmq
 
-from .publisher import check_endpoint
+from .publisher import LOOPBACK_HOSTS, check_endpoint
 
 COMMANDS = {
     "status": set(),
@@ -54,8 +73,13 @@ COMMANDS = {
     "estop": {"reason"},
     "rearm": set(),
 }
+OPEN_COMMANDS = frozenset({"status", "estop"})
 COMMON = {"cmd", "id", "token"}
 MAX_REQUEST_BYTES = 65536
+MAX_DEPTH = 3          # the request map, a list in it, the numbers in the list
+MAX_STRING = 1024      # characters of any string in a request
+MAX_PENDING = 64       # requests waiting for a cycle boundary; beyond: refused at once
+INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 
 
 class Refused(ValueError):
@@ -65,6 +89,8 @@ class Refused(ValueError):
 def _number(value, name):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise Refused(f"{name}: expected a number, got {type(value).__name__} {value!r:.60}")
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        raise Refused(f"{name}: integer out of the 64-bit range")
     x = float(value)
     if not math.isfinite(x):
         raise Refused(f"{name}: must be finite, got {value!r}")
@@ -85,8 +111,83 @@ def _vector(value, n, name, low=-math.inf, high=math.inf, low_open=False):
     return arr
 
 
+def check_request_structure(request) -> dict:
+    """Refuse what no command can use, naming the field: a non-map, non-string keys, nesting deeper
+    than :data:`MAX_DEPTH`, integers beyond 64 bit, strings that are not valid UTF-8 or longer than
+    :data:`MAX_STRING`, types other than nil, bool, int, float, str, list and map. Iterative: no
+    recursion limit to hit."""
+    if not isinstance(request, dict):
+        raise Refused(f"a request must be a map with a 'cmd' field, got {type(request).__name__}")
+    stack = [(request, "request", 1)]
+    while stack:
+        value, path, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise Refused(f"{path}: nested deeper than {MAX_DEPTH} levels")
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise Refused(f"{path}: field names must be strings, got {type(key).__name__}")
+                _check_string(key, f"{path} field name")
+                stack.append((item, key if depth == 1 else f"{path}.{key}", depth + 1))
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                stack.append((item, f"{path}[{i}]", depth + 1))
+        elif isinstance(value, str):
+            _check_string(value, path)
+        elif isinstance(value, bool) or value is None or isinstance(value, float):
+            pass
+        elif isinstance(value, int):
+            if not INT64_MIN <= value <= INT64_MAX:
+                raise Refused(f"{path}: integer out of the 64-bit range")
+        else:
+            raise Refused(f"{path}: unsupported type {type(value).__name__}")
+    return request
+
+
+def _check_string(text: str, path: str) -> None:
+    if len(text) > MAX_STRING:
+        raise Refused(f"{path}: string longer than {MAX_STRING} characters")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise Refused(f"{path}: not valid unicode (lone surrogate)") from None
+
+
+def decode_request(raw: bytes):
+    """(request, reply as JSON?) from one frame; raises :class:`Refused` naming what is wrong."""
+    use_json = raw[:1] in (b"{", b"[", b" ", b"\n", b"\t", b"\r")
+    if not raw:
+        raise Refused("empty request frame")
+    if use_json:
+        try:
+            request = json.loads(raw.decode("utf-8"))
+        except RecursionError:
+            raise Refused(f"request: nested deeper than {MAX_DEPTH} levels") from None
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise Refused(f"request is not valid JSON: {str(exc)[:200]}") from None
+    else:
+        try:
+            request = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+        except UnicodeDecodeError:
+            raise Refused("request: a msgpack string is not valid UTF-8") from None
+        except (msgpack.exceptions.StackError, RecursionError):
+            raise Refused(f"request: nested deeper than {MAX_DEPTH} levels") from None
+        except Exception as exc:  # noqa: BLE001  (msgpack raises several kinds on garbage)
+            raise Refused(f"request is neither JSON nor msgpack ({type(exc).__name__})") from None
+    return check_request_structure(request), use_json
+
+
+def encode_reply(reply: dict, use_json: bool) -> bytes:
+    """The reply's bytes; a reply that cannot be encoded becomes an error reply that can."""
+    try:
+        return json.dumps(reply).encode() if use_json else msgpack.packb(reply, use_bin_type=True)
+    except (TypeError, ValueError, OverflowError, UnicodeEncodeError):
+        safe = {"ok": False, "error": "the reply could not be encoded"}
+        return json.dumps(safe).encode() if use_json else msgpack.packb(safe, use_bin_type=True)
+
+
 class _Pending:
-    __slots__ = ("request", "apply", "done", "reply", "state", "lock")
+    __slots__ = ("request", "apply", "done", "reply", "state", "lock", "envelope", "use_json", "rid", "deadline")
 
     def __init__(self, request, apply):
         self.request, self.apply = request, apply
@@ -94,18 +195,37 @@ class _Pending:
         self.reply = None
         self.state = "pending"
         self.lock = threading.Lock()
+        self.envelope = None
+        self.use_json = False
+        self.rid = None
+        self.deadline = math.inf
 
 
 class ControlServer:
-    """REP server for ``loop``; its :meth:`drain` must be one of the loop's ``boundary_hooks`` (``attach`` does it)."""
+    """Control channel of ``loop``; its :meth:`drain` is one of the loop's ``boundary_hooks`` (added here).
+
+    ``token`` is required to :meth:`start` a socket (a server built without one only validates and
+    applies requests in-process, as :class:`CommandSchedule` does). ``curve_secret_key`` (path of a
+    ``.key_secret`` certificate) and ``curve_clients`` (directory of allowed clients' ``.key``
+    certificates) turn on CURVE encryption and client authentication; both are required when
+    ``allow_remote`` lets the endpoint bind beyond loopback.
+    """
 
     def __init__(self, loop, *, endpoint: str = "tcp://127.0.0.1:5557", token: str | None = None,
                  kp_max: float = 1e5, kd_max: float = 1e4, frequency_max: float = 20.0, duration_max: float = 60.0,
                  apply_timeout: float = 1.0, allow_remote: bool = False, telemetry=None,
-                 context: zmq.Context | None = None):
+                 context: zmq.Context | None = None, curve_secret_key=None, curve_clients=None):
+        from .auth import check_token
+
         self.loop = loop
         self._bind = check_endpoint(endpoint, allow_remote, "control endpoint")
-        self.token = token or None
+        self.token = None if token is None else check_token(token, "control token")
+        self._curve = None
+        if curve_secret_key is not None or curve_clients is not None:
+            self._curve = _curve_settings(curve_secret_key, curve_clients)
+        if _binds_beyond_loopback(self._bind) and self._curve is None:
+            raise ValueError(f"control endpoint {endpoint!r} binds beyond loopback: set curve_secret_key and "
+                             "curve_clients (ZeroMQ CURVE) to do that; tokens alone would cross the network in clear")
         self.kp_max, self.kd_max = float(kp_max), float(kd_max)
         self.frequency_max, self.duration_max = float(frequency_max), float(duration_max)
         self.apply_timeout = float(apply_timeout)
@@ -116,20 +236,22 @@ class ControlServer:
         self._ready = threading.Event()
         self._error = None
         self._thread = None
+        self._authenticator = None
         self.endpoint = ""
         self.accepted = 0
         self.refused = 0
+        self.malformed = 0
         safety = loop.safety
         ctl = loop.controller
         self.n = ctl.n
         self.joints = list(ctl.joint_names)
-        lo = loop.model.lower[ctl.q_index] + safety.position_margin
-        hi = loop.model.upper[ctl.q_index] - safety.position_margin
-        self.q_low, self.q_high = lo, hi
+        self.q_low, self.q_high = safety.soft_limits()
         loop.boundary_hooks.append(self.drain)
 
     # -- lifetime ------------------------------------------------------------------------
     def start(self) -> "ControlServer":
+        if self.token is None:
+            raise ValueError("a control channel needs a token (rtctl.telemetry.auth.server_token finds or makes one)")
         self._thread = threading.Thread(target=self._run, name="rtctl-control", daemon=True)
         self._thread.start()
         self._ready.wait(10.0)
@@ -142,6 +264,9 @@ class ControlServer:
             self._stop.set()
             self._thread.join(10.0)
             self._thread = None
+        if self._authenticator is not None:
+            self._authenticator.stop()
+            self._authenticator = None
 
     def __enter__(self):
         return self.start()
@@ -149,13 +274,33 @@ class ControlServer:
     def __exit__(self, *exc):
         self.close()
 
+    @property
+    def alive(self) -> bool:
+        """The channel's thread is running."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def _socket(self):
+        sock = self._ctx.socket(zmq.ROUTER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.MAXMSGSIZE, MAX_REQUEST_BYTES)
+        sock.setsockopt(zmq.SNDHWM, 1000)
+        sock.setsockopt(zmq.RCVHWM, 1000)
+        if self._curve is not None:
+            from zmq.auth.thread import ThreadAuthenticator
+
+            public, secret, clients = self._curve
+            self._authenticator = ThreadAuthenticator(self._ctx)
+            self._authenticator.start()
+            self._authenticator.configure_curve(domain="*", location=str(clients))
+            sock.curve_publickey, sock.curve_secretkey = public, secret
+            sock.curve_server = True
+        sock.bind(self._bind)
+        self.endpoint = sock.getsockopt(zmq.LAST_ENDPOINT).decode()
+        return sock
+
     def _run(self) -> None:
         try:
-            sock = self._ctx.socket(zmq.REP)
-            sock.setsockopt(zmq.LINGER, 0)
-            sock.setsockopt(zmq.MAXMSGSIZE, MAX_REQUEST_BYTES)
-            sock.bind(self._bind)
-            self.endpoint = sock.getsockopt(zmq.LAST_ENDPOINT).decode()
+            sock = self._socket()
         except zmq.ZMQError as exc:
             self._error = exc
             self._ready.set()
@@ -163,62 +308,130 @@ class ControlServer:
         self._ready.set()
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
+        waiting: list[_Pending] = []
         try:
             while not self._stop.is_set():
-                if not poller.poll(100):
-                    continue
-                raw = sock.recv()
-                reply, use_json = self.handle_bytes(raw)
-                sock.send(json.dumps(reply).encode() if use_json else msgpack.packb(reply, use_bin_type=True))
+                events = poller.poll(1 if waiting else 100)
+                if events:
+                    for _ in range(100):  # serve a burst, then look at the waiting requests
+                        try:
+                            frames = sock.recv_multipart(zmq.NOBLOCK)
+                        except zmq.Again:
+                            break
+                        self._serve(sock, frames, waiting)
+                if waiting:
+                    self._answer_applied(sock, waiting)
         finally:
             sock.close(linger=0)
 
+    def _serve(self, sock, frames: list, waiting: list) -> None:
+        """One message from the ROUTER: [routing id, ..., b"", request]; never raises."""
+        try:
+            split = frames.index(b"", 1)
+        except ValueError:
+            self.malformed += 1
+            return
+        envelope, body = frames[:split + 1], frames[split + 1:]
+        use_json = False
+        try:
+            if len(body) != 1:
+                raise Refused(f"a request is one frame, got {len(body)}")
+            request, use_json = decode_request(body[0])
+            outcome = self.handle(request, deferred=True)
+        except Refused as exc:
+            self.refused += 1
+            outcome = {"ok": False, "error": str(exc)}
+        except Exception as exc:  # noqa: BLE001  (the channel must survive anything)
+            self.refused += 1
+            outcome = {"ok": False, "error": f"internal error: {type(exc).__name__}"}
+        if isinstance(outcome, _Pending):
+            outcome.envelope, outcome.use_json = envelope, use_json
+            waiting.append(outcome)
+            return
+        self._send(sock, envelope, outcome, use_json)
+
+    def _send(self, sock, envelope, reply: dict, use_json: bool) -> None:
+        try:
+            sock.send_multipart([*envelope, encode_reply(reply, use_json)], zmq.NOBLOCK)
+        except zmq.ZMQError:  # the peer is gone or not reading: its reply is dropped, nobody else's
+            self.malformed += 1
+
+    def _answer_applied(self, sock, waiting: list) -> None:
+        now = time.monotonic()
+        for pending in list(waiting):
+            if not pending.done.is_set() and now < pending.deadline:
+                continue
+            reply = self._outcome(pending)
+            if reply is None:
+                continue
+            waiting.remove(pending)
+            if pending.rid is not None:
+                reply["id"] = pending.rid
+            self._send(sock, pending.envelope, reply, pending.use_json)
+
     # -- requests --------------------------------------------------------------------------
     def handle_bytes(self, raw: bytes):
-        """Decode, validate, apply; returns (reply dict, reply as JSON?). Never raises."""
-        use_json = raw[:1] in (b"{", b" ", b"\n")
+        """Decode, validate, apply (waiting for the loop); returns (reply dict, reply as JSON?). Never raises."""
+        use_json = False
         try:
-            if use_json:
-                try:
-                    request = json.loads(raw.decode("utf-8"))
-                except (UnicodeDecodeError, ValueError) as exc:
-                    raise Refused(f"request is not valid JSON: {exc}") from None
-            else:
-                try:
-                    request = msgpack.unpackb(raw, raw=False, strict_map_key=False)
-                except Exception as exc:  # noqa: BLE001
-                    raise Refused(f"request is neither JSON nor msgpack ({type(exc).__name__})") from None
+            request, use_json = decode_request(raw)
             reply = self.handle(request)
         except Refused as exc:
             self.refused += 1
             reply = {"ok": False, "error": str(exc)}
-        except Exception as exc:  # noqa: BLE001  (the channel must survive anything)
+        except Exception as exc:  # noqa: BLE001
             self.refused += 1
-            reply = {"ok": False, "error": f"internal error: {type(exc).__name__}: {exc}"}
+            reply = {"ok": False, "error": f"internal error: {type(exc).__name__}"}
         return reply, use_json
 
-    def handle(self, request) -> dict:
-        if not isinstance(request, dict):
-            raise Refused(f"a request must be a map with a 'cmd' field, got {type(request).__name__}")
-        if self.token is not None:
-            given = request.get("token")
-            if not isinstance(given, str) or not hmac.compare_digest(given.encode(), self.token.encode()):
-                raise Refused("missing or wrong token")
+    def _checked(self, request, allowed_common) -> tuple[str, dict]:
+        check_request_structure(request)
         cmd = request.get("cmd")
         if not isinstance(cmd, str) or cmd not in COMMANDS:
-            raise Refused(f"unknown or missing cmd {cmd!r}; commands: {sorted(COMMANDS)}")
-        unknown = sorted(str(k) for k in set(request) - COMMANDS[cmd] - COMMON)
+            raise Refused(f"cmd: unknown or missing command {str(cmd)[:40]!r}; commands: {sorted(COMMANDS)}")
+        unknown = sorted(set(request) - COMMANDS[cmd] - allowed_common)
         if unknown:
             raise Refused(f"{cmd}: unknown field '{unknown[0]}'; allowed: {sorted(COMMANDS[cmd])}")
+        return cmd, request
+
+    def handle(self, request, deferred: bool = False):
+        """Validate and apply ``request``; a reply dict, or with ``deferred`` a :class:`_Pending` to answer
+        once the loop has applied it. Raises :class:`Refused` with the reason."""
+        cmd, request = self._checked(request, COMMON)
         rid = request.get("id")
+        if rid is not None and not (isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool))):
+            raise Refused(f"id: expected an integer or a string, got {type(rid).__name__}")
+        if cmd not in OPEN_COMMANDS:
+            given = request.get("token")
+            if self.token is None:
+                raise Refused(f"{cmd}: this server has no token, so it accepts only {sorted(OPEN_COMMANDS)}")
+            if not isinstance(given, str) or not hmac.compare_digest(given.encode(), self.token.encode()):
+                raise Refused(f"{cmd}: missing or wrong token (status and estop need none)")
         if cmd == "status":
             reply = self.status()
+        elif cmd == "estop":
+            reply = self._estop_now(request)
         else:
             apply, clean = getattr(self, f"_validate_{cmd}")(request)
-            reply = self._submit(cmd, clean, apply)
-        if rid is not None and isinstance(rid, (int, str)):
+            pending = self._enqueue(cmd, clean, apply)
+            if deferred:
+                pending.rid = rid
+                return pending
+            pending.done.wait(self.apply_timeout)
+            reply = self._outcome(pending)
+            if reply is None:
+                pending.done.wait()
+                reply = self._outcome(pending)
+        if rid is not None:
             reply["id"] = rid
         return reply
+
+    def _estop_now(self, request) -> dict:
+        apply, clean = self._validate_estop(request)
+        detail = apply(self.loop)
+        self.accepted += 1
+        self._log({"cmd": "estop", **clean}, detail)
+        return {"ok": True, "applied_cycle": int(self.loop.cycle), "detail": detail}
 
     def apply_now(self, request: dict) -> str:
         """Validate and apply ``request`` at once, from the loop's own thread (a boundary hook).
@@ -226,14 +439,9 @@ class ControlServer:
         The same checks as a request over the socket (token excepted); raises
         :class:`Refused` with the reason. Returns the applied change's description.
         """
-        if not isinstance(request, dict):
-            raise Refused(f"a request must be a map with a 'cmd' field, got {type(request).__name__}")
-        cmd = request.get("cmd")
-        if not isinstance(cmd, str) or cmd not in COMMANDS or cmd == "status":
-            raise Refused(f"unknown or missing cmd {cmd!r}; commands: {sorted(set(COMMANDS) - {'status'})}")
-        unknown = sorted(str(k) for k in set(request) - COMMANDS[cmd] - {"cmd", "id"})
-        if unknown:
-            raise Refused(f"{cmd}: unknown field '{unknown[0]}'; allowed: {sorted(COMMANDS[cmd])}")
+        cmd, request = self._checked(request, {"cmd", "id"})
+        if cmd == "status":
+            raise Refused(f"cmd: 'status' is not a change; commands: {sorted(set(COMMANDS) - {'status'})}")
         apply, clean = getattr(self, f"_validate_{cmd}")(request)
         detail = apply(self.loop)
         self.accepted += 1
@@ -250,27 +458,30 @@ class ControlServer:
                            "duration_max": self.duration_max, "q_low": self.q_low.tolist(),
                            "q_high": self.q_high.tolist()}}
 
-    def _submit(self, cmd, clean, apply) -> dict:
+    def _enqueue(self, cmd, clean, apply) -> _Pending:
+        if len(self._queue) >= MAX_PENDING:
+            raise Refused(f"{cmd}: {MAX_PENDING} requests are already waiting for the loop; try again")
         pending = _Pending({"cmd": cmd, **clean}, apply)
+        pending.deadline = time.monotonic() + self.apply_timeout
         self._queue.append(pending)
-        if not pending.done.wait(self.apply_timeout):
+        return pending
+
+    def _outcome(self, pending: _Pending):
+        """The reply of a queued request: applied, refused by the loop, or timed out (None: being applied)."""
+        if not pending.done.is_set():
             with pending.lock:
                 if pending.state == "pending":
                     pending.state = "cancelled"
             if pending.state == "cancelled":
-                if cmd == "estop":
-                    apply(self.loop)
-                    self._log(pending.request, "e-stop applied directly (loop not running)")
-                    self.accepted += 1
-                    return {"ok": True, "applied_cycle": int(self.loop.cycle), "note": "loop not running"}
-                raise Refused(f"{cmd}: not applied: the loop reached no cycle boundary within "
-                              f"{self.apply_timeout:g} s (is it running?)")
-            pending.done.wait()
+                self.refused += 1
+                return {"ok": False, "error": f"{pending.request['cmd']}: not applied: the loop reached no cycle "
+                                              f"boundary within {self.apply_timeout:g} s (is it running?)"}
+            return None
         if pending.reply.get("ok"):
             self.accepted += 1
         else:
             self.refused += 1
-        return pending.reply
+        return dict(pending.reply)
 
     # -- the loop side ----------------------------------------------------------------------
     def drain(self, loop) -> None:
@@ -332,8 +543,15 @@ class ControlServer:
         duration = _number(req.get("duration", 1.0), "duration")
         if not 0 < duration <= self.duration_max:
             raise Refused(f"duration = {duration:g} s outside the allowed range (0, {self.duration_max:g}]")
+        safety = self.loop.safety
+        problem = safety.min_jerk_violation(self.loop.q_d, goal, duration)
+        if problem:
+            raise Refused(f"set_target: {problem}")
 
         def apply(loop):
+            again = loop.safety.min_jerk_violation(loop.q_d, goal, duration)  # from where the loop is now
+            if again:
+                raise Refused(f"set_target: {again}")
             tr = loop.trajectory
             t = loop.cycle * loop.period
             tr.start[:] = loop.q_d
@@ -352,12 +570,13 @@ class ControlServer:
                 return custom({k: v for k, v in req.items() if k in COMMANDS["set_cpg"]})
             except ValueError as exc:
                 raise Refused(str(exc)) from None
+        oscillator = ("amplitude", "frequency", "phase", "center")
+        if not all(isinstance(getattr(traj, name, None), np.ndarray) for name in oscillator):
+            raise Refused(f"set_cpg: needs an oscillator trajectory (sinusoid or a CPG); this loop runs "
+                          f"{type(traj).__name__} (min_jerk: use set_target)")
         params = set(req) & COMMANDS["set_cpg"]
         if not params:
             raise Refused("set_cpg: give at least one of " + ", ".join(sorted(COMMANDS["set_cpg"])))
-        for name in params - {"pattern"}:
-            if not isinstance(getattr(traj, name, None), np.ndarray):
-                raise Refused(f"set_cpg: the trajectory {type(traj).__name__} has no oscillator parameter '{name}'")
         clean = {}
         amp = _vector(req["amplitude"], self.n, "amplitude", 0.0) if "amplitude" in req else traj.amplitude
         center = _vector(req["center"], self.n, "center") if "center" in req else traj.center
@@ -368,10 +587,10 @@ class ControlServer:
         if "pattern" in req:
             patterns = getattr(traj, "patterns", None)
             if patterns is None:
-                raise Refused(f"set_cpg: the trajectory {type(traj).__name__} has no patterns")
+                raise Refused(f"pattern: the trajectory {type(traj).__name__} has no patterns")
             pattern = req["pattern"]
             if not isinstance(pattern, str) or pattern not in patterns:
-                raise Refused(f"pattern: must be one of {list(patterns)}, got {pattern!r}")
+                raise Refused(f"pattern: must be one of {list(patterns)}, got {str(pattern)[:40]!r}")
             clean["pattern"] = pattern
         if "amplitude" in req or "center" in req:
             for i in range(self.n):
@@ -379,6 +598,9 @@ class ControlServer:
                     raise Refused(f"joint {i} ({self.joints[i]}): center +- amplitude = [{center[i] - amp[i]:g}, "
                                   f"{center[i] + amp[i]:g}] leaves the soft limits "
                                   f"[{self.q_low[i]:g}, {self.q_high[i]:g}]")
+        problem = self.loop.safety.oscillation_violation(amp, traj.frequency if freq is None else freq)
+        if problem:
+            raise Refused(f"set_cpg: {problem}")
         for name, v in (("amplitude", amp), ("center", center), ("frequency", freq), ("phase", phase)):
             if name in req:
                 clean[name] = v.tolist()
@@ -410,7 +632,7 @@ class ControlServer:
             raise Refused("reason: expected a string of at most 200 characters")
 
         def apply(loop):
-            loop.safety.estop(reason)
+            loop.safety.estop(reason, operator=True)
             return f"e-stop: {reason}"
         return apply, {"reason": reason}
 
@@ -418,20 +640,59 @@ class ControlServer:
         def apply(loop):
             from ..safety import SafetyError
             try:
-                loop.safety.rearm()
+                detail = loop.rearm()
             except SafetyError as exc:
                 raise Refused(str(exc)) from None
-            return "re-armed"
+            return detail
         return apply, {}
 
 
-def request(endpoint: str, req: dict, timeout: float = 3.0, encoding: str = "msgpack",
-            context: zmq.Context | None = None) -> dict:
-    """Send one request to a control endpoint and return the decoded reply (raises TimeoutError)."""
+def _binds_beyond_loopback(bind: str) -> bool:
+    if not bind.startswith("tcp://"):
+        return False
+    host = bind[len("tcp://"):].rpartition(":")[0]
+    return host not in LOOPBACK_HOSTS
+
+
+def _curve_settings(secret_key, clients):
+    from pathlib import Path
+
+    from .auth import CredentialError, load_curve_server_key
+
+    if not zmq.has("curve"):
+        raise ValueError("this libzmq has no CURVE support")
+    if secret_key is None or clients is None:
+        raise ValueError("CURVE needs both curve_secret_key (the server's .key_secret file) and curve_clients "
+                         "(a directory of the allowed clients' public .key files)")
+    public, secret = load_curve_server_key(secret_key)
+    clients = Path(clients).expanduser()
+    if not clients.is_dir():
+        raise CredentialError(f"curve_clients {clients}: not a directory")
+    st = clients.stat()
+    if (hasattr(os, "getuid") and st.st_uid != os.getuid()) or st.st_mode & 0o022:
+        raise CredentialError(f"curve_clients {clients}: must be owned by this user and writable by nobody else "
+                              "(whoever can add a certificate there is let in)")
+    return public, secret, clients
+
+
+def request(endpoint: str, req, timeout: float = 3.0, encoding: str = "msgpack",
+            context: zmq.Context | None = None, curve_server_key: bytes | None = None,
+            curve_client_certificate=None) -> dict:
+    """Send one request to a control endpoint and return the decoded reply (raises TimeoutError).
+
+    With CURVE: ``curve_server_key`` is the server's public key (z85 bytes) and
+    ``curve_client_certificate`` the path of this client's ``.key_secret`` certificate.
+    """
     ctx = context or zmq.Context.instance()
     sock = ctx.socket(zmq.REQ)
     sock.setsockopt(zmq.LINGER, 0)
     try:
+        if curve_server_key is not None:
+            from zmq.auth import load_certificate
+
+            public, secret = load_certificate(str(curve_client_certificate))
+            sock.curve_publickey, sock.curve_secretkey = public, secret
+            sock.curve_serverkey = curve_server_key
         sock.connect(endpoint)
         if isinstance(req, (bytes, bytearray)):
             sock.send(bytes(req))
@@ -472,13 +733,9 @@ class CommandSchedule:
         for k, entry in enumerate(self.entries):
             request = {key: v for key, v in entry.items() if key != "t"}
             try:
-                cmd = request.get("cmd")
-                if not isinstance(cmd, str) or cmd not in COMMANDS or cmd == "status":
-                    raise Refused(f"unknown or missing cmd {cmd!r}; commands: "
-                                  f"{sorted(set(COMMANDS) - {'status'})}")
-                unknown = sorted(str(key) for key in set(request) - COMMANDS[cmd] - {"cmd"})
-                if unknown:
-                    raise Refused(f"{cmd}: unknown field '{unknown[0]}'; allowed: {sorted(COMMANDS[cmd])}")
+                cmd, request = self.server._checked(request, {"cmd"})
+                if cmd == "status":
+                    raise Refused("cmd: 'status' is not a change")
                 getattr(self.server, f"_validate_{cmd}")(request)
             except Refused as exc:
                 raise Refused(f"[[schedule]] {k} (t = {entry['t']:g} s): {exc}") from None

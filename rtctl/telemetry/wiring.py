@@ -1,6 +1,7 @@
 """Config -> telemetry and control channel of a built loop (used by :func:`rtctl.config.build`)."""
 from __future__ import annotations
 
+from .auth import server_token
 from .control import ControlServer
 from .publisher import Telemetry
 from .schema import SCHEMA_VERSION
@@ -21,12 +22,16 @@ def wire(loop, tel: dict, ctl: dict):
                                   sndhwm=tel["sndhwm"], allow_remote=tel["allow_remote"])
             telemetry.attach(loop).start()
         if ctl.get("enabled"):
-            control = ControlServer(loop, endpoint=ctl["endpoint"], token=ctl["token"] or None,
+            token, token_source = server_token(ctl["token_file"] or None)
+            control = ControlServer(loop, endpoint=ctl["endpoint"], token=token,
+                                    curve_secret_key=ctl["curve_secret_key"] or None,
+                                    curve_clients=ctl["curve_clients"] or None,
                                     kp_max=ctl["kp_max"], kd_max=ctl["kd_max"], frequency_max=ctl["frequency_max"],
                                     duration_max=ctl["duration_max"], allow_remote=ctl["allow_remote"],
                                     telemetry=telemetry)
+            control.token_source = token_source
             control.start()
-    except RuntimeError as exc:
+    except (RuntimeError, ValueError) as exc:
         for part in (telemetry, control):
             if part is not None:
                 part.close()
@@ -49,4 +54,5 @@ def describe(loop) -> None:
         extra = f", PlotJuggler JSON on {tel.plotjuggler_endpoint}" if tel.plotjuggler_endpoint else ""
         print(f"rtctl: telemetry on {tel.endpoint} (schema v{SCHEMA_VERSION}){extra}", flush=True)
     if ctl is not None:
-        print(f"rtctl: control channel on {ctl.endpoint}{' (token required)' if ctl.token else ''}", flush=True)
+        print(f"rtctl: control channel on {ctl.endpoint} (status and estop open; other commands need the token "
+              f"from {getattr(ctl, 'token_source', 'the server')})", flush=True)
