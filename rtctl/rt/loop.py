@@ -179,6 +179,7 @@ class ControlLoop:
         self.tracking_sum_sq = np.zeros(n)
         self.cycle = 0
         self._recovery = np.zeros(3)
+        self._recovering = False
         self._recovery_offset = np.zeros((2, n))
         self._recovery_vmax = np.ascontiguousarray(safety.velocity_bound)
         self._recovery_amax = np.ascontiguousarray(RECOVERY_SHARE * safety.acceleration_limit, dtype=float)
@@ -203,10 +204,11 @@ class ControlLoop:
             state.fresh = False
         try:
             self.trajectory.sample(t, self.q_d, self.qd_d, self.qdd_d)
-            if self._recovery[R_STATE] != R_IDLE:
+            if self._recovering:
                 _recovery_blend(t, state.q, state.v, self.controller.q_index, self.controller.v_index,
                                 self.q_d, self.qd_d, self.qdd_d,
                                 self._recovery_offset, self._recovery, self._recovery_vmax, self._recovery_amax)
+                self._recovering = self._recovery[R_STATE] != R_IDLE
             self.controller.update(state.q, state.v, self.q_d, self.qd_d, self.qdd_d, command.effort)
         except Exception as exc:
             self._component_failed(self.controller, "update", exc)
@@ -266,12 +268,13 @@ class ControlLoop:
         else:
             self._recovery_vmax[:] = np.maximum(bound - np.asarray(peak(), dtype=float), RECOVERY_FLOOR * bound)
         self._recovery[R_STATE] = R_START
+        self._recovering = True
         return "re-armed" + (f"; recovery move for {recovering}" if recovering else "; rejoining the trajectory")
 
     @property
     def recovering(self) -> bool:
         """A recovery move after a re-arm is under way."""
-        return self._recovery[R_STATE] != R_IDLE
+        return self._recovering
 
     def request_stop(self) -> None:
         """End the run at the next cycle boundary, after the cycle in progress (callable from a hook or
