@@ -44,6 +44,7 @@ allocate nothing.
 from __future__ import annotations
 
 import math
+import threading
 from collections import deque
 
 import numpy as np
@@ -304,6 +305,8 @@ class SafetyMonitor:
         self.trip_reason = ""
         self.trip_cycle = -1
         self.operator_stop = False
+        self.estop_count = 0  # every estop() call, latched or not: a re-arm sent before one must not undo it
+        self._transition = threading.Lock()
         self.events: deque = deque(maxlen=int(event_capacity))
         self._fault_pending = False   # report_fault() since the last check
         self._fault_active = False    # the last check was told of a driver fault (or one is pending)
@@ -373,9 +376,11 @@ class SafetyMonitor:
         ``operator``: a person asked for it (control channel, dashboard, schedule), as opposed to
         the software stopping itself (a failing component, overruns); the run reports it as such.
         Callable from any thread."""
-        if not self.tripped:
-            self.operator_stop = bool(operator)
-        self._trip(f"e-stop: {reason}", self.cycles)
+        with self._transition:
+            self.estop_count += 1
+            if not self.tripped:
+                self.operator_stop = bool(operator)
+            self._trip(f"e-stop: {reason}", self.cycles)
 
     def report_fault(self, reason: str = "driver reported a fault") -> None:
         """A driver fault: trip now. It counts as persisting until a check without ``driver_fault``."""
@@ -430,7 +435,7 @@ class SafetyMonitor:
                 problems.append(self._describe(VELOCITY, k, speed))
         return problems
 
-    def rearm(self, state: RobotState | None = None) -> list[str]:
+    def rearm(self, state: RobotState | None = None, estop_count: int | None = None) -> list[str]:
         """Leave the safe state if the last checked state is finite, inside the limits and fresh enough.
 
         With ``state``, joints outside their soft limits (but within one margin of their hard
@@ -438,11 +443,16 @@ class SafetyMonitor:
         their current position less one ``position_margin``, and returns to the soft limit by
         itself once the joint is back inside it. Returns the names of the joints in recovery.
         Raises :class:`SafetyError` (staying latched) naming what still blocks it. Does nothing
-        when armed.
+        when armed. ``estop_count`` (the :attr:`estop_count` seen when the re-arm was asked for):
+        refuse if an e-stop came after it.
         """
         if not self.tripped:
             return []
+        if estop_count is None:
+            estop_count = self.estop_count
         problems = self.rearm_blockers(state)
+        if estop_count != self.estop_count:
+            problems.append("an e-stop arrived after this re-arm was asked for; ask again")
         if problems:
             raise SafetyError(f"cannot re-arm (tripped at cycle {self.trip_cycle}: {self.trip_reason}): "
                               + "; ".join(problems))
@@ -455,15 +465,18 @@ class SafetyMonitor:
                 lim[L_HI, k] = max(lim[L_SOFT_HI, k], x + margin)
                 if not lim[L_SOFT_LO, k] <= x <= lim[L_SOFT_HI, k]:
                     recovering.append(name)
-        detail = f"re-armed after: {self.trip_reason}"
-        if recovering:
-            detail += f"; recovering {recovering} from outside their soft limits"
-        self.events.append((self.cycles, "rearm", detail))
-        self.tripped = False
-        self.trip_reason = ""
-        self.trip_cycle = -1
-        self.operator_stop = False
-        self._ctl[C_CLAMPING] = 0
+        with self._transition:
+            if estop_count != self.estop_count:
+                raise SafetyError("cannot re-arm: an e-stop arrived while re-arming; ask again")
+            detail = f"re-armed after: {self.trip_reason}"
+            if recovering:
+                detail += f"; recovering {recovering} from outside their soft limits"
+            self.events.append((self.cycles, "rearm", detail))
+            self.tripped = False
+            self.trip_reason = ""
+            self.trip_cycle = -1
+            self.operator_stop = False
+            self._ctl[C_CLAMPING] = 0
         return recovering
 
     # -- limits of planned motion ----------------------------------------------------------

@@ -376,3 +376,98 @@ def test_an_operator_estop_exits_with_its_own_status(tmp_path, capsys):
     assert "SAFE STATE: stopped by the operator (e-stop: patient asked to stop)" in captured.out
     assert "stopped by an operator e-stop and not re-armed" in captured.err
     assert "tripped unexpectedly" not in captured.err
+
+
+# -- found by an attacker's review ------------------------------------------------------------------------
+def test_a_rearm_asked_for_before_an_estop_does_not_undo_it(idle_server):
+    from rtctl.telemetry.control import Refused
+    loop = idle_server.loop
+    loop.safety.estop("first", operator=True)
+    apply, _ = idle_server._validate_rearm({})        # queued while latched ...
+    loop.safety.estop("second operator", operator=True)  # ... then another operator stops the robot
+    with pytest.raises(Refused, match="an e-stop arrived after this re-arm was asked for"):
+        apply(loop)
+    assert loop.safety.tripped
+    idle_server._validate_rearm({})[0](loop)         # asked for afterwards: re-arms
+    assert not loop.safety.tripped
+
+
+def test_no_new_move_while_recovering_or_while_the_current_move_runs(idle_server):
+    from rtctl.telemetry.control import Refused
+    loop = idle_server.loop
+    loop._recovering = False  # a re-arm in an earlier case started one; this loop never steps to end it
+    loop.qd_d[:] = 0.0
+    loop.qd_d[2] = 0.4
+    with pytest.raises(Refused, match=r"current move is under way \(joint 'joint3' desired velocity 0\.4\)"):
+        idle_server._validate_set_target({"goal": [0.1] * 7, "duration": 5.0})
+    loop.qd_d[:] = 0.0
+    loop._recovering = True
+    try:
+        with pytest.raises(Refused, match="rejoining its trajectory after a re-arm"):
+            idle_server._validate_set_target({"goal": [0.1] * 7, "duration": 5.0})
+    finally:
+        loop._recovering = False
+
+
+def test_a_cpg_change_that_would_step_the_desired_position_is_refused_and_undone():
+    from rtctl.telemetry.control import Refused
+    loop = make_loop(trajectory={"type": "sinusoid", "center": [0.0] * 7, "amplitude": [0.2] * 7,
+                                 "frequency": [0.5] * 7})
+    loop.run(cycles=3)
+    server = ControlServer(loop, token=TOKEN)
+    apply, _ = server._validate_set_cpg({"center": [0.0, 1.0, 0, 0, 0, 0, 0]})
+    with pytest.raises(Refused, match=r"step joint 'joint2' desired position by 1 at once"):
+        apply(loop)
+    assert loop.trajectory.center.tolist() == [0.0] * 7
+    apply, _ = server._validate_set_cpg({"frequency": 0.8})  # phase kept continuous: no step
+    apply(loop)
+    assert loop.trajectory.frequency.tolist() == [0.8] * 7
+
+
+def test_the_client_sends_the_token_only_to_a_server_that_proves_it_holds_it():
+    from rtctl.telemetry.control import ServerNotTrusted
+    ctx = zmq.Context.instance()
+    squatter = ctx.socket(zmq.REP)
+    squatter.setsockopt(zmq.LINGER, 0)
+    port = squatter.bind_to_random_port("tcp://127.0.0.1")
+    seen = []
+
+    def serve():
+        while squatter.poll(2000):
+            seen.append(msgpack.unpackb(squatter.recv(), raw=False))
+            squatter.send(msgpack.packb({"ok": True, "proof": "0" * 64}))
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    try:
+        with pytest.raises(ServerNotTrusted, match="did not prove it holds the token"):
+            request(f"tcp://127.0.0.1:{port}", {"cmd": "rearm"}, token=TOKEN)
+    finally:
+        th.join(5)
+        squatter.close(linger=0)
+    assert seen and all("token" not in message for message in seen)
+    loop = make_loop()
+    loop.step(0.0)
+    loop.safety.estop("test", operator=True)
+    with ControlServer(loop, endpoint="tcp://127.0.0.1:0", token=TOKEN) as ctl:
+        assert request(ctl.endpoint, {"cmd": "set_gains", "kp": 10.0}, token=TOKEN, timeout=3.0)["ok"] is False
+        assert request(ctl.endpoint, {"cmd": "status", "challenge": "x" * 16})["proof"] != "0" * 64
+
+
+def test_oversized_requests_are_refused_before_they_cost_the_loop_anything(idle_server):
+    raw = msgpack.packb({"cmd": "status", "x": [{}] * 60000})
+    reply, _ = idle_server.handle_bytes(raw)
+    assert "request: more than 256 values" in reply["error"]
+    loop = make_loop()
+    with ControlServer(loop, endpoint="tcp://127.0.0.1:0", token=TOKEN) as ctl:
+        sock = zmq.Context.instance().socket(zmq.REQ)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(ctl.endpoint)
+        try:
+            sock.send_multipart([b""] * 100_000)
+            assert sock.poll(5000)
+            assert "a request is one frame" in msgpack.unpackb(sock.recv(), raw=False)["error"]
+        finally:
+            sock.close(linger=0)
+        reply, latency = _timed_estop(ctl.endpoint)
+        assert reply["ok"] and latency < 0.010

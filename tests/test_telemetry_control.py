@@ -104,6 +104,9 @@ def test_valid_changes_apply_at_a_cycle_boundary_and_are_logged(min_jerk_loop):
     assert reply["ok"] and reply["id"] == 7 and reply["applied_cycle"] >= c0
     assert loop.controller.kp.tolist() == [300.0] * 7 and loop.controller.kd.tolist() == [30.0] * 7
     goal = [0.1, -0.1, 0.1, -0.3, 0.1, 0.1, 0.0]
+    end = time.monotonic() + 5.0
+    while loop.cycle * loop.period < 1.1 and time.monotonic() < end:  # a new move waits for the first to end
+        time.sleep(0.02)
     reply = ask(loop, {"cmd": "set_target", "goal": goal, "duration": 0.5})
     assert reply["ok"], reply
     applied = reply["applied_cycle"]
@@ -149,11 +152,13 @@ def test_oscillator_parameters_and_phase_continuity():
         reply = request(ctl.endpoint, {"token": TOKEN, "cmd": "set_cpg", "frequency": 1.0})
         assert reply["ok"], reply
         k = reply["applied_cycle"]
-        reply = request(ctl.endpoint, {"token": TOKEN, "cmd": "set_cpg", "amplitude": 0.25, "center": [0.05] * 7})
+        bad = request(ctl.endpoint, {"token": TOKEN, "cmd": "set_cpg", "amplitude": 0.25, "center": [0.05] * 7})
+        assert not bad["ok"] and "would step joint" in bad["error"]  # a jump of the desired position
+        reply = request(ctl.endpoint, {"token": TOKEN, "cmd": "set_cpg", "frequency": 0.8})
         assert reply["ok"], reply
         k2 = reply["applied_cycle"]
-        assert loop.trajectory.frequency.tolist() == [1.0] * 7 and loop.trajectory.amplitude.tolist() == [0.25] * 7
-        assert loop.trajectory.center.tolist() == [0.05] * 7
+        assert loop.trajectory.frequency.tolist() == [0.8] * 7 and loop.trajectory.amplitude.tolist() == [0.2] * 7
+        assert loop.trajectory.center.tolist() == [0.0] * 7
     finally:
         th.join(10)
         ctl.close()

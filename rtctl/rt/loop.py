@@ -244,7 +244,7 @@ class ControlLoop:
         if not self.safety.tripped:
             self.safety.estop(reason)
 
-    def rearm(self) -> str:
+    def rearm(self, estop_count: int | None = None) -> str:
         """Leave the safe state (from the loop's thread: a boundary hook) and rejoin the trajectory.
 
         The monitor re-arms from the latest measured state (:meth:`SafetyMonitor.rearm`; joints just
@@ -260,7 +260,7 @@ class ControlLoop:
             from ..safety import SafetyError
             raise SafetyError(f"cannot re-arm: the driver failed ({self.failures[-1] if self.failures else ''}); "
                               "restart the run")
-        recovering = self.safety.rearm(self.state)
+        recovering = self.safety.rearm(self.state, estop_count)
         bound = self.safety.velocity_bound
         peak = getattr(self.trajectory, "peak_velocity", None)  # a trajectory that knows its own peak
         if peak is None:

@@ -113,10 +113,20 @@ def server_token(token_file=None, environ=None) -> tuple[str, str]:
 def write_private(path: Path, text: str) -> None:
     """Create ``path`` with mode 0600 (its directory 0700 if new); never follows or replaces an existing file."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if os.path.islink(path.parent):
+        raise CredentialError(f"directory {path.parent}: a symbolic link; refusing to keep a token there")
     check_private(path.parent, "directory")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        try:
+            os.link(temporary, path)  # atomic, complete, and never replaces a file another process made first
+        except FileExistsError:
+            pass
+    finally:
+        os.unlink(temporary)
 
 
 def load_curve_server_key(path) -> tuple[bytes, bytes]:

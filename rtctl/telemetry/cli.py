@@ -49,7 +49,7 @@ def _dashboard(args) -> int:
 
 
 def _control(args) -> int:
-    from .control import request
+    from .control import ServerNotTrusted, request
     req = {"cmd": args.cmd}
     for item in args.params:
         key, sep, value = item.partition("=")
@@ -67,11 +67,11 @@ def _control(args) -> int:
         except CredentialError as exc:
             print(f"rtctl control: {exc}", file=sys.stderr)
             return 2
-        if token is not None:
-            req["token"] = token
+    else:
+        token = None
     try:
-        reply = request(args.endpoint, req, timeout=args.timeout)
-    except TimeoutError as exc:
+        reply = request(args.endpoint, req, timeout=args.timeout, token=token)
+    except (TimeoutError, ServerNotTrusted) as exc:
         print(f"rtctl control: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(reply))

@@ -66,7 +66,7 @@ import zmq
 from .publisher import LOOPBACK_HOSTS, check_endpoint
 
 COMMANDS = {
-    "status": set(),
+    "status": {"challenge"},
     "set_gains": {"kp", "kd"},
     "set_target": {"goal", "duration"},
     "set_cpg": {"amplitude", "frequency", "phase", "center", "pattern"},
@@ -79,6 +79,8 @@ MAX_REQUEST_BYTES = 65536
 MAX_DEPTH = 3          # the request map, a list in it, the numbers in the list
 MAX_STRING = 1024      # characters of any string in a request
 MAX_PENDING = 64       # requests waiting for a cycle boundary; beyond: refused at once
+MAX_ELEMENTS = 256     # values (all levels) in one request; a longer walk is not started
+MAX_FRAMES = 8         # frames kept of one message (envelope and request); the rest are dropped
 INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 
 
@@ -119,8 +121,12 @@ def check_request_structure(request) -> dict:
     if not isinstance(request, dict):
         raise Refused(f"a request must be a map with a 'cmd' field, got {type(request).__name__}")
     stack = [(request, "request", 1)]
+    seen = 0
     while stack:
         value, path, depth = stack.pop()
+        seen += 1
+        if seen > MAX_ELEMENTS:
+            raise Refused(f"request: more than {MAX_ELEMENTS} values")
         if depth > MAX_DEPTH:
             raise Refused(f"{path}: nested deeper than {MAX_DEPTH} levels")
         if isinstance(value, dict):
@@ -284,7 +290,7 @@ class ControlServer:
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.MAXMSGSIZE, MAX_REQUEST_BYTES)
         sock.setsockopt(zmq.SNDHWM, 1000)
-        sock.setsockopt(zmq.RCVHWM, 1000)
+        sock.setsockopt(zmq.RCVHWM, 16)
         if self._curve is not None:
             from zmq.auth.thread import ThreadAuthenticator
 
@@ -314,15 +320,33 @@ class ControlServer:
                 events = poller.poll(1 if waiting else 100)
                 if events:
                     for _ in range(100):  # serve a burst, then look at the waiting requests
-                        try:
-                            frames = sock.recv_multipart(zmq.NOBLOCK)
-                        except zmq.Again:
+                        frames = self._receive(sock)
+                        if frames is None:
                             break
                         self._serve(sock, frames, waiting)
                 if waiting:
                     self._answer_applied(sock, waiting)
         finally:
             sock.close(linger=0)
+
+    def _receive(self, sock):
+        """One message's frames, at most :data:`MAX_FRAMES` kept (a message of millions of frames costs
+        no memory here); None when nothing is waiting."""
+        try:
+            frames = [sock.recv(zmq.NOBLOCK)]
+        except zmq.Again:
+            return None
+        dropped = 0
+        while sock.getsockopt(zmq.RCVMORE):
+            frame = sock.recv()
+            if len(frames) < MAX_FRAMES:
+                frames.append(frame)
+            else:
+                dropped += 1
+        if dropped:
+            frames.append(b"")  # no request parses from a truncated message: it gets a frame-count error
+            self.malformed += 1
+        return frames
 
     def _serve(self, sock, frames: list, waiting: list) -> None:
         """One message from the ROUTER: [routing id, ..., b"", request]; never raises."""
@@ -409,6 +433,9 @@ class ControlServer:
                 raise Refused(f"{cmd}: missing or wrong token (status and estop need none)")
         if cmd == "status":
             reply = self.status()
+            challenge = request.get("challenge")
+            if challenge is not None:
+                reply["proof"] = self._proof(challenge)
         elif cmd == "estop":
             reply = self._estop_now(request)
         else:
@@ -425,6 +452,15 @@ class ControlServer:
         if rid is not None:
             reply["id"] = rid
         return reply
+
+    def _proof(self, challenge) -> str:
+        """HMAC-SHA256(token, challenge): shows a client that this server holds its token before the client
+        sends it (a process squatting on the port cannot compute it)."""
+        if not isinstance(challenge, str) or not 16 <= len(challenge) <= 128:
+            raise Refused("challenge: expected a string of 16 to 128 characters")
+        if self.token is None:
+            raise Refused("challenge: this server has no token")
+        return hmac.new(self.token.encode(), challenge.encode(), "sha256").hexdigest()
 
     def _estop_now(self, request) -> dict:
         apply, clean = self._validate_estop(request)
@@ -536,6 +572,7 @@ class ControlServer:
         if "goal" not in req:
             raise Refused("set_target: 'goal' is required")
         goal = _vector(req["goal"], self.n, "goal")
+        self._refuse_while_moving_on_its_own("set_target", self.loop)
         for i in range(self.n):
             if not self.q_low[i] <= goal[i] <= self.q_high[i]:
                 raise Refused(f"goal[{i}] ({self.joints[i]}) = {goal[i]:g} outside the soft limits "
@@ -549,6 +586,7 @@ class ControlServer:
             raise Refused(f"set_target: {problem}")
 
         def apply(loop):
+            self._refuse_while_moving_on_its_own("set_target", loop)
             again = loop.safety.min_jerk_violation(loop.q_d, goal, duration)  # from where the loop is now
             if again:
                 raise Refused(f"set_target: {again}")
@@ -562,8 +600,22 @@ class ControlServer:
             return f"move to {goal.tolist()} in {duration:g} s from t = {t:.6g} s"
         return apply, {"goal": goal.tolist(), "duration": duration}
 
+    def _refuse_while_moving_on_its_own(self, cmd: str, loop) -> None:
+        """A new move starts from the desired state at rest: not during a re-arm's recovery move (whose
+        offset is not the trajectory's), and for set_target not while the current move is under way."""
+        if getattr(loop, "recovering", False):
+            raise Refused(f"{cmd}: the robot is rejoining its trajectory after a re-arm; wait until it has")
+        if cmd == "set_target":
+            moving = np.flatnonzero(np.abs(loop.qd_d) > 1e-9)
+            if moving.size:
+                k = int(moving[0])
+                raise Refused(f"set_target: the current move is under way (joint '{self.joints[k]}' desired "
+                              f"velocity {loop.qd_d[k]:.4g}); wait until it has ended")
+
     def _validate_set_cpg(self, req):
         traj = self.loop.trajectory
+        if getattr(self.loop, "recovering", False):
+            self._refuse_while_moving_on_its_own("set_cpg", self.loop)
         custom = getattr(traj, "validate_cpg_request", None)  # a CPG with its own parameters and limits
         if custom is not None:
             try:
@@ -606,8 +658,32 @@ class ControlServer:
                 clean[name] = v.tolist()
 
         def apply(loop):
+            self._refuse_while_moving_on_its_own("set_cpg", loop)
             tr = loop.trajectory
             t = loop.cycle * loop.period
+            before = [np.empty(self.n) for _ in range(3)]
+            tr.sample(t, *before)
+            saved = {name: getattr(tr, name).copy() for name in ("amplitude", "center", "phase", "frequency")}
+            omega_saved = getattr(tr, "_omega", None)
+            omega_saved = None if omega_saved is None else omega_saved.copy()
+            change(tr, t)
+            after = [np.empty(self.n) for _ in range(3)]
+            tr.sample(t, *after)
+            step = np.abs(after[0] - before[0])
+            allowed = loop.safety.velocity_bound * loop.period
+            k = int(np.argmax(step - allowed))
+            if step[k] > allowed[k]:
+                for name, value in saved.items():
+                    getattr(tr, name)[:] = value
+                if omega_saved is not None:
+                    tr._omega[:] = omega_saved
+                raise Refused(f"set_cpg: the change would step joint '{self.joints[k]}' desired position by "
+                              f"{step[k]:.4g} at once (more than its velocity bound allows in one cycle, "
+                              f"{allowed[k]:.3g}); change amplitude, center or phase where they leave the "
+                              "position unchanged, or in smaller steps")
+            return ", ".join(f"{k}={v}" for k, v in clean.items())
+
+        def change(tr, t):
             if "amplitude" in req:
                 tr.amplitude[:] = amp
             if "center" in req:
@@ -623,7 +699,6 @@ class ControlServer:
                     omega[:] = 2 * np.pi * freq
             if pattern is not None:
                 tr.set_pattern(pattern)
-            return ", ".join(f"{k}={v}" for k, v in clean.items())
         return apply, clean
 
     def _validate_estop(self, req):
@@ -637,10 +712,12 @@ class ControlServer:
         return apply, {"reason": reason}
 
     def _validate_rearm(self, req):
+        estop_count = self.loop.safety.estop_count  # an e-stop after this request must not be undone by it
+
         def apply(loop):
             from ..safety import SafetyError
             try:
-                detail = loop.rearm()
+                detail = loop.rearm(estop_count)
             except SafetyError as exc:
                 raise Refused(str(exc)) from None
             return detail
@@ -675,14 +752,33 @@ def _curve_settings(secret_key, clients):
     return public, secret, clients
 
 
+class ServerNotTrusted(RuntimeError):
+    """The endpoint did not prove it holds the token: the token was not sent."""
+
+
 def request(endpoint: str, req, timeout: float = 3.0, encoding: str = "msgpack",
             context: zmq.Context | None = None, curve_server_key: bytes | None = None,
-            curve_client_certificate=None) -> dict:
+            curve_client_certificate=None, token: str | None = None) -> dict:
     """Send one request to a control endpoint and return the decoded reply (raises TimeoutError).
 
+    With ``token``, the server must first prove it holds the same token (``status`` with a random
+    ``challenge``, answered by HMAC-SHA256(token, challenge)); only then is the request sent with the
+    token, so a process squatting on the port never sees it (raises :class:`ServerNotTrusted`).
     With CURVE: ``curve_server_key`` is the server's public key (z85 bytes) and
     ``curve_client_certificate`` the path of this client's ``.key_secret`` certificate.
     """
+    if token is not None:
+        import secrets
+
+        curve = {"curve_server_key": curve_server_key, "curve_client_certificate": curve_client_certificate}
+        challenge = secrets.token_hex(16)
+        answer = request(endpoint, {"cmd": "status", "challenge": challenge}, timeout, encoding, context, **curve)
+        expected = hmac.new(token.encode(), challenge.encode(), "sha256").hexdigest()
+        proof = answer.get("proof") if isinstance(answer, dict) else None
+        if not isinstance(proof, str) or not hmac.compare_digest(proof, expected):
+            raise ServerNotTrusted(f"{endpoint} did not prove it holds the token (wrong token, or not the robot's "
+                                   "control channel); the token was not sent")
+        return request(endpoint, {**req, "token": token}, timeout, encoding, context, **curve)
     ctx = context or zmq.Context.instance()
     sock = ctx.socket(zmq.REQ)
     sock.setsockopt(zmq.LINGER, 0)
