@@ -572,7 +572,6 @@ class ControlServer:
         if "goal" not in req:
             raise Refused("set_target: 'goal' is required")
         goal = _vector(req["goal"], self.n, "goal")
-        self._refuse_while_moving_on_its_own("set_target", self.loop)
         for i in range(self.n):
             if not self.q_low[i] <= goal[i] <= self.q_high[i]:
                 raise Refused(f"goal[{i}] ({self.joints[i]}) = {goal[i]:g} outside the soft limits "
@@ -580,6 +579,7 @@ class ControlServer:
         duration = _number(req.get("duration", 1.0), "duration")
         if not 0 < duration <= self.duration_max:
             raise Refused(f"duration = {duration:g} s outside the allowed range (0, {self.duration_max:g}]")
+        self._refuse_while_moving_on_its_own("set_target", self.loop)  # after the fields: their errors first
         safety = self.loop.safety
         problem = safety.min_jerk_violation(self.loop.q_d, goal, duration)
         if problem:
