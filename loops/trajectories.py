@@ -26,6 +26,7 @@ import numpy as np
 from numba import njit
 
 from rtctl.registry import Registry
+from rtctl.safety import MIN_JERK_PEAK_VELOCITY
 
 from .base import Trajectory
 
@@ -228,7 +229,7 @@ class MinimumJerk(_CompiledTrajectory):
 
     def peak_velocity(self) -> np.ndarray:
         """|qd| at its largest over the move, per joint: 1.875 |goal - start| / duration."""
-        return 1.875 * np.abs(self.goal - self.start) / self.duration
+        return MIN_JERK_PEAK_VELOCITY * np.abs(self.goal - self.start) / self.duration
 
     def __repr__(self):
         return f"MinimumJerk(n={self.n}, duration={self.duration}, t0={self.t0})"

@@ -456,18 +456,18 @@ class SafetyMonitor:
         if problems:
             raise SafetyError(f"cannot re-arm (tripped at cycle {self.trip_cycle}: {self.trip_reason}): "
                               + "; ".join(problems))
-        recovering = []
+        lim, margin = self._lim, self.position_margin
+        low, high = lim[L_SOFT_LO].copy(), lim[L_SOFT_HI].copy()
         if state is not None:
-            lim, margin = self._lim, self.position_margin
-            for k, name in enumerate(self.joint_names):
-                x = float(state.q[self.q_index[k]])
-                lim[L_LO, k] = min(lim[L_SOFT_LO, k], x - margin)
-                lim[L_HI, k] = max(lim[L_SOFT_HI, k], x + margin)
-                if not lim[L_SOFT_LO, k] <= x <= lim[L_SOFT_HI, k]:
-                    recovering.append(name)
+            q = state.q[self.q_index]
+            low = np.where(q < low, q - margin, low)
+            high = np.where(q > high, q + margin, high)
+        recovering = [name for k, name in enumerate(self.joint_names)
+                      if low[k] < lim[L_SOFT_LO, k] or high[k] > lim[L_SOFT_HI, k]]
         with self._transition:
             if estop_count != self.estop_count:
                 raise SafetyError("cannot re-arm: an e-stop arrived while re-arming; ask again")
+            lim[L_LO], lim[L_HI] = low, high
             detail = f"re-armed after: {self.trip_reason}"
             if recovering:
                 detail += f"; recovering {recovering} from outside their soft limits"

@@ -1,5 +1,6 @@
 """Shared set-up for the telemetry tests: small loops on the simulated arm, subscribers, spies."""
 import copy
+import threading
 import time
 
 import numpy as np
@@ -26,6 +27,16 @@ def make_loop(**sections):
         else:
             raw.setdefault(section, {}).update(values)
     return build(validate(raw))
+
+
+def run_in_background(loop, seconds):
+    """Run ``loop`` paced for ``seconds`` in a daemon thread; return the thread once 20 cycles have run."""
+    th = threading.Thread(target=lambda: loop.run(duration=seconds), daemon=True)
+    th.start()
+    end = time.monotonic() + 10
+    while loop.cycle < 20 and time.monotonic() < end:
+        time.sleep(0.01)
+    return th
 
 
 def subscriber(endpoint, rcvhwm=100_000, rcvbuf=0):

@@ -4,7 +4,6 @@ the demo right after still e-stops."""
 import tomllib
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

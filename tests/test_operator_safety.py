@@ -17,22 +17,14 @@ from hypothesis import strategies as st
 
 import rtctl
 from rtctl.cli import main
+from rtctl.rt.loop import R_IDLE, R_START
 from rtctl.telemetry import ControlServer, request
 from rtctl.telemetry.auth import (TOKEN_ENV, CredentialError, client_token, default_token_path, read_token_file,
                                   server_token)
-from telemetry_helpers import make_loop
+from telemetry_helpers import make_loop, run_in_background
 
 TOKEN = "operator-token-0123456789abcdef"
 DEMO = Path(rtctl.__file__).parent / "data" / "configs" / "demo.toml"
-
-
-def _running(loop, seconds):
-    th = threading.Thread(target=lambda: loop.run(duration=seconds), daemon=True)
-    th.start()
-    end = time.monotonic() + 10
-    while loop.cycle < 20 and time.monotonic() < end:
-        time.sleep(0.01)
-    return th
 
 
 def _timed_estop(endpoint, reason="after the fuzz"):
@@ -71,7 +63,7 @@ def _random_frames(rng):
 def test_random_multipart_messages_never_end_the_channel_and_the_next_estop_answers_within_10_ms():
     loop = make_loop(loop={"pace": True, "rate_hz": 500.0})
     ctl = ControlServer(loop, endpoint="tcp://127.0.0.1:0", token=TOKEN).start()
-    th = _running(loop, 30.0)
+    th = run_in_background(loop, 30.0)
     ctx = zmq.Context.instance()
     rng = np.random.default_rng(16)
     req, dealer, raw = ctx.socket(zmq.REQ), ctx.socket(zmq.DEALER), ctx.socket(zmq.DEALER)
@@ -240,7 +232,7 @@ def test_the_control_command_takes_no_token_from_argv_and_reads_it_from_a_file(t
     path.write_text(TOKEN + "\n")
     path.chmod(0o600)
     with ControlServer(loop, endpoint="tcp://127.0.0.1:0", token=TOKEN) as ctl:
-        th = _running(loop, 3.0)
+        th = run_in_background(loop, 3.0)
         try:
             capsys.readouterr()
             assert main(["control", "set_gains", "kp=300", "--endpoint", ctl.endpoint]) == 1
@@ -395,18 +387,18 @@ def test_a_rearm_asked_for_before_an_estop_does_not_undo_it(idle_server):
 def test_no_new_move_while_recovering_or_while_the_current_move_runs(idle_server):
     from rtctl.telemetry.control import Refused
     loop = idle_server.loop
-    loop._recovering = False  # a re-arm in an earlier case started one; this loop never steps to end it
+    loop._recovery_state = R_IDLE  # a re-arm in an earlier case started one; this loop never steps to end it
     loop.qd_d[:] = 0.0
     loop.qd_d[2] = 0.4
     with pytest.raises(Refused, match=r"current move is under way \(joint 'joint3' desired velocity 0\.4\)"):
         idle_server._validate_set_target({"goal": [0.1] * 7, "duration": 5.0})
     loop.qd_d[:] = 0.0
-    loop._recovering = True
+    loop._recovery_state = R_START
     try:
         with pytest.raises(Refused, match="rejoining its trajectory after a re-arm"):
             idle_server._validate_set_target({"goal": [0.1] * 7, "duration": 5.0})
     finally:
-        loop._recovering = False
+        loop._recovery_state = R_IDLE
 
 
 def test_a_cpg_change_that_would_step_the_desired_position_is_refused_and_undone():

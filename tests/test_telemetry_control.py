@@ -9,7 +9,6 @@ the loop's safety monitor.
 import copy
 import json
 import math
-import threading
 import time
 
 import msgpack
@@ -18,7 +17,7 @@ import pytest
 
 from rtctl.telemetry import ControlServer, request
 from rtctl.telemetry.schema import TOPIC_EVENT
-from telemetry_helpers import collect, make_loop, subscriber, wait_meta
+from telemetry_helpers import collect, make_loop, run_in_background, subscriber, wait_meta
 
 TOKEN = "test-token-0123456789abcdef"
 
@@ -31,15 +30,6 @@ def token_file(tmp_path_factory):
     return str(path)
 
 
-def _running(loop, seconds):
-    th = threading.Thread(target=lambda: loop.run(duration=seconds), daemon=True)
-    th.start()
-    end = time.monotonic() + 10
-    while loop.cycle < 20 and time.monotonic() < end:
-        time.sleep(0.01)
-    return th
-
-
 @pytest.fixture(scope="module")
 def min_jerk_loop(token_file):
     loop = make_loop(loop={"pace": True, "rate_hz": 500.0},
@@ -48,7 +38,7 @@ def min_jerk_loop(token_file):
                               "kp_max": 2000.0})
     sub = subscriber(loop.telemetry.endpoint)
     wait_meta(sub)
-    th = _running(loop, 6.0)
+    th = run_in_background(loop, 6.0)
     yield loop, sub
     th.join(15)
     loop.control.close()
@@ -62,7 +52,7 @@ def ask(loop, req, **kw):
     return request(loop.control.endpoint, req, **kw)
 
 
-def test_malformed_requests_are_refused_and_the_loop_keeps_running(min_jerk_loop):
+def test_malformed_requests_are_refused_and_the_loop_keepsrun_in_background(min_jerk_loop):
     loop, _ = min_jerk_loop
     kp0 = loop.controller.kp.copy()
     c0 = loop.cycle
@@ -139,7 +129,7 @@ def test_oscillator_parameters_and_phase_continuity():
     ctl = ControlServer(loop, endpoint="tcp://127.0.0.1:0", frequency_max=5.0, token=TOKEN).start()
     qd = []
     loop.hooks.append(lambda cycle, t, state, command: qd.append(loop.q_d[0]))
-    th = _running(loop, 2.0)
+    th = run_in_background(loop, 2.0)
     try:
         bad = request(ctl.endpoint, {"token": TOKEN, "cmd": "set_cpg", "amplitude": 3.0})
         assert not bad["ok"] and "leaves the soft limits" in bad["error"]

@@ -46,29 +46,6 @@ def arm(forearm=None, elbow=None, *extra):
     )
 
 
-@pytest.fixture(params=["xml-string", "file"])
-def load_error(request, tmp_path):
-    """Load a malformed URDF from a string or a file; return the ModelError message.
-
-    For files the message must also name the path.
-    """
-
-    def load(urdf: str) -> str:
-        if request.param == "xml-string":
-            with pytest.raises(ModelError) as info:
-                load_urdf(urdf)
-            return str(info.value)
-        path = tmp_path / "malformed.urdf"
-        path.write_text(urdf)
-        with pytest.raises(ModelError) as info:
-            load_urdf(path)
-        message = str(info.value)
-        assert str(path) in message
-        return message
-
-    return load
-
-
 def link_masses(path):
     """{link name: <mass value>} straight from the XML, 0 for links without <inertial>."""
     masses = {}

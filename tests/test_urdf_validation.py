@@ -52,25 +52,6 @@ def arm(elbow_type="revolute", elbow_body=None, forearm=None, *extra):
                       joint("shoulder", "base", "upper_arm"), elbow, *extra, "</robot>"])
 
 
-@pytest.fixture(params=["xml-string", "file"])
-def load_error(request, tmp_path):
-    """Load a malformed URDF from a string or a file; return the ModelError message (naming the file)."""
-
-    def load(urdf: str) -> str:
-        if request.param == "xml-string":
-            with pytest.raises(ModelError) as info:
-                load_urdf(urdf)
-            return str(info.value)
-        path = tmp_path / "malformed.urdf"
-        path.write_text(urdf, encoding="utf-8")
-        with pytest.raises(ModelError) as info:
-            load_urdf(path)
-        assert str(path) in str(info.value)
-        return str(info.value)
-
-    return load
-
-
 # ---------------------------------------------------------------- <limit>
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
+from ..safety import MIN_JERK_PEAK_ACCELERATION, MIN_JERK_PEAK_VELOCITY
 from .interfaces import Command, RobotState
 from .lifecycle import Lifecycle, LifecycleState
 from .realtime import RealtimeSettings, apply_realtime, restore_scheduler
@@ -33,41 +34,40 @@ from .stats import CycleStats
 OVERRUN_POLICIES = ("count", "skip", "trip")
 
 
-# Slots of ControlLoop._recovery (the re-arm recovery move).
-R_STATE, R_T0, R_DURATION = 0, 1, 2
-R_IDLE, R_START, R_ACTIVE = 0.0, 1.0, 2.0
+# The re-arm recovery move: ControlLoop._recovery_state, and the slots of ControlLoop._recovery.
+R_IDLE, R_START, R_ACTIVE = 0, 1, 2
+R_T0, R_DURATION = 0, 1
+H1_PEAK_ACCELERATION = 3.94  # max of |d2h1/dtau2| on [0, 1] (at tau = 0.243), h1 below
 RECOVERY_SHARE = 0.5  # of each joint's velocity bound and acceleration limit; the rest is the trajectory's
 RECOVERY_FLOOR = 0.1  # of the velocity bound: the least a recovery gets when its trajectory leaves less
 
 
 @njit(cache=True)
-def _recovery_blend(t, q, v, q_index, v_index, q_d, qd_d, qdd_d, offset, recovery, vmax, amax):
+def _recovery_blend(t, start, q, v, q_index, v_index, q_d, qd_d, qdd_d, offset, recovery, vmax, amax):
     """Shift the desired motion by ``p h0(tau) + T w h1(tau)``, the quintic Hermite blend that starts at the
     measured position and velocity and ends on the trajectory with zero offset, velocity and acceleration:
     h0 = 1 - 10 tau^3 + 15 tau^4 - 6 tau^5, h1 = tau - 6 tau^3 + 8 tau^4 - 3 tau^5.
 
-    On the first cycle after a re-arm (``recovery[R_STATE] == R_START``) the position offset p (measured
-    minus desired, in ``offset[0]``) and velocity offset w (``offset[1]``) are taken, and the duration T
-    is the shortest in which the offset's own peak velocity (1.875 |p| / T) and acceleration
-    (5.774 |p| / T^2, 3.94 |w| / T) stay within ``vmax`` and ``amax`` (:meth:`ControlLoop.rearm` sets
-    them to what the trajectory leaves of each joint's bounds). Allocates nothing."""
+    On the first cycle after a re-arm (``start``) the position offset p (measured minus desired, in
+    ``offset[0]``) and velocity offset w (``offset[1]``) are taken, and the duration T is the shortest in
+    which the offset's own peak velocity (1.875 |p| / T) and acceleration (5.774 |p| / T^2, 3.94 |w| / T)
+    stay within ``vmax`` and ``amax`` (:meth:`ControlLoop.rearm` sets them to what the trajectory leaves
+    of each joint's bounds). Returns whether the move goes on after this cycle. Allocates nothing."""
     n = q_index.shape[0]
-    if recovery[R_STATE] == R_START:
+    if start:
         duration = 0.0
         for k in range(n):
             offset[0, k] = q[q_index[k]] - q_d[k]
             offset[1, k] = v[v_index[k]] - qd_d[k]
             p, w = abs(offset[0, k]), abs(offset[1, k])
-            duration = max(duration, 1.875 * p / vmax[k], np.sqrt(5.773502691896258 * p / amax[k]),
-                           3.94 * w / amax[k])
+            duration = max(duration, MIN_JERK_PEAK_VELOCITY * p / vmax[k],
+                           np.sqrt(MIN_JERK_PEAK_ACCELERATION * p / amax[k]), H1_PEAK_ACCELERATION * w / amax[k])
         recovery[R_T0] = t
         recovery[R_DURATION] = duration
-        recovery[R_STATE] = R_ACTIVE
     duration = recovery[R_DURATION]
     tau = (t - recovery[R_T0]) / duration if duration > 0.0 else 1.0
     if tau >= 1.0:
-        recovery[R_STATE] = R_IDLE
-        return
+        return False
     t2 = tau * tau
     t3 = t2 * tau
     h0 = 1.0 - t3 * (10.0 - 15.0 * tau + 6.0 * t2)
@@ -81,6 +81,7 @@ def _recovery_blend(t, q, v, q_index, v_index, q_d, qd_d, qdd_d, offset, recover
         q_d[k] += p * h0 + duration * w * h1
         qd_d[k] += p * dh0 / duration + w * dh1
         qdd_d[k] += p * ddh0 / (duration * duration) + w * ddh1 / duration
+    return True
 
 
 @njit(cache=True)
@@ -178,8 +179,8 @@ class ControlLoop:
         self.tracking_max = np.zeros(n)
         self.tracking_sum_sq = np.zeros(n)
         self.cycle = 0
-        self._recovery = np.zeros(3)
-        self._recovering = False
+        self._recovery = np.zeros(2)
+        self._recovery_state = R_IDLE
         self._recovery_offset = np.zeros((2, n))
         self._recovery_vmax = np.ascontiguousarray(safety.velocity_bound)
         self._recovery_amax = np.ascontiguousarray(RECOVERY_SHARE * safety.acceleration_limit, dtype=float)
@@ -204,11 +205,12 @@ class ControlLoop:
             state.fresh = False
         try:
             self.trajectory.sample(t, self.q_d, self.qd_d, self.qdd_d)
-            if self._recovering:
-                _recovery_blend(t, state.q, state.v, self.controller.q_index, self.controller.v_index,
-                                self.q_d, self.qd_d, self.qdd_d,
-                                self._recovery_offset, self._recovery, self._recovery_vmax, self._recovery_amax)
-                self._recovering = self._recovery[R_STATE] != R_IDLE
+            if self._recovery_state != R_IDLE:
+                going_on = _recovery_blend(t, self._recovery_state == R_START, state.q, state.v,
+                                           self.controller.q_index, self.controller.v_index, self.q_d, self.qd_d,
+                                           self.qdd_d, self._recovery_offset, self._recovery, self._recovery_vmax,
+                                           self._recovery_amax)
+                self._recovery_state = R_ACTIVE if going_on else R_IDLE
             self.controller.update(state.q, state.v, self.q_d, self.qd_d, self.qdd_d, command.effort)
         except Exception as exc:
             self._component_failed(self.controller, "update", exc)
@@ -267,14 +269,13 @@ class ControlLoop:
             self._recovery_vmax[:] = RECOVERY_SHARE * bound
         else:
             self._recovery_vmax[:] = np.maximum(bound - np.asarray(peak(), dtype=float), RECOVERY_FLOOR * bound)
-        self._recovery[R_STATE] = R_START
-        self._recovering = True
+        self._recovery_state = R_START
         return "re-armed" + (f"; recovery move for {recovering}" if recovering else "; rejoining the trajectory")
 
     @property
     def recovering(self) -> bool:
         """A recovery move after a re-arm is under way."""
-        return self._recovering
+        return self._recovery_state != R_IDLE
 
     def request_stop(self) -> None:
         """End the run at the next cycle boundary, after the cycle in progress (callable from a hook or

@@ -160,7 +160,8 @@ def _check_string(text: str, path: str) -> None:
 
 
 def decode_request(raw: bytes):
-    """(request, reply as JSON?) from one frame; raises :class:`Refused` naming what is wrong."""
+    """(request, reply as JSON?) from one frame; raises :class:`Refused` naming what is wrong. The request's
+    structure is checked by :meth:`ControlServer.handle` (:func:`check_request_structure`)."""
     use_json = raw[:1] in (b"{", b"[", b" ", b"\n", b"\t", b"\r")
     if not raw:
         raise Refused("empty request frame")
@@ -180,7 +181,7 @@ def decode_request(raw: bytes):
             raise Refused(f"request: nested deeper than {MAX_DEPTH} levels") from None
         except Exception as exc:  # noqa: BLE001  (msgpack raises several kinds on garbage)
             raise Refused(f"request is neither JSON nor msgpack ({type(exc).__name__})") from None
-    return check_request_structure(request), use_json
+    return request, use_json
 
 
 def encode_reply(reply: dict, use_json: bool) -> bytes:
@@ -220,12 +221,14 @@ class ControlServer:
     def __init__(self, loop, *, endpoint: str = "tcp://127.0.0.1:5557", token: str | None = None,
                  kp_max: float = 1e5, kd_max: float = 1e4, frequency_max: float = 20.0, duration_max: float = 60.0,
                  apply_timeout: float = 1.0, allow_remote: bool = False, telemetry=None,
-                 context: zmq.Context | None = None, curve_secret_key=None, curve_clients=None):
+                 context: zmq.Context | None = None, curve_secret_key=None, curve_clients=None,
+                 token_source: str = "the caller"):
         from .auth import check_token
 
         self.loop = loop
         self._bind = check_endpoint(endpoint, allow_remote, "control endpoint")
         self.token = None if token is None else check_token(token, "control token")
+        self.token_source = token_source  # where the token came from, for the start-up message
         self._curve = None
         if curve_secret_key is not None or curve_clients is not None:
             self._curve = _curve_settings(curve_secret_key, curve_clients)
@@ -356,18 +359,11 @@ class ControlServer:
             self.malformed += 1
             return
         envelope, body = frames[:split + 1], frames[split + 1:]
-        use_json = False
-        try:
-            if len(body) != 1:
-                raise Refused(f"a request is one frame, got {len(body)}")
-            request, use_json = decode_request(body[0])
-            outcome = self.handle(request, deferred=True)
-        except Refused as exc:
+        if len(body) != 1:
             self.refused += 1
-            outcome = {"ok": False, "error": str(exc)}
-        except Exception as exc:  # noqa: BLE001  (the channel must survive anything)
-            self.refused += 1
-            outcome = {"ok": False, "error": f"internal error: {type(exc).__name__}"}
+            self._send(sock, envelope, {"ok": False, "error": f"a request is one frame, got {len(body)}"}, False)
+            return
+        outcome, use_json = self.handle_bytes(body[0], deferred=True)
         if isinstance(outcome, _Pending):
             outcome.envelope, outcome.use_json = envelope, use_json
             waiting.append(outcome)
@@ -394,12 +390,14 @@ class ControlServer:
             self._send(sock, pending.envelope, reply, pending.use_json)
 
     # -- requests --------------------------------------------------------------------------
-    def handle_bytes(self, raw: bytes):
-        """Decode, validate, apply (waiting for the loop); returns (reply dict, reply as JSON?). Never raises."""
+    def handle_bytes(self, raw: bytes, deferred: bool = False):
+        """Decode, validate, apply; returns (reply dict, reply as JSON?), or with ``deferred`` a
+        :class:`_Pending` for a change the loop has yet to apply instead of waiting for it. Never raises:
+        the channel must survive anything."""
         use_json = False
         try:
             request, use_json = decode_request(raw)
-            reply = self.handle(request)
+            reply = self.handle(request, deferred)
         except Refused as exc:
             self.refused += 1
             reply = {"ok": False, "error": str(exc)}

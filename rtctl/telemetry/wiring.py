@@ -28,8 +28,7 @@ def wire(loop, tel: dict, ctl: dict):
                                     curve_clients=ctl["curve_clients"] or None,
                                     kp_max=ctl["kp_max"], kd_max=ctl["kd_max"], frequency_max=ctl["frequency_max"],
                                     duration_max=ctl["duration_max"], allow_remote=ctl["allow_remote"],
-                                    telemetry=telemetry)
-            control.token_source = token_source
+                                    telemetry=telemetry, token_source=token_source)
             control.start()
     except (RuntimeError, ValueError) as exc:
         for part in (telemetry, control):
@@ -55,4 +54,4 @@ def describe(loop) -> None:
         print(f"rtctl: telemetry on {tel.endpoint} (schema v{SCHEMA_VERSION}){extra}", flush=True)
     if ctl is not None:
         print(f"rtctl: control channel on {ctl.endpoint} (status and estop open; other commands need the token "
-              f"from {getattr(ctl, 'token_source', 'the server')})", flush=True)
+              f"from {ctl.token_source})", flush=True)
