@@ -50,10 +50,10 @@ def _percentiles(samples_s: np.ndarray) -> tuple:
 
 def dynamixel_serial(seconds: float, rate_hz: float) -> Row:
     """Dynamixel Protocol 2.0 over a pty: 2 XM430-W350 servos, SYNC_READ + SYNC_WRITE per cycle."""
-    from drivers import create_driver
-    from hil.dynamixel_emulator import EmulatorProcess, hil_arm
-    from loops.controllers import create_controller
-    from loops.trajectories import create_trajectory
+    from rtctl.drivers import create_driver
+    from rtctl.hil.dynamixel_emulator import EmulatorProcess, hil_arm
+    from rtctl.loops.controllers import create_controller
+    from rtctl.loops.trajectories import create_trajectory
     from rtctl.dynamics import Dynamics
     from rtctl.rt.loop import ControlLoop
     from rtctl.safety import SafetyMonitor
@@ -87,11 +87,11 @@ def can_mit(seconds: float, rate_hz: float) -> Row:
     """
     import time
 
-    from drivers import create_driver
-    from hil.can_harness import BusServer, Emulator
-    from hil.can_robot import build_arm2
-    from loops.controllers import create_controller
-    from loops.trajectories import create_trajectory
+    from rtctl.drivers import create_driver
+    from rtctl.hil.can_harness import BusServer, Emulator
+    from rtctl.hil.can_robot import build_arm2
+    from rtctl.loops.controllers import create_controller
+    from rtctl.loops.trajectories import create_trajectory
     from rtctl.dynamics import Dynamics
     from rtctl.rt.interfaces import Command, RobotState
     from rtctl.rt.loop import ControlLoop

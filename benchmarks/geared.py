@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from rtctl.mechanisms.geared import brute_force_dynamics, grm3
+from rtctl.plants.geared.model import brute_force_dynamics, grm3
 
 
 def per_call(fn, states, repeat):

@@ -6,8 +6,8 @@ All rows run on the same random states (poses inside the workspace of both
 platforms, random rates and accelerations) in the same process:
 
 * one platform (the robot): the appendix's Gibbs-Appell leg forces
-  (:func:`rtctl.mechanisms._jaw_kernels.ga_inverse_dynamics`, and the checked
-  Python API :func:`rtctl.mechanisms.jaw.gibbs_appell_inverse_dynamics`) vs seed
+  (:func:`rtctl.plants.jaw.kernels.ga_inverse_dynamics`, and the checked
+  Python API :func:`rtctl.plants.jaw.model.gibbs_appell_inverse_dynamics`) vs seed
   001's generalized-momentum ones (``_stewart_kernels.inverse_dynamics`` and
   :meth:`StewartPlatform.inverse_dynamics`); the ratio GM / GA;
 * two platforms + patient: Gibbs-Appell (what the controllers use) vs
@@ -29,12 +29,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from loops.jaw import JawComputedTorque, JawFeedForwardPD
-from plants.jaw import JawPlant
+from rtctl.plants.jaw.control import JawComputedTorque, JawFeedForwardPD
+from rtctl.plants.jaw.plant import JawPlant
 from rtctl.dynamics import Dynamics
-from rtctl.mechanisms import _jaw_kernels as _jk
-from rtctl.mechanisms import _stewart_kernels as _sk
-from rtctl.mechanisms.jaw import JawRehabRobot, gibbs_appell_inverse_dynamics
+from rtctl.plants.jaw import kernels as _jk
+from rtctl.plants.stewart import kernels as _sk
+from rtctl.plants.jaw.model import JawRehabRobot, gibbs_appell_inverse_dynamics
 
 
 def per_call(fn, states, repeat):
@@ -164,7 +164,7 @@ def row_incisal_to_legs(ctx):
 
 
 def _cpg_in_transition():
-    from loops.cpg import ChewingCPG
+    from rtctl.loops.cpg import ChewingCPG
     cpg = ChewingCPG("normal")
     cpg.set_pattern("hard_food")  # every filter moving: the costliest step
     return cpg
@@ -177,7 +177,7 @@ def row_cpg_step(ctx):
 
 
 def row_cpg_trajectory(ctx):
-    from loops.cpg.trajectory import JawCPGTrajectory
+    from rtctl.plants.jaw.cpg_trajectory import JawCPGTrajectory
     traj = JawCPGTrajectory("normal")
     traj.cpg.apply(traj.cpg.check_request(pattern="hard_food"))
     q, qd, qdd = np.zeros(6), np.zeros(6), np.zeros(6)

@@ -3,7 +3,7 @@
 
 For the planar biped (9 DOF, walking) and the spatial quadruped (18 DOF,
 trotting), under the contact-aware feed-forward (FF, eq. 31) and
-computed-torque (CT, eqs. 33-37) controllers of :mod:`loops.legged` with the
+computed-torque (CT, eqs. 33-37) controllers of :mod:`rtctl.plants.legged.control` with the
 paper's gains (kp = 49, kd = 14), all measured in the same run:
 
 * time per q'': rtctl's O(n) articulated-module recursion (``aba``, UDU^T,
@@ -15,7 +15,7 @@ paper's gains (kp = 49, kd = 14), all measured in the same run:
   (median microseconds per call); "% impr." is the paper's
   ``(t_O(n^3) - t_O(n)) / t_O(n^3)``, "/pin" the ratio to Pinocchio.
 * wall time to simulate 1 s: the real-time mode (trajectory sample +
-  controller + :class:`plants.legged.LeggedPlant` fixed step: the quadruped
+  controller + :class:`rtctl.plants.legged.plant.LeggedPlant` fixed step: the quadruped
   at 1 kHz with 8 plant sub-steps, the biped at 10 kHz with 1, the rate its
   walk needs with the paper's gains) and the offline mode (the same
   closed loop, controller evaluated continuously, integrated by scipy's
@@ -48,10 +48,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import pinocchio as pin  # noqa: E402
 from oracle import Pair  # noqa: E402
 
-from loops.legged import BipedWalk, LeggedComputedTorque, LeggedFeedForwardPD, QuadrupedTrot  # noqa: E402
-from plants.legged import LeggedPlant  # noqa: E402
+from rtctl.plants.legged.control import BipedWalk, LeggedComputedTorque, LeggedFeedForwardPD, QuadrupedTrot  # noqa: E402
+from rtctl.plants.legged.plant import LeggedPlant  # noqa: E402
 from rtctl.dynamics import Dynamics, kernels  # noqa: E402
-from rtctl.mechanisms.legged import planar_biped, spatial_quadruped  # noqa: E402
+from rtctl.plants.legged.model import planar_biped, spatial_quadruped  # noqa: E402
 from rtctl.rt.interfaces import actuated_indices  # noqa: E402
 
 DT = 1e-3
@@ -59,7 +59,7 @@ KP, KD = 49.0, 14.0
 # Fixed-step settings per robot (from the sweep below, with margin).
 FIXED = {"biped": ("semi_implicit_euler", 1), "quadruped": ("semi_implicit_euler", 8)}
 # Control period of the walking loop: the biped's FF and CT laws with the paper's gains are stable only with a
-# fast loop (kd dt / I_foot < 2 at the ankles; see loops/legged.py), so it runs at 10 kHz as in its example.
+# fast loop (kd dt / I_foot < 2 at the ankles; see plants/legged/control.py), so it runs at 10 kHz as in its example.
 LOOP_DT = {"biped": 1e-4, "quadruped": 1e-3}
 ROBOTS = {"biped": (planar_biped, BipedWalk), "quadruped": (spatial_quadruped, QuadrupedTrot)}
 CONTROLLERS = {"FF": LeggedFeedForwardPD, "CT": LeggedComputedTorque}

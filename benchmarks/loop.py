@@ -91,7 +91,7 @@ def main(argv=None) -> int:
               f"{np.median(control):>13.1f}{np.percentile(control, 99):>13.1f}")
 
     cycles = int(args.seconds * 1000)
-    from rtctl.cli import DEMO_CONFIG
+    from rtctl.config import DEMO_CONFIG
     from rtctl.config import load_config
     cfg = load_config(DEMO_CONFIG)
     cfg["loop"]["realtime_priority"] = args.priority

@@ -18,7 +18,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rtctl.dynamics.constrained import constrained_forward_dynamics, projected_inverse_dynamics  # noqa: E402
-from rtctl.mechanisms import quadruped_tail as qt  # noqa: E402
+from rtctl.plants.quadruped_tail import model as qt  # noqa: E402
 
 
 def _time(fn, states, reps):

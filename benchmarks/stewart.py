@@ -29,8 +29,8 @@ import numpy as np
 
 from rtctl.dynamics import Dynamics
 from rtctl.dynamics.constrained import projected_inverse_dynamics
-from rtctl.mechanisms import _stewart_kernels as _k
-from rtctl.mechanisms.stewart import StewartPlatform
+from rtctl.plants.stewart import kernels as _k
+from rtctl.plants.stewart.model import StewartPlatform
 
 
 def per_call(fn, states, repeat):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rtctl.model import Model
-from rtctl.registry import Registry
+from rtctl.registry import DRIVERS
 from rtctl.rt.interfaces import Command, RobotState, actuated_indices
 from rtctl.rt.lifecycle import Lifecycle
 
@@ -103,9 +103,6 @@ class ActuatorDriver(Lifecycle, abc.ABC):
 
     def safe_stop(self) -> None:
         """Put the actuators in their own safe state now (zero torque); must not raise."""
-
-
-DRIVERS = Registry("driver backend", package="drivers")
 
 
 def register_driver(name: str):

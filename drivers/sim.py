@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from plants.base import Plant
+from rtctl.plants.base import Plant
 
 from .base import EFFORT_MODE, ActuatorDriver, register_driver
 from .transmission import Transmission

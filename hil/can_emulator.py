@@ -33,8 +33,8 @@ import time
 import can
 import numpy as np
 
-from drivers.can import cia402 as c4
-from drivers.can.mit import get_model, is_special, pack_reply, unpack_command
+from rtctl.drivers.can import cia402 as c4
+from rtctl.drivers.can.mit import get_model, is_special, pack_reply, unpack_command
 
 
 class PlantClock:
@@ -425,7 +425,7 @@ def run_in_thread(emulator, stop: threading.Event, timeout=0.005) -> threading.T
 
 
 def build_plant(robot: str, urdf: str | None, initial):
-    from hil.can_robot import build_arm2, make_plant
+    from rtctl.hil.can_robot import build_arm2, make_plant
     if urdf:
         from rtctl.model.urdf import load_urdf
         model = load_urdf(urdf)

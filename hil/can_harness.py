@@ -72,7 +72,7 @@ class Emulator:
     """An emulator process (``python -m hil.can_emulator ...``) on the server's bus."""
 
     def __init__(self, server: BusServer, protocol: str, ids, *args: str):
-        cmd = [sys.executable, "-m", "hil.can_emulator", "--protocol", protocol, "--channel", server.url,
+        cmd = [sys.executable, "-m", "rtctl.hil.can_emulator", "--protocol", protocol, "--channel", server.url,
                "--ids", *map(str, ids), *args]
         env = dict(os.environ)
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")

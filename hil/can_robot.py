@@ -53,5 +53,5 @@ def arm2_urdf() -> str:
 
 def make_plant(model, viscous: float = 0.05):
     """The emulators' plant: the rigid-body simulation of ``model`` with a little joint friction."""
-    from plants import create_plant
+    from rtctl.plants import create_plant
     return create_plant("rigid_body", model, integrator="rk4", viscous_friction=np.full(model.nv, viscous))

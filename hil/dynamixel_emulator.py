@@ -57,8 +57,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from drivers.dynamixel import protocol as P  # noqa: E402
-from drivers.dynamixel.control_table import (CURRENT_CONTROL, EEPROM, ServoModel)  # noqa: E402
+from rtctl.drivers.dynamixel import protocol as P  # noqa: E402
+from rtctl.drivers.dynamixel.control_table import (CURRENT_CONTROL, EEPROM, ServoModel)  # noqa: E402
 
 READ_ONLY = {"model_number", "model_information", "firmware_version", "registered_instruction",
              "hardware_error_status", "realtime_tick", "moving", "moving_status", "present_pwm",
@@ -149,7 +149,7 @@ class ServoChain:
     def __init__(self, model, ids=None, servo_model: str = "XM430-W350", viscous_friction: float = 0.02,
                  initial=None, dt: float = 5e-4, drop_rate: float = 0.0, corrupt_rate: float = 0.0,
                  delay_sync_read: int = 0, delay_ms: float = 0.0, seed: int = 0):
-        from plants import create_plant
+        from rtctl.plants import create_plant
         from rtctl.rt.interfaces import actuated_indices
         self.model = model
         q_idx, v_idx, _ = actuated_indices(model)
@@ -410,7 +410,7 @@ class EmulatorProcess:
     """Start ``python -m hil.dynamixel_emulator`` and wait for its port; ``stop()`` returns its STATS."""
 
     def __init__(self, *args: str, startup_timeout: float = 120.0):
-        self.proc = subprocess.Popen([sys.executable, "-m", "hil.dynamixel_emulator", *args], cwd=str(ROOT),
+        self.proc = subprocess.Popen([sys.executable, "-m", "rtctl.hil.dynamixel_emulator", *args], cwd=str(ROOT),
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + startup_timeout
         self.port = None

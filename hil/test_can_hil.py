@@ -9,11 +9,11 @@ without trip or fault.
 import numpy as np
 import pytest
 
-from drivers import create_driver
-from hil.can_harness import BusServer, Emulator
-from hil.can_robot import arm2_urdf, build_arm2
-from loops.controllers import create_controller
-from loops.trajectories import create_trajectory
+from rtctl.drivers import create_driver
+from rtctl.hil.can_harness import BusServer, Emulator
+from rtctl.hil.can_robot import arm2_urdf, build_arm2
+from rtctl.loops.controllers import create_controller
+from rtctl.loops.trajectories import create_trajectory
 from rtctl.config import build, validate
 from rtctl.dynamics import Dynamics
 from rtctl.rt.loop import ControlLoop

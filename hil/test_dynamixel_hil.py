@@ -14,10 +14,10 @@ import time
 
 import numpy as np
 
-from drivers import create_driver
-from hil.dynamixel_emulator import EmulatorProcess, hil_arm
-from loops.controllers import create_controller
-from loops.trajectories import create_trajectory
+from rtctl.drivers import create_driver
+from rtctl.hil.dynamixel_emulator import EmulatorProcess, hil_arm
+from rtctl.loops.controllers import create_controller
+from rtctl.loops.trajectories import create_trajectory
 from rtctl.dynamics import Dynamics
 from rtctl.rt.loop import ControlLoop
 from rtctl.safety import SafetyMonitor

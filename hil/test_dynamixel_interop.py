@@ -2,7 +2,7 @@
 import dynamixel_sdk as sdk
 import pytest
 
-from hil.dynamixel_emulator import EmulatorProcess
+from rtctl.hil.dynamixel_emulator import EmulatorProcess
 
 
 @pytest.fixture(scope="module")

@@ -45,11 +45,11 @@ from numba.core.errors import NumbaPendingDeprecationWarning
 from rtctl.dynamics import Dynamics
 from rtctl.dynamics import kernels as _k
 from rtctl.dynamics.kernels import all_finite, floating_base_rnea, model_sizes, rnea
-from rtctl.registry import Registry
+from rtctl.registry import CONTROLLERS
 
 from .base import Controller
 
-__all__ = ["CONTROLLER_KINDS", "PD", "ComputedTorque", "FeedForwardPD", "FloatingBaseComputedTorque", "PDGravity",
+__all__ = ["PD", "ComputedTorque", "FeedForwardPD", "FloatingBaseComputedTorque", "PDGravity",
            "create_controller"]
 
 # Lists reach a compiled step only to be rejected there and converted on the slow path
@@ -346,12 +346,10 @@ class PD(_CompiledController):
     mode = MODE_PD
 
 
-CONTROLLERS = Registry("controller kind")
 for _cls in (FeedForwardPD, ComputedTorque, FloatingBaseComputedTorque, PDGravity, PD):
     CONTROLLERS.register(_cls.name)(_cls)
-CONTROLLER_KINDS = CONTROLLERS.classes
 
 
 def create_controller(kind: str, dyn: Dynamics, **gains) -> Controller:
-    """Build a controller by name (a key of :data:`CONTROLLER_KINDS`) with gains ``kp`` and optional ``kd``."""
+    """Build a controller by name (:data:`rtctl.registry.CONTROLLERS`) with gains ``kp`` and optional ``kd``."""
     return CONTROLLERS.create(kind, dyn, **gains)

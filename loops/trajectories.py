@@ -25,12 +25,12 @@ import math
 import numpy as np
 from numba import njit
 
-from rtctl.registry import Registry
+from rtctl.registry import TRAJECTORIES
 from rtctl.safety import MIN_JERK_PEAK_VELOCITY
 
 from .base import Trajectory
 
-__all__ = ["TRAJECTORY_KINDS", "CubicSplineTrajectory", "MinimumJerk", "Sinusoid", "create_trajectory"]
+__all__ = ["CubicSplineTrajectory", "MinimumJerk", "Sinusoid", "create_trajectory"]
 
 # Kernel status codes (0 = OK). 1..3: q, qd, qdd has the wrong length; 4: t is not finite.
 _OK, _BAD_T = 0, 4
@@ -318,10 +318,8 @@ class Sinusoid(_CompiledTrajectory):
         return f"Sinusoid(n={self.n})"
 
 
-TRAJECTORIES = Registry("trajectory kind")
 for _name, _cls in (("min_jerk", MinimumJerk), ("spline", CubicSplineTrajectory), ("sinusoid", Sinusoid)):
     TRAJECTORIES.register(_name)(_cls)
-TRAJECTORY_KINDS = TRAJECTORIES.classes
 
 
 def create_trajectory(kind: str, **params) -> Trajectory:

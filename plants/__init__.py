@@ -1,17 +1,16 @@
-"""Simulated robots (plants), one module per system.
+"""Simulated robots, one folder per system (model, plant, controllers, configs, plots together).
 
-Importing the package registers the bundled plants with :func:`create_plant`:
+* :mod:`rtctl.plants.rigid_body` -- ``"rigid_body"``: any rtctl model's rigid-body dynamics
+  with joint friction and end stops (URDF robots such as the bundled ``arm7``).
+* :mod:`rtctl.plants.quadruped_tail` -- seed 000, quadruped with a robotic tail (virtual work).
+* :mod:`rtctl.plants.stewart` -- seed 001, Stewart platform (generalized momentum).
+* :mod:`rtctl.plants.geared` -- seed 002, geared robotic mechanisms (virtual link).
+* :mod:`rtctl.plants.jaw` -- seed 003, jaw-rehabilitation robot (Gibbs-Appell) and its CPG.
+* :mod:`rtctl.plants.legged` -- seed 004, legged robots (modular DeNOC) on a compliant ground.
 
-* ``"rigid_body"`` -- :class:`~plants.rigid_body.RigidBodyPlant`, any rtctl
-  model's rigid-body dynamics with joint friction (RK4 or semi-implicit Euler).
+Components are found by name through :mod:`rtctl.registry`; importing this package imports none
+of the robots.
 """
 from .base import Plant, create_plant, register_plant
-from . import rigid_body
-from .rigid_body import RigidBodyPlant
-from . import stewart  # noqa: F401  registers "stewart" (seed 001's Stewart platform)
-from . import geared  # noqa: F401  registers "geared" (seed 002's geared robotic mechanisms)
-from . import quadruped_tail  # noqa: F401  registers "quadruped_tail" (seed 000's quadruped with a tail)
-from . import jaw  # noqa: F401  registers "jaw" (seed 003's jaw-rehabilitation robot with the jaw model)
-from . import legged  # noqa: F401  registers "legged" (seed 004's legged robots on a compliant ground)
 
-__all__ = ["Plant", "create_plant", "register_plant", "RigidBodyPlant", "rigid_body"]
+__all__ = ["Plant", "create_plant", "register_plant"]

@@ -15,7 +15,7 @@ import numbers
 import numpy as np
 
 from rtctl.model import Model, inertia_scale_factor, payload_mass, payload_offset
-from rtctl.registry import Registry
+from rtctl.registry import PLANTS
 
 
 class Plant(abc.ABC):
@@ -97,9 +97,6 @@ def mechanism_with_model_errors(mechanism, plant: str, body: str, mass_scale, pa
                          f"payload_offset={offset!r}")
     return mechanism.with_inertia_scaled(scale).with_payload(payload["payload_mass"]), dict(mass_scale=scale,
                                                                                            **payload)
-
-
-PLANTS = Registry("plant", package="plants")
 
 
 def register_plant(name: str):

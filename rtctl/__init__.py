@@ -17,12 +17,16 @@ import sys
 import time
 from pathlib import Path
 
+from . import _source_tree
+
+_source_tree.install(Path(__file__).resolve().parent)
+
 MODELS_DIR = Path(__file__).parent / "data" / "models"
 
 # numba's on-disk cache is pickled: whoever can write a cache file can run code in every process that
 # loads it. rtctl's cache therefore lives only in a directory no other user can write to (see
 # _private_dir); when there is none, rtctl's kernels run uncached (compiled at every start).
-_CACHE_PACKAGES = ("rtctl", "drivers", "plants", "loops")
+_SOURCE_FOLDERS = ("rtctl", "drivers", "plants", "loops", "hil")  # installed: all inside rtctl/
 _CACHE_PRUNE_AGE_S = 24 * 3600.0   # numba-<hash> siblings of the current one unused this long are removed
 _WRITE_BY_OTHERS = stat.S_IWGRP | stat.S_IWOTH
 
@@ -40,7 +44,7 @@ def _source_digest() -> str:
     """
     root = Path(__file__).resolve().parent.parent
     digest = hashlib.sha1(__version__.encode())
-    for package in _CACHE_PACKAGES:
+    for package in _SOURCE_FOLDERS:
         for path in sorted((root / package).rglob("*.py")):
             digest.update(str(path.relative_to(root)).encode())
             digest.update(path.read_bytes())
@@ -177,7 +181,7 @@ def _run_uncached(numba, reason: str) -> None:
     if original is not None and not getattr(original, "_rtctl_uncached", False):
         def enable_caching(self):
             module = getattr(self.py_func, "__module__", None) or ""
-            if module.partition(".")[0] not in _CACHE_PACKAGES:
+            if module.partition(".")[0] != "rtctl":
                 original(self)
 
         enable_caching._rtctl_uncached = True

@@ -24,8 +24,6 @@ def _cmd_info(args) -> int:
     return 0
 
 
-DEMO_CONFIG = Path(__file__).parent / "data" / "configs" / "demo.toml"
-
 EXIT_OK, EXIT_USAGE, EXIT_TRIPPED, EXIT_OPERATOR_STOP = 0, 2, 3, 4
 
 
@@ -61,6 +59,8 @@ def _run_config(path, duration: float | None, pace: bool | None) -> int:
 
 
 def _cmd_demo(args) -> int:
+    from .config import DEMO_CONFIG
+
     return _run_config(DEMO_CONFIG, args.duration, False if args.offline else None)
 
 
@@ -69,9 +69,10 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_jaw_session(args) -> int:
-    from loops.cpg.session import run_session
+    from .config import session_loop
+    from .plants.jaw.session import run_session
 
-    result = run_session(args.config, args.out, duration=args.duration)
+    result = run_session(*session_loop(args.config, args.duration), args.out)
     print(result.report.format())
     print()
     print(result.format())

@@ -29,6 +29,9 @@ import numpy as np
 from . import bundled_model_path
 
 
+DEMO_CONFIG = Path(__file__).parent / "data" / "configs" / "demo.toml"
+
+
 class ConfigError(ValueError):
     """A configuration problem; the message names the file, section and key."""
 
@@ -133,7 +136,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "leg_compensation": Key("bool", None),
         "foot_width": Key("float", None, low=0.0),
     },
-    "patient": {  # jaw plant: the patient's impedance about the rest pose (rtctl.mechanisms.jaw.PatientImpedance)
+    "patient": {  # jaw plant: the patient's impedance about the rest pose (rtctl.plants.jaw.model.PatientImpedance)
         "stiffness": Key("floats", None, low=0.0),      # 6: N/m (x, y, z), N m/rad (psi, theta, phi)
         "damping": Key("floats", None, low=0.0),        # 6: N s/m, N m s/rad
         "bolus_force": Key("float", None, low=0.0),     # N, resisting closing inside bolus_band
@@ -336,6 +339,21 @@ def load_config(path: str | Path) -> dict:
     return cfg
 
 
+def bundled_config_path(name: str) -> Path:
+    """A run config shipped with rtctl by name (``"demo"``, or a robot folder's ``"stewart"``,
+    ``"jaw"``, ``"legged_biped"``, ...): ``rtctl/data/configs/NAME.toml`` or ``rtctl/plants/*/NAME.toml``."""
+    from . import plants
+
+    candidates = [DEMO_CONFIG.parent / f"{name}.toml",
+                  *sorted(Path(plants.__file__).parent.glob(f"*/{name}.toml"))]
+    for path in candidates:
+        if path.is_file():
+            return path
+    known = sorted({p.stem for p in DEMO_CONFIG.parent.glob("*.toml")} |
+                   {p.stem for p in Path(plants.__file__).parent.glob("*/*.toml")})
+    raise FileNotFoundError(f"no bundled config {name!r}; bundled configs: {known}")
+
+
 def _resolve_model_path(spec: str, base_dir: str | None) -> Path:
     candidate = Path(spec)
     if not candidate.is_absolute() and base_dir is not None:
@@ -388,10 +406,10 @@ def _check_motion_against_limits(safety, plant_cfg: dict, traj: dict, trajectory
 
 def build(cfg: dict):
     """Assemble model, plant, driver, controller, trajectory, safety and loop; return the loop."""
-    from drivers import Transmission, create_driver
-    from loops.controllers import create_controller
-    from loops.trajectories import create_trajectory
-    from plants import create_plant
+    from rtctl.drivers import Transmission, create_driver
+    from rtctl.loops.controllers import create_controller
+    from rtctl.loops.trajectories import create_trajectory
+    from rtctl.plants import create_plant
 
     from .dynamics import Dynamics
     from .model import ModelError
@@ -407,15 +425,9 @@ def build(cfg: dict):
                                                      "loop", "safety"))
     base = None if robot["floating_base"] == "fixed" else robot["floating_base"]
     try:
-        from .mechanisms import ACTUATOR_MODELS, actuator_model
-        from .mechanisms.geared import GEARED_MODELS  # built-in geared mechanisms: the virtual EOLC model
-        from .mechanisms.legged import LEGGED_ROBOTS  # built-in legged robots: the full floating-base tree
-        if robot["model"] in LEGGED_ROBOTS:
-            model, plant_model = LEGGED_ROBOTS[robot["model"]]().model, LEGGED_ROBOTS[robot["model"]]().model
-        elif robot["model"] in GEARED_MODELS:
-            model, plant_model = GEARED_MODELS[robot["model"]](), GEARED_MODELS[robot["model"]]()
-        elif robot["model"] in ACTUATOR_MODELS:  # built-in closed chain: the loop runs on its actuator-space model
-            model, plant_model = actuator_model(robot["model"]), actuator_model(robot["model"])
+        from .registry import ROBOTS
+        if robot["model"] in ROBOTS.names():  # a named robot model (rtctl.registry.ROBOTS)
+            model, plant_model = ROBOTS.get(robot["model"])(), ROBOTS.get(robot["model"])()
         else:
             path = _resolve_model_path(robot["model"], cfg.get("_dir"))
             model = load_urdf(path, base)
@@ -453,7 +465,7 @@ def build(cfg: dict):
     if patient and plant_cfg["type"] != "jaw":
         raise ConfigError(f"{src}: [patient] applies to plant type 'jaw' only")
     if patient:
-        from .mechanisms.jaw import PatientImpedance
+        from .plants.jaw.model import PatientImpedance
         wrap("patient", lambda: PatientImpedance().replace(**patient))
     extra.update(patient)
     if plant_cfg["type"] == "legged":
@@ -482,7 +494,7 @@ def build(cfg: dict):
             transmission=transmission, read_timeout=drv["read_timeout"], retries=drv["retries"],
             max_failed_cycles=drv["max_failed_cycles"]))
     elif drv["backend"] in ("can_mit", "cia402"):
-        from drivers.can import driver_from_config
+        from rtctl.drivers.can import driver_from_config
         driver = wrap("driver", lambda: driver_from_config(drv, model, transmission, src))
     else:
         driver = None
@@ -558,3 +570,13 @@ def build(cfg: dict):
         except Refused as exc:
             raise ConfigError(f"{src}: {exc}") from None
     return control_loop
+
+
+def session_loop(config, duration: float | None = None):
+    """``(loop, cfg)`` of a config (path or validated dict) built to run offline (``pace`` off) for
+    ``duration`` seconds (default: its own), as the jaw session records it."""
+    cfg = load_config(config) if not isinstance(config, dict) else config
+    if duration is not None:
+        cfg["loop"]["duration"] = duration
+    cfg["loop"]["pace"] = False
+    return build(cfg), cfg

@@ -9,11 +9,11 @@ import canopen
 import numpy as np
 import pytest
 
-from drivers import Transmission, create_driver
-from drivers.can.cia402 import (CW_DISABLE_VOLTAGE, CW_FAULT_RESET, CW_SHUTDOWN, CW_SWITCH_ON, drive_object_dictionary,
+from rtctl.drivers import Transmission, create_driver
+from rtctl.drivers.can.cia402 import (CW_DISABLE_VOLTAGE, CW_FAULT_RESET, CW_SHUTDOWN, CW_SWITCH_ON, drive_object_dictionary,
                                 next_controlword, state_of)
-from hil.can_emulator import Cia402Emulator, run_in_thread
-from hil.can_robot import build_arm2, make_plant
+from rtctl.hil.can_emulator import Cia402Emulator, run_in_thread
+from rtctl.hil.can_robot import build_arm2, make_plant
 from rtctl.rt.interfaces import Command, RobotState
 
 

@@ -7,11 +7,11 @@ import can
 import numpy as np
 import pytest
 
-from drivers.can.mit import (ENTER_MOTOR_MODE, EXIT_MOTOR_MODE, MODELS, ZERO_POSITION, float_to_uint, is_special,
+from rtctl.drivers.can.mit import (ENTER_MOTOR_MODE, EXIT_MOTOR_MODE, MODELS, ZERO_POSITION, float_to_uint, is_special,
                              pack_command, pack_reply, unpack_command, unpack_reply)
-from drivers import create_driver
-from hil.can_emulator import MitEmulator, run_in_thread
-from hil.can_robot import build_arm2, make_plant
+from rtctl.drivers import create_driver
+from rtctl.hil.can_emulator import MitEmulator, run_in_thread
+from rtctl.hil.can_robot import build_arm2, make_plant
 from rtctl.rt.interfaces import Command, RobotState
 
 AK80 = MODELS["AK80-9"]

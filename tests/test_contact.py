@@ -18,7 +18,7 @@ from rtctl.dynamics import Dynamics
 from rtctl.dynamics.contact import (NPARAMS, P_DAMPING, P_FRICTION, P_GROUND_HEIGHT, P_HUNT_CROSSLEY,
                                     P_SLIP_VELOCITY, P_STATIC_FRICTION, P_STIFFNESS, P_VISCOUS_FRICTION,
                                     ContactModel, check_contact_points, compute_contact)
-from rtctl.mechanisms.legged import planar_biped, spatial_quadruped
+from rtctl.plants.legged.model import planar_biped, spatial_quadruped
 from rtctl.model import ModelBuilder
 
 

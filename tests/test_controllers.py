@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import rtctl
-from loops import (
-    CONTROLLER_KINDS,
+from rtctl.registry import CONTROLLERS
+from rtctl.loops import (
     PD,
     ComputedTorque,
     Controller,
@@ -41,7 +41,7 @@ Q_GOAL = Q_START + np.array([0.8, 0.6, -0.7, 0.9, -1.0, 0.5, 1.0])
 
 # The joint-space laws of loops.controllers; mechanism-specific controllers (Stewart, geared,
 # quadruped with tail) register in the same registry and are tested with their mechanisms.
-GENERIC_KINDS = {k: c for k, c in CONTROLLER_KINDS.items() if c.__module__ == "loops.controllers"}
+GENERIC_KINDS = {k: c for k, c in CONTROLLERS.all().items() if c.__module__ == "rtctl.loops.controllers"}
 
 def arm7(mass_scale=1.0):
     """arm7, optionally with every body's mass and inertia scaled (a wrong model for the controller)."""
@@ -302,7 +302,7 @@ def test_create_controller():
         else:
             ctrl = create_controller(kind, dyn, kp=100.0, kd=5.0)
         assert type(ctrl) is cls and ctrl.name == kind
-    with pytest.raises(ValueError, match="unknown controller kind 'lqr'.*computed_torque"):
+    with pytest.raises(ValueError, match="unknown controller 'lqr'.*computed_torque"):
         create_controller("lqr", dyn, kp=1.0)
     with pytest.raises(ValueError, match="'pd'.*kp"):
         create_controller("pd", dyn)
@@ -373,7 +373,7 @@ NRT_SCRIPT = textwrap.dedent("""
     from rtctl import bundled_model_path
     from rtctl.dynamics import Dynamics
     from rtctl.model.urdf import load_urdf
-    from loops import controllers as lc
+    from rtctl.loops import controllers as lc
 
     @njit
     def cycles(n, modes, mi, mf, ws, index, kp, kd, work, block, q, v, q_d, qd_d, qdd_d, effort):

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loops.cpg import (
+from rtctl.loops.cpg import (
     ChewingCPG, ChewingPattern, PatternFileError, Refused, TherapistLimits, cpg_step, fourier_coefficients,
     learn_cycle, learn_pattern, load_pattern, save_pattern, shipped_patterns,
 )
-from loops.cpg.patterns import REFERENCE_CYCLES, build_reference_pattern, reference_samples, teardrop_cycle
+from rtctl.loops.cpg.patterns import REFERENCE_CYCLES, build_reference_pattern, reference_samples, teardrop_cycle
 
 from allocation_counter import run_with_allocation_counters
 
@@ -470,7 +470,7 @@ ALLOC_SCRIPT = textwrap.dedent("""
     import numpy as np
     from numba import njit
     from numba.core.runtime import rtsys
-    from loops.cpg import ChewingCPG, cpg_step
+    from rtctl.loops.cpg import ChewingCPG, cpg_step
 
     @njit
     def cycles(n, dt, st, coef, out):

@@ -8,8 +8,8 @@ by exactly one cycle, and the registry refuses unknown backends by name.
 import numpy as np
 import pytest
 
-from drivers import SimDriver, Transmission, create_driver
-from plants import create_plant
+from rtctl.drivers import SimDriver, Transmission, create_driver
+from rtctl.plants import create_plant
 from rtctl import bundled_model_path
 from rtctl.model.urdf import load_urdf
 from rtctl.rt.interfaces import Command, RobotState

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import dynamixel_sdk as sdk
-from drivers import create_driver
-from drivers.dynamixel import MODELS, DynamixelDriver, ServoModel
-from drivers.dynamixel import protocol as P
-from hil.dynamixel_emulator import ServoChain, hil_arm
+from rtctl.drivers import create_driver
+from rtctl.drivers.dynamixel import MODELS, DynamixelDriver, ServoModel
+from rtctl.drivers.dynamixel import protocol as P
+from rtctl.hil.dynamixel_emulator import ServoChain, hil_arm
 
 # (our packet, e-manual bytes)
 EMANUAL = [

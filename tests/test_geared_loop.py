@@ -3,10 +3,10 @@ from pathlib import Path
 
 import numpy as np
 
-from rtctl.config import build, load_config
-from rtctl.mechanisms.geared import grm3
+from rtctl.config import build, load_config, bundled_config_path
+from rtctl.plants.geared.model import grm3
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "geared.toml"
+EXAMPLE = bundled_config_path("geared")
 
 
 def run(controller, gs=None, duration=2.0):
@@ -15,7 +15,7 @@ def run(controller, gs=None, duration=2.0):
     cfg["loop"]["pace"] = False
     loop = build(cfg)
     if gs is not None:
-        from loops.geared import GearedComputedTorque
+        from rtctl.plants.geared.control import GearedComputedTorque
         loop.controller = GearedComputedTorque(loop.controller.dyn, kp=400.0, gs=gs)
     rep = loop.run(duration=duration)
     assert not rep.tripped, rep.trip_reason
@@ -28,7 +28,7 @@ def test_example_coupling_is_A_transpose():
 
 
 def test_plant_matches_virtual_link_forward_dynamics():
-    from plants.geared import GearedPlant
+    from rtctl.plants.geared.plant import GearedPlant
     mech = grm3()
     plant = GearedPlant(mech.virtual_model("grm3"))
     d = mech.dynamics()

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from rtctl.dynamics import Dynamics
-from rtctl.mechanisms.geared import (GRM3_PARAMETERS, GearedMechanism, GearedMechanismError, brute_force_dynamics, grm3, grm3_ratios)
+from rtctl.plants.geared.model import (GRM3_PARAMETERS, GearedMechanism, GearedMechanismError, brute_force_dynamics, grm3, grm3_ratios)
 
 RNG = np.random.default_rng(2024)
 

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from loops.cpg.trajectory import JawCPGTrajectory
+from rtctl.plants.jaw.cpg_trajectory import JawCPGTrajectory
 from rtctl.cli import main
-from rtctl.config import ConfigError, build, load_config
+from rtctl.config import ConfigError, build, load_config, bundled_config_path
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "jaw.toml"
+EXAMPLE = bundled_config_path("jaw")
 DT = 1e-3
 
 
@@ -116,11 +116,12 @@ def test_bad_jaw_config_values_are_named(tmp_path):
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory):
-    from loops.cpg.session import run_session
+    from rtctl.config import session_loop
+    from rtctl.plants.jaw.session import run_session
     cfg = load_config(EXAMPLE)
     cfg["schedule"][0]["t"] = 5.0
     cfg["schedule"][1]["t"] = 9.0
-    return run_session(cfg, tmp_path_factory.mktemp("jaw"), duration=12.0)
+    return run_session(*session_loop(cfg, duration=12.0), tmp_path_factory.mktemp("jaw"))
 
 
 def test_closed_loop_session_tracks_through_the_changes(session):

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 from rtctl.dynamics import Dynamics
-from rtctl.mechanisms import _jaw_kernels as _jk
-from rtctl.mechanisms.jaw import (HINGE_RADIUS, INCISAL_POINT, JAW_PARAMETERS, REST_POSE, ROBOT_PARAMETERS,
+from rtctl.plants.jaw import kernels as _jk
+from rtctl.plants.jaw.model import (HINGE_RADIUS, INCISAL_POINT, JAW_PARAMETERS, REST_POSE, ROBOT_PARAMETERS,
                                   SKULL_HEIGHT, STATUS_REASONS, JawRehabRobot, PatientImpedance,
                                   gibbs_appell_inverse_dynamics, gibbs_appell_reference, gibbs_appell_wrench,
                                   tsai_leg_frame)
-from rtctl.mechanisms.stewart import StewartPlatform
+from rtctl.plants.stewart.model import StewartPlatform
 
 E = np.diag([1.0, -1.0, -1.0, 1.0, -1.0, -1.0])
 S = np.diag([1.0, -1.0, -1.0, -1.0, -1.0, 1.0])

@@ -10,16 +10,16 @@ import textwrap
 import numpy as np
 import pytest
 
-from drivers.sim import SimDriver
-from loops.base import Trajectory
-from loops.controllers import CONTROLLERS
-from loops.jaw import JawComputedTorque, JawFeedForwardPD
-from plants import create_plant
-from plants.jaw import JawPlant
+from rtctl.drivers.sim import SimDriver
+from rtctl.loops.base import Trajectory
+from rtctl.loops.controllers import CONTROLLERS
+from rtctl.plants.jaw.control import JawComputedTorque, JawFeedForwardPD
+from rtctl.plants import create_plant
+from rtctl.plants.jaw.plant import JawPlant
 from rtctl.config import validate
 from rtctl.dynamics import Dynamics
-from rtctl.mechanisms import actuator_model
-from rtctl.mechanisms.jaw import REST_POSE, JawRehabRobot, PatientImpedance
+from rtctl.registry import robot_model as actuator_model
+from rtctl.plants.jaw.model import REST_POSE, JawRehabRobot, PatientImpedance
 from rtctl.rt.loop import ControlLoop
 from rtctl.safety import SafetyMonitor
 
@@ -279,8 +279,8 @@ ALLOC_SCRIPT = textwrap.dedent("""
     import numpy as np
     from numba import njit
     from numba.core.runtime import rtsys
-    from rtctl.mechanisms import _jaw_kernels as jk
-    from rtctl.mechanisms.jaw import JawRehabRobot, PatientImpedance
+    from rtctl.plants.jaw import kernels as jk
+    from rtctl.plants.jaw.model import JawRehabRobot, PatientImpedance
 
     @njit
     def cycles(n, pts2, P, S, C, W, V, io, t6):

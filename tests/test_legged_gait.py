@@ -1,4 +1,4 @@
-"""Gait synthesis (seed 004 Appendix B) and leg inverse kinematics (Fig. 11) of loops/legged.py."""
+"""Gait synthesis (seed 004 Appendix B) and leg inverse kinematics (Fig. 11) of plants/legged/control.py."""
 from __future__ import annotations
 
 import math
@@ -7,10 +7,10 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from loops.legged import BipedGait, BipedWalk, QuadrupedGait, QuadrupedTrot, ipm_initial_state
-from loops.trajectories import create_trajectory
+from rtctl.plants.legged.control import BipedGait, BipedWalk, QuadrupedGait, QuadrupedTrot, ipm_initial_state
+from rtctl.loops.trajectories import create_trajectory
 from rtctl.dynamics import Dynamics
-from rtctl.mechanisms.legged import QUADRUPED_LEGS, planar_biped, spatial_quadruped
+from rtctl.plants.legged.model import QUADRUPED_LEGS, planar_biped, spatial_quadruped
 
 G = 9.81
 
@@ -220,8 +220,8 @@ def test_bad_inputs_raise_value_errors_naming_the_problem():
 def test_legged_controllers_take_any_numeric_vectors_on_their_slow_path():
     """Lists and float32 give the same efforts as float64 arrays; a bad effort buffer is named."""
     from rtctl.dynamics import Dynamics
-    from rtctl.mechanisms.legged import planar_biped
-    from loops.legged import BipedWalk, LeggedComputedTorque, LeggedFeedForwardPD
+    from rtctl.plants.legged.model import planar_biped
+    from rtctl.plants.legged.control import BipedWalk, LeggedComputedTorque, LeggedFeedForwardPD
     robot = planar_biped()
     traj = BipedWalk(robot=robot)
     q, v = traj.initial_state()[:2]

@@ -8,8 +8,8 @@ import pytest
 
 import rtctl
 from rtctl.dynamics import Dynamics
-from rtctl.mechanisms import actuator_model
-from rtctl.mechanisms.legged import LEGGED_ROBOTS, planar_biped, spatial_quadruped
+from rtctl.registry import robot_model as actuator_model
+from rtctl.plants.legged.model import LEGGED_ROBOTS, planar_biped, spatial_quadruped
 from rtctl.model import ModelBuilder
 from rtctl.model.urdf import load_urdf
 from rtctl.rt.interfaces import actuated_indices

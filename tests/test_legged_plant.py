@@ -1,4 +1,4 @@
-"""Physical and numerical truths of the legged plant (plants/legged.py) on the compliant ground.
+"""Physical and numerical truths of the legged plant (plants/legged/plant.py) on the compliant ground.
 
 * standing still, the summed vertical ground reaction equals the weight within 1 %: a box on its corners,
   the planar biped on both feet and the spatial quadruped on four feet (joints held by a 1 kHz PD), with
@@ -20,10 +20,10 @@ import textwrap
 import numpy as np
 import pytest
 
-from plants import create_plant
-from plants.legged import LeggedPlant
+from rtctl.plants import create_plant
+from rtctl.plants.legged.plant import LeggedPlant
 from rtctl.dynamics.contact import ContactModel
-from rtctl.mechanisms.legged import planar_biped, spatial_quadruped
+from rtctl.plants.legged.model import planar_biped, spatial_quadruped
 from rtctl.model import ModelBuilder
 from rtctl.rt.interfaces import actuated_indices
 
@@ -290,10 +290,10 @@ ALLOCATION_SCRIPT = textwrap.dedent("""
     import numpy as np
     from numba import njit
     from numba.core.runtime import rtsys
-    from plants.legged import LeggedPlant, _step
-    from plants.rigid_body import RK4, SEMI_IMPLICIT_EULER
+    from rtctl.plants.legged.plant import LeggedPlant, _step
+    from rtctl.plants.rigid_body import RK4, SEMI_IMPLICIT_EULER
     from rtctl.dynamics.contact import contact_wrenches
-    from rtctl.mechanisms.legged import planar_biped
+    from rtctl.plants.legged.model import planar_biped
 
     @njit
     def cycles(n, mi, mf, ws, q, v, effort, method, viscous, coulomb, work, contact, energy, f_ext):

@@ -13,13 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from loops.legged import LeggedComputedTorque, LeggedFeedForwardPD, run_walk, run_walk_offline
-from rtctl.config import build, load_config
+from rtctl.plants.legged.control import LeggedComputedTorque, LeggedFeedForwardPD, run_walk, run_walk_offline
+from rtctl.config import build, load_config, bundled_config_path
 from rtctl.dynamics import Dynamics
 from rtctl.dynamics.contact import ContactModel, compute_contact
-from rtctl.mechanisms.legged import planar_biped, spatial_quadruped
+from rtctl.plants.legged.model import planar_biped, spatial_quadruped
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 BIPED_T, QUAD_T = 12.0, 5.0
 
 
@@ -216,7 +215,7 @@ def test_feed_forward_is_the_underactuated_inverse_dynamics_with_ground_forces_p
 
 def test_generic_floating_base_computed_torque_runs_on_the_planar_base():
     """The existing eqs. 33-37 controller finds the 3-DOF planar base; in flight the joints follow alpha."""
-    from loops.controllers import FloatingBaseComputedTorque
+    from rtctl.loops.controllers import FloatingBaseComputedTorque
 
     robot = planar_biped()
     dyn = Dynamics(robot.model)
@@ -263,7 +262,7 @@ def test_legged_controllers_allocate_nothing_and_reject_bad_input():
 # -- configuration ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name, nq", [("legged_biped.toml", 9), ("legged_quadruped.toml", 18)])
 def test_example_configs_build_and_run(name, nq):
-    cfg = load_config(EXAMPLES / name)
+    cfg = load_config(bundled_config_path(name.removesuffix(".toml")))
     cfg["loop"]["duration"] = 0.3
     loop = build(cfg)
     plant = loop.driver.plant

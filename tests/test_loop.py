@@ -15,7 +15,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from loops.trajectories import create_trajectory
+from rtctl.loops.trajectories import create_trajectory
 from rtctl.config import ConfigError, build, validate
 
 GOAL = [0.6, 0.5, -0.4, -1.0, 0.5, 0.6, 0.3]

@@ -18,11 +18,11 @@ import pytest
 
 import rtctl
 
-from plants import create_plant
-from rtctl.config import ConfigError, build, read_toml, validate
-from rtctl.mechanisms import actuator_model
-from rtctl.mechanisms.geared import GEARED_MODELS
-from rtctl.mechanisms.legged import LEGGED_ROBOTS
+from rtctl.plants import create_plant
+from rtctl.config import ConfigError, build, read_toml, validate, bundled_config_path
+from rtctl.registry import robot_model as actuator_model
+from rtctl.plants.geared.model import grm3_model
+from rtctl.plants.legged.model import LEGGED_ROBOTS
 from rtctl.model import ModelError
 from rtctl.model.urdf import load_urdf
 
@@ -39,7 +39,7 @@ def _arm7():
 CASES = {
     "rigid_body": (_arm7, {}, 5.0),
     "legged": (lambda: LEGGED_ROBOTS["planar_biped"]().model, {}, 5.0),
-    "geared": (GEARED_MODELS["grm3"], {}, 0.5),
+    "geared": (grm3_model, {}, 0.5),
     "stewart": (lambda: actuator_model("stewart"), {}, 20.0),
     "jaw": (lambda: actuator_model("jaw"), NO_PATIENT, 2.0),
     "quadruped_tail": (lambda: actuator_model("quadruped_tail"), {}, 2.0),
@@ -84,7 +84,7 @@ def test_scaled_plant_under_scaled_effort_follows_the_nominal_plant(name):
 def test_config_mass_scale_reaches_every_plant_and_bad_values_are_named():
     for name, example in (("stewart", "stewart.toml"), ("jaw", "jaw.toml"), ("geared", "geared.toml"),
                           ("quadruped_tail", "quadruped_tail_forward.toml")):
-        path = Path(__file__).parents[1] / "examples" / example
+        path = bundled_config_path(example.removesuffix(".toml"))
         raw = read_toml(path)
         raw["plant"]["mass_scale"] = 1.25
         cfg = validate(raw, str(path))
@@ -161,7 +161,7 @@ def test_payload_errors_name_the_setting():
         create_plant("jaw", actuator_model("jaw"), payload_mass=1.0, payload_offset="up")
     with pytest.raises(ValueError, match="carries a payload only at the centre of mass of its platform"):
         create_plant("stewart", actuator_model("stewart"), payload_mass=1.0, payload_offset=[0.0, 0.0, 0.1])
-    path = Path(__file__).parents[1] / "examples" / "stewart.toml"
+    path = bundled_config_path("stewart")
     raw = read_toml(path)
     raw["plant"]["payload_mass"] = 5.0
     raw["plant"]["payload_frame"] = "tool"

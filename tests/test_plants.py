@@ -21,7 +21,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from plants import Plant, RigidBodyPlant, create_plant
+from rtctl.plants import Plant, create_plant
+from rtctl.plants.rigid_body import RigidBodyPlant
 from rtctl import bundled_model_path
 from rtctl.dynamics import Dynamics
 from rtctl.model import ModelBuilder
@@ -304,7 +305,7 @@ ALLOCATION_SCRIPT = textwrap.dedent("""
     import numpy as np
     from numba import njit
     from numba.core.runtime import rtsys
-    from plants.rigid_body import RK4, SEMI_IMPLICIT_EULER, STOP_ROWS, RigidBodyPlant, _step_kernel
+    from rtctl.plants.rigid_body import RK4, SEMI_IMPLICIT_EULER, STOP_ROWS, RigidBodyPlant, _step_kernel
     from rtctl import bundled_model_path
     from rtctl.model.urdf import load_urdf
 

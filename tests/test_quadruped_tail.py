@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from loops.quadruped_tail import (QuadrupedTailOpenLoop, QuadrupedTailPitch,
+from rtctl.plants.quadruped_tail.control import (QuadrupedTailOpenLoop, QuadrupedTailPitch,
                                   simulate_pitch_tracking)
-from plants.quadruped_tail import QuadrupedTailPlant
-from rtctl.config import build, load_config
+from rtctl.plants.quadruped_tail.plant import QuadrupedTailPlant
+from rtctl.config import build, load_config, bundled_config_path
 from rtctl.dynamics.constrained import projected_inverse_dynamics
-from rtctl.mechanisms.quadruped_tail import QuadrupedTail
+from rtctl.plants.quadruped_tail.model import QuadrupedTail
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -154,7 +154,7 @@ def test_open_loop_feed_forward_drifts(mech):
 def test_pitch_through_rtctl_loop_tracks_and_compensation_decays():
     """Fig. 7 through `rtctl run`'s config: sim driver, plant, controller; RMS compensation torque over
     the last second < 10% of the first second; tracking error at the end < 5 mm/mrad-level (0.005)."""
-    cfg = load_config(ROOT / "examples" / "quadruped_tail_pitch.toml")
+    cfg = load_config(bundled_config_path("quadruped_tail_pitch"))
     cfg["controller"]["type"] = "quadruped_tail_ffpd"
     loop = build(cfg)
     loop.controller.log = np.zeros((2000, 37))
@@ -173,7 +173,7 @@ def test_pitch_through_rtctl_loop_tracks_and_compensation_decays():
 
 
 def test_forward_config_runs():
-    cfg = load_config(ROOT / "examples" / "quadruped_tail_forward.toml")
+    cfg = load_config(bundled_config_path("quadruped_tail_forward"))
     loop = build(cfg)
     loop.pace = False
     loop.run(duration=0.1)

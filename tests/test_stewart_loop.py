@@ -8,15 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from loops.stewart import StewartComputedTorque, StewartPoseTrajectory
-from plants import create_plant
-from rtctl.config import build, load_config, validate
+from rtctl.plants.stewart.control import StewartComputedTorque, StewartPoseTrajectory
+from rtctl.plants import create_plant
+from rtctl.config import build, load_config, validate, bundled_config_path
 from rtctl.dynamics import Dynamics
-from rtctl.mechanisms import _stewart_kernels as _k
-from rtctl.mechanisms import actuator_model
-from rtctl.mechanisms.stewart import P1, P2, StewartPlatform
+from rtctl.plants.stewart import kernels as _k
+from rtctl.registry import robot_model as actuator_model
+from rtctl.plants.stewart.model import P1, P2, StewartPlatform
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "stewart.toml"
+EXAMPLE = bundled_config_path("stewart")
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ def test_controller_imposes_the_leg_accelerations(mech):
 
 
 def test_example_config_tracks_the_paper_trajectory():
-    """examples/stewart.toml through build(): sim driver, safety, loop; tracking of the paper's path.
+    """plants/stewart/stewart.toml through build(): sim driver, safety, loop; tracking of the paper's path.
 
     Bounds: with 0.5 N s/m unmodelled leg friction and sensor noise, max leg error < 2.5 mm (observed 1.65 mm); without
     them (exact model) < 3e-5 m -- what is left is the zero-order hold of the leg forces over the

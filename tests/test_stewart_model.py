@@ -14,8 +14,8 @@ import pytest
 
 from rtctl.dynamics import Dynamics
 from rtctl.dynamics.constrained import constrained_forward_dynamics
-from rtctl.mechanisms.opcount import PAPER_TABLE1, count_coriolis, count_shared
-from rtctl.mechanisms.stewart import P1, P2, TABLE2, StewartPlatform
+from rtctl.plants.stewart.opcount import PAPER_TABLE1, count_coriolis, count_shared
+from rtctl.plants.stewart.model import P1, P2, TABLE2, StewartPlatform
 
 H = 1e-6
 N_RANDOM = 12

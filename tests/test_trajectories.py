@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.interpolate import CubicSpline
 
-from loops import CubicSplineTrajectory, MinimumJerk, Sinusoid, Trajectory, create_trajectory
+from rtctl.loops import CubicSplineTrajectory, MinimumJerk, Sinusoid, Trajectory, create_trajectory
 
 from allocation_counter import run_with_allocation_counters
 
@@ -177,7 +177,7 @@ def test_create_trajectory_kinds():
     spline = create_trajectory("spline", times=TIMES, waypoints=WAYPOINTS, boundary="natural")
     assert isinstance(spline, CubicSplineTrajectory) and spline.boundary == "natural"
     assert isinstance(create_trajectory("sinusoid", center=[0], amplitude=1, frequency=1), Sinusoid)
-    with pytest.raises(ValueError, match="unknown trajectory kind 'jerk'.*min_jerk"):
+    with pytest.raises(ValueError, match="unknown trajectory 'jerk'.*min_jerk"):
         create_trajectory("jerk", start=[0], goal=[1], duration=1.0)
     with pytest.raises(ValueError, match="min_jerk.*goal"):
         create_trajectory("min_jerk", start=[0], duration=1.0)
@@ -260,7 +260,7 @@ NRT_SCRIPT = textwrap.dedent("""
     import numpy as np
     from numba import njit
     from numba.core.runtime import rtsys
-    from loops import trajectories as tj
+    from rtctl.loops import trajectories as tj
 
     @njit
     def cycles(n, mj, sp, sn, q, qd, qdd):

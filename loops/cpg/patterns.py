@@ -401,7 +401,7 @@ def build_reference_pattern(name: str) -> ChewingPattern:
                          name=name, description=c["description"], sources=c["sources"])
     p = result.pattern
     meta = dict(p.metadata)
-    meta["reference_model"] = {"function": "loops.cpg.patterns.teardrop_cycle",
+    meta["reference_model"] = {"function": "rtctl.loops.cpg.patterns.teardrop_cycle",
                                **{k: c[k] for k in ("frequency_hz", "opening", "lateral", "posterior",
                                                     "vertical_exponent", "lateral_exponent", "skew")}}
     meta["kinematics"] = p.kinematics()

@@ -56,7 +56,7 @@ share of the robot on one point: a landing rebounds with a restitution of
 about exp(-pi 0.5 / sqrt(1 - 0.5^2)) = 0.16), mu = 0.8 (rubber on concrete or
 wood), a transition velocity of 0.05 m/s. Critical damping (1e3 N s/m) halves
 the explicit integrators' stable step on the 0.2 kg biped feet;
-:class:`plants.legged.LeggedPlant` documents the fixed-step settings.
+:class:`rtctl.plants.legged.plant.LeggedPlant` documents the fixed-step settings.
 """
 from __future__ import annotations
 

@@ -225,7 +225,7 @@ def _parameter(entry, index: int, method: str, source: str) -> Parameter:
 
 def load_sweep(path: str | Path) -> Sweep:
     """Read and check a sweep file (see the module docstring); the runs are validated here too."""
-    from ..cli import DEMO_CONFIG
+    from ..config import DEMO_CONFIG
 
     path = Path(path)
     source = str(path)

@@ -1,0 +1,996 @@
+"""Geared robotic mechanisms (GRMs) by the virtual-link method of seed 002 (Chen & Wang, 1998).
+
+A GRM is described declaratively (Python: :class:`Link`, :class:`TurningPair`,
+:class:`GearPair`, :class:`GearedMechanism`; TOML / dict: :meth:`GearedMechanism.from_dict`,
+:meth:`GearedMechanism.from_toml`). From the description the constructor derives,
+refusing invalid input with a :class:`GearedMechanismError` that names the element:
+
+* the graph (links = vertices, turning pairs = thin edges labelled with their
+  axis, gear pairs = heavy edges) and the carrier of every gear pair (the link
+  both gears turn on, possibly through coaxial links: a path of thin edges of
+  one axis label);
+* the canonical graph (section 2): a thin edge ``p -L- x`` whose parent edge
+  ``pp -L- p`` has the same label is moved to ``pp -L- x`` (coaxial links),
+  until no thin-edged path from the base repeats a label; a label that repeats
+  non-consecutively cannot be canonicalised;
+* the equivalent open-loop chain (EOLC: the thin path base -> end effector in
+  the canonical graph), primary links ``0..n`` (on the EOLC) and secondary links,
+  and the primary link carrying each secondary link;
+* the fundamental-circuit equations q_{j,i} = g_{k,j} q_{k,i} (eq. 9) and the
+  coaxial conditions q_{i,k} = q_{i,j} + q_{j,k} (eq. 10), solved for every thin
+  edge's relative rate in terms of the joint rates; hence the coefficients
+  ``b[j, k]`` of q_{j,i}-dot = sum_k b_{j,k} theta_k-dot (eq. 11) and the structure
+  matrix ``A`` with phi-dot = A^T Theta-dot (eq. 12; column ``m`` = the b-row of
+  input link ``m``).
+
+Gear ratio convention (eq. 9): for the gear pair (j, k), ``g_{k,j} = sign N_k / N_j``
+with ``sign = -1`` for an external spur pair, ``+1`` for an internal pair and the
+given sign for a bevel pair (it depends on the chosen positive axis directions).
+
+Geometry: primary link ``i`` (i >= 1) carries Denavit-Hartenberg parameters
+``dh = (a_{i,i-1}, alpha_{i,i-1}, d_{i,i-1})`` of the joint from primary link i-1
+(Table 1 / eqs. 4-5, standard D-H: frame i = frame i-1 . Rz(theta_i) Tz(d) Tx(a) Rx(alpha)),
+its mass, centre of mass and inertia about the centre of mass in its D-H frame.
+A secondary link is axis-symmetric (the assumption of eq. 14): mass, centre of
+mass (on its axis), unit ``axis`` e_j, axial inertia I_j and transverse inertia,
+all in the D-H frame of its carrying primary link.
+
+Dynamics (sections 5-6): the virtual EOLC (secondary links lumped into their
+carriers, :meth:`GearedMechanism.virtual_model`) gives G_v = M_v theta'' + C_v
+(eq. 13) plus gravity from the generic recursive core
+(:class:`rtctl.dynamics.Dynamics`); the relative motion of secondary links gives
+G_s = M_s theta'' + C_s (eqs. 14-21); the equations of motion are
+(M_v + M_s) theta'' + C_v + C_s + g = A xi (eq. 23). :meth:`GearedMechanism.secondary_terms`
+evaluates eqs. 18a-d, 19a-e and 20a-c case by case (the reference); the
+compiled kernels (:func:`grm_inverse_dynamics`, :func:`grm_forward_dynamics`) use the
+equivalent compact form of eqs. 16a/16b:
+
+    c_k = e_j . z_{k-1} (k <= i, inner), D_{k,h} = d c_k / d theta_h = e_j . (z_{k-1} x z_{h-1}) (k < h <= i),
+    s = sum_k b_{j,k} theta_k',
+    M_{j/i} = I_j (b b^T + b c^T + c b^T)                                    (eq. 18)
+    C_{j/i,r} = I_j b_r sum_k c_k' theta_k' + I_j s (c_r' - sum_k D_{k,r} theta_k')   (eqs. 16, 19, 20)
+
+OCR / typesetting errors of the source found while re-deriving (each checked in
+``tests/test_geared_model.py``): eq. (43) writes ``theta_2^T C theta_2`` and eq. (44)
+``M theta_2''`` -- both mean the full vectors theta-dot and theta''; eq. (34) reads
+``1bfe_6`` for ^1e_6; in section 7.2 ``C_{j/1,2})_{1,1}`` "from eq. (20a)" is a
+diagonal element, zero by eq. (20)'s own remark (all C_{j/1} vanish for link 6
+anyway since ^1e_6 . ^1z_0 = 0). Appendix A's G_v closed form has several
+dimensionally inconsistent entries (e.g. phi_3 = ... + m_3 phi_14 + I_3yy,
+phi_5 = m_3 r_3z + I_3yy, phi_7 containing m_2* phi_2); it is not used -- G_v comes
+from the generic core and is cross-checked against the brute-force Lagrangian.
+"""
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, replace
+
+import numpy as np
+from numba import njit
+
+from rtctl.dynamics import kernels as _k
+from rtctl.model import ModelBuilder, combine_inertias, inertia_scale_factor
+
+__all__ = ["GearedMechanismError", "Link", "TurningPair", "GearPair", "GearedMechanism", "grm3", "GRM3_PARAMETERS",
+           "grm_inverse_dynamics", "grm_forward_dynamics", "brute_force_dynamics"]
+
+
+class GearedMechanismError(ValueError):
+    """An invalid GRM description; the message names the offending element."""
+
+
+@dataclass
+class Link:
+    """A link. Primary links need ``dh`` (except the base); secondary links need ``axis`` and ``axial_inertia``."""
+
+    name: str
+    mass: float = 0.0
+    com: tuple = (0.0, 0.0, 0.0)
+    inertia: object = None            # 3x3 about the centre of mass (primary links)
+    dh: tuple | None = None           # (a, alpha, d) of the joint into this primary link
+    axis: tuple | None = None         # secondary: unit axis e_j in the carrier's D-H frame
+    axial_inertia: float = 0.0        # secondary: I_j about e_j (eq. 14)
+    transverse_inertia: float = 0.0   # secondary: inertia about any axis through the com normal to e_j
+    lower: float = -math.inf
+    upper: float = math.inf
+    velocity_limit: float = math.inf
+    effort_limit: float = math.inf
+
+
+@dataclass
+class TurningPair:
+    """A revolute joint (thin edge) between two links about the axis labelled ``axis``."""
+
+    links: tuple
+    axis: str
+
+
+@dataclass
+class GearPair:
+    """A gear mesh (heavy edge). ``teeth`` = (N_a, N_b) for ``links`` = (a, b); ``kind``: external, internal, bevel."""
+
+    links: tuple
+    teeth: tuple
+    kind: str = "external"
+    sign: int | None = None           # bevel pairs: +1 or -1 (required)
+
+
+def _rx(alpha):
+    c, s = math.cos(alpha), math.sin(alpha)
+    return np.array([[1.0, 0, 0], [0, c, -s], [0, s, c]])
+
+
+def _rz(theta, xp=np):
+    c, s = xp.cos(theta), xp.sin(theta)
+    one, zero = c * 0 + 1, c * 0
+    return xp.array([[c, -s, zero], [s, c, zero], [zero, zero, one]])
+
+
+@dataclass
+class _Sec:
+    name: str
+    carrier: int
+    axis: np.ndarray
+    inertia: float
+
+
+class GearedMechanism:
+    """A GRM: structure (graph -> canonical graph -> EOLC -> b, A) and virtual-link dynamics.
+
+    Attributes after construction: ``n`` (dof), ``primary`` (names, base first), ``secondary``
+    (names), ``carrier`` (secondary name -> primary index), ``canonical_edges`` ((parent, child,
+    label) of the canonical graph), ``gear_carrier`` (gear pair -> carrier name),
+    ``circuit_equations`` (eq. 9, strings), ``coaxial_conditions`` (eq. 10, strings),
+    ``b`` (secondary name -> length-n array, eq. 11), ``A`` (n x n, eq. 12), ``inputs``.
+    """
+
+    def __init__(self, links, turning_pairs, gear_pairs, *, base: str, end_effector: str, inputs,
+                 name: str = "grm", gravity=(0.0, 0.0, -9.81)):
+        self.name = name
+        self.gravity = np.asarray(gravity, dtype=float)
+        self.links = {}
+        for ln in links:
+            if ln.name in self.links:
+                raise GearedMechanismError(f"link '{ln.name}': duplicate link name")
+            self.links[ln.name] = ln
+        for nm in (base, end_effector, *inputs):
+            if nm not in self.links:
+                raise GearedMechanismError(f"link '{nm}' (base/end effector/input) is not described")
+        self.base, self.end_effector, self.inputs = base, end_effector, list(inputs)
+        if len(set(self.inputs)) != len(self.inputs):
+            raise GearedMechanismError(f"inputs {self.inputs}: an input link is listed twice")
+        self.turning_pairs = list(turning_pairs)
+        self.gear_pairs = list(gear_pairs)
+        self._build_graph()
+        self._canonicalise()
+        self._eolc()
+        self._kinematics()
+        self._geometry()
+
+    # ------------------------------------------------------------------ structure
+    def _build_graph(self):
+        self.thin = {nm: [] for nm in self.links}    # name -> [(neighbour, label)]
+        for tp in self.turning_pairs:
+            a, b = tp.links
+            for x in (a, b):
+                if x not in self.links:
+                    raise GearedMechanismError(f"turning pair {a}-{b}: unknown link '{x}'")
+            if a == b:
+                raise GearedMechanismError(f"turning pair {a}-{b}: a link cannot turn on itself")
+            if not isinstance(tp.axis, str) or not tp.axis:
+                raise GearedMechanismError(f"turning pair {a}-{b}: axis label must be a non-empty string")
+            self.thin[a].append((b, tp.axis))
+            self.thin[b].append((a, tp.axis))
+        self.ratio = []                               # per gear pair: (a, b, g_{b,a}) so q_{a,i} = g_{b,a} q_{b,i}
+        for gp in self.gear_pairs:
+            a, b = gp.links
+            where = f"gear pair {a}-{b}"
+            for x in (a, b):
+                if x not in self.links:
+                    raise GearedMechanismError(f"{where}: unknown link '{x}'")
+            na, nb = (float(t) for t in gp.teeth)
+            if not (na > 0 and nb > 0):
+                raise GearedMechanismError(f"{where}: tooth numbers must be > 0, got {gp.teeth}")
+            if gp.kind == "external":
+                sign = -1.0
+            elif gp.kind == "internal":
+                sign = 1.0
+            elif gp.kind == "bevel":
+                if gp.sign not in (1, -1):
+                    raise GearedMechanismError(f"{where}: a bevel pair needs sign = +1 or -1")
+                sign = float(gp.sign)
+            else:
+                raise GearedMechanismError(f"{where}: kind must be external, internal or bevel, got {gp.kind!r}")
+            if gp.sign is not None and gp.kind != "bevel" and float(gp.sign) != sign:
+                raise GearedMechanismError(f"{where}: sign {gp.sign} contradicts kind '{gp.kind}'")
+            self.ratio.append((a, b, sign * nb / na))
+        # Connectivity over thin edges from the base (the thin edges must form a spanning tree).
+        seen, stack = {self.base}, [self.base]
+        while stack:
+            x = stack.pop()
+            for y, _ in self.thin[x]:
+                if y not in seen:
+                    seen.add(y)
+                    stack.append(y)
+        missing = [nm for nm in self.links if nm not in seen]
+        if missing:
+            raise GearedMechanismError(f"link '{missing[0]}' is not connected to the base '{self.base}' by "
+                                       "turning pairs (disconnected graph)")
+        if len(self.turning_pairs) != len(self.links) - 1:
+            raise GearedMechanismError(
+                f"{len(self.turning_pairs)} turning pairs for {len(self.links)} links: the thin edges must form a "
+                "tree (one turning pair per link besides the base)")
+
+    def _coaxial_set(self, start, label):
+        """Links reachable from ``start`` through thin edges all labelled ``label`` (coaxial with it)."""
+        seen, stack = {start}, [start]
+        while stack:
+            x = stack.pop()
+            for y, lab in self.thin[x]:
+                if lab == label and y not in seen:
+                    seen.add(y)
+                    stack.append(y)
+        return seen
+
+    def _canonicalise(self):
+        # Tree from the base (original graph).
+        parent, label, order = {self.base: None}, {self.base: None}, [self.base]
+        for x in order:
+            for y, lab in self.thin[x]:
+                if y not in parent:
+                    parent[y], label[y] = x, lab
+                    order.append(y)
+        self.original_parent = dict(parent)
+        canon = dict(parent)
+        for x in order[1:]:
+            p = canon[x]
+            while p != self.base and label[p] == label[x]:
+                p = canon[p]          # coaxial: x turns on p's parent about the same axis
+            canon[x] = p
+        # Refuse labels repeated non-consecutively on a path from the base.
+        for x in order[1:]:
+            labels, y = [], x
+            while y != self.base:
+                labels.append(label[y])
+                y = canon[y]
+            if len(set(labels)) != len(labels):
+                raise GearedMechanismError(
+                    f"link '{x}': axis label '{label[x]}' repeats on its thin-edged path from the base "
+                    f"({list(reversed(labels))}) and cannot be canonicalised (the repeated axis is separated by a "
+                    "joint about another axis)")
+        self.canonical_parent, self.axis_label = canon, label
+        self.canonical_edges = [(canon[x], x, label[x]) for x in order[1:]]
+        self._order = order
+        # Gear-pair carriers: a link both gears turn on (possibly through coaxial links).
+        self.gear_carrier = {}
+        for (a, b, _), gp in zip(self.ratio, self.gear_pairs):
+            la, lb = label[a], label[b]
+            cand = set()
+            for x in self._coaxial_set(a, la) & self._coaxial_set(b, lb):
+                if x not in (a, b):
+                    cand.add(x)
+            if la == lb or not cand:
+                raise GearedMechanismError(f"gear pair {a}-{b}: no carrier (no link on which both gears turn about "
+                                           f"their axes '{la}' and '{lb}')")
+            # The carrier is the member of the set that is an ancestor of both in the canonical tree.
+            anc = [x for x in cand if self._is_ancestor(x, a) or self._is_ancestor(x, b)]
+            if len(anc) != 1:
+                raise GearedMechanismError(f"gear pair {a}-{b}: carrier is ambiguous among {sorted(cand)}")
+            self.gear_carrier[(a, b)] = anc[0]
+
+    def _is_ancestor(self, x, y):
+        while y is not None:
+            if y == x:
+                return True
+            y = self.canonical_parent[y]
+        return False
+
+    def _eolc(self):
+        path, y = [], self.end_effector
+        while y is not None:
+            path.append(y)
+            y = self.canonical_parent[y]
+        self.primary = list(reversed(path))
+        self.n = len(self.primary) - 1
+        if self.n < 1:
+            raise GearedMechanismError(f"end effector '{self.end_effector}' is the base")
+        idx = {nm: i for i, nm in enumerate(self.primary)}
+        self.primary_index = idx
+        self.secondary = [nm for nm in self._order if nm not in idx]
+        self.carrier = {}
+        for s in self.secondary:
+            p = self.canonical_parent[s]
+            if p not in idx:
+                raise GearedMechanismError(f"secondary link '{s}' turns on secondary link '{p}' in the canonical "
+                                           "graph; the virtual-link method needs every secondary link carried by a "
+                                           "primary link")
+            self.carrier[s] = idx[p]
+        dof = len(self.links) - 1 - len(self.gear_pairs)
+        self.dof = dof
+        if dof != len(self.inputs):
+            raise GearedMechanismError(f"the mechanism has {dof} dof ({len(self.links)} links, "
+                                       f"{len(self.gear_pairs)} gear pairs) but {len(self.inputs)} inputs "
+                                       f"{self.inputs}")
+        if dof != self.n:
+            raise GearedMechanismError(f"the mechanism has {dof} dof but its EOLC {self.primary} has {self.n} joints "
+                                       "(joint motions are not independent)")
+
+    def _path_rate(self, i, j, where):
+        """Coefficients (over canonical edges) of q_{j,i}-dot for coaxial i, j (eq. 10 along the tree path)."""
+        lab = self.axis_label
+        anc_j, y = [], j
+        while y is not None:
+            anc_j.append(y)
+            y = self.canonical_parent[y]
+        up_i, y = [], i
+        while y not in anc_j:
+            up_i.append(y)
+            y = self.canonical_parent[y]
+        top = y
+        coef = {}
+        labels = set()
+        for x in up_i:                 # i up to the common ancestor: subtract
+            coef[x] = coef.get(x, 0.0) - 1.0
+            labels.add(lab[x])
+        y = j
+        while y != top:                # j up to the common ancestor: add
+            coef[y] = coef.get(y, 0.0) + 1.0
+            labels.add(lab[y])
+            y = self.canonical_parent[y]
+        if len(labels) > 1:
+            raise GearedMechanismError(f"{where}: links '{i}' and '{j}' are not coaxial in the canonical graph")
+        par = self.canonical_parent
+        terms = [f"q_{par[x]},{x}" for x in up_i] + [f"q_{x},{par[x]}" for x in reversed(anc_j[:anc_j.index(top)])]
+        return coef, terms
+
+    def _kinematics(self):
+        edges = [c for _, c, _ in self.canonical_edges]      # one unknown relative rate per non-base link
+        col = {x: k for k, x in enumerate(edges)}
+        rows, rhs = [], []
+        self.circuit_equations, self.coaxial_conditions = [], []
+        for (a, b, g) in self.ratio:
+            i = self.gear_carrier[(a, b)]
+            where = f"gear pair {a}-{b}"
+            ca, pa = self._path_rate(i, a, where)
+            cb, pb = self._path_rate(i, b, where)
+            row = np.zeros(len(edges))
+            for x, v in ca.items():
+                row[col[x]] += v
+            for x, v in cb.items():
+                row[col[x]] -= g * v
+            rows.append(row)
+            rhs.append(np.zeros(self.n))
+            self.circuit_equations.append(f"q_{a},{i} = {g:+.6g} q_{b},{i}   (eq. 9, g_{b},{a} = {g:+.6g})")
+            for x, terms in ((a, pa), (b, pb)):
+                if len(terms) > 1:
+                    self.coaxial_conditions.append(f"q_{x},{i} = " + " + ".join(terms) + "   (eq. 10)")
+        for r in range(1, self.n + 1):
+            row = np.zeros(len(edges))
+            row[col[self.primary[r]]] = 1.0
+            rows.append(row)
+            e = np.zeros(self.n)
+            e[r - 1] = 1.0
+            rhs.append(e)
+        mat, rhs = np.array(rows), np.array(rhs)
+        if mat.shape[0] != mat.shape[1] or np.linalg.matrix_rank(mat) < mat.shape[1]:
+            raise GearedMechanismError("the fundamental-circuit equations (eq. 9) do not determine every relative "
+                                       "rotation from the joint angles (dependent gear pairs)")
+        self.edge_rates = dict(zip(edges, np.linalg.solve(mat, rhs)))   # child -> coefficients over theta-dot
+        self.b = {}
+        for s in self.secondary:
+            b = self.edge_rates[s].copy()
+            b[np.abs(b) < 1e-14] = 0.0
+            i = self.carrier[s]
+            if np.any(b[:i] != 0):
+                raise GearedMechanismError(f"secondary link '{s}': its rotation relative to its carrier depends on "
+                                           f"inner joint angles (b = {b.tolist()}), outside the class of eq. 11")
+            self.b[s] = b
+        self.A = np.column_stack([self.edge_rates[m] for m in self.inputs])
+        self.A[np.abs(self.A) < 1e-14] = 0.0
+        if abs(np.linalg.det(self.A)) < 1e-12:
+            raise GearedMechanismError(f"inputs {self.inputs} do not drive every joint (structure matrix A is "
+                                       "singular)")
+        self.A_inv = np.linalg.inv(self.A)
+
+    def _geometry(self):
+        n = self.n
+        self.dh = np.zeros((n + 1, 3))
+        for r in range(1, n + 1):
+            ln = self.links[self.primary[r]]
+            if ln.dh is None or len(ln.dh) != 3 or not all(math.isfinite(float(x)) for x in ln.dh):
+                raise GearedMechanismError(f"primary link '{ln.name}': needs dh = (a, alpha, d)")
+            self.dh[r] = [float(x) for x in ln.dh]
+        secs = []
+        for s in self.secondary:
+            ln = self.links[s]
+            if ln.axis is None:
+                raise GearedMechanismError(f"secondary link '{s}': needs its axis (unit vector in the frame of "
+                                           f"carrier '{self.primary[self.carrier[s]]}')")
+            e = np.asarray(ln.axis, dtype=float)
+            if e.shape != (3,) or not np.all(np.isfinite(e)) or np.linalg.norm(e) < 1e-12:
+                raise GearedMechanismError(f"secondary link '{s}': axis must be a non-zero 3-vector")
+            if not (ln.axial_inertia >= 0 and ln.transverse_inertia >= 0 and ln.mass >= 0):
+                raise GearedMechanismError(f"secondary link '{s}': mass and inertias must be >= 0")
+            secs.append(_Sec(s, self.carrier[s], e / np.linalg.norm(e), float(ln.axial_inertia)))
+        self._secs = secs
+        # Packed arrays for the kernels (secondaries carried by the base contribute constant M only).
+        self.sec_carrier = np.array([s.carrier for s in secs], dtype=np.int64)
+        self.sec_inertia = np.array([s.inertia for s in secs])
+        self.sec_b = np.ascontiguousarray(np.array([self.b[s.name] for s in secs]).reshape(len(secs), n))
+        # Axis in rtctl body frame of the carrier (body frame = D-H frame . Rx(alpha)^-1 ...): e_body = Rx(alpha) e.
+        eb = np.zeros((len(secs), 3))
+        for k, s in enumerate(secs):
+            if s.carrier >= 1:
+                eb[k] = _rx(self.dh[s.carrier, 1]) @ s.axis
+        self.sec_axis_body = eb
+
+    # ------------------------------------------------------------------ models
+    def _virtual_mass(self, r):
+        """Mass, com and inertia (about com) of virtual link r* in primary link r's D-H frame (section 5.1)."""
+        ln = self.links[self.primary[r]]
+        m, c = float(ln.mass), np.asarray(ln.com, dtype=float)
+        inertia = np.zeros((3, 3)) if ln.inertia is None else np.asarray(ln.inertia, dtype=float)
+        for s in self._secs:
+            if s.carrier == r:
+                sl = self.links[s.name]
+                e = s.axis
+                i_s = sl.transverse_inertia * (np.eye(3) - np.outer(e, e)) + sl.axial_inertia * np.outer(e, e)
+                m, c, inertia = combine_inertias(m, c, inertia, float(sl.mass), np.asarray(sl.com, float), i_s)
+        return m, c, inertia
+
+    def virtual_model(self, name: str | None = None):
+        """The virtual EOLC as an rtctl :class:`~rtctl.model.Model` (eq. 13's tree).
+
+        Body r's frame is the D-H frame r-1 turned by Rz(theta_r) about z_{r-1}; the end effector
+        is the frame ``"end_effector"`` (D-H frame n). Joint limits come from the primary links.
+        """
+        b = ModelBuilder(name or self.name, gravity=self.gravity)
+        parent = -1
+        for r in range(1, self.n + 1):
+            ln = self.links[self.primary[r]]
+            a, alpha, d = self.dh[r]
+            m, c, inertia = self._virtual_mass(r)
+            rot = _rx(alpha)
+            if r == 1:
+                jr, jt = np.eye(3), np.zeros(3)
+            else:
+                pa, palpha, pd = self.dh[r - 1]
+                jr, jt = _rx(palpha), np.array([pa, 0.0, pd])
+            parent = b.add_body(f"link{ln.name}*", parent, "revolute", joint_name=f"theta{r}", axis=(0, 0, 1),
+                                rotation=jr, translation=jt, mass=m, com=rot @ c + np.array([a, 0.0, d]),
+                                inertia=rot @ inertia @ rot.T, lower=ln.lower, upper=ln.upper,
+                                velocity_limit=ln.velocity_limit, effort_limit=ln.effort_limit)
+        a, alpha, d = self.dh[self.n]
+        b.add_frame("end_effector", parent, rotation=_rx(alpha), translation=(a, 0.0, d))
+        return b.build()
+
+    # ------------------------------------------------------------------ G_s (eqs. 14-21), reference form
+    def _frames(self, q):
+        """World rotations R_i of the D-H frames i = 0..n (eq. 5 chained)."""
+        rots = [np.eye(3)]
+        for r in range(1, self.n + 1):
+            rots.append(rots[-1] @ _rz(q[r - 1]) @ _rx(self.dh[r, 1]))
+        return rots
+
+    def _z_in(self, q, i):
+        """^i z_{k-1} (k = 1..i) and their partial derivatives d ^i z_{k-1} / d theta_h (eq. 8, Table 2)."""
+        rots = self._frames(q)
+        ri = rots[i]
+        n = self.n
+        z = np.zeros((n + 1, 3))            # z[k] = ^i z_{k-1}
+        dz = np.zeros((n + 1, n + 1, 3))    # dz[k, h] = d ^i z_{k-1} / d theta_h
+        for k in range(1, i + 1):
+            z[k] = ri.T @ rots[k - 1][:, 2]
+            for h in range(k + 1, i + 1):
+                # Turning joint h rotates frame i (not frame k-1) about z_{h-1}: d(R_i^T z) = -R_i^T (z_{h-1} x ...)
+                zh = rots[h - 1][:, 2]
+                dz[k, h] = ri.T @ np.cross(rots[k - 1][:, 2], zh)
+        return z, dz
+
+    def secondary_terms(self, name, q):
+        """M_{j/i} and the coupling matrices C_{j/i,r} (r = 1..n) of secondary link ``name`` at ``q``,
+        element by element from eqs. 18a-d, 19a-e and 20a-c (joint indices 1-based as in the paper;
+        arrays 0-based). Returns (M (n x n), C (n x n x n) with C[r-1] = C_{j/i,r})."""
+        s = next(x for x in self._secs if x.name == name)
+        i, e, ij, b = s.carrier, s.axis, s.inertia, self.b[name]
+        n = self.n
+        z, dz = self._z_in(np.asarray(q, dtype=float), i)
+        inner = lambda k: k <= i  # noqa: E731
+        M = np.zeros((n, n))
+        C = np.zeros((n, n, n))
+        for r in range(1, n + 1):
+            for k in range(1, n + 1):
+                if inner(r) and inner(k):
+                    val = 0.0                                    # (18a)
+                elif inner(r):
+                    val = ij * b[k - 1] * (e @ z[r])             # (18b)
+                elif inner(k):
+                    val = ij * b[r - 1] * (e @ z[k])             # (18c)
+                else:
+                    val = ij * b[r - 1] * b[k - 1]               # (18d)
+                M[r - 1, k - 1] = val
+        for r in range(1, n + 1):
+            for h in range(1, n + 1):
+                for k in range(1, n + 1):
+                    val = 0.0
+                    if inner(r):
+                        if h < r and not inner(k):
+                            val = -0.5 * ij * b[k - 1] * (e @ dz[h, r])       # (19a)
+                        elif inner(h) and h > r and not inner(k):
+                            val = 0.5 * ij * b[k - 1] * (e @ dz[r, h])        # (19b)
+                        elif not inner(h) and k < r:
+                            val = -0.5 * ij * b[h - 1] * (e @ dz[k, r])       # (19c)
+                        elif not inner(h) and inner(k) and k > r:
+                            val = 0.5 * ij * b[h - 1] * (e @ dz[r, k])        # (19d)
+                    else:
+                        if inner(h) and inner(k) and h < k:
+                            val = 0.5 * ij * b[r - 1] * (e @ dz[h, k])        # (20a)
+                        elif inner(h) and inner(k) and k < h:
+                            val = 0.5 * ij * b[r - 1] * (e @ dz[k, h])        # (20b)
+                    C[r - 1, h - 1, k - 1] = val                              # else (19e), (20c): 0
+        return M, C
+
+    def gs_reference(self, q, v, a):
+        """G_s = M_s theta'' + C_s (eq. 21) by summing :meth:`secondary_terms` (eq. 17). Returns (G_s, M_s, C_s)."""
+        n = self.n
+        Ms, Cs = np.zeros((n, n)), np.zeros(n)
+        v = np.asarray(v, dtype=float)
+        for s in self._secs:
+            M, C = self.secondary_terms(s.name, q)
+            Ms += M
+            Cs += np.array([v @ C[r] @ v for r in range(n)])
+        return Ms @ np.asarray(a, dtype=float) + Cs, Ms, Cs
+
+    # ------------------------------------------------------------------ fast API
+    def with_inertia_scaled(self, factor: float) -> "GearedMechanism":
+        """The same mechanism with every link's mass and inertias times ``factor`` (a model error for
+        robustness tests); its virtual model and secondary-link terms follow."""
+        f = inertia_scale_factor(factor)
+        links = [replace(ln, mass=f * ln.mass, inertia=None if ln.inertia is None else f * np.asarray(ln.inertia),
+                         axial_inertia=f * ln.axial_inertia, transverse_inertia=f * ln.transverse_inertia)
+                 for ln in self.links.values()]
+        out = GearedMechanism(links, self.turning_pairs, self.gear_pairs, base=self.base,
+                              end_effector=self.end_effector, inputs=self.inputs, name=self.name,
+                              gravity=self.gravity)
+        if hasattr(self, "motor_torque_limit"):
+            out.motor_torque_limit = self.motor_torque_limit
+        return out
+
+    def dynamics(self, model=None):
+        """A :class:`GRMDynamics` (compiled virtual-link ID / FD) on ``model`` (default: the virtual model)."""
+        return GRMDynamics(self, model)
+
+
+# ---------------------------------------------------------------------------------------------- kernels
+_SIG_GS = ("void(float64[:, ::1], int64[::1], float64[::1], float64[:, ::1], float64[:, ::1], float64[::1], "
+           "float64[:, ::1], float64[::1], float64[:, ::1])")
+
+
+@njit(_SIG_GS, cache=True)
+def gs_terms(ws, carrier, inertia, axis_body, bmat, v, Ms, Cs, work):
+    """M_s and C_s (eqs. 16-21) from the world joint axes and rotations left in ``ws`` by a core kernel.
+
+    ``work``: (3, >= n + 1): rows c_k, c_k-dot and a scratch column sum. z_{k-1} (world) is body k's
+    joint axis (ws[k-1, W_E]); e_j (world) = R_body_i e_body.
+    """
+    n = v.shape[0]
+    for r in range(n):
+        Cs[r] = 0.0
+        for k in range(n):
+            Ms[r, k] = 0.0
+    for j in range(carrier.shape[0]):
+        i = carrier[j]
+        ij = inertia[j]
+        s = 0.0
+        for k in range(n):
+            s += bmat[j, k] * v[k]
+        if i == 0:
+            for r in range(n):
+                for k in range(n):
+                    Ms[r, k] += ij * bmat[j, r] * bmat[j, k]
+            continue
+        wi = ws[i - 1]
+        ex = wi[_k.W_R + 0] * axis_body[j, 0] + wi[_k.W_R + 1] * axis_body[j, 1] + wi[_k.W_R + 2] * axis_body[j, 2]
+        ey = wi[_k.W_R + 3] * axis_body[j, 0] + wi[_k.W_R + 4] * axis_body[j, 1] + wi[_k.W_R + 5] * axis_body[j, 2]
+        ez = wi[_k.W_R + 6] * axis_body[j, 0] + wi[_k.W_R + 7] * axis_body[j, 1] + wi[_k.W_R + 8] * axis_body[j, 2]
+        c, cd, dsum = work[0], work[1], work[2]
+        for k in range(n):
+            c[k] = 0.0
+            cd[k] = 0.0
+            dsum[k] = 0.0
+        for k in range(i):
+            zk = ws[k]
+            c[k] = ex * zk[_k.W_E] + ey * zk[_k.W_E + 1] + ez * zk[_k.W_E + 2]
+        # D_{k,h} = e . (z_{k-1} x z_{h-1}) for k < h <= i (0-based k < h < i)
+        for k in range(i):
+            ax, ay, az = ws[k, _k.W_E], ws[k, _k.W_E + 1], ws[k, _k.W_E + 2]
+            for h in range(k + 1, i):
+                bx, by, bz = ws[h, _k.W_E], ws[h, _k.W_E + 1], ws[h, _k.W_E + 2]
+                dkh = ex * (ay * bz - az * by) + ey * (az * bx - ax * bz) + ez * (ax * by - ay * bx)
+                cd[k] += dkh * v[h]          # c_k-dot = sum_h D_{k,h} theta_h-dot
+                dsum[h] += dkh * v[k]        # sum_k D_{k,h} theta_k-dot  (= d/d theta_h of e . omega_i)
+        w = 0.0
+        for k in range(i):
+            w += cd[k] * v[k]
+        for r in range(n):
+            br, cr = bmat[j, r], c[r]
+            for k in range(n):
+                Ms[r, k] += ij * (br * bmat[j, k] + br * c[k] + cr * bmat[j, k])      # eq. 18
+            Cs[r] += ij * br * w + ij * s * (cd[r] - dsum[r])                        # eqs. 16a/16b (19, 20)
+
+
+_SIG_ID = ("int64(int64[:, ::1], float64[:, ::1], float64[:, ::1], int64[::1], float64[::1], float64[:, ::1], "
+           "float64[:, ::1], float64[::1], float64[::1], float64[::1], float64[::1], float64[:, ::1], "
+           "float64[:, ::1], float64[::1])")
+
+
+@njit(_SIG_ID, cache=True)
+def grm_inverse_dynamics(mi, mf, ws, carrier, inertia, axis_body, bmat, q, v, a, tau, Ms, work, Cs):
+    """Joint-space inverse dynamics of eq. 23: tau = G_v (core RNEA on the virtual EOLC, with gravity) + G_s."""
+    status = _k.rnea(mi, mf, ws, q, v, a, tau)
+    if status != _k.OK:
+        return status
+    gs_terms(ws, carrier, inertia, axis_body, bmat, v, Ms, Cs, work)
+    n = v.shape[0]
+    for r in range(n):
+        acc = Cs[r]
+        for k in range(n):
+            acc += Ms[r, k] * a[k]
+        tau[r] += acc
+    return _k.OK
+
+
+_SIG_FD = ("int64(int64[:, ::1], float64[:, ::1], float64[:, ::1], int64[::1], float64[::1], float64[:, ::1], "
+           "float64[:, ::1], float64[::1], float64[::1], float64[::1], float64[::1], float64[:, ::1], "
+           "float64[:, ::1], float64[:, ::1], float64[::1], float64[::1])")
+
+
+@njit(_SIG_FD, cache=True)
+def grm_forward_dynamics(mi, mf, ws, carrier, inertia, axis_body, bmat, q, v, tau, qdd, M, Ms, work, Cs, zero):
+    """theta'' = (M_v + M_s)^-1 (tau - C_v - C_s - g) (eq. 23 solved; Cholesky). ``zero``: n zeros."""
+    n = v.shape[0]
+    status = _k.rnea(mi, mf, ws, q, v, zero, qdd)      # C_v + g into qdd (temporarily)
+    if status != _k.OK:
+        return status
+    gs_terms(ws, carrier, inertia, axis_body, bmat, v, Ms, Cs, work)
+    status = _k.crba(mi, mf, ws, q, M)
+    if status != _k.OK:
+        return status
+    for r in range(n):
+        qdd[r] = tau[r] - qdd[r] - Cs[r]
+        for k in range(n):
+            M[r, k] += Ms[r, k]
+    # In-place Cholesky M = L L^T (lower triangle), then two triangular solves.
+    for r in range(n):
+        for k in range(r + 1):
+            acc = M[r, k]
+            for p in range(k):
+                acc -= M[r, p] * M[k, p]
+            if r == k:
+                if not acc > 0.0:
+                    return _k.SINGULAR
+                M[r, r] = math.sqrt(acc)
+            else:
+                M[r, k] = acc / M[k, k]
+    for r in range(n):
+        acc = qdd[r]
+        for p in range(r):
+            acc -= M[r, p] * qdd[p]
+        qdd[r] = acc / M[r, r]
+    for r in range(n - 1, -1, -1):
+        acc = qdd[r]
+        for p in range(r + 1, n):
+            acc -= M[p, r] * qdd[p]
+        qdd[r] = acc / M[r, r]
+    return _k.OK
+
+
+class GRMDynamics:
+    """Compiled virtual-link dynamics of a :class:`GearedMechanism` (eqs. 13, 21, 23).
+
+    ``model`` defaults to ``mech.virtual_model()``; pass another (e.g. mass-scaled) model of
+    the same tree to perturb G_v. Not thread-safe (one workspace).
+    """
+
+    def __init__(self, mech: GearedMechanism, model=None):
+        from rtctl.dynamics import Dynamics
+        self.mech = mech
+        self.model = model if model is not None else mech.virtual_model()
+        if self.model.nv != mech.n:
+            raise ValueError(f"model has nv={self.model.nv}, mechanism has {mech.n} joints")
+        self.core = Dynamics(self.model)
+        n = mech.n
+        self.carrier, self.inertia = mech.sec_carrier, mech.sec_inertia
+        self.axis_body, self.bmat = mech.sec_axis_body, mech.sec_b
+        if self.bmat.shape[0] == 0:   # numba needs a 2-D array; a dummy secondary with zero inertia
+            self.carrier, self.inertia = np.zeros(1, np.int64), np.zeros(1)
+            self.axis_body, self.bmat = np.zeros((1, 3)), np.zeros((1, n))
+        self.Ms = np.zeros((n, n))
+        self.Cs = np.zeros(n)
+        self.M = np.zeros((n, n))
+        self.work = np.zeros((3, n + 1))
+        self.zero = np.zeros(n)
+        self.A, self.A_inv = mech.A, mech.A_inv
+
+    def _check(self, status):
+        if status != _k.OK:
+            raise ValueError(f"GRM dynamics kernel failed with status {status} (NaN/inf input or singular inertia)")
+
+    def inverse_dynamics(self, q, v, a, out=None):
+        """Joint torques tau = (M_v + M_s) a + C_v + C_s + g (eq. 23's left-hand side)."""
+        out = np.empty(self.mech.n) if out is None else out
+        w = self.core
+        self._check(grm_inverse_dynamics(w.mi, w.mf, w.ws, self.carrier, self.inertia, self.axis_body, self.bmat,
+                                         q, v, a, out, self.Ms, self.work, self.Cs))
+        return out
+
+    def actuator_inverse_dynamics(self, q, v, a, out=None):
+        """Input torques xi = A^-1 tau (eqs. 22-23)."""
+        tau = self.inverse_dynamics(q, v, a)
+        out = np.empty(self.mech.n) if out is None else out
+        np.matmul(self.A_inv, tau, out=out)
+        return out
+
+    def forward_dynamics(self, q, v, tau, out=None):
+        """theta'' under joint torques ``tau`` (use ``A @ xi`` for input torques)."""
+        out = np.empty(self.mech.n) if out is None else out
+        w = self.core
+        self._check(grm_forward_dynamics(w.mi, w.mf, w.ws, self.carrier, self.inertia, self.axis_body, self.bmat,
+                                         q, v, tau, out, self.M, self.Ms, self.work, self.Cs, self.zero))
+        return out
+
+    def actuator_forward_dynamics(self, q, v, xi, out=None):
+        return self.forward_dynamics(q, v, self.A @ np.asarray(xi, dtype=float), out)
+
+    def gs(self, q, v, a):
+        """(G_s, M_s, C_s) from the compiled kernel (eq. 21)."""
+        tau = self.inverse_dynamics(q, v, a)  # leaves M_s, C_s in the buffers
+        del tau
+        return self.Ms @ np.asarray(a, float) + self.Cs, self.Ms.copy(), self.Cs.copy()
+
+    def mass_matrix(self, q):
+        """M_v + M_s."""
+        n = self.mech.n
+        M = self.core.mass_matrix(np.asarray(q, float))
+        self.inverse_dynamics(q, np.zeros(n), np.zeros(n))
+        return M + self.Ms
+
+
+# ---------------------------------------------------------------------------------------------- brute force
+def _link_kinematics(mech, q, qd):
+    """World rotation, com position, angular velocity (as linear maps of theta-dot) for every moving link.
+
+    Independent of the virtual-link machinery: primary links from chained D-H transforms,
+    secondary links turned by their own angle q_{j,i} = b_j . theta about e_j (gear kinematics,
+    eqs. 9-11), angular velocities omega_j = omega_i + q_{j,i}-dot e_j. Works for complex q.
+    """
+    n = mech.n
+    dt = np.result_type(q, qd, float)
+    R = [np.eye(3, dtype=dt)]
+    p = [np.zeros(3, dtype=dt)]
+    w = [np.zeros(3, dtype=dt)]
+    for r in range(1, n + 1):
+        a, alpha, d = mech.dh[r]
+        z = R[-1][:, 2]
+        wr = w[-1] + z * qd[r - 1]
+        Rr = R[-1] @ _rz(q[r - 1]) @ _rx(alpha).astype(dt)
+        pr = p[-1] + R[-1] @ _rz(q[r - 1]) @ np.array([a, 0.0, d], dtype=dt)
+        R.append(Rr)
+        p.append(pr)
+        w.append(wr)
+    bodies = []
+    for r in range(1, n + 1):
+        ln = mech.links[mech.primary[r]]
+        inertia = np.zeros((3, 3)) if ln.inertia is None else np.asarray(ln.inertia, dtype=float)
+        bodies.append((float(ln.mass), R[r] @ np.asarray(ln.com, float) + p[r], w[r], R[r] @ inertia @ R[r].T))
+    for s in mech._secs:
+        sl = mech.links[s.name]
+        i = s.carrier
+        b = mech.b[s.name]
+        angle = b @ q
+        e = s.axis
+        ex = np.array([[0, -e[2], e[1]], [e[2], 0, -e[0]], [-e[1], e[0], 0]])
+        rot_rel = np.eye(3) + np.sin(angle) * ex + (1 - np.cos(angle)) * (ex @ ex)   # Rodrigues about e_j
+        Rj = R[i] @ rot_rel
+        i_s = sl.transverse_inertia * (np.eye(3) - np.outer(e, e)) + sl.axial_inertia * np.outer(e, e)
+        wj = w[i] + (R[i] @ e) * (b @ qd)
+        bodies.append((float(sl.mass), R[i] @ np.asarray(sl.com, float) + p[i], wj, Rj @ i_s @ Rj.T))
+    return bodies, p
+
+
+def _energies(mech, q, qd):
+    """(kinetic, potential) energy of all links, primary and secondary (complex-safe).
+
+    v_c of a link carried by primary link i: sum_{k <= i} z_{k-1} x (p_c - o_{k-1}) theta_k-dot.
+    """
+    n = mech.n
+    bodies, origins = _link_kinematics(mech, q, qd)
+    dt = np.result_type(q, qd, float)
+    R = [np.eye(3, dtype=dt)]
+    for r in range(1, n + 1):
+        R.append(R[-1] @ _rz(q[r - 1]) @ _rx(mech.dh[r, 1]).astype(dt))
+    owner = list(range(1, n + 1)) + [s.carrier for s in mech._secs]
+    T, V = 0.0, 0.0
+    for (m, pc, w, Iw), own in zip(bodies, owner):
+        vc = np.zeros(3, dtype=dt)
+        for k in range(1, own + 1):
+            vc = vc + np.cross(R[k - 1][:, 2], pc - origins[k - 1]) * qd[k - 1]
+        T = T + 0.5 * m * (vc @ vc) + 0.5 * (w @ Iw @ w)
+        V = V - m * (mech.gravity @ pc)
+    return T, V
+
+
+def brute_force_dynamics(mech, q, qd, qdd=None, h=1e-30):
+    """The independent cross-check: M, C(q, qd) qd and g from the Lagrangian of *all* links.
+
+    Kinetic energy T = sum over primary and secondary links of 1/2 m v_c^2 + 1/2 omega^T I omega with
+    every link's absolute angular velocity from the gear kinematics. M_rk = d^2 T / d qd_r d qd_k
+    (exact: T is quadratic in qd; by polarisation), dM/d theta_k by complex-step differentiation
+    (h = 1e-30, exact to rounding), c_r = sum_k (dM_rk/dtheta_h qd_h) qd_k - 1/2 qd^T dM/dtheta_r qd,
+    g = dV/d theta by complex step. Returns (tau, M, c, g) with tau = M qdd + c + g.
+    """
+    n = mech.n
+    q = np.asarray(q, dtype=float)
+    qd = np.asarray(qd, dtype=float)
+
+    def mass(qq):
+        dt = np.result_type(qq, float)
+        M = np.zeros((n, n), dtype=dt)
+        eye = np.eye(n)
+        tk = [_energies(mech, qq, eye[k])[0] for k in range(n)]
+        for r in range(n):
+            M[r, r] = 2 * tk[r]
+            for k in range(r + 1, n):
+                M[r, k] = M[k, r] = _energies(mech, qq, eye[r] + eye[k])[0] - tk[r] - tk[k]
+        return M
+
+    M = mass(q).real
+    dM = np.zeros((n, n, n))   # dM[h] = dM / d theta_h
+    g = np.zeros(n)
+    for hh in range(n):
+        qc = q.astype(complex)
+        qc[hh] += 1j * h
+        dM[hh] = mass(qc).imag / h
+        g[hh] = _energies(mech, qc, np.zeros(n))[1].imag / h
+    Mdot = np.einsum("hrk,h->rk", dM, qd)
+    c = Mdot @ qd - 0.5 * np.array([qd @ dM[r] @ qd for r in range(n)])
+    qdd = np.zeros(n) if qdd is None else np.asarray(qdd, dtype=float)
+    return M @ qdd + c + g, M, c, g
+
+
+# ---------------------------------------------------------------------------------------------- description I/O
+def _from_dict(d: dict) -> GearedMechanism:
+    """Build from a plain dict (the ``[mechanism]`` table of a TOML file)."""
+    known = {"name", "base", "end_effector", "inputs", "link", "turning_pair", "gear_pair", "gravity"}
+    bad = sorted(set(d) - known)
+    if bad:
+        raise GearedMechanismError(f"mechanism: unknown key '{bad[0]}'; allowed: {sorted(known)}")
+    for key in ("base", "end_effector", "inputs", "link", "turning_pair"):
+        if key not in d:
+            raise GearedMechanismError(f"mechanism: missing '{key}'")
+    links = []
+    link_keys = set(Link.__dataclass_fields__)
+    for k, ld in enumerate(d["link"]):
+        bad = sorted(set(ld) - link_keys)
+        if bad or "name" not in ld:
+            raise GearedMechanismError(f"mechanism link #{k} ({ld.get('name', '?')}): "
+                                       f"{'unknown key ' + repr(bad[0]) if bad else 'missing name'}")
+        ld = dict(ld)
+        if "inertia" in ld and np.shape(ld["inertia"]) == (6,):   # xx yy zz xy xz yz
+            xx, yy, zz, xy, xz, yz = ld["inertia"]
+            ld["inertia"] = [[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]]
+        links.append(Link(**ld))
+    tps = []
+    for k, td in enumerate(d["turning_pair"]):
+        if set(td) != {"links", "axis"} or len(td["links"]) != 2:
+            raise GearedMechanismError(f"mechanism turning_pair #{k}: needs links = [a, b] and axis = 'label'")
+        tps.append(TurningPair(tuple(td["links"]), td["axis"]))
+    gps = []
+    for k, gd in enumerate(d.get("gear_pair", [])):
+        bad = sorted(set(gd) - {"links", "teeth", "kind", "sign"})
+        if bad or "links" not in gd or "teeth" not in gd or len(gd["links"]) != 2 or len(gd["teeth"]) != 2:
+            raise GearedMechanismError(f"mechanism gear_pair #{k}: needs links = [a, b], teeth = [Na, Nb]"
+                                       f"{', unknown key ' + repr(bad[0]) if bad else ''}")
+        gps.append(GearPair(tuple(gd["links"]), tuple(gd["teeth"]), gd.get("kind", "external"), gd.get("sign")))
+    return GearedMechanism(links, tps, gps, base=d["base"], end_effector=d["end_effector"], inputs=d["inputs"],
+                           name=d.get("name", "grm"), gravity=d.get("gravity", (0.0, 0.0, -9.81)))
+
+
+def _from_toml(path) -> GearedMechanism:
+    with open(path, "rb") as fh:
+        doc = tomllib.load(fh)
+    if "mechanism" not in doc:
+        raise GearedMechanismError(f"{path}: no [mechanism] table")
+    return _from_dict(doc["mechanism"])
+
+
+GearedMechanism.from_dict = staticmethod(_from_dict)
+GearedMechanism.from_toml = staticmethod(_from_toml)
+
+
+# ---------------------------------------------------------------------------------------------- section 7 example
+#: Numeric values for the symbols section 7 leaves open (SI units). Geometry: Table 1 with d1, a2.
+#: Gear ratios g_{k,j} = +-N_k/N_j from the tooth numbers; input-link inertias include the motor rotor.
+GRM3_PARAMETERS = dict(
+    d1=0.30, a2=0.40,
+    m1=4.0, r1=(0.0, -0.10, 0.02), I1=(0.030, 0.012, 0.030, 0.0, 0.0, 0.001),   # xx yy zz xy xz yz (Table 3 form)
+    m2=3.0, r2=(-0.20, 0.0, 0.01), I2=(0.006, 0.045, 0.045, 0.0, 0.0008, 0.0),
+    m3=1.0, r3=(0.0, 0.0, 0.08), I3=(0.004, 0.0045, 0.002, 0.0, 0.0, 0.0),
+    # secondary links: (mass, com in carrier frame, axis in carrier frame, axial I_j, transverse)
+    s4=(0.5, (0.12, 0.0, 0.05), (0.0, 0.0, 1.0), 5.0e-4, 4.0e-4),     # motor 1 pinion on the base, spur with link 1
+    s5=(0.6, (0.0, 0.0, 0.10), (0.0, 0.0, 1.0), 4.0e-4, 3.0e-4),      # motor 2 shaft, coaxial with joint 1
+    s6=(0.4, (0.0, 0.0, -0.06), (0.0, 0.0, 1.0), 3.0e-4, 2.0e-4),     # motor 3 bevel, coaxial with joint 2, on link 1
+    s7=(0.15, (-0.05, 0.0, 0.0), (1.0, 0.0, 0.0), 1.0e-4, 6.0e-5),    # idler bevel on link 2 along x_2
+    teeth=dict(N1=96, N4=12, N2=60, N5=20, N6=40, N7=20, N3=60),
+    # g_{1,4} = -N1/N4 = -8 (external spur), g_{2,5} = +N2/N5 = 3 (bevel, sign +1),
+    # g_{7,6} = -N7/N6 = -0.5 (bevel, sign -1), g_{3,7} = +N3/N7 = 3 (bevel, sign +1)
+    signs=dict(g25=1, g76=-1, g37=1),
+    limits=((-math.pi, math.pi), (-2.0, 2.0), (-2.5, 2.5)),
+    velocity_limit=8.0,
+    motor_torque_limit=(5.0, 5.0, 5.0),
+)
+
+
+def grm3(**overrides) -> GearedMechanism:
+    """The 3-dof GRM of section 7 (Figs. 1-3, Table 1) with :data:`GRM3_PARAMETERS` (``overrides`` replace keys).
+
+    Graph (Fig. 2a): 0-1 (a), 1-5 (a), 0-4 (d), 1-2 (b), 2-6 (b), 2-3 (c), 2-7 (e); gear pairs
+    1-4 (carrier 0), 5-2 (carrier 1), 6-7 and 7-3 (carrier 2). Canonicalisation moves 5 to 0 and 6 to 1
+    (Fig. 2b); the EOLC is 0-1-2-3 (Fig. 3); inputs 4, 5, 6; end effector 3.
+    """
+    p = dict(GRM3_PARAMETERS)
+    p.update(overrides)
+    t = p["teeth"]
+    lim, vl = p["limits"], p["velocity_limit"]
+
+    def sec(name, spec):
+        m, c, e, ia, it = spec
+        return Link(name, mass=m, com=c, axis=e, axial_inertia=ia, transverse_inertia=it)
+
+    def inertia(x):
+        xx, yy, zz, xy, xz, yz = x
+        return [[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]]
+
+    links = [
+        Link("0"),
+        Link("1", mass=p["m1"], com=p["r1"], inertia=inertia(p["I1"]), dh=(0.0, math.pi / 2, p["d1"]),
+             lower=lim[0][0], upper=lim[0][1], velocity_limit=vl),
+        Link("2", mass=p["m2"], com=p["r2"], inertia=inertia(p["I2"]), dh=(p["a2"], 0.0, 0.0),
+             lower=lim[1][0], upper=lim[1][1], velocity_limit=vl),
+        Link("3", mass=p["m3"], com=p["r3"], inertia=inertia(p["I3"]), dh=(0.0, math.pi / 2, 0.0),
+             lower=lim[2][0], upper=lim[2][1], velocity_limit=vl),
+        sec("4", p["s4"]), sec("5", p["s5"]), sec("6", p["s6"]), sec("7", p["s7"]),
+    ]
+    tps = [TurningPair(("0", "1"), "a"), TurningPair(("1", "5"), "a"), TurningPair(("0", "4"), "d"),
+           TurningPair(("1", "2"), "b"), TurningPair(("2", "6"), "b"), TurningPair(("2", "3"), "c"),
+           TurningPair(("2", "7"), "e")]
+    sg = p["signs"]
+    gps = [GearPair(("4", "1"), (t["N4"], t["N1"]), "external"),
+           GearPair(("5", "2"), (t["N5"], t["N2"]), "bevel", sg["g25"]),
+           GearPair(("6", "7"), (t["N6"], t["N7"]), "bevel", sg["g76"]),
+           GearPair(("7", "3"), (t["N7"], t["N3"]), "bevel", sg["g37"])]
+    mech = GearedMechanism(links, tps, gps, base="0", end_effector="3", inputs=["4", "5", "6"], name="grm3")
+    # Joint effort limits implied by the motor limits through G = A xi (eq. 22), for the safety monitor.
+    lim_xi = np.asarray(p["motor_torque_limit"], float)
+    eff = np.abs(mech.A) @ lim_xi
+    for r in range(1, 4):
+        mech.links[str(r)].effort_limit = float(eff[r - 1])
+    mech.motor_torque_limit = lim_xi
+    return mech
+
+
+def grm3_ratios(mech_or_params=None):
+    """The symbols g_{1,4}, g_{2,5}, g_{7,6}, g_{3,7} of eqs. 27-30 for the built-in example."""
+    p = GRM3_PARAMETERS if mech_or_params is None else mech_or_params
+    t, s = p["teeth"], p["signs"]
+    return dict(g14=-t["N1"] / t["N4"], g25=s["g25"] * t["N2"] / t["N5"], g76=s["g76"] * t["N7"] / t["N6"],
+                g37=s["g37"] * t["N3"] / t["N7"])
+
+
+def grm3_model():
+    """The robot model ``"grm3"`` (a run config's ``[robot] model``): the virtual EOLC model of :func:`grm3`."""
+    return grm3().virtual_model("grm3")
+
+
+GEARED_MECHANISMS = {"grm3": grm3}

@@ -1,0 +1,130 @@
+"""The chewing CPG as the jaw-rehabilitation robot's trajectory: CPG -> incisal point -> platform pose -> legs.
+
+:class:`JawCPGTrajectory` (kind ``"jaw_cpg"``) advances the :class:`ChewingCPG`
+by the control period and maps its incisal-point output (p, p-dot, p-ddot)
+through :meth:`rtctl.plants.jaw.model.JawRehabRobot.incisal_to_legs` (the
+opening hinge rotation plus translation, then the leg inverse kinematics and
+its derivatives) to the desired leg lengths, rates and accelerations -- both
+in one compiled, allocation-free call per cycle. Smoothness of the legs under
+online changes follows from the CPG's filtered targets and the smooth IK.
+
+Modulation from the control channel (``set_cpg`` with ``frequency`` in Hz,
+``amplitude`` as one scale or three per-axis scales [lateral, anterior,
+vertical], ``pattern`` by name) is checked by :meth:`validate_cpg_request` in
+the channel's thread -- therapist limits and the predicted envelope of the
+transition -- and applied at a cycle boundary by writing the targets only.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from rtctl.plants.jaw import kernels as _jk
+from rtctl.plants.jaw.model import STATUS_REASONS, JawRehabRobot
+
+from rtctl.loops.base import Trajectory
+from rtctl.registry import TRAJECTORIES
+from rtctl.loops.cpg.generator import ChewingCPG
+from rtctl.loops.cpg.limits import Refused, TherapistLimits
+from rtctl.loops.cpg.oscillators import cpg_step
+
+__all__ = ["JawCPGTrajectory"]
+
+
+@njit(cache=True)
+def _cpg_legs(dt, st, coef, out, pts2, P, l, ld, ldd, W, V):
+    """One cycle: advance the CPG by ``dt``, then the legs of its incisal motion. 0, or the failing status:
+    -1 - the CPG's code, or the mechanism's (positive, :data:`rtctl.plants.jaw.model.STATUS_REASONS`)."""
+    status = cpg_step(dt, st, coef, out)
+    if status != 0:
+        return -1 - status
+    return _jk.incisal_to_legs(pts2, P, out[0], out[1], out[2], l, ld, ldd, W, V)
+
+
+@TRAJECTORIES.register("jaw_cpg")
+class JawCPGTrajectory(Trajectory):
+    """Desired leg motion of the jaw robot from the chewing CPG (module docstring).
+
+    Parameters
+    ----------
+    pattern : a shipped pattern name (``normal``, ``hard_food``, ``lateral_grinding``) or a ChewingPattern.
+    frequency : Hz (default: the pattern's own).
+    amplitude : per-axis amplitude scale (one number or 3).
+    limits : :class:`TherapistLimits` or a dict of its fields (default limits otherwise).
+    t0 : control time (s) at which chewing starts; before it the legs hold the rest pose. The CPG starts at
+        rest and its amplitude filters ramp the cycle in smoothly.
+    mechanism : the :class:`JawRehabRobot` (default geometry).
+    """
+
+    def __init__(self, pattern="normal", frequency=None, amplitude=1.0, limits=None, t0: float = 0.0,
+                 mechanism: JawRehabRobot | None = None):
+        if isinstance(limits, dict):
+            limits = TherapistLimits.from_dict(limits)
+        if not (isinstance(t0, (int, float)) and math.isfinite(t0) and t0 >= 0):
+            raise ValueError(f"jaw_cpg: t0 must be a finite time >= 0 s, got {t0!r}")
+        self.mechanism = mechanism or JawRehabRobot()
+        scale = np.broadcast_to(np.asarray(amplitude, dtype=float), (3,)).copy()
+        self.cpg = ChewingCPG(pattern, frequency=frequency, amplitude_scale=scale, limits=limits)
+        self.t0 = float(t0)
+        self.n = 6
+        self.patterns = self.cpg.patterns
+        self._t = self.t0
+        self._rest = np.zeros(3)
+        self._args = (*self.cpg.kernel_args, self.mechanism.pts2, self.mechanism.P)
+        self._W, self._V = self.mechanism.W.copy(), self.mechanism.V.copy()
+        self._l, self._ld, self._ldd = np.zeros(6), np.zeros(6), np.zeros(6)
+        status = self.mechanism.incisal_to_legs(self._rest, self._rest, self._rest, self._l, self._ld, self._ldd)
+        if status:
+            raise ValueError(f"jaw_cpg: the rest pose is not reachable: {STATUS_REASONS.get(status, status)}")
+        self.rest_legs = self._l.copy()
+
+    @property
+    def incisal(self) -> np.ndarray:
+        """The CPG output of the last sample: rows p, p-dot, p-ddot, jerk (m, [lateral, anterior, vertical])."""
+        return self.cpg.output
+
+    def sample(self, t, q_d, qd_d, qdd_d) -> None:
+        if t < self.t0:
+            q_d[:] = self.rest_legs
+            qd_d[:] = 0.0
+            qdd_d[:] = 0.0
+            return
+        dt = t - self._t if t > self._t else 0.0
+        self._t = t if t > self._t else self._t
+        status = _cpg_legs(dt, *self._args, q_d, qd_d, qdd_d, self._W, self._V)
+        if status != 0:
+            if status < 0:
+                raise ValueError(f"jaw_cpg: CPG step failed (status {-1 - status}) at t = {t:.6g} s")
+            raise ValueError(f"jaw_cpg: the chewing motion left the workspace at t = {t:.6g} s: "
+                             f"{STATUS_REASONS.get(status, status)}")
+
+    def validate_cpg_request(self, req: dict):
+        """Check a ``set_cpg`` request (fields ``frequency``, ``amplitude``, ``pattern``); returns
+        ``(apply(loop) -> detail, cleaned request)``. Raises ValueError with the reason (limits, envelope,
+        fields that do not apply to the CPG)."""
+        foreign = sorted(set(req) & {"phase", "center"})
+        if foreign:
+            raise ValueError(f"set_cpg: '{foreign[0]}' does not apply to the chewing CPG "
+                             "(it takes frequency, amplitude, pattern)")
+        frequency = req.get("frequency")
+        if isinstance(frequency, (list, tuple)):
+            raise ValueError("frequency: the chewing CPG has one frequency (Hz), got a list")
+        amplitude = req.get("amplitude")
+        pattern = req.get("pattern")
+        if pattern is not None and not isinstance(pattern, str):
+            raise ValueError(f"pattern: must be one of {list(self.patterns)}, got {pattern!r}")
+        try:
+            modulation = self.cpg.check_request(frequency=frequency, amplitude_scale=amplitude, pattern=pattern)
+        except Refused as exc:
+            raise ValueError(exc.reason) from None
+        clean = {k: req[k] for k in ("frequency", "amplitude", "pattern") if k in req}
+
+        def apply(loop):
+            return self.cpg.apply(modulation)
+        return apply, clean
+
+    def __repr__(self):
+        return (f"JawCPGTrajectory(pattern={self.cpg.pattern.name!r}, frequency={self.cpg.target_frequency:g} Hz, "
+                f"amplitude={list(self.cpg.amplitude_scale)})")

@@ -1,0 +1,145 @@
+"""Simulated jaw-rehabilitation robot (seed 003, Kalani et al.): robot + jaw model + patient behind the legs.
+
+:class:`JawPlant` (registered as ``"jaw"``) exposes the robot's actuator space
+like :mod:`rtctl.plants.stewart.plant`: ``q`` = leg lengths (m), ``v`` = leg rates (m/s),
+``effort`` = leg forces (N). Inside it integrates the common pose ``x`` of the
+robot's moving platform and the mandible (the jaw model's moving platform,
+rigidly attached) with the generalized-momentum model of each platform
+(seed 001) and the patient's generalized force,
+
+    T^T (M_r + E M_j S) xdd + T^T (V_r xd + G_r + E (V_j S xd + G_j)) = J_E^T tau_net + f_patient
+
+(:func:`rtctl.plants.jaw.kernels.coupled_matrices`), ``tau_net`` the leg
+forces minus the legs' viscous and Coulomb friction, ``f_patient`` the
+stiffness, damping and food-bolus force of :class:`~rtctl.plants.jaw.model.PatientImpedance`,
+by classical RK4 in one compiled, allocation-free call per step
+(:func:`~rtctl.plants.jaw.kernels.plant_step`). The controllers of
+:mod:`rtctl.plants.jaw.control` use the independent Gibbs-Appell model.
+
+For plotting: :attr:`x`, :attr:`xd` (pose and rate), :attr:`patient_force`
+(Euler-space generalized force of the patient), :meth:`patient_wrench`
+([force; moment] in {B}), :attr:`jaw_leg_lengths`, :attr:`incisal`
+(incisal displacement from occlusion, m), :attr:`bolus_force` (N).
+"""
+from __future__ import annotations
+
+
+import numpy as np
+
+from rtctl.plants.jaw import kernels as _jk
+from rtctl.plants.jaw.model import STATUS_REASONS, JawRehabRobot, PatientImpedance
+from rtctl.model import Model
+
+from ..base import Plant, check_integration_options, mechanism_with_model_errors, register_plant, time_step
+
+__all__ = ["JawPlant"]
+
+
+@register_plant("jaw")
+class JawPlant(Plant):
+    """The coupled robot + jaw-model + patient dynamics under the robot's leg forces.
+
+    Parameters
+    ----------
+    model : the actuator-space model (6 prismatic legs); only its size is used.
+    mechanism : a :class:`JawRehabRobot` (default: the documented desktop geometry).
+    integrator : ``"rk4"``; substeps : RK4 sub-steps per :meth:`step`.
+    viscous_friction, coulomb_friction : robot leg friction, N s/m and N (scalar or 6 values).
+    coulomb_velocity_scale : m/s of the tanh regularisation.
+    impedance : the *true* patient (:class:`PatientImpedance`; default the mechanism's nominal one).
+    stiffness, damping, bolus_damping, bolus_force, bolus_band, bolus_edge, bolus_velocity_scale :
+        override single fields of that impedance (same meaning and units; validated).
+    """
+
+    def __init__(self, model: Model, *, mechanism: JawRehabRobot | None = None, integrator: str = "rk4",
+                 substeps: int = 1, viscous_friction=0.0, coulomb_friction=0.0,
+                 coulomb_velocity_scale: float = 1e-3, impedance: PatientImpedance | None = None,
+                 stiffness=None, damping=None, bolus_damping=None, bolus_force=None, bolus_band=None,
+                 bolus_edge=None, bolus_velocity_scale=None, mass_scale: float = 1.0, payload_mass: float = 0.0,
+                 payload_frame: str | None = None, payload_offset=None):
+        if model.nq != 6 or model.nv != 6:
+            raise ValueError(f"the jaw plant needs the 6-leg actuator-space model, got nq={model.nq}, nv={model.nv}")
+        integrator, substeps, scale = check_integration_options(integrator, substeps, coulomb_velocity_scale)
+        self.mechanism, model_errors = mechanism_with_model_errors(
+            mechanism or JawRehabRobot(), "jaw", "platform", mass_scale, payload_mass, payload_frame, payload_offset)
+        m = self.mechanism
+        super().__init__(model)
+        if impedance is not None and not isinstance(impedance, PatientImpedance):
+            raise ValueError(f"impedance must be a PatientImpedance, got {type(impedance).__name__}")
+        self.impedance = (impedance or m.impedance).replace(
+            stiffness=stiffness, damping=damping, bolus_damping=bolus_damping, bolus_force=bolus_force,
+            bolus_band=bolus_band, bolus_edge=bolus_edge, bolus_velocity_scale=bolus_velocity_scale)
+        self.P = m.pack(self.impedance, viscous_friction=viscous_friction, coulomb_friction=coulomb_friction,
+                        coulomb_velocity_scale=scale)
+        self._substeps = substeps
+        self._settings = dict(integrator=integrator, substeps=substeps,
+                              viscous_friction=self.P[_jk.CPL, _jk.C_VISC:_jk.C_VISC + 6].tolist(),
+                              coulomb_friction=self.P[_jk.CPL, _jk.C_COUL:_jk.C_COUL + 6].tolist(),
+                              coulomb_velocity_scale=scale, **model_errors,
+                              impedance=self.impedance.as_dict())
+        self._S = np.zeros((_jk.NS, 6))
+        self.x, self.xd = self._S[_jk.S_X], self._S[_jk.S_XD]
+        self.q, self.v = self._S[_jk.S_Q], self._S[_jk.S_V]
+        self.jaw_leg_lengths = self._S[_jk.S_QJ]
+        self.patient_force = self._S[_jk.S_FP]
+        self.incisal = self._S[_jk.S_INC, :3]
+        self._W, self._V = np.zeros((_jk.NW, 6, 6)), np.zeros((_jk.NV, 6))
+        self.reset_pose(m.rest_pose)
+
+    @property
+    def bolus_force(self) -> float:
+        """The bolus force on the incisal point at the current state, N (>= 0, downward)."""
+        return float(self._S[_jk.S_INC, 3])
+
+    def patient_wrench(self) -> np.ndarray:
+        """The patient's wrench on the platform in {B}, [force; moment about the platform centre]."""
+        return self.mechanism.patient_wrench(self.x, self.xd, self.impedance)
+
+    def reset_pose(self, x, xd=None) -> None:
+        """Set the pose and rate (time to zero); ValueError outside the workspace of either platform."""
+        m = self.mechanism
+        x = m._pose(x)
+        status = m.workspace_status(x)
+        if status:
+            raise ValueError(f"pose {np.round(x, 6).tolist()} is not in the workspace: {STATUS_REASONS[status]}")
+        self.x[:] = x
+        self.xd[:] = 0.0 if xd is None else m._pose(xd, "xd")
+        _jk.plant_outputs(m.pts2, self.P, self._S, self._W, self._V)
+        self.t = 0.0
+
+    def reset(self, q=None, v=None) -> None:
+        """Set the leg lengths ``q`` (default: the rest pose) and rates ``v`` (default 0); the pose comes
+        from forward kinematics (ValueError outside the workspace)."""
+        m = self.mechanism
+        x = m.rest_pose.copy() if q is None else m.forward_kinematics(q)
+        xd = np.zeros(6) if v is None else np.linalg.solve(m.robot.je(x), m._pose(v, "v"))
+        self.reset_pose(x, xd)
+
+    def step(self, dt: float, effort) -> None:
+        """Advance by ``dt`` s with leg forces ``effort`` (6, N) held; ValueError (state unchanged) on bad
+        input, a singular inertia or divergence."""
+        dt = time_step(dt)
+        pts2 = self.mechanism.pts2
+        try:
+            st = _jk.plant_step(pts2, self.P, self._S, effort, dt, self._substeps, self._W, self._V)
+        except TypeError:
+            eff = np.ascontiguousarray(effort, dtype=np.float64)
+            if eff.shape != (6,):
+                raise ValueError(f"effort must have shape (6,), got {np.shape(effort)}") from None
+            st = _jk.plant_step(pts2, self.P, self._S, eff, dt, self._substeps, self._W, self._V)
+        if st == _jk.NOT_FINITE:
+            raise ValueError("effort or plant state contains NaN or inf, or the step diverged; state unchanged")
+        if st != _jk.OK:
+            raise ValueError("singular inertia or J_E during the step; state unchanged")
+        self.t += dt
+
+    def energy(self) -> tuple[float, float]:
+        """(kinetic, potential) energy in J; potential = gravity of both platforms + the patient stiffness's."""
+        e = self.mechanism.energy(self.x, self.xd, self.impedance)
+        return e["kinetic"], e["gravity"] + e["spring"]
+
+    def parameters(self) -> dict:
+        return dict(self._settings)
+
+    def __repr__(self):
+        return f"JawPlant(substeps={self._substeps}, x={np.round(self.x, 5).tolist()})"

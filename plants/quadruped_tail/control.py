@@ -1,0 +1,227 @@
+"""Quadruped with a robotic tail (seed 000) in the real-time loop: controllers, trajectories, singularity monitor.
+
+All work on the 14-joint actuator-space model (:mod:`rtctl.plants.quadruped_tail.plant`):
+``q``/``v`` are the actuator angles/rates ``[q_a; q_p]`` (eqs. 27-28) and the
+effort is the 14 actuator torques.
+
+* :class:`QuadrupedTailFFPD` (``"quadruped_tail_ffpd"``) -- the feed-forward
+  scheme of the paper's Fig. 7 with a PD compensation: from the *measured*
+  actuator angles/rates the pose and rates are recovered (feet fixed: SVD
+  solution of ``d_i - p = R (a_i + s_i)``, rates by least squares over
+  ``theta-dot = J_tau T q-dot``); likewise the desired generalized motion from
+  the desired actuator motion. Then
+  ``tau = tau_ff + tau_c``, ``tau_ff = ID(q_d, q_d', q_d'')`` (virtual work,
+  eqs. 37-41) and the compensation ``tau_c = alloc(q, M(q) (Kp e + Kd e'))``,
+  ``e = q_d - q`` in generalized coordinates (kp in 1/s^2, scalar or 8 values).
+  ``kp = 0`` is the open-loop feed-forward of the paper's Fig. 8.
+  **Singularity monitor**: every cycle the condition number of ``J_tau_a``
+  (twist coordinates, eq. 27) is computed; above ``cond_threshold`` the
+  allocation switches from eq. 41 (tau_p = 0) to the redundant 14-actuator
+  solution (``redundant_method``, default minimum norm) and an event
+  ``{"event": "singularity_enter" | "singularity_exit", "cycle", "cond", "allocation"}``
+  is appended to the bounded ``events`` deque (``max_events``), the format a
+  telemetry sink can forward.
+* :class:`QuadrupedTailOpenLoop` (``"quadruped_tail_open_loop"``) -- the
+  section-4.1 torque profile ``tau_a = [0, 0, 15, 15, 20.5, 20.5, -7.7,
+  -10 sin(31.4 t)]``, ``tau_p = 0``, with ``t`` = cycles x ``period``.
+* :class:`QuadrupedTailPitch` (``"quadruped_tail_pitch"``) -- the Fig. 7/8
+  trajectory ``q_d(t) = [0.2, 0.3, 0.4, pi/36 sin(2 pi t/0.3), 0, 0, 0,
+  pi/18 sin(2 pi t/0.3 + pi)]`` mapped to actuator angles, rates and
+  accelerations (inverse kinematics and eqs. 11-18 with their derivative).
+* :class:`QuadrupedTailHold` (``"quadruped_tail_hold"``) -- hold q0 (the
+  reference of the open-loop forward run).
+
+These controllers call small compiled kernels and numpy linear algebra per
+cycle (a few small allocations, ~0.1-0.3 ms per cycle); they are not the
+allocation-free compiled laws of :mod:`loops.controllers`.
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+
+import numpy as np
+
+from rtctl.dynamics import Dynamics
+from rtctl.plants.quadruped_tail.model import QuadrupedTail
+
+from rtctl.registry import CONTROLLERS, TRAJECTORIES
+from rtctl.loops.base import Controller, Trajectory
+
+__all__ = ["QuadrupedTailFFPD", "QuadrupedTailOpenLoop", "QuadrupedTailPitch", "QuadrupedTailHold"]
+
+
+def _check_model(name, model):
+    if model.nv != 14:
+        raise ValueError(f"{name}: needs the 14-actuator quadruped_tail model, got nv={model.nv}")
+
+
+@CONTROLLERS.register("quadruped_tail_ffpd")
+class QuadrupedTailFFPD(Controller):
+    """Fig. 7 feed-forward + PD compensation with the J_tau_a singularity monitor (module docstring)."""
+
+    name = "quadruped_tail_ffpd"
+    requires_model = "quadruped_tail"
+
+    def __init__(self, dyn: Dynamics, kp=100.0, kd=None, mechanism: QuadrupedTail | None = None,
+                 cond_threshold: float = 1e3, redundant_method: str = "min_norm", max_events: int = 256,
+                 log_capacity: int = 0):
+        _check_model(self.name, dyn.model)
+        kp8 = np.broadcast_to(np.asarray(kp, dtype=float), (8,)).copy()
+        super().__init__(dyn, 0.0, 0.0)
+        self.kp = kp8
+        self.kd = 2.0 * np.sqrt(kp8) if kd is None else np.broadcast_to(np.asarray(kd, float), (8,)).copy()
+        if not (np.all(np.isfinite(self.kp)) and np.all(self.kp >= 0) and np.all(np.isfinite(self.kd))
+                and np.all(self.kd >= 0)):
+            raise ValueError(f"{self.name}: kp, kd must be finite and >= 0")
+        if not cond_threshold > 1:
+            raise ValueError(f"{self.name}: cond_threshold must be > 1, got {cond_threshold}")
+        self.mechanism = mechanism or QuadrupedTail()
+        self.cond_threshold = float(cond_threshold)
+        self.redundant_method = redundant_method
+        self.events: deque = deque(maxlen=int(max_events))
+        self.redundant = False
+        self.cycle = 0
+        self.cond = 1.0
+        self.q_est = self.mechanism.q0.copy()
+        self.qd_est = np.zeros(8)
+        self.tau_ff = np.zeros(14)
+        self.tau_c = np.zeros(14)
+        self.log = np.zeros((int(log_capacity), 14 + 14 + 8 + 1))   # tau_ff, tau_c, q_est, cond
+        self.logged = 0
+
+    def update(self, q, v, q_d, qd_d, qdd_d, effort) -> None:
+        m = self.mechanism
+        try:
+            qe, qde, _ = m.generalized_motion(q, v)
+            qd, qdd, qddd = m.generalized_motion(q_d, qd_d, qdd_d)
+        except ValueError as exc:
+            raise ValueError(f"{self.name}: {exc}") from None
+        self.q_est[:], self.qd_est[:] = qe, qde
+        self.cond = m.condition_number(qe)
+        redundant = self.cond > self.cond_threshold
+        if redundant != self.redundant:
+            self.redundant = redundant
+            self.events.append({"event": "singularity_enter" if redundant else "singularity_exit",
+                                "cycle": self.cycle, "cond": self.cond,
+                                "allocation": self.redundant_method if redundant else "paper"})
+        method = self.redundant_method if redundant else "paper"
+        self.tau_ff[:] = m.inverse_dynamics(qd, qdd, qddd, method=method)
+        e = qd - qe
+        ed = qdd - qde
+        if np.any(self.kp) or np.any(self.kd):
+            M = m.dynamics_terms(qe, qde)[0]
+            self.tau_c[:] = m.allocate(qe, M @ (self.kp * e + self.kd * ed), method=method)
+        else:
+            self.tau_c[:] = 0.0
+        effort[:] = self.tau_ff + self.tau_c
+        if self.logged < self.log.shape[0]:
+            row = self.log[self.logged]
+            row[:14], row[14:28], row[28:36], row[36] = self.tau_ff, self.tau_c, qe, self.cond
+            self.logged += 1
+        self.cycle += 1
+
+    def __repr__(self):
+        return f"QuadrupedTailFFPD(kp={self.kp.tolist()}, cond_threshold={self.cond_threshold})"
+
+
+@CONTROLLERS.register("quadruped_tail_open_loop")
+class QuadrupedTailOpenLoop(Controller):
+    """Section 4.1's open-loop torque profile (module docstring); ``period`` is the loop period (s)."""
+
+    name = "quadruped_tail_open_loop"
+    requires_model = "quadruped_tail"
+
+    def __init__(self, dyn: Dynamics, kp=0.0, kd=None, period: float = 1e-3):
+        _check_model(self.name, dyn.model)
+        super().__init__(dyn, 0.0, 0.0)
+        if not period > 0:
+            raise ValueError(f"{self.name}: period must be > 0, got {period}")
+        self.period = float(period)
+        self.cycle = 0
+
+    @staticmethod
+    def profile(t: float, out=None):
+        """tau (14) of section 4.1 at time t."""
+        out = np.zeros(14) if out is None else out
+        out[:8] = (0.0, 0.0, 15.0, 15.0, 20.5, 20.5, -7.7, -10.0 * math.sin(31.4 * t))
+        out[8:] = 0.0
+        return out
+
+    def update(self, q, v, q_d, qd_d, qdd_d, effort) -> None:
+        self.profile(self.cycle * self.period, effort)
+        self.cycle += 1
+
+
+def pitch_motion(t: float):
+    """(q, q-dot, q-ddot) of the Fig. 7/8 desired motion at time t."""
+    w = 2.0 * math.pi / 0.3
+    a1, a2 = math.pi / 36.0, math.pi / 18.0
+    q = np.array([0.2, 0.3, 0.4, a1 * math.sin(w * t), 0, 0, 0, a2 * math.sin(w * t + math.pi)])
+    qd = np.array([0, 0, 0, a1 * w * math.cos(w * t), 0, 0, 0, a2 * w * math.cos(w * t + math.pi)])
+    qdd = np.array([0, 0, 0, -a1 * w * w * math.sin(w * t), 0, 0, 0, -a2 * w * w * math.sin(w * t + math.pi)])
+    return q, qd, qdd
+
+
+@TRAJECTORIES.register("quadruped_tail_pitch")
+class QuadrupedTailPitch(Trajectory):
+    """The paper's Fig. 7/8 pitch motion in actuator space (starts at ``t0``; q0 held before)."""
+
+    n = 14
+
+    def __init__(self, t0: float = 0.0, duration: float = 2.0, mechanism: QuadrupedTail | None = None):
+        self.mechanism = mechanism or QuadrupedTail()
+        self.t0 = float(t0)
+        self.duration = self.t0 + float(duration)
+
+    def generalized(self, t: float):
+        if t < self.t0:
+            return self.mechanism.q0.copy(), np.zeros(8), np.zeros(8)
+        return pitch_motion(t - self.t0)
+
+    def sample(self, t: float, q, qd, qdd) -> None:
+        m = self.mechanism
+        x, xd, xdd = self.generalized(t)
+        q[:], qd[:] = m.joint_state(x, xd)
+        qdd[:] = m.joint_accelerations(x, xd, xdd)
+
+
+@TRAJECTORIES.register("quadruped_tail_hold")
+class QuadrupedTailHold(Trajectory):
+    """Hold the actuator angles of q0 (the paper's initial pose)."""
+
+    n = 14
+
+    def __init__(self, duration: float = 1.0, mechanism: QuadrupedTail | None = None):
+        m = mechanism or QuadrupedTail()
+        self.q0 = m.joint_state(m.q0)[0]
+        self.duration = float(duration)
+
+    def sample(self, t: float, q, qd, qdd) -> None:
+        q[:] = self.q0
+        qd[:] = 0.0
+        qdd[:] = 0.0
+
+
+def simulate_pitch_tracking(mech, kp, cycles, rate=1000.0, start_on_trajectory=False):
+    """Offline section-4.2 run: feed-forward + PD (``kp``; 0 = feed-forward only) on the plant for
+    ``cycles`` steps; returns (max generalized error per cycle, controller, survived = stayed reachable)."""
+    from rtctl.plants.quadruped_tail.plant import QuadrupedTailPlant
+
+    am = mech.actuator_model()
+    plant = QuadrupedTailPlant(am, substeps=2)
+    if start_on_trajectory:
+        plant.reset_state(*QuadrupedTailPitch().generalized(0.0)[:2])
+    ctl = QuadrupedTailFFPD(Dynamics(am), kp=kp, log_capacity=cycles)
+    traj = QuadrupedTailPitch()
+    qd, vd, ad, eff = np.zeros(14), np.zeros(14), np.zeros(14), np.zeros(14)
+    err = []
+    for k in range(cycles):
+        traj.sample(k / rate, qd, vd, ad)
+        ctl.update(plant.q.copy(), plant.v.copy(), qd, vd, ad, eff)
+        try:
+            plant.step(1.0 / rate, eff)
+        except ValueError:
+            return np.array(err), ctl, False
+        err.append(np.abs(plant.x - traj.generalized((k + 1) / rate)[0]).max())
+    return np.array(err), ctl, True

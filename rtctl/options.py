@@ -1,0 +1,121 @@
+"""Config schemas declared next to the code they configure.
+
+A component (driver, plant, controller, trajectory; see :mod:`rtctl.registry`) declares the keys of its
+TOML table as a dataclass ``Options`` whose fields are :func:`setting` s::
+
+    @dataclass(frozen=True)
+    class Options(ActuatorDriver.Options):
+        port: str = setting("str", None, required=True)         # e.g. /dev/ttyUSB0
+        baudrate: int = setting("int", 57600, positive=True)
+
+and may own whole sections of the config (``sections = {"contact": ContactOptions}``). :func:`check_table`
+validates a table against such a schema: unknown keys and bad values raise :class:`ConfigError` naming
+the file, section and key. Units are SI.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from dataclasses import dataclass
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A configuration problem; the message names the file, section and key."""
+
+
+@dataclass(frozen=True)
+class Key:
+    kind: str                      # "float", "int", "bool", "str", "floats" (scalar or list), "ints", "matrix"
+    default: Any = None
+    low: float | None = None       # inclusive bounds for numbers (each element for lists)
+    high: float | None = None
+    choices: tuple | None = None
+    positive: bool = False         # strictly > 0
+    required: bool = False
+
+
+def setting(kind: str, default=None, **bounds):
+    """A dataclass field carrying its :class:`Key` (type, default, bounds)."""
+    return dataclasses.field(default=default, metadata={"key": Key(kind, default, **bounds)})
+
+
+def schema_keys(options: type) -> dict[str, Key]:
+    """``{name: Key}`` of an ``Options`` dataclass, in declaration order."""
+    return {f.name: f.metadata["key"] for f in dataclasses.fields(options) if "key" in f.metadata}
+
+
+def check_number(value, key: Key, where: str, integer: bool = False):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{where}: expected a number, got {value!r}")
+    if integer and not isinstance(value, int):
+        raise ConfigError(f"{where}: expected an integer, got {value!r}")
+    if isinstance(value, int) and not -2 ** 63 <= value < 2 ** 63:
+        raise ConfigError(f"{where}: integer out of the 64-bit range")
+    if not math.isfinite(value):
+        raise ConfigError(f"{where}: must be finite, got {value!r}")
+    if key.positive and not value > 0:
+        raise ConfigError(f"{where}: must be > 0, got {value!r}")
+    if key.low is not None and value < key.low:
+        raise ConfigError(f"{where}: must be >= {key.low}, got {value!r}")
+    if key.high is not None and value > key.high:
+        raise ConfigError(f"{where}: must be <= {key.high}, got {value!r}")
+    return value
+
+
+def check_value(value, key: Key, where: str):
+    """``value`` checked against ``key`` (ints stay ints, floats become float); ConfigError naming ``where``."""
+    if key.kind == "str":
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+        if key.choices and value not in key.choices:
+            raise ConfigError(f"{where}: must be one of {list(key.choices)}, got {value!r}")
+        return value
+    if key.kind == "bool":
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if key.kind in ("float", "int"):
+        return float(check_number(value, key, where)) if key.kind == "float" else \
+            check_number(value, key, where, integer=True)
+    if key.kind in ("floats", "ints"):
+        items = value if isinstance(value, list) else [value]
+        if not items:
+            raise ConfigError(f"{where}: empty list")
+        checked = [check_number(v, key, f"{where}[{i}]", integer=key.kind == "ints") for i, v in enumerate(items)]
+        return checked if isinstance(value, list) else checked[0]
+    if key.kind == "strs":
+        items = value if isinstance(value, list) else [value]
+        if not items or not all(isinstance(v, str) for v in items):
+            raise ConfigError(f"{where}: expected a string or a non-empty list of strings, got {value!r}")
+        return list(items)
+    if key.kind == "matrix":
+        if not isinstance(value, list) or not value or not all(isinstance(r, list) for r in value):
+            raise ConfigError(f"{where}: expected a list of rows (a matrix), got {value!r}")
+        if len({len(r) for r in value}) != 1:
+            raise ConfigError(f"{where}: rows have different lengths")
+        return [[check_number(v, key, f"{where}[{i}][{j}]") for j, v in enumerate(r)] for i, r in enumerate(value)]
+    raise AssertionError(key.kind)
+
+
+def check_table(given, keys: dict[str, Key], where: str, owner: str = "") -> dict:
+    """Every key of ``keys`` with its checked value or default. ``where`` is ``"FILE: [section]"``;
+    ``owner`` (e.g. ``"driver 'sim'"``) is named when a key is unknown."""
+    if not isinstance(given, dict):
+        raise ConfigError(f"{where} must be a table, got {type(given).__name__}")
+    for name in given:
+        if name not in keys:
+            near = difflib.get_close_matches(str(name), list(keys), n=1)
+            hint = f" (did you mean '{near[0]}'?)" if near else ""
+            of = f" for {owner}" if owner else ""
+            raise ConfigError(f"{where} unknown key '{name}'{of}{hint}; allowed: {sorted(keys)}")
+    out = {}
+    for name, key in keys.items():
+        if name in given:
+            out[name] = check_value(given[name], key, f"{where} {name}")
+        elif key.required:
+            raise ConfigError(f"{where} {name} is required" + (f" for {owner}" if owner else ""))
+        else:
+            out[name] = key.default
+    return out
