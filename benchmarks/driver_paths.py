@@ -63,7 +63,7 @@ def dynamixel_serial(seconds: float, rate_hz: float) -> Row:
     with EmulatorProcess("--robot", "arm2", "--initial", ",".join(f"{x:.6f}" for x in start)) as emu:
         model = hil_arm(2)
         driver = create_driver("dynamixel", model, port=emu.port, read_timeout=min(1.5e-3, 0.6 / rate_hz))
-        loop = ControlLoop(model=model, driver=driver,
+        loop = ControlLoop(model=model, drivers=[driver],
                            controller=create_controller("computed_torque", Dynamics(model), kp=1600.0),
                            trajectory=create_trajectory("sinusoid", center=center, amplitude=amplitude,
                                                         frequency=0.5, phase=-np.pi / 2),
@@ -103,7 +103,7 @@ def can_mit(seconds: float, rate_hz: float) -> Row:
     model = build_arm2()
     driver = create_driver("can_mit", model, can_ids=[1, 2], channel=server.url)
     try:
-        loop = ControlLoop(model=model, driver=driver,
+        loop = ControlLoop(model=model, drivers=[driver],
                            controller=create_controller("computed_torque", Dynamics(model), kp=400.0),
                            trajectory=create_trajectory("sinusoid", center=q0, amplitude=[0.3, 0.3],
                                                         frequency=[0.5, 0.7]),

@@ -9,7 +9,8 @@ import time
 
 import numpy as np
 
-from rtctl.plants.geared.model import brute_force_dynamics, grm3
+from rtctl.plants.geared.model import grm3
+from rtctl.plants.geared.reference import brute_force_dynamics
 
 
 def per_call(fn, states, repeat):

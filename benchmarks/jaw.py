@@ -8,7 +8,7 @@ platforms, random rates and accelerations) in the same process:
 * one platform (the robot): the appendix's Gibbs-Appell leg forces
   (:func:`rtctl.plants.jaw.kernels.ga_inverse_dynamics`, and the checked
   Python API :func:`rtctl.plants.jaw.model.gibbs_appell_inverse_dynamics`) vs seed
-  001's generalized-momentum ones (``_stewart_kernels.inverse_dynamics`` and
+  001's generalized-momentum ones (``rtctl.plants.stewart.solvers.inverse_dynamics`` and
   :meth:`StewartPlatform.inverse_dynamics`); the ratio GM / GA;
 * two platforms + patient: Gibbs-Appell (what the controllers use) vs
   generalized momentum (the plant's model), compiled;
@@ -34,6 +34,7 @@ from rtctl.plants.jaw.plant import JawPlant
 from rtctl.dynamics import Dynamics
 from rtctl.plants.jaw import kernels as _jk
 from rtctl.plants.stewart import kernels as _sk
+from rtctl.plants.stewart import solvers as _ss
 from rtctl.plants.jaw.model import JawRehabRobot, gibbs_appell_inverse_dynamics
 
 
@@ -80,7 +81,7 @@ def row_ga_kernel(ctx):
 
 def row_gm_kernel(ctx):
     r, tau, wk, wv = ctx.mech.robot, ctx.tau, ctx.wk, ctx.wv
-    us = per_call(lambda x, xd, xdd: _sk.inverse_dynamics(r.pts, r.par, x, xd, xdd, _sk.B_ALL, tau, wk, wv),
+    us = per_call(lambda x, xd, xdd: _ss.inverse_dynamics(r.pts, r.par, x, xd, xdd, _sk.B_ALL, tau, wk, wv),
                   ctx.states, ctx.repeat)
     ctx.results["gm_kernel"] = us
     return "robot, generalized momentum, compiled kernel", us
@@ -141,7 +142,7 @@ def _controller_row(ctx, cls, kp):
 
     def update(q, v, q_d, qd_d, qdd_d, x):
         ctl.x[:] = x + 1e-5
-        ctl.update(q, v, q_d, qd_d, qdd_d, effort)
+        ctl.update(0.0, 1e-3, q, v, q_d, qd_d, qdd_d, effort)
     return f"{cls.name}.update (FK + GA ID)", per_call(update, _controller_states(ctx), ctx.repeat)
 
 

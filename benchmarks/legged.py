@@ -87,7 +87,7 @@ def closed_loop(robot, trajectory, controller_cls, *, forward_dynamics="aba", in
     try:
         for k in range(steps):
             trajectory.sample(plant.t, q_d, qd_d, qdd_d)
-            controller.update(plant.q, plant.v, q_d, qd_d, qdd_d, effort)
+            controller.update(0.0, 1e-3, plant.q, plant.v, q_d, qd_d, qdd_d, effort)
             plant.step(dt, effort)
             if record_every and k % record_every == 0:
                 record.append((plant.q.copy(), plant.v.copy(), effort.copy()))
@@ -115,7 +115,7 @@ def offline(robot, trajectory, controller_cls, *, forward_dynamics="aba", durati
     def effort_fn(t, q, v):
         q_c[:], v_c[:] = q, v
         trajectory.sample(t, q_d, qd_d, qdd_d)
-        controller.update(q_c, v_c, q_d, qd_d, qdd_d, effort)
+        controller.update(0.0, 1e-3, q_c, v_c, q_d, qd_d, qdd_d, effort)
         return effort
 
     t0 = time.perf_counter()

@@ -18,7 +18,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rtctl.dynamics.constrained import constrained_forward_dynamics, projected_inverse_dynamics  # noqa: E402
-from rtctl.plants.quadruped_tail import model as qt  # noqa: E402
+from rtctl.plants.quadruped_tail import dynamics as qt  # noqa: E402
+from rtctl.plants.quadruped_tail.model import QuadrupedTail  # noqa: E402
+from rtctl.plants.quadruped_tail.reference import random_states, tree_reference, tree_state  # noqa: E402
 
 
 def _time(fn, states, reps):
@@ -36,9 +38,9 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=300)
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args(argv)
-    mech = qt.QuadrupedTail()
-    dyn, B = mech.tree_reference()
-    states = list(mech.random_states(args.n, 7))
+    mech = QuadrupedTail()
+    dyn, B = tree_reference(mech)
+    states = list(random_states(mech, args.n, 7))
     w = mech._w
     tau0, wts, tau = np.zeros(14), np.ones(14), np.empty(14)
 
@@ -55,11 +57,11 @@ def main(argv=None):
                     w.bias, w.Jtau, w.M, w.C, w.G, w.Mq, w.Cq, w.Gq, w.f, w.fq)
 
     def gen_id(q, qd, qdd):
-        tq, tv, ta, Jc, _, _ = mech.tree_state(dyn, q, qd, qdd)
+        tq, tv, ta, Jc, _, _ = tree_state(mech, dyn, q, qd, qdd)
         projected_inverse_dynamics(dyn, tq, tv, ta, Jc, actuation=B[:, :8])
 
     def gen_fd(q, qd, t):
-        tq, tv, _, Jc, _, _ = mech.tree_state(dyn, q, qd, np.zeros(8))
+        tq, tv, _, Jc, _, _ = tree_state(mech, dyn, q, qd, np.zeros(8))
         gam = np.concatenate([dyn.jacobian_dot_times_v(tq, tv, f"foot{i}")[3:] for i in range(4)])
         constrained_forward_dynamics(dyn, tq, tv, B @ t, Jc, gam)
 

@@ -30,6 +30,9 @@ import numpy as np
 from rtctl.dynamics import Dynamics
 from rtctl.dynamics.constrained import projected_inverse_dynamics
 from rtctl.plants.stewart import kernels as _k
+from rtctl.plants.stewart import solvers as _ks
+from rtctl.plants.stewart import steps as _steps
+from rtctl.plants.stewart import reference as stewart_reference
 from rtctl.plants.stewart.model import StewartPlatform
 
 
@@ -49,24 +52,24 @@ def main(argv=None) -> int:
     ap.add_argument("--generic-calls", type=int, default=300)
     args = ap.parse_args(argv)
     m = StewartPlatform()
-    dyn = Dynamics(m.tree_model())
+    dyn = Dynamics(stewart_reference.tree_model(m))
     rng = np.random.default_rng(1)
     states = [(m.random_pose(rng), rng.normal(size=6) * 0.5, rng.normal(size=6)) for _ in range(200)]
     tau = np.zeros(6)
     wk, wv = np.zeros((_k.NWK, 6, 6)), np.zeros((_k.NWV, 6))
     pts, par = m.pts, m.par
-    B = m.actuation_matrix()
+    B = stewart_reference.actuation_matrix()
 
     def gm_api(x, xd, xdd):
         return m.inverse_dynamics(x, xd, xdd)
 
     def gm_kernel(x, xd, xdd):
-        _k.inverse_dynamics(pts, par, x, xd, xdd, _k.B_ALL, tau, wk, wv)
+        _ks.inverse_dynamics(pts, par, x, xd, xdd, _k.B_ALL, tau, wk, wv)
 
-    tree = [m.tree_state(dyn, *s) for s in states[:50]]
+    tree = [stewart_reference.tree_state(m, dyn, *s) for s in states[:50]]
 
     def generic_full(x, xd, xdd):
-        return m.projected_inverse_dynamics(dyn, x, xd, xdd).tau
+        return stewart_reference.projected_inverse_dynamics(m, dyn, x, xd, xdd).tau
 
     def generic_projection(q, v, a, Jc):
         return projected_inverse_dynamics(dyn, q, v, a, Jc, actuation=B).tau
@@ -81,7 +84,7 @@ def main(argv=None) -> int:
 
     def ct_step(q, qd, guess):
         x_est[:] = guess
-        _k.computed_torque_step(pts, par, q, qd, q, qd, qd, kp, kd, x_est, 1e-11, 20, alpha, tau, wk, wv)
+        _steps.computed_torque_step(pts, par, q, qd, q, qd, qd, kp, kd, x_est, 1e-11, 20, alpha, tau, wk, wv)
 
     # agreement on the timed states
     err = max(np.abs(m.inverse_dynamics(*s) - generic_full(*s)).max() / np.abs(generic_full(*s)).max()

@@ -10,17 +10,21 @@ and ``write(command)``, then ``deactivate()`` (torque off). ``read`` and
 ``write`` never raise on bus trouble: they count it in :class:`DriverHealth`
 and report faults, which the safety layer turns into the safe state.
 
-Backends register by name (``@register_driver("sim")``) and are created from
-config with :func:`create_driver`.
+Backends register by name (``@register_driver("sim")``, found through
+:data:`rtctl.registry.DRIVERS`), declare their keys of a ``[driver]`` table as a
+dataclass ``Options`` (the common ones below, plus their own) and are built from
+config by ``from_config(options, context)``; a loop may own several, each over
+its own ``joints`` (:class:`rtctl.rt.hardware.Hardware`).
 """
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
 from rtctl.model import Model
+from rtctl.options import setting
 from rtctl.registry import DRIVERS
 from rtctl.rt.interfaces import Command, RobotState, actuated_indices
 from rtctl.rt.lifecycle import Lifecycle
@@ -53,6 +57,33 @@ class ActuatorDriver(Lifecycle, abc.ABC):
     """Abstract backend. Subclasses implement :meth:`read` and :meth:`write` (and lifecycle hooks)."""
 
     backend = "abstract"
+
+    @dataclass(frozen=True)
+    class Options:
+        """``[driver]`` keys every backend takes; the transmission maps its joints to its actuators."""
+
+        joints: object = setting("strs", None)    # the actuated joints it drives (default: all of them)
+        mode: str = setting("str", EFFORT_MODE, choices=(EFFORT_MODE, POSITION_MODE))
+        gear_ratio: object = setting("floats", None)
+        coupling: object = setting("matrix", None)
+        rotor_inertia: object = setting("floats", None, low=0.0)
+
+    @classmethod
+    def transmission_from_config(cls, options: dict, n: int):
+        """The :class:`~rtctl.drivers.transmission.Transmission` of ``n`` joints the table describes."""
+        from .transmission import Transmission
+
+        return Transmission(n, ratio=options["gear_ratio"], coupling=options["coupling"],
+                            rotor_inertia=options["rotor_inertia"])
+
+    @classmethod
+    def from_config(cls, options: dict, context) -> "ActuatorDriver":
+        """Built from its table: the backend's own keys (given, not None) as keyword arguments, with the
+        joints, mode and ``context.transmission``."""
+        common = {f.name for f in fields(ActuatorDriver.Options)}
+        own = {k: v for k, v in options.items() if k not in common and v is not None}
+        return cls(context.model, joints=options["joints"], mode=options["mode"],
+                   transmission=context.transmission, **own)
 
     def __init__(self, model: Model, joints: list[str] | None = None, mode: str = EFFORT_MODE):
         super().__init__()

@@ -9,12 +9,18 @@ Gaussian noise on position, velocity and effort, converted back to joint
 space. A floating base is passed through exactly (the simulator stands in for
 a state estimator). In ``position`` mode the drive closes its own loop:
 ``tau = effort + stiffness (position - q) + damping (velocity - v)``.
+
+Several sim drivers may share one plant, each over its own joints: each puts its
+joints' efforts in ``plant.applied_effort`` and the one built with
+``steps_plant=True`` (the last of them) advances the plant.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from rtctl.plants.base import Plant
+from rtctl.options import setting
 
 from .base import EFFORT_MODE, ActuatorDriver, register_driver
 from .transmission import Transmission
@@ -22,10 +28,30 @@ from .transmission import Transmission
 
 @register_driver("sim")
 class SimDriver(ActuatorDriver):
-    def __init__(self, model, *, plant: Plant, period: float, joints=None, mode: str = EFFORT_MODE,
+    """A simulated plant (any :class:`rtctl.plants.base.Plant`: ``q``, ``v``, ``step``) seen as hardware."""
+
+    @dataclass(frozen=True)
+    class Options(ActuatorDriver.Options):
+        torque_limit: object = setting("floats", None, positive=True)   # N m (N) per actuator
+        position_noise: float = setting("float", 0.0, low=0.0)           # rad (m), standard deviation
+        velocity_noise: float = setting("float", 0.0, low=0.0)
+        effort_noise: float = setting("float", 0.0, low=0.0)
+        encoder_counts: int = setting("int", 0, low=0)                   # per revolution (metre); 0: exact
+        latency_cycles: int = setting("int", 0, low=0, high=1)
+        seed: int = setting("int", 0, low=0)
+
+    @classmethod
+    def from_config(cls, options: dict, context):
+        common = {name for name in ("joints", "mode", "gear_ratio", "coupling", "rotor_inertia")}
+        own = {k: v for k, v in options.items() if k not in common}
+        return cls(context.model, plant=context.plant, period=context.period, joints=options["joints"],
+                   mode=options["mode"], transmission=context.transmission,
+                   steps_plant=context.steps_plant, **own)
+
+    def __init__(self, model, *, plant, period: float, joints=None, mode: str = EFFORT_MODE,
                  transmission: Transmission | None = None, torque_limit=None, position_noise: float = 0.0,
                  velocity_noise: float = 0.0, effort_noise: float = 0.0, encoder_counts: int = 0,
-                 latency_cycles: int = 0, seed: int = 0):
+                 latency_cycles: int = 0, seed: int = 0, steps_plant: bool = True):
         super().__init__(model, joints, mode)
         n = len(self.v_index)
         if not period > 0:
@@ -39,6 +65,7 @@ class SimDriver(ActuatorDriver):
         if encoder_counts < 0:
             raise ValueError(f"{self.name}: encoder_counts must be >= 0, got {encoder_counts}")
         self.plant = plant
+        self.steps_plant = bool(steps_plant)
         self.period = float(period)
         self.transmission = transmission or Transmission(n)
         if self.transmission.n != n:
@@ -61,7 +88,7 @@ class SimDriver(ActuatorDriver):
         self._j_tau, self._j_vec, self._noise = np.zeros(n), np.zeros(n), np.zeros(n)
         self._pending = np.zeros(n)
         self._applied = np.zeros(n)
-        self._effort = np.zeros(model.nv)
+        self._effort = plant.applied_effort
 
     def on_activate(self) -> None:
         self._pending[:] = 0.0
@@ -121,9 +148,11 @@ class SimDriver(ActuatorDriver):
             self._applied[:] = self._a_tau
         self.transmission.to_joint_effort(self._applied, self._j_tau)
         self._effort[self.v_index] = self._j_tau
-        self.plant.step(self.period, self._effort)
+        if self.steps_plant:
+            self.plant.step(self.period, self._effort)
         self.health.writes += 1
 
     def safe_stop(self) -> None:
         self._pending[:] = 0.0
         self._applied[:] = 0.0
+        self._effort[self.v_index] = 0.0

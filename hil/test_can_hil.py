@@ -36,7 +36,7 @@ def server():
 def make_loop(driver, model, hooks=()):
     traj = create_trajectory("sinusoid", center=Q0, amplitude=[0.3, 0.3], frequency=[0.5, 0.7], phase=[0.0, 0.0])
     ctl = create_controller("computed_torque", Dynamics(model), kp=400.0)
-    return ControlLoop(model=model, driver=driver, controller=ctl, trajectory=traj, safety=SafetyMonitor(model),
+    return ControlLoop(model=model, drivers=[driver], controller=ctl, trajectory=traj, safety=SafetyMonitor(model),
                        rate_hz=RATE, hooks=hooks)
 
 

@@ -44,7 +44,7 @@ def make_loop(port, hooks=(), **driver_options):
     trajectory = create_trajectory("sinusoid", center=CENTER, amplitude=AMPLITUDE, frequency=0.5,
                                    phase=-np.pi / 2)
     safety = SafetyMonitor(model, watchdog_cycles=5)
-    return ControlLoop(model=model, driver=driver, controller=controller, trajectory=trajectory, safety=safety,
+    return ControlLoop(model=model, drivers=[driver], controller=controller, trajectory=trajectory, safety=safety,
                        rate_hz=RATE_HZ, overrun_policy="count", hooks=hooks)
 
 

@@ -5,24 +5,49 @@ of the actuated joints (length ``n``) at any time, written into preallocated
 arrays. A :class:`Controller` turns the measured state and the desired motion
 into generalized efforts (nv) for the actuated joints; neither allocates per
 cycle.
+
+Lifecycle (ros2_control's controllers): the loop calls ``on_activate()`` before
+its first cycle and ``on_deactivate()`` + ``on_activate()`` on a re-arm, then
+``update(t, dt, ...)`` every cycle with the control time and period (s).
+
+Config: each class declares the keys of its ``[controller]`` / ``[trajectory]``
+table as a dataclass ``Options`` (:mod:`rtctl.options`) and builds itself with
+``from_config(options, context)``; it is found by its registered name
+(:data:`rtctl.registry.CONTROLLERS`, :data:`rtctl.registry.TRAJECTORIES`).
 """
 from __future__ import annotations
 
 import abc
+from dataclasses import dataclass
 
 import numpy as np
 
 from rtctl.dynamics import Dynamics
+from rtctl.options import setting
 from rtctl.rt.interfaces import actuated_indices
 
 
 class Trajectory(abc.ABC):
     n: int
     duration: float
+    sections: dict = {}  # whole config sections this trajectory owns: {"name": OptionsDataclass}
+
+    @dataclass(frozen=True)
+    class Options:
+        """No keys: a trajectory class lists its own."""
+
+    @classmethod
+    def from_config(cls, options: dict, context) -> "Trajectory":
+        """Built from its ``[trajectory]`` table: the keys given (not None) as keyword arguments."""
+        return cls(**{k: v for k, v in options.items() if v is not None})
 
     @abc.abstractmethod
     def sample(self, t: float, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> None:
         """Write the desired position, velocity, acceleration at time ``t`` (s) into the arrays."""
+
+    def limit_violation(self, safety) -> str:
+        """What of this motion leaves the safety monitor's limits (``""``: nothing); checked before a run."""
+        return ""
 
 
 class Controller(abc.ABC):
@@ -34,6 +59,35 @@ class Controller(abc.ABC):
     """
 
     name = "controller"
+    default_kp: float | None = None  # kp when the config gives none; None: the config must give it
+    sections: dict = {}
+
+    @dataclass(frozen=True)
+    class Options:
+        # computed torque: kp in 1/s^2; torque-level laws: N m/rad (or N/m) per joint
+        kp: object = setting("floats", None, low=0.0)
+        kd: object = setting("floats", None, low=0.0)   # default 2 sqrt(kp): critically damped
+
+    @classmethod
+    def from_config(cls, options: dict, context) -> "Controller":
+        """Built from its ``[controller]`` table over ``context.dynamics``."""
+        return cls(context.dynamics, **cls.gains_from_config(options))
+
+    @classmethod
+    def gains_from_config(cls, options: dict) -> dict:
+        kp = options["kp"]
+        if kp is None:
+            if cls.default_kp is None:
+                raise ValueError(f"kp is required for type '{cls.name}' (a torque gain in N m/rad per joint; it "
+                                 "depends on the robot's inertia)")
+            kp = cls.default_kp
+        return {"kp": kp, "kd": options["kd"]}
+
+    def on_activate(self) -> None:
+        """Before the first cycle and after a re-arm: reset integrators, clocks, filters."""
+
+    def on_deactivate(self) -> None:
+        """When the loop stops using this controller (a stop before a re-arm)."""
 
     def __init__(self, dyn: Dynamics, kp, kd=None):
         self.dyn = dyn
@@ -49,6 +103,7 @@ class Controller(abc.ABC):
             raise ValueError(f"{self.name}: kd must be finite and >= 0, got {self.kd.tolist()}")
 
     @abc.abstractmethod
-    def update(self, q: np.ndarray, v: np.ndarray, q_d: np.ndarray, qd_d: np.ndarray, qdd_d: np.ndarray,
-               effort: np.ndarray) -> None:
-        """Measured full ``q`` (nq), ``v`` (nv); desired actuated-joint motion (n); write ``effort`` (nv)."""
+    def update(self, t: float, dt: float, q: np.ndarray, v: np.ndarray, q_d: np.ndarray, qd_d: np.ndarray,
+               qdd_d: np.ndarray, effort: np.ndarray) -> None:
+        """At control time ``t`` with period ``dt`` (s): measured full ``q`` (nq), ``v`` (nv); desired
+        actuated-joint motion (n); write ``effort`` (nv)."""

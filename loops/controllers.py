@@ -76,6 +76,53 @@ _SIG_STEP = ("int64(int64, int64[:, ::1], float64[:, ::1], float64[:, ::1], int6
              f"{_V}, {_V}, float64[:, ::1], float64[:, ::1], {_V}, {_V}, {_V}, {_V}, {_V}, {_V})")
 
 
+@njit(cache=True)
+def _argument_status(nq, nv, n, kp, kd, q, v, q_d, qd_d, qdd_d, effort):
+    """_OK, or the status naming the first argument of the wrong length or with NaN/inf."""
+    lengths = ((q, nq), (v, nv), (q_d, n), (qd_d, n), (qdd_d, n), (effort, nv), (kp, n), (kd, n))
+    for k in range(8):  # gains may have been replaced after construction
+        if lengths[k][0].shape[0] != lengths[k][1]:
+            return _WRONG_LENGTH + k + 1
+    checked = (q, v, q_d, qd_d, qdd_d, kp, kd)
+    numbers = (1, 2, 3, 4, 5, 7, 8)
+    for k in range(7):
+        if not all_finite(checked[k]):
+            return _NOT_FINITE + numbers[k]
+    return _OK
+
+
+@njit(cache=True)
+def _model_terms(mode, mi, mf, ws, q_index, v_index, kp, kd, work, base_block, q, v, q_d, qd_d, qdd_d):
+    """The inverse-dynamics term of law ``mode`` into ``work[3]``; the dynamics kernel's status."""
+    nq, nv = model_sizes(mi)
+    n = q_index.shape[0]
+    qw, vw, aw, tau, acc = work[0, :nq], work[1, :nv], work[2, :nv], work[3, :nv], work[4, :nv]
+    n0 = base_block.shape[0]
+    if mode == MODE_PD_GRAVITY:  # g(q) = ID(q, 0, 0), base held still
+        vw[:] = 0.0
+        aw[:] = 0.0
+        return rnea(mi, mf, ws, q, vw, aw, tau)
+    if mode == MODE_FF_PD:  # ID at the desired joint state (measured base state)
+        qw[:] = q
+        vw[:] = v
+        aw[:] = 0.0
+        for j in range(n):
+            qw[q_index[j]] = q_d[j]
+            vw[v_index[j]] = qd_d[j]
+            aw[v_index[j]] = qdd_d[j]
+        if n0 == 0:
+            return rnea(mi, mf, ws, qw, vw, aw, tau)
+        return floating_base_rnea(mi, mf, ws, base_block, qw, vw, aw, acc, tau)
+    if mode == MODE_COMPUTED_TORQUE or mode == MODE_FLOATING_CT:  # alpha, eq. 37
+        aw[:] = 0.0
+        for j in range(n):
+            aw[v_index[j]] = qdd_d[j] + kp[j] * (q_d[j] - q[q_index[j]]) + kd[j] * (qd_d[j] - v[v_index[j]])
+        if mode == MODE_COMPUTED_TORQUE:  # eq. 32 by one RNEA pass
+            return rnea(mi, mf, ws, q, v, aw, tau)
+        return floating_base_rnea(mi, mf, ws, base_block, q, v, aw, acc, tau)  # eqs. 34-35 (acc[:n0] = alpha_0)
+    return _OK
+
+
 @njit(_SIG_STEP, cache=True)
 def _control_step(mode, mi, mf, ws, index, kp, kd, work, base_block, q, v, q_d, qd_d, qdd_d, effort):
     """One control cycle of law ``mode``; writes ``effort`` and returns a status code.
@@ -86,85 +133,22 @@ def _control_step(mode, mi, mf, ws, index, kp, kd, work, base_block, q, v, q_d, 
     a fixed base).
     """
     nq, nv = model_sizes(mi)
-    n = index.shape[1]
     q_index, v_index = index[0], index[1]
-    qw, vw, aw, tau, acc = work[0, :nq], work[1, :nv], work[2, :nv], work[3, :nv], work[4, :nv]
-    if q.shape[0] != nq:
-        return _WRONG_LENGTH + 1
-    if v.shape[0] != nv:
-        return _WRONG_LENGTH + 2
-    if q_d.shape[0] != n:
-        return _WRONG_LENGTH + 3
-    if qd_d.shape[0] != n:
-        return _WRONG_LENGTH + 4
-    if qdd_d.shape[0] != n:
-        return _WRONG_LENGTH + 5
-    if effort.shape[0] != nv:
-        return _WRONG_LENGTH + 6
-    if kp.shape[0] != n:  # gains may have been replaced after construction
-        return _WRONG_LENGTH + 7
-    if kd.shape[0] != n:
-        return _WRONG_LENGTH + 8
-    if not all_finite(q):
-        return _NOT_FINITE + 1
-    if not all_finite(v):
-        return _NOT_FINITE + 2
-    if not all_finite(q_d):
-        return _NOT_FINITE + 3
-    if not all_finite(qd_d):
-        return _NOT_FINITE + 4
-    if not all_finite(qdd_d):
-        return _NOT_FINITE + 5
-    if not all_finite(kp):
-        return _NOT_FINITE + 7
-    if not all_finite(kd):
-        return _NOT_FINITE + 8
-    n0 = base_block.shape[0]
-    status = _OK
-
-    if mode == MODE_PD_GRAVITY:  # g(q) = ID(q, 0, 0), base held still
-        for k in range(nv):
-            vw[k] = 0.0
-            aw[k] = 0.0
-        status = rnea(mi, mf, ws, q, vw, aw, tau)
-    elif mode == MODE_FF_PD:  # ID at the desired joint state (measured base state)
-        for k in range(nq):
-            qw[k] = q[k]
-        for k in range(nv):
-            vw[k] = v[k]
-            aw[k] = 0.0
-        for j in range(n):
-            qw[q_index[j]] = q_d[j]
-            vw[v_index[j]] = qd_d[j]
-            aw[v_index[j]] = qdd_d[j]
-        if n0 == 0:
-            status = rnea(mi, mf, ws, qw, vw, aw, tau)
-        else:
-            status = floating_base_rnea(mi, mf, ws, base_block, qw, vw, aw, acc, tau)
-    elif mode == MODE_COMPUTED_TORQUE or mode == MODE_FLOATING_CT:  # alpha, eq. 37
-        for k in range(nv):
-            aw[k] = 0.0
-        for j in range(n):
-            e = q_d[j] - q[q_index[j]]
-            e_dot = qd_d[j] - v[v_index[j]]
-            aw[v_index[j]] = qdd_d[j] + kp[j] * e + kd[j] * e_dot
-        if mode == MODE_COMPUTED_TORQUE:  # eq. 32 by one RNEA pass
-            status = rnea(mi, mf, ws, q, v, aw, tau)
-        else:  # eqs. 34-35 (acc[:n0] = alpha_0)
-            status = floating_base_rnea(mi, mf, ws, base_block, q, v, aw, acc, tau)
+    status = _argument_status(nq, nv, q_index.shape[0], kp, kd, q, v, q_d, qd_d, qdd_d, effort)
+    if status != _OK:
+        return status
+    status = _model_terms(mode, mi, mf, ws, q_index, v_index, kp, kd, work, base_block, q, v, q_d, qd_d, qdd_d)
     if status != _OK:
         return _KERNEL + status
-
-    for k in range(nv):
-        effort[k] = 0.0
-    if mode == MODE_COMPUTED_TORQUE or mode == MODE_FLOATING_CT:
-        for j in range(n):
-            effort[v_index[j]] = tau[v_index[j]]
-        return _OK
-    for j in range(n):
+    tau = work[3, :nv]
+    effort[:] = 0.0
+    for j in range(q_index.shape[0]):
         iv = v_index[j]
-        pd = kp[j] * (q_d[j] - q[q_index[j]]) + kd[j] * (qd_d[j] - v[iv])
-        effort[iv] = pd if mode == MODE_PD else tau[iv] + pd
+        if mode == MODE_COMPUTED_TORQUE or mode == MODE_FLOATING_CT:
+            effort[iv] = tau[iv]
+        else:
+            pd = kp[j] * (q_d[j] - q[q_index[j]]) + kd[j] * (qd_d[j] - v[iv])
+            effort[iv] = pd if mode == MODE_PD else tau[iv] + pd
     return _OK
 
 
@@ -209,7 +193,7 @@ class _CompiledController(Controller):
     def _check_base(self) -> None:
         pass
 
-    def update(self, q, v, q_d, qd_d, qdd_d, effort) -> None:
+    def update(self, t, dt, q, v, q_d, qd_d, qdd_d, effort) -> None:
         """Write the generalized efforts (nv) for measured ``q`` (nq), ``v`` (nv) and the desired
         actuated-joint motion ``q_d``, ``qd_d``, ``qdd_d`` (n) into ``effort``; allocation-free."""
         try:
@@ -294,6 +278,7 @@ class ComputedTorque(_CompiledController):
     """
 
     name = "computed_torque"
+    default_kp = 400.0
     mode = MODE_COMPUTED_TORQUE
 
     def _check_base(self) -> None:
@@ -319,6 +304,7 @@ class FloatingBaseComputedTorque(_CompiledController):
     """
 
     name = "floating_base_computed_torque"
+    default_kp = 400.0
     mode = MODE_FLOATING_CT
 
     def _check_base(self) -> None:

@@ -21,12 +21,14 @@ offending value.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
 
+from rtctl.options import setting
 from rtctl.registry import TRAJECTORIES
-from rtctl.safety import MIN_JERK_PEAK_VELOCITY
+from rtctl.rt.limits import MIN_JERK_PEAK_VELOCITY
 
 from .base import Trajectory
 
@@ -218,6 +220,27 @@ class MinimumJerk(_CompiledTrajectory):
 
     _kernel = staticmethod(_min_jerk_sample)
 
+    @dataclass(frozen=True)
+    class Options:
+        start: object = setting("floats", None)        # default: the plant's initial position
+        goal: object = setting("floats", None, required=True)
+        duration: float = setting("float", None, positive=True, required=True)
+        t0: float = setting("float", 0.0, low=0.0)
+
+    @classmethod
+    def from_config(cls, options: dict, context):
+        start = options["start"] if options["start"] is not None else context.q0[context.q_index].tolist()
+        return cls(start, options["goal"], options["duration"], options["t0"])
+
+    def limit_violation(self, safety) -> str:
+        """Start and goal inside the soft limits, the move's peak velocity and acceleration within bounds."""
+        for what, q in (("[trajectory] start", self.start), ("[trajectory] goal", self.goal)):
+            problem = safety.position_violation(np.asarray(q, dtype=float), what)
+            if problem:
+                return problem
+        problem = safety.min_jerk_violation(self.start, self.goal, float(self.duration))
+        return f"[trajectory] min_jerk: {problem}" if problem else ""
+
     def __init__(self, start, goal, duration: float, t0: float = 0.0):
         cls = type(self).__name__
         self.start = _array(cls, "start", start, 1)
@@ -250,6 +273,20 @@ class CubicSplineTrajectory(_CompiledTrajectory):
 
     _kernel = staticmethod(_spline_sample)
     BOUNDARIES = ("clamped", "natural")
+
+    @dataclass(frozen=True)
+    class Options:
+        times: object = setting("floats", None, required=True)
+        waypoints: object = setting("matrix", None, required=True)
+        boundary: str = setting("str", "clamped", choices=("clamped", "natural"))
+
+    def limit_violation(self, safety) -> str:
+        """Every waypoint inside the soft limits."""
+        for i, row in enumerate(np.atleast_2d(np.asarray(self.waypoints, dtype=float))):
+            problem = safety.position_violation(row, f"[trajectory] waypoints[{i}]")
+            if problem:
+                return problem
+        return ""
 
     def __init__(self, times, waypoints, boundary: str = "clamped"):
         from scipy.interpolate import CubicSpline
@@ -296,6 +333,24 @@ class Sinusoid(_CompiledTrajectory):
     """
 
     _kernel = staticmethod(_sinusoid_sample)
+
+    @dataclass(frozen=True)
+    class Options:
+        center: object = setting("floats", None, required=True)
+        amplitude: object = setting("floats", None, required=True)
+        frequency: object = setting("floats", None, positive=True, required=True)   # Hz
+        phase: object = setting("floats", 0.0)                                      # rad
+
+    def limit_violation(self, safety) -> str:
+        """Both ends of the swing inside the soft limits, peak velocity and acceleration within bounds."""
+        center, amplitude = np.asarray(self.center), np.abs(np.asarray(self.amplitude))
+        for what, q in (("[trajectory] center - amplitude", center - amplitude),
+                        ("[trajectory] center + amplitude", center + amplitude)):
+            problem = safety.position_violation(q, what)
+            if problem:
+                return problem
+        problem = safety.oscillation_violation(self.amplitude, self.frequency)
+        return f"[trajectory] sinusoid: {problem}" if problem else ""
 
     def __init__(self, center, amplitude, frequency, phase=0.0):
         cls = type(self).__name__

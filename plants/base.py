@@ -3,23 +3,61 @@
 A plant owns its state ``q`` (nq), ``v`` (nv) and time ``t`` as arrays updated
 in place, takes generalized efforts (nv, SI units; base rows zero for a
 floating base) and advances by a fixed step. Plants register by name
-(``@register_plant("rigid_body")``) and are created from config with
-:func:`create_plant`.
+(``@register_plant("rigid_body")``, found through :data:`rtctl.registry.PLANTS`),
+declare their ``[plant]`` keys as a dataclass ``Options`` (the common ones below,
+plus their own) and are built from config by ``from_config(options, context)``.
 """
 from __future__ import annotations
 
 import abc
 import math
 import numbers
+from dataclasses import dataclass
 
 import numpy as np
 
 from rtctl.model import Model, inertia_scale_factor, payload_mass, payload_offset
+from rtctl.options import setting
 from rtctl.registry import PLANTS
 
 
 class Plant(abc.ABC):
     name = "plant"
+    sections: dict = {}  # whole config sections this plant owns: {"name": OptionsDataclass}
+
+    @dataclass(frozen=True)
+    class Options:
+        """``[plant]`` keys every plant takes (SI units). Two are model errors the controller does not know:
+        ``mass_scale`` and the payload (kg at ``payload_offset`` in ``payload_frame``)."""
+
+        integrator: str = setting("str", None, choices=("rk4", "semi_implicit_euler"))  # default: the plant's
+        substeps: int = setting("int", None, low=1, high=1000)
+        viscous_friction: object = setting("floats", 0.0, low=0.0)
+        coulomb_friction: object = setting("floats", 0.0, low=0.0)
+        coulomb_velocity_scale: float = setting("float", 1e-3, positive=True)
+        mass_scale: float = setting("float", 1.0, positive=True, high=100.0)
+        payload_mass: float = setting("float", 0.0, low=0.0)
+        payload_frame: str = setting("str", None)
+        payload_offset: object = setting("floats", None)
+        initial_position: object = setting("floats", None)   # actuated joints (default: the neutral pose)
+
+    @classmethod
+    def from_config(cls, options: dict, context, **arguments) -> "Plant":
+        """Built over ``context.plant_model`` from its ``[plant]`` table (None: the plant's own default) and
+        ``arguments`` (what a subclass adds from its own sections); starts at ``initial_position``."""
+        kwargs = {k: v for k, v in options.items() if v is not None and k != "initial_position"}
+        for name in ("viscous_friction", "coulomb_friction"):
+            if name not in options:  # a plant whose Options do not take the common keys
+                continue
+            full = np.zeros(context.plant_model.nv)
+            full[context.v_index] = context.vector(options[name], name)
+            kwargs[name] = full
+        plant = cls(context.plant_model, **kwargs, **arguments)
+        q0 = plant.q.copy()
+        if options.get("initial_position") is not None:
+            q0[context.q_index] = context.vector(options["initial_position"], "initial_position")
+        plant.reset(q0)
+        return plant
 
     def __init__(self, model: Model):
         self.model = model
@@ -27,6 +65,7 @@ class Plant(abc.ABC):
         self.q = model.neutral_configuration()
         self.v = np.zeros(model.nv)
         self.t = 0.0
+        self.applied_effort = np.zeros(model.nv)  # what the sim drivers apply, each to its own joints
 
     def reset(self, q=None, v=None) -> None:
         """Set the state (defaults: neutral configuration, rest) and the time to zero."""

@@ -36,6 +36,7 @@ equations integrated by :func:`scipy.integrate.solve_ivp` at tight tolerances.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
@@ -46,9 +47,11 @@ from rtctl.dynamics.contact import contact_dynamics
 from rtctl.dynamics.kernels import (NOT_FINITE, OK, SINGULAR, WRONG_LENGTH, aba, all_finite, configuration_rate,
                                     integrate, model_sizes)
 from rtctl.model import FREE_FLYER, MI_IQ, MI_TYPE, Model, inertia_scale_factor
+from rtctl.options import setting
 from rtctl.rt.interfaces import actuated_indices
 
 from .base import Plant, check_integration_options, payload_settings, register_plant, with_tree_payload
+from .integrate import W_A as _W_A, WORK_ROWS as INTEGRATOR_ROWS, advance_with_rollback, inlined, rk4_advance
 
 __all__ = ["RigidBodyPlant", "INTEGRATORS", "RK4", "SEMI_IMPLICIT_EULER", "DIVERGED", "INVALID_ARGUMENT",
            "WORK_ROWS", "work_array"]
@@ -68,9 +71,9 @@ STOP_ROWS = 6
 END_STOP_YIELD = 0.01  # rad or m: an end stop yields this far under the joint's effort limit
 END_STOP_MAX_FREQUENCY = 50.0  # Hz: the stiffest stop rings no faster, so a 1 kHz step resolves it
 
-# Rows of the work array (each max(nq, nv) wide).
-_W_Q0, _W_V0, _W_QS, _W_VS, _W_DQ, _W_A, _W_KQ, _W_KV, _W_TAU = range(9)
-WORK_ROWS = 9
+# Rows of the work array (each max(nq, nv) wide): the integrator's, then the torques of the current stage.
+_W_TAU = INTEGRATOR_ROWS
+WORK_ROWS = INTEGRATOR_ROWS + 1
 
 SIG_STEP = ("int64(int64[:, ::1], float64[:, ::1], float64[:, ::1], float64[::1], float64[::1], float64[::1], "
             "float64, int64, int64, float64[::1], float64[::1], float64, float64[:, ::1], float64[:, ::1])")
@@ -107,8 +110,12 @@ def add_end_stop_torques(q, v, stops, tau):
 
 
 @njit(cache=True)
-def _derivative(mi, mf, ws, q, v, effort, viscous, coulomb, scale, tau, dq, a, contact, stops):
-    """dq/dt into ``dq`` and dv/dt into ``a`` under ``effort`` plus friction and end stops; returns aba's status."""
+def _derivative(q, v, dq, a, args):
+    """dq/dt into ``dq`` and dv/dt into ``a`` under ``effort`` plus friction and end stops; returns aba's status.
+
+    The plant's rate function for :mod:`plants.integrate`: ``args`` = (mi, mf, ws, effort, viscous, coulomb,
+    scale, tau, contact, stops) with ``tau`` the scratch for the joint torques."""
+    mi, mf, ws, effort, viscous, coulomb, scale, tau, contact, stops = args
     for k in range(v.shape[0]):
         tau[k] = effort[k] - viscous[k] * v[k] - coulomb[k] * np.tanh(v[k] / scale)
     add_end_stop_torques(q, v, stops, tau)
@@ -130,66 +137,37 @@ def _normalise_quaternions(mi, q):
                 q[o + k] /= n
 
 
-@njit(cache=True)
-def _rk4_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, scale, work, contact, stops):
-    """One classical RK4 step of length h on (q, v) in R^nq x R^nv, in place."""
-    nq, nv = q.shape[0], v.shape[0]
-    qs, vs = work[_W_QS, :nq], work[_W_VS, :nv]
-    dq, a = work[_W_DQ, :nq], work[_W_A, :nv]
-    kq, kv = work[_W_KQ, :nq], work[_W_KV, :nv]
-    tau = work[_W_TAU, :nv]
-    status = _derivative(mi, mf, ws, q, v, effort, viscous, coulomb, scale, tau, dq, a, contact, stops)
-    if status != OK:
-        return status
-    for k in range(nq):
-        kq[k] = dq[k]
-        qs[k] = q[k] + 0.5 * h * dq[k]
-    for k in range(nv):
-        kv[k] = a[k]
-        vs[k] = v[k] + 0.5 * h * a[k]
-    for stage in range(2):
-        status = _derivative(mi, mf, ws, qs, vs, effort, viscous, coulomb, scale, tau, dq, a, contact, stops)
-        if status != OK:
-            return status
-        c = 0.5 * h if stage == 0 else h
-        for k in range(nq):
-            kq[k] += 2.0 * dq[k]
-            qs[k] = q[k] + c * dq[k]
-        for k in range(nv):
-            kv[k] += 2.0 * a[k]
-            vs[k] = v[k] + c * a[k]
-    status = _derivative(mi, mf, ws, qs, vs, effort, viscous, coulomb, scale, tau, dq, a, contact, stops)
-    if status != OK:
-        return status
-    for k in range(nq):
-        q[k] += h / 6.0 * (kq[k] + dq[k])
-    for k in range(nv):
-        v[k] += h / 6.0 * (kv[k] + a[k])
-    _normalise_quaternions(mi, q)
+@inlined
+def _normalise_after_step(q, v, h, work, args):
+    """After an RK4 step (q treated in R^nq): the free-flyer quaternion back to unit norm."""
+    _normalise_quaternions(args[0], q)
     return OK
 
 
-@njit(cache=True)
-def _semi_implicit_euler_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, scale, work, contact, stops):
-    """v += h a(q, v); q = q (+) v h on the configuration manifold, in place."""
-    nv = v.shape[0]
-    a, tau = work[_W_A, :nv], work[_W_TAU, :nv]
-    for k in range(nv):
+@inlined
+def _semi_implicit_euler_step(q, v, h, work, args):
+    """v += h a(q, v); q = q (+) v h on the configuration manifold, in place (``args``: :func:`_derivative`)."""
+    mi, mf, ws, effort, viscous, coulomb, scale, tau, contact, stops = args
+    a = work[_W_A, :v.shape[0]]
+    for k in range(v.shape[0]):
         tau[k] = effort[k] - viscous[k] * v[k] - coulomb[k] * np.tanh(v[k] / scale)
     add_end_stop_torques(q, v, stops, tau)
     status = _accelerations(mi, mf, ws, q, v, tau, a, contact)
     if status != OK:
         return status
-    for k in range(nv):
+    for k in range(v.shape[0]):
         v[k] += h * a[k]
     integrate(mi, q, v, h, q)
     return OK
 
 
+_rk4_advance = rk4_advance("rigid_body", _derivative, finish=_normalise_after_step)
+_euler_advance = advance_with_rollback("rigid_body_euler", _semi_implicit_euler_step)
+
+
 @njit(cache=True)
-def advance(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work, contact, stops):
-    """:func:`_step_kernel` with an optional ground ``contact`` tuple (see
-    :func:`rtctl.dynamics.contact.contact_dynamics`; ``None``: no contact)."""
+def check_step(mi, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work):
+    """``OK`` or the status :func:`_step_kernel` refuses these arguments with (module constants)."""
     nq, nv = model_sizes(mi)
     if q.shape[0] != nq:
         return WRONG_LENGTH + 1
@@ -213,29 +191,23 @@ def advance(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, sc
         return NOT_FINITE + 2
     if not all_finite(effort):
         return NOT_FINITE + 3
-    for k in range(nq):
-        work[_W_Q0, k] = q[k]
-    for k in range(nv):
-        work[_W_V0, k] = v[k]
-    h = dt / substeps
-    status = OK
-    for _ in range(substeps):
-        if method == RK4:
-            status = _rk4_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, scale, work, contact, stops)
-        else:
-            status = _semi_implicit_euler_substep(mi, mf, ws, q, v, effort, h, viscous, coulomb, scale, work, contact,
-                                                  stops)
-        if status != OK:
-            break
-    if status == OK and not (all_finite(q) and all_finite(v)):
-        status = DIVERGED
+    return OK
+
+
+@njit(cache=True)
+def advance(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work, contact, stops):
+    """:func:`_step_kernel` with an optional ground ``contact`` tuple (see
+    :func:`rtctl.dynamics.contact.contact_dynamics`; ``None``: no contact)."""
+    status = check_step(mi, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work)
     if status != OK:
-        for k in range(nq):
-            q[k] = work[_W_Q0, k]
-        for k in range(nv):
-            v[k] = work[_W_V0, k]
-        if status != SINGULAR:
-            status = DIVERGED
+        return status
+    args = (mi, mf, ws, effort, viscous, coulomb, scale, work[_W_TAU, :v.shape[0]], contact, stops)
+    if method == RK4:
+        status = _rk4_advance(q, v, dt, substeps, work, DIVERGED, args)
+    else:
+        status = _euler_advance(q, v, dt, substeps, work, DIVERGED, args)
+    if status != OK and status != SINGULAR:
+        return DIVERGED
     return status
 
 
@@ -316,6 +288,10 @@ class RigidBodyPlant(Plant):
 
     Invalid settings raise ``ValueError`` naming the parameter and its value.
     """
+
+    @dataclass(frozen=True)
+    class Options(Plant.Options):
+        end_stops: bool = setting("bool", None)   # spring-damper end stops at the hard limits (default true)
 
     def __init__(self, model: Model, *, integrator: str = "rk4", substeps: int = 1, viscous_friction=0.0,
                  coulomb_friction=0.0, coulomb_velocity_scale: float = 1e-3, mass_scale: float = 1.0,

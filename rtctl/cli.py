@@ -37,7 +37,7 @@ def _run_config(path, duration: float | None, pace: bool | None) -> int:
         cfg["loop"]["pace"] = pace
     loop = build(cfg)
     print(f"rtctl: running {cfg['_source']} -- {cfg['robot']['model']}, {cfg['controller']['type']}, "
-          f"{cfg['driver']['backend']} driver, {cfg['loop']['rate_hz']:g} Hz, {cfg['loop']['duration']:g} s",
+          f"{' + '.join(t['backend'] for t in cfg.get('drivers', [cfg.get('driver')]))} driver, {cfg['loop']['rate_hz']:g} Hz, {cfg['loop']['duration']:g} s",
           flush=True)
     from .telemetry.wiring import close as close_telemetry, describe as describe_telemetry
     describe_telemetry(loop)
@@ -65,7 +65,11 @@ def _cmd_demo(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    return _run_config(args.config, args.duration, False if args.offline else None)
+    config = Path(args.config)
+    if not config.exists() and config.suffix != ".toml" and "/" not in args.config:
+        from .config import bundled_config_path
+        config = bundled_config_path(args.config)  # a config shipped with rtctl, by name
+    return _run_config(config, args.duration, False if args.offline else None)
 
 
 def _cmd_jaw_session(args) -> int:
@@ -129,7 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
             ("run", "run the control loop described by a TOML config", _cmd_run)):
         cmd = sub.add_parser(name, help=helptext)
         if name == "run":
-            cmd.add_argument("config", help="TOML run configuration")
+            cmd.add_argument("config", help="TOML run configuration: a path, or the name of a bundled one "
+                                             "(e.g. stewart, jaw, legged_biped)")
         cmd.add_argument("--duration", type=float, default=None, help="override [loop] duration (s)")
         cmd.add_argument("--offline", action="store_true",
                          help="run cycles back to back instead of at wall-clock rate (same control time)")

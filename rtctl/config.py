@@ -1,11 +1,15 @@
-"""Run configuration in TOML: schema, validation and assembly of a :class:`~rtctl.rt.loop.ControlLoop`.
+"""Run configuration in TOML: validation and assembly of a :class:`~rtctl.rt.loop.ControlLoop`.
 
-Every section and key is declared below with its type, range and default;
-unknown keys and out-of-range values raise :class:`ConfigError` naming the
-file, section and key. Units are SI. A minimal config::
+The application layer. The core sections (``[robot]``, ``[loop]``, ``[safety]``, ``[telemetry]``,
+``[control]``, ``[[schedule]]``) are declared below; every component section is declared by the component
+it selects, found by name in :mod:`rtctl.registry`: ``[plant] type``, ``[driver] backend`` (or several
+``[[drivers]]``, each with its ``joints``), ``[controller] type``, ``[trajectory] type``, each with its own
+``Options`` schema, and the sections a selected component owns (``[contact]`` of the legged plant,
+``[patient]`` of the jaw plant, ``[therapist]`` of the chewing CPG). Unknown keys and out-of-range values
+raise :class:`ConfigError` naming the file, section and key. Units are SI. A minimal config::
 
     [robot]
-    model = "arm7"            # bundled name or URDF path (relative to the config file)
+    model = "arm7"            # bundled name, robot model name or URDF path (relative to the config file)
 
     [controller]
     type = "computed_torque"
@@ -18,139 +22,20 @@ file, section and key. Units are SI. A minimal config::
 """
 from __future__ import annotations
 
-import math
+import importlib.util
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
 
 from . import bundled_model_path
-
+from .options import BuildContext, ConfigError, Key, check_number, check_table, schema_keys
+from .registry import CONTROLLERS, DRIVERS, PLANTS, ROBOTS, TRAJECTORIES
 
 DEMO_CONFIG = Path(__file__).parent / "data" / "configs" / "demo.toml"
 
-
-class ConfigError(ValueError):
-    """A configuration problem; the message names the file, section and key."""
-
-
-@dataclass(frozen=True)
-class Key:
-    kind: str                      # "float", "int", "bool", "str", "floats" (scalar or list), "matrix", "ints"
-    default: Any = None
-    low: float | None = None       # inclusive bounds for numbers (each element for lists)
-    high: float | None = None
-    choices: tuple | None = None
-    positive: bool = False         # strictly > 0
-    required: bool = False
-
-
-SCHEMA: dict[str, dict[str, Key]] = {
+CORE_SCHEMA: dict[str, dict[str, Key]] = {
     "robot": {
         "model": Key("str", "arm7"),
-        "floating_base": Key("str", "fixed", choices=("fixed", "free_flyer", "euler")),
-    },
-    "plant": {
-        "type": Key("str", "rigid_body", choices=("rigid_body", "stewart", "geared", "quadruped_tail", "jaw",
-                                                  "legged")),
-        # integrator and substeps default to the plant's own (rk4 and 1; legged: semi_implicit_euler and 8)
-        "integrator": Key("str", None, choices=("rk4", "semi_implicit_euler")),
-        "substeps": Key("int", None, low=1, high=1000),
-        "forward_dynamics": Key("str", "aba", choices=("aba", "cholesky")),  # legged plant: O(n) or O(n^3)
-        "viscous_friction": Key("floats", 0.0, low=0.0),
-        "coulomb_friction": Key("floats", 0.0, low=0.0),
-        "coulomb_velocity_scale": Key("float", 1e-3, positive=True),
-        "mass_scale": Key("float", 1.0, positive=True, high=100.0),
-        # a point mass the controller's model does not know: kg, link or frame (default: the last link; the
-        # mechanism plants: their platform / torso centre only), offset in that frame (m)
-        "payload_mass": Key("float", 0.0, low=0.0),
-        "payload_frame": Key("str", None),
-        "payload_offset": Key("floats", None),
-        "initial_position": Key("floats", None),
-        "end_stops": Key("bool", None),  # rigid_body: spring-damper end stops at the hard limits (default true)
-    },
-    "driver": {
-        "backend": Key("str", "sim", choices=("sim", "dynamixel", "can_mit", "cia402")),
-        # CAN backends (can_mit, cia402): python-can interface and channel, one motor ID / node ID per joint
-        "can_interface": Key("str", "socketcan"),
-        "can_channel": Key("str", None),
-        "can_ids": Key("ints", None, low=1, high=0x7FF),
-        "motor_model": Key("str", "AK80-9"),
-        # dynamixel backend: serial port, baud, one servo id per actuated joint, model name(s) of the table
-        "port": Key("str", None),
-        "baudrate": Key("int", 57600, positive=True),
-        "servo_ids": Key("ints", None, low=0, high=252),
-        "servo_model": Key("str", "XM430-W350"),
-        "retries": Key("int", 1, low=0, high=10),
-        # dynamixel and CAN backends: reply wait per cycle (per attempt), consecutive failed cycles -> fault
-        "read_timeout": Key("float", 1e-3, positive=True, high=1.0),
-        "max_failed_cycles": Key("int", 5, low=1),
-        "mode": Key("str", "effort", choices=("effort", "position")),
-        "position_noise": Key("float", 0.0, low=0.0),
-        "velocity_noise": Key("float", 0.0, low=0.0),
-        "effort_noise": Key("float", 0.0, low=0.0),
-        "encoder_counts": Key("int", 0, low=0),
-        "latency_cycles": Key("int", 0, low=0, high=1),
-        "seed": Key("int", 0, low=0),
-        "gear_ratio": Key("floats", None),
-        "coupling": Key("matrix", None),
-        "rotor_inertia": Key("floats", None, low=0.0),
-        "torque_limit": Key("floats", None, positive=True),
-    },
-    "controller": {
-        "type": Key("str", "computed_torque",
-                    choices=("computed_torque", "floating_base_computed_torque", "ff_pd", "pd_gravity", "pd",
-                             "stewart_computed_torque", "geared_computed_torque",
-                             "quadruped_tail_ffpd", "quadruped_tail_open_loop", "jaw_computed_torque", "jaw_ff_pd",
-                             "legged_ff_pd", "legged_computed_torque")),
-        # computed torque: kp in 1/s^2 (default 400); torque-level laws (ff_pd, pd_gravity, pd): N m/rad,
-        # robot-specific, so required.
-        "kp": Key("floats", None, low=0.0),
-        "kd": Key("floats", None, low=0.0),
-    },
-    "trajectory": {
-        "type": Key("str", "min_jerk", choices=("min_jerk", "spline", "sinusoid", "stewart_pose",
-                                                    "quadruped_tail_pitch", "quadruped_tail_hold", "jaw_cpg",
-                                                    "biped_walk", "quadruped_trot")),
-        "start": Key("floats", None),
-        "goal": Key("floats", None),
-        "duration": Key("float", None, positive=True),
-        "t0": Key("float", 0.0, low=0.0),
-        "times": Key("floats", None),
-        "waypoints": Key("matrix", None),
-        "boundary": Key("str", "clamped", choices=("clamped", "natural")),
-        "center": Key("floats", None),
-        "amplitude": Key("floats", None),
-        "frequency": Key("floats", None, positive=True),
-        "phase": Key("floats", 0.0),
-        "pattern": Key("str", None),   # jaw_cpg: normal, hard_food, lateral_grinding
-        # biped_walk / quadruped_trot (seed 004 Appendix B): step period T (s), stride l_s (m), swing height
-        # h_f (m), trunk COM height z_c (m), double-support share of a step, leg-mass compensation, foot width (m)
-        "period": Key("float", None, positive=True),
-        "stride": Key("float", None, low=0.0),
-        "foot_height": Key("float", None, low=0.0),
-        "com_height": Key("float", None, positive=True),
-        "double_support": Key("float", None, low=0.0, high=0.49),
-        "leg_compensation": Key("bool", None),
-        "foot_width": Key("float", None, low=0.0),
-    },
-    "patient": {  # jaw plant: the patient's impedance about the rest pose (rtctl.plants.jaw.model.PatientImpedance)
-        "stiffness": Key("floats", None, low=0.0),      # 6: N/m (x, y, z), N m/rad (psi, theta, phi)
-        "damping": Key("floats", None, low=0.0),        # 6: N s/m, N m s/rad
-        "bolus_force": Key("float", None, low=0.0),     # N, resisting closing inside bolus_band
-        "bolus_damping": Key("float", None, low=0.0),   # N s/m
-        "bolus_band": Key("floats", None),              # (lower, upper) incisal vertical displacement, m
-        "bolus_edge": Key("float", None, low=0.0),      # m
-        "bolus_velocity_scale": Key("float", None, positive=True),   # m/s
-    },
-    "therapist": {  # jaw_cpg: limits checked before a CPG request is accepted (loops.cpg.TherapistLimits)
-        "max_opening": Key("float", 0.045, positive=True, high=0.06),   # m of vertical incisal opening
-        "max_speed": Key("float", 0.15, positive=True),                  # m/s of the incisal point
-        "min_frequency": Key("float", 0.5, positive=True),               # Hz
-        "max_frequency": Key("float", 2.0, positive=True),               # Hz
-        "max_force": Key("float", None, positive=True),                  # N per leg: lowers the effort clamp
+        "floating_base": Key("str", "fixed", choices=("fixed", "free_flyer", "euler", "planar")),
     },
     "loop": {
         "rate_hz": Key("float", 1000.0, positive=True, high=100_000.0),
@@ -185,16 +70,6 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "sndhwm": Key("int", 1000, low=1),
         "allow_remote": Key("bool", False),
     },
-    "contact": {  # legged plant: compliant ground of rtctl.dynamics.contact (ContactModel), SI units
-        "stiffness": Key("float", 1e5, positive=True),
-        "damping": Key("float", 500.0, low=0.0),
-        "hunt_crossley": Key("float", 0.0, low=0.0),
-        "friction": Key("float", 0.8, low=0.0),
-        "static_friction": Key("float", None, low=0.0),
-        "viscous_friction": Key("float", 0.0, low=0.0),
-        "slip_velocity": Key("float", 0.05, positive=True),
-        "ground_height": Key("float", 0.0),
-    },
     "control": {  # rtctl.telemetry.control: REQ/REP run-time commands, validated, applied at cycle boundaries
         "enabled": Key("bool", False),
         "endpoint": Key("str", "tcp://127.0.0.1:5557"),
@@ -209,65 +84,82 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
 }
 
-TRAJECTORY_KEYS = {
-    "min_jerk": {"start", "goal", "duration", "t0"},
-    "spline": {"times", "waypoints", "boundary"},
-    "sinusoid": {"center", "amplitude", "frequency", "phase"},
-    "stewart_pose": {"times", "waypoints", "t0"},   # pose rows [x, y, z, psi, theta, phi] (m, rad)
-    "quadruped_tail_pitch": {"t0", "duration"},   # seed 000 Fig. 7/8 pitch motion
-    "quadruped_tail_hold": {"duration"},
-    "jaw_cpg": {"pattern", "frequency", "amplitude", "t0"},   # amplitude: per-axis scale of the pattern
-    "biped_walk": {"period", "stride", "foot_height", "com_height", "double_support", "leg_compensation", "duration"},
-    "quadruped_trot": {"period", "stride", "foot_height", "com_height", "double_support", "leg_compensation",
-                       "foot_width", "duration"},
+# section -> (registry, the key naming the component, its default)
+COMPONENTS = {
+    "plant": (PLANTS, "type", "rigid_body"),
+    "driver": (DRIVERS, "backend", "sim"),
+    "controller": (CONTROLLERS, "type", "computed_torque"),
+    "trajectory": (TRAJECTORIES, "type", "min_jerk"),
 }
+TOP_LEVEL = (*CORE_SCHEMA, *COMPONENTS, "drivers", "schedule")
 
 
-def _check_number(value, key: Key, where: str, integer: bool = False):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{where}: expected a number, got {value!r}")
-    if integer and not isinstance(value, int):
-        raise ConfigError(f"{where}: expected an integer, got {value!r}")
-    if isinstance(value, int) and not -2 ** 63 <= value < 2 ** 63:
-        raise ConfigError(f"{where}: integer out of the 64-bit range")
-    if not math.isfinite(value):
-        raise ConfigError(f"{where}: must be finite, got {value!r}")
-    if key.positive and not value > 0:
-        raise ConfigError(f"{where}: must be > 0, got {value!r}")
-    if key.low is not None and value < key.low:
-        raise ConfigError(f"{where}: must be >= {key.low}, got {value!r}")
-    if key.high is not None and value > key.high:
-        raise ConfigError(f"{where}: must be <= {key.high}, got {value!r}")
-    return value
+def component(section: str, table: dict, where: str):
+    """The class a component table selects (``type`` / ``backend``); ConfigError naming the key."""
+    registry, selector, default = COMPONENTS[section]
+    name = table.get(selector, default) if isinstance(table, dict) else default
+    try:
+        return registry.get(name)
+    except ValueError as exc:
+        raise ConfigError(f"{where} {selector}: {exc}") from None
 
 
-def _validate_value(value, key: Key, where: str):
-    if key.kind == "str":
-        if not isinstance(value, str):
-            raise ConfigError(f"{where}: expected a string, got {value!r}")
-        if key.choices and value not in key.choices:
-            raise ConfigError(f"{where}: must be one of {list(key.choices)}, got {value!r}")
-        return value
-    if key.kind == "bool":
-        if not isinstance(value, bool):
-            raise ConfigError(f"{where}: expected true or false, got {value!r}")
-        return value
-    if key.kind in ("float", "int"):
-        return float(_check_number(value, key, where)) if key.kind == "float" else \
-            _check_number(value, key, where, integer=True)
-    if key.kind in ("floats", "ints"):
-        items = value if isinstance(value, list) else [value]
-        if not items:
-            raise ConfigError(f"{where}: empty list")
-        checked = [_check_number(v, key, f"{where}[{i}]", integer=key.kind == "ints") for i, v in enumerate(items)]
-        return checked if isinstance(value, list) else checked[0]
-    if key.kind == "matrix":
-        if not isinstance(value, list) or not value or not all(isinstance(r, list) for r in value):
-            raise ConfigError(f"{where}: expected a list of rows (a matrix), got {value!r}")
-        if len({len(r) for r in value}) != 1:
-            raise ConfigError(f"{where}: rows have different lengths")
-        return [[_check_number(v, key, f"{where}[{i}][{j}]") for j, v in enumerate(r)] for i, r in enumerate(value)]
-    raise AssertionError(key.kind)
+def component_keys(section: str, cls) -> dict[str, Key]:
+    """The keys of a component table: its selector, then the class's own ``Options``."""
+    _, selector, default = COMPONENTS[section]
+    return {selector: Key("str", default), **schema_keys(cls.Options)}
+
+
+def component_options(section: str, cls, table: dict, where: str) -> dict:
+    """A component table checked against its class's schema, without the selector: ``from_config``'s options."""
+    options = check_table(table, component_keys(section, cls), where, owner=f"{section} '{cls.registered_name}'")
+    del options[COMPONENTS[section][1]]
+    return options
+
+
+def section_keys(raw: dict, section: str) -> dict[str, Key]:
+    """The keys ``[section]`` takes in the config ``raw`` (parsed or validated): a core section's, the
+    selected component's, or those of a section a selected component owns; ConfigError if none."""
+    if section in CORE_SCHEMA:
+        return CORE_SCHEMA[section]
+    if section in COMPONENTS:
+        table = _driver_tables(raw, "<config>")[0][1] if section == "driver" else raw.get(section, {})
+        return component_keys(section, component(section, table, f"[{section}]"))
+    for owner_section, cls in _selected(raw, "<config>"):
+        if section in getattr(cls, "sections", {}):
+            return schema_keys(cls.sections[section])
+    raise ConfigError(f"[{section}] is not a section of this config")
+
+
+def _driver_tables(raw: dict, source: str) -> list[tuple[str, dict]]:
+    """``(where, table)`` of each driver: one ``[driver]`` or several ``[[drivers]]``."""
+    if "driver" in raw and "drivers" in raw:
+        raise ConfigError(f"{source}: give either one [driver] or several [[drivers]], not both")
+    if "drivers" not in raw:
+        return [(f"{source}: [driver]", raw.get("driver", {}))]
+    tables = raw["drivers"]
+    if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
+        raise ConfigError(f"{source}: [[drivers]] must be a non-empty array of tables (one per driver)")
+    return [(f"{source}: [[drivers]] {k}", t) for k, t in enumerate(tables)]
+
+
+def _selected(raw: dict, source: str):
+    """``(section, class)`` of every component the config selects."""
+    out = []
+    for section in COMPONENTS:
+        tables = _driver_tables(raw, source) if section == "driver" else [(f"{source}: [{section}]",
+                                                                            raw.get(section, {}))]
+        out += [(section, component(section, table, where)) for where, table in tables]
+    return out
+
+
+def _owner_of(section: str) -> str:
+    """Which known component owns ``[section]`` (for the error message), or ``""``."""
+    for kind, (registry, _, _) in COMPONENTS.items():
+        for name, cls in registry.all().items():
+            if section in getattr(cls, "sections", {}):
+                return f"{kind} '{name}'"
+    return ""
 
 
 def _validate_schedule(entries, source: str) -> list[dict]:
@@ -279,43 +171,52 @@ def _validate_schedule(entries, source: str) -> list[dict]:
         where = f"{source}: [[schedule]] {k}"
         if "t" not in entry or "cmd" not in entry:
             raise ConfigError(f"{where}: needs 't' (control time, s) and 'cmd' (a control-channel command)")
-        _check_number(entry["t"], Key("float", low=0.0), f"{where} t")
+        check_number(entry["t"], Key("float", low=0.0), f"{where} t")
         out.append(dict(entry, t=float(entry["t"])))
     return out
 
 
 def validate(raw: dict, source: str = "<config>") -> dict:
-    """Check a parsed TOML document against :data:`SCHEMA`; return it with defaults filled in."""
+    """Check a parsed TOML document against the core schema and the selected components' own schemas;
+    return it with defaults filled in."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: top level must be a table")
-    unknown = sorted(set(raw) - set(SCHEMA) - {"schedule"})
-    if unknown:
-        raise ConfigError(f"{source}: unknown section [{unknown[0]}]; sections: {sorted(SCHEMA)} and [[schedule]]")
-    out: dict[str, dict] = {}
-    for section, keys in SCHEMA.items():
+    selected = _selected(raw, source)
+    owned = {name: (cls, options) for _, cls in selected for name, options in getattr(cls, "sections", {}).items()}
+    for section in raw:
+        if section not in TOP_LEVEL and section not in owned:
+            owner = _owner_of(section)
+            if owner:
+                chosen = ", ".join(f"{s} '{c.registered_name}'" for s, c in selected if s != "driver")
+                raise ConfigError(f"{source}: [{section}] applies to {owner} only (this config: {chosen})")
+            raise ConfigError(f"{source}: unknown section [{section}]; sections: {sorted(TOP_LEVEL)} and "
+                              f"those of the selected components")
+    out: dict = {}
+    for section, keys in CORE_SCHEMA.items():
         given = raw.get(section, {})
-        if not isinstance(given, dict):
-            raise ConfigError(f"{source}: [{section}] must be a table")
-        bad = sorted(set(given) - set(keys))
-        if section == "control" and "token" in bad:
+        if section == "control" and isinstance(given, dict) and "token" in given:
             raise ConfigError(f"{source}: [control] token: a token is not kept in a run config (configs get copied "
                               "and shared); put it in a file only you can read (chmod 600) and set token_file, or "
                               "set RTCTL_CONTROL_TOKEN, or leave both out: the server then creates a private token "
                               "file for you")
-        if bad:
-            raise ConfigError(f"{source}: [{section}] unknown key '{bad[0]}'; allowed: {sorted(keys)}")
-        values = {}
-        for name, key in keys.items():
-            where = f"{source}: [{section}] {name}"
-            values[name] = _validate_value(given[name], key, where) if name in given else key.default
-        out[section] = values
+        out[section] = check_table(given, keys, f"{source}: [{section}]")
+    for section in ("plant", "controller", "trajectory"):
+        where = f"{source}: [{section}]"
+        cls = component(section, raw.get(section, {}), where)
+        out[section] = check_table(raw.get(section, {}), component_keys(section, cls), where,
+                                   owner=f"{section} '{cls.registered_name}'")
+    drivers = []
+    for where, table in _driver_tables(raw, source):
+        cls = component("driver", table, where)
+        drivers.append(check_table(table, component_keys("driver", cls), where, owner=f"driver '{cls.registered_name}'"))
+    if "drivers" in raw:
+        out["drivers"] = drivers
+    else:
+        out["driver"] = drivers[0]
+    for name, (cls, options) in owned.items():
+        out[name] = check_table(raw.get(name, {}), schema_keys(options), f"{source}: [{name}]",
+                                owner=f"'{cls.registered_name}'")
     out["schedule"] = _validate_schedule(raw.get("schedule", []), source)
-    traj = raw.get("trajectory", {})
-    kind = out["trajectory"]["type"]
-    foreign = sorted(set(traj) - TRAJECTORY_KEYS[kind] - {"type"})
-    if foreign:
-        raise ConfigError(f"{source}: [trajectory] key '{foreign[0]}' does not apply to type '{kind}' "
-                          f"(allowed: {sorted(TRAJECTORY_KEYS[kind])})")
     return out
 
 
@@ -342,15 +243,12 @@ def load_config(path: str | Path) -> dict:
 def bundled_config_path(name: str) -> Path:
     """A run config shipped with rtctl by name (``"demo"``, or a robot folder's ``"stewart"``,
     ``"jaw"``, ``"legged_biped"``, ...): ``rtctl/data/configs/NAME.toml`` or ``rtctl/plants/*/NAME.toml``."""
-    from . import plants
-
-    candidates = [DEMO_CONFIG.parent / f"{name}.toml",
-                  *sorted(Path(plants.__file__).parent.glob(f"*/{name}.toml"))]
+    robots = Path(importlib.util.find_spec("rtctl.plants").submodule_search_locations[0])
+    candidates = [DEMO_CONFIG.parent / f"{name}.toml", *sorted(robots.glob(f"*/{name}.toml"))]
     for path in candidates:
         if path.is_file():
             return path
-    known = sorted({p.stem for p in DEMO_CONFIG.parent.glob("*.toml")} |
-                   {p.stem for p in Path(plants.__file__).parent.glob("*/*.toml")})
+    known = sorted({p.stem for p in DEMO_CONFIG.parent.glob("*.toml")} | {p.stem for p in robots.glob("*/*.toml")})
     raise FileNotFoundError(f"no bundled config {name!r}; bundled configs: {known}")
 
 
@@ -363,213 +261,163 @@ def _resolve_model_path(spec: str, base_dir: str | None) -> Path:
     return bundled_model_path(spec)
 
 
-def _vector(value, n: int, where: str) -> np.ndarray:
-    arr = np.asarray(value, dtype=float)
-    if arr.ndim == 0:
-        return np.full(n, float(arr))
-    if arr.shape != (n,):
-        raise ConfigError(f"{where}: expected {n} values (one per actuated joint), got {arr.size}")
-    return arr
+def _robot_models(robot: dict, context: BuildContext):
+    """The controller's model and the plant's own copy: a named robot model (:data:`ROBOTS`), a bundled
+    URDF or a URDF path."""
+    from .model import ModelError
+    from .model.urdf import load_urdf
+
+    try:
+        if robot["model"] in ROBOTS.names():
+            factory = ROBOTS.get(robot["model"])
+            return factory(), factory()
+        path = _resolve_model_path(robot["model"], context.base_dir)
+        base = None if robot["floating_base"] == "fixed" else robot["floating_base"]
+        return load_urdf(path, base), load_urdf(path, base)
+    except (ModelError, FileNotFoundError, ValueError) as exc:
+        raise ConfigError(f"{context.source}: [robot] model: {exc}") from None
 
 
-def _check_motion_against_limits(safety, plant_cfg: dict, traj: dict, trajectory, q_start, src: str) -> None:
-    """The same checks the control channel applies to a live request, applied to the config's own motion:
-    initial position, a minimum-jerk move's start and goal inside the soft limits and its peaks within
-    the velocity and acceleration limits, a sinusoid's range and peaks, spline waypoints."""
-    checks = []
-    if plant_cfg["initial_position"] is not None:
-        checks.append(("[plant] initial_position", q_start))
-    kind = traj["type"]
-    if kind == "min_jerk":
-        start, goal = np.asarray(trajectory.start, dtype=float), np.asarray(trajectory.goal, dtype=float)
-        checks += [("[trajectory] start", start), ("[trajectory] goal", goal)]
-    elif kind == "sinusoid":
-        center, amplitude = np.asarray(trajectory.center), np.abs(np.asarray(trajectory.amplitude))
-        checks += [("[trajectory] center - amplitude", center - amplitude),
-                   ("[trajectory] center + amplitude", center + amplitude)]
-    elif kind == "spline":
-        checks += [(f"[trajectory] waypoints[{i}]", np.asarray(row, dtype=float))
-                   for i, row in enumerate(np.atleast_2d(np.asarray(traj["waypoints"], dtype=float)))]
-    for what, q in checks:
-        problem = safety.position_violation(q, what)
-        if problem:
-            raise ConfigError(f"{src}: {problem}")
-    if kind == "min_jerk":
-        problem = safety.min_jerk_violation(trajectory.start, trajectory.goal, float(trajectory.duration))
-        if problem:
-            raise ConfigError(f"{src}: [trajectory] min_jerk: {problem}")
-    elif kind == "sinusoid":
-        problem = safety.oscillation_violation(trajectory.amplitude, trajectory.frequency)
-        if problem:
-            raise ConfigError(f"{src}: [trajectory] sinusoid: {problem}")
+class _Section:
+    """Errors raised while building ``[section]`` become ConfigErrors naming the file and section."""
+
+    def __init__(self, context: BuildContext, where: str):
+        self.prefix = f"{context.source}: {where}"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if exc is not None and isinstance(exc, ValueError) and not isinstance(exc, ConfigError):
+            raise ConfigError(f"{self.prefix} {exc}") from None
+        return False
+
+
+def _build_drivers(cfg: dict, context: BuildContext) -> list:
+    """Every driver over its joints, their transmissions' rotor inertia added to both models' armature."""
+    import numpy as np
+
+    from .rt.interfaces import actuated_indices
+
+    _, v_all, names = actuated_indices(context.model)
+    tables = _driver_tables(cfg, context.source)
+    plans = []
+    for where, table in tables:
+        cls = component("driver", table, where)
+        options = component_options("driver", cls, table, where)
+        joints = options["joints"] or names
+        with _Section(context, where.removeprefix(f"{context.source}: ")):
+            unknown = [j for j in joints if j not in names]
+            if unknown:
+                raise ValueError(f"joints: unknown or unactuated joints {unknown}; actuated joints: {names}")
+            transmission = cls.transmission_from_config(options, len(joints))
+        plans.append((where, cls, options, joints, transmission))
+    if any(options["rotor_inertia"] is not None for _, _, options, _, _ in plans):
+        armature = np.zeros(context.model.nv)
+        for _, _, _, joints, transmission in plans:
+            armature[v_all[[names.index(j) for j in joints]]] = transmission.armature()
+        context.model.set_armature(armature)
+        context.plant_model.set_armature(armature)
+    return plans
 
 
 def build(cfg: dict):
-    """Assemble model, plant, driver, controller, trajectory, safety and loop; return the loop."""
-    from rtctl.drivers import Transmission, create_driver
-    from rtctl.loops.controllers import create_controller
-    from rtctl.loops.trajectories import create_trajectory
-    from rtctl.plants import create_plant
-
+    """Assemble model, plant, drivers, controller, trajectory, safety and loop; return the loop."""
     from .dynamics import Dynamics
-    from .model import ModelError
-    from .model.urdf import load_urdf
+    from .rt.hardware import HardwareError
     from .rt.interfaces import actuated_indices
     from .rt.loop import ControlLoop
     from .rt.realtime import RealtimeSettings
     from .safety import SafetyMonitor
 
     src = cfg.get("_source", "<config>")
-    robot, plant_cfg, drv, ctl, traj, loop, saf = (cfg[s] for s in
-                                                    ("robot", "plant", "driver", "controller", "trajectory",
-                                                     "loop", "safety"))
-    base = None if robot["floating_base"] == "fixed" else robot["floating_base"]
-    try:
-        from .registry import ROBOTS
-        if robot["model"] in ROBOTS.names():  # a named robot model (rtctl.registry.ROBOTS)
-            model, plant_model = ROBOTS.get(robot["model"])(), ROBOTS.get(robot["model"])()
-        else:
-            path = _resolve_model_path(robot["model"], cfg.get("_dir"))
-            model = load_urdf(path, base)
-            plant_model = load_urdf(path, base)
-    except (ModelError, FileNotFoundError) as exc:
-        raise ConfigError(f"{src}: [robot] model: {exc}") from None
-    q_idx, v_idx, names = actuated_indices(model)
-    n = len(v_idx)
+    loop_cfg, saf = cfg["loop"], cfg["safety"]
+    context = BuildContext(source=src, base_dir=cfg.get("_dir"), period=1.0 / loop_cfg["rate_hz"])
+    context.model, context.plant_model = _robot_models(cfg["robot"], context)
+    context.q_index, context.v_index, context.joint_names = actuated_indices(context.model)
+    driver_plans = _build_drivers(cfg, context)
+    chosen = {section: component(section, cfg[section], f"{src}: [{section}]")
+              for section in ("plant", "controller", "trajectory")}
+    owned = {name for cls in chosen.values() for name in getattr(cls, "sections", {})} | \
+        {name for _, cls, _, _, _ in driver_plans for name in getattr(cls, "sections", {})}
+    context.sections = {name: cfg[name] for name in owned}
 
-    def wrap(section, fn):
-        try:
-            return fn()
-        except ConfigError:
-            raise
-        except ValueError as exc:
-            raise ConfigError(f"{src}: [{section}] {exc}") from None
+    def options_of(section):
+        return chosen[section], component_options(section, chosen[section], cfg[section], f"{src}: [{section}]")
 
-    transmission = wrap("driver", lambda: Transmission(
-        n, ratio=drv["gear_ratio"], coupling=drv["coupling"], rotor_inertia=drv["rotor_inertia"]))
-    if drv["rotor_inertia"] is not None:
-        armature = np.zeros(model.nv)
-        armature[v_idx] = transmission.armature()
-        model.set_armature(armature)
-        plant_model.set_armature(armature)
-
-    def friction(value, name):
-        full = np.zeros(model.nv)
-        full[v_idx] = _vector(value, n, f"{src}: [plant] {name}")
-        return full
-
-    extra = {k: plant_cfg[k] for k in ("integrator", "substeps", "end_stops") if plant_cfg.get(k) is not None}
-    if plant_cfg.get("end_stops") is not None and plant_cfg["type"] != "rigid_body":
-        raise ConfigError(f"{src}: [plant] end_stops applies to plant type 'rigid_body' only")
-    patient = {k: v for k, v in cfg["patient"].items() if v is not None}
-    if patient and plant_cfg["type"] != "jaw":
-        raise ConfigError(f"{src}: [patient] applies to plant type 'jaw' only")
-    if patient:
-        from .plants.jaw.model import PatientImpedance
-        wrap("patient", lambda: PatientImpedance().replace(**patient))
-    extra.update(patient)
-    if plant_cfg["type"] == "legged":
-        extra.update(forward_dynamics=plant_cfg.get("forward_dynamics", "aba"), contact=dict(cfg.get("contact", {})))
-    elif plant_cfg.get("forward_dynamics", "aba") != "aba":
-        raise ConfigError(f"{src}: [plant] forward_dynamics applies to plant type 'legged' only")
-    plant = wrap("plant", lambda: create_plant(
-        plant_cfg["type"], plant_model, **extra,
-        viscous_friction=friction(plant_cfg["viscous_friction"], "viscous_friction"),
-        coulomb_friction=friction(plant_cfg["coulomb_friction"], "coulomb_friction"),
-        coulomb_velocity_scale=plant_cfg["coulomb_velocity_scale"], mass_scale=plant_cfg["mass_scale"],
-        payload_mass=plant_cfg["payload_mass"], payload_frame=plant_cfg["payload_frame"],
-        payload_offset=plant_cfg["payload_offset"]))
-    q0 = plant.q.copy()  # the plant's initial state: the neutral configuration (a mechanism's home pose)
-    if plant_cfg["initial_position"] is not None:
-        q0[q_idx] = _vector(plant_cfg["initial_position"], n, f"{src}: [plant] initial_position")
-    plant.reset(q0)
-    period = 1.0 / loop["rate_hz"]
-    if drv["backend"] == "dynamixel":
-        if not drv["port"]:
-            raise ConfigError(f"{src}: [driver] backend 'dynamixel' needs 'port' (e.g. /dev/ttyUSB0)")
-        ids = drv["servo_ids"]
-        driver = wrap("driver", lambda: create_driver(
-            "dynamixel", model, port=drv["port"], baudrate=drv["baudrate"], mode=drv["mode"],
-            ids=None if ids is None else (ids if isinstance(ids, list) else [ids]), servo_model=drv["servo_model"],
-            transmission=transmission, read_timeout=drv["read_timeout"], retries=drv["retries"],
-            max_failed_cycles=drv["max_failed_cycles"]))
-    elif drv["backend"] in ("can_mit", "cia402"):
-        from rtctl.drivers.can import driver_from_config
-        driver = wrap("driver", lambda: driver_from_config(drv, model, transmission, src))
-    else:
-        driver = None
-    driver = driver or wrap("driver", lambda: create_driver(
-        drv["backend"], model, plant=plant, period=period, mode=drv["mode"], transmission=transmission,
-        torque_limit=drv["torque_limit"], position_noise=drv["position_noise"],
-        velocity_noise=drv["velocity_noise"], effort_noise=drv["effort_noise"],
-        encoder_counts=drv["encoder_counts"], latency_cycles=drv["latency_cycles"], seed=drv["seed"]))
-    dyn = Dynamics(model)
-    kp = ctl["kp"]
-    if kp is None:
-        if ctl["type"] not in ("computed_torque", "floating_base_computed_torque", "stewart_computed_torque",
-                               "geared_computed_torque", "quadruped_tail_ffpd", "quadruped_tail_open_loop",
-                               "jaw_computed_torque"):
-            raise ConfigError(f"{src}: [controller] kp is required for type '{ctl['type']}' (a torque gain in "
-                              "N m/rad per joint; it depends on the robot's inertia)")
-        kp = 400.0
-    extra = {"period": 1.0 / loop["rate_hz"]} if ctl["type"] == "quadruped_tail_open_loop" else {}  # its clock
-    if ctl["type"] in ("legged_ff_pd", "legged_computed_torque"):  # the plant's ground model in tau^F (eq. 26)
-        if plant_cfg["type"] != "legged":
-            raise ConfigError(f"{src}: [controller] type '{ctl['type']}' needs plant type 'legged'")
-        extra["contact"] = plant.contact_model
-    controller = wrap("controller", lambda: create_controller(ctl["type"], dyn, kp=kp, kd=ctl["kd"], **extra))
-    params = {k: traj[k] for k in TRAJECTORY_KEYS[traj["type"]] if traj[k] is not None}
-    if traj["type"] == "jaw_cpg":
-        if isinstance(params.get("frequency"), list):
-            raise ConfigError(f"{src}: [trajectory] frequency: the chewing CPG has one frequency (Hz)")
-        params["limits"] = {k: v for k, v in cfg["therapist"].items() if v is not None}
-    if traj["type"] == "min_jerk":
-        params.setdefault("start", q0[q_idx].tolist())
-        if "goal" not in params or "duration" not in params:
-            raise ConfigError(f"{src}: [trajectory] min_jerk needs 'goal' and 'duration'")
-    trajectory = wrap("trajectory", lambda: create_trajectory(traj["type"], **params))
-    if trajectory.n != n:
-        raise ConfigError(f"{src}: [trajectory] has {trajectory.n} joints, the robot has {n} actuated joints")
+    cls, options = options_of("plant")
+    with _Section(context, "[plant]"):
+        context.plant = cls.from_config(options, context)
+    context.q0 = context.plant.q.copy()
+    drivers = []
+    last_sim = max((k for k, plan in enumerate(driver_plans) if hasattr(plan[1].Options, "position_noise")),
+                   default=-1)
+    for k, (where, cls, options, joints, transmission) in enumerate(driver_plans):
+        context.transmission, context.steps_plant = transmission, k == last_sim
+        with _Section(context, where.removeprefix(f"{src}: ")):
+            drivers.append(cls.from_config(dict(options, joints=joints if len(driver_plans) > 1 else
+                                                options["joints"]), context))
+    context.dynamics = Dynamics(context.model)
+    cls, options = options_of("controller")
+    with _Section(context, "[controller]"):
+        controller = cls.from_config(options, context)
+    cls, options = options_of("trajectory")
+    with _Section(context, "[trajectory]"):
+        trajectory = cls.from_config(options, context)
+    if trajectory.n != context.n:
+        raise ConfigError(f"{src}: [trajectory] has {trajectory.n} joints, the robot has {context.n} actuated joints")
     if hasattr(trajectory, "initial_state"):  # a gait starts the plant on its planned state, base included
-        if plant_cfg["initial_position"] is not None:
-            raise ConfigError(f"{src}: [plant] initial_position: trajectory '{traj['type']}' sets the initial state")
-        wrap("trajectory", lambda: plant.reset(*trajectory.initial_state()))
-    if cfg["therapist"]["max_force"] is not None:  # the therapist's force limit: the safety clamp enforces it
-        if traj["type"] != "jaw_cpg":
-            raise ConfigError(f"{src}: [therapist] applies to the jaw robot's chewing CPG (trajectory 'jaw_cpg')")
-        model.effort_limit[v_idx] = np.minimum(model.effort_limit[v_idx], cfg["therapist"]["max_force"])
-    safety = wrap("safety", lambda: SafetyMonitor(
-        model, position_margin=saf["position_margin"], velocity_scale=saf["velocity_scale"],
-        safe_mode=saf["safe_mode"],
-        damping_gain=None if saf["damping_gain"] is None else _vector(saf["damping_gain"], n,
-                                                                      f"{src}: [safety] damping_gain"),
-        watchdog_cycles=saf["watchdog_cycles"], effort_clamp=saf["effort_clamp"],
-        acceleration_limit=None if saf["acceleration_limit"] is None else _vector(
-            saf["acceleration_limit"], n, f"{src}: [safety] acceleration_limit")))
-    _check_motion_against_limits(safety, plant_cfg, traj, trajectory, q0[q_idx], src)
-    realtime = RealtimeSettings(priority=loop["realtime_priority"], cpus=loop["cpus"],
-                                lock_memory=loop["lock_memory"], disable_gc=loop["disable_gc"])
-    control_loop = ControlLoop(model=model, driver=driver, controller=controller, trajectory=trajectory,
-                               safety=safety, rate_hz=loop["rate_hz"], overrun_policy=loop["overrun_policy"],
-                               max_consecutive_overruns=loop["max_consecutive_overruns"], pace=loop["pace"],
-                               realtime=realtime)
-    if cfg.get("telemetry", {}).get("enabled") or cfg.get("control", {}).get("enabled"):
+        if cfg["plant"].get("initial_position") is not None:
+            raise ConfigError(f"{src}: [plant] initial_position: trajectory '{cfg['trajectory']['type']}' sets "
+                              "the initial state")
+        with _Section(context, "[trajectory]"):
+            context.plant.reset(*trajectory.initial_state())
+    with _Section(context, "[safety]"):
+        safety = SafetyMonitor(
+            context.model, position_margin=saf["position_margin"], velocity_scale=saf["velocity_scale"],
+            safe_mode=saf["safe_mode"],
+            damping_gain=None if saf["damping_gain"] is None else context.vector(saf["damping_gain"], "damping_gain"),
+            watchdog_cycles=saf["watchdog_cycles"], effort_clamp=saf["effort_clamp"],
+            acceleration_limit=None if saf["acceleration_limit"] is None else context.vector(
+                saf["acceleration_limit"], "acceleration_limit"))
+    if cfg["plant"].get("initial_position") is not None:
+        problem = safety.position_violation(context.q0[context.q_index], "[plant] initial_position")
+        if problem:
+            raise ConfigError(f"{src}: {problem}")
+    problem = trajectory.limit_violation(safety)
+    if problem:
+        raise ConfigError(f"{src}: {problem}")
+    realtime = RealtimeSettings(priority=loop_cfg["realtime_priority"], cpus=loop_cfg["cpus"],
+                                lock_memory=loop_cfg["lock_memory"], disable_gc=loop_cfg["disable_gc"])
+    try:
+        control_loop = ControlLoop(model=context.model, drivers=drivers, controller=controller, trajectory=trajectory,
+                                   safety=safety, rate_hz=loop_cfg["rate_hz"], overrun_policy=loop_cfg["overrun_policy"],
+                                   max_consecutive_overruns=loop_cfg["max_consecutive_overruns"],
+                                   pace=loop_cfg["pace"], realtime=realtime)
+    except HardwareError as exc:
+        raise ConfigError(f"{src}: [[drivers]] {exc}") from None
+    _wire_operator_surfaces(control_loop, cfg, context)
+    return control_loop
+
+
+def _wire_operator_surfaces(control_loop, cfg: dict, context: BuildContext) -> None:
+    """Telemetry, the control channel and the ``[[schedule]]`` of commands."""
+    src = context.source
+    if cfg["telemetry"]["enabled"] or cfg["control"]["enabled"]:
         from .telemetry.wiring import wire
-        wrap("telemetry", lambda: wire(control_loop, cfg.get("telemetry", {}), cfg.get("control", {})))
+        with _Section(context, "[telemetry]"):
+            wire(control_loop, cfg["telemetry"], cfg["control"])
     if cfg.get("schedule"):
         from .telemetry.control import CommandSchedule, ControlServer, Refused
         server = getattr(control_loop, "control", None)
         if server is None:
-            c = SCHEMA["control"]
-            limits = {k: cfg.get("control", {}).get(k, c[k].default)
-                      for k in ("kp_max", "kd_max", "frequency_max", "duration_max")}
+            limits = {k: cfg["control"][k] for k in ("kp_max", "kd_max", "frequency_max", "duration_max")}
             server = ControlServer(control_loop, **limits)  # validation and apply only: no socket
         control_loop.schedule = CommandSchedule(server, cfg["schedule"])
         try:
             control_loop.schedule.check()
         except Refused as exc:
             raise ConfigError(f"{src}: {exc}") from None
-    return control_loop
 
 
 def session_loop(config, duration: float | None = None):

@@ -112,10 +112,48 @@ def check_table(given, keys: dict[str, Key], where: str, owner: str = "") -> dic
             raise ConfigError(f"{where} unknown key '{name}'{of}{hint}; allowed: {sorted(keys)}")
     out = {}
     for name, key in keys.items():
-        if name in given:
+        if given.get(name) is not None:  # None: absent (TOML has no null; a validated table holds defaults)
             out[name] = check_value(given[name], key, f"{where} {name}")
         elif key.required:
             raise ConfigError(f"{where} {name} is required" + (f" for {owner}" if owner else ""))
         else:
             out[name] = key.default
     return out
+
+
+@dataclass
+class BuildContext:
+    """What a component's ``from_config(options, context)`` may use, filled in as the run is assembled
+    (robot models, then the plant, then drivers, controller and trajectory)."""
+
+    source: str = "<config>"                       # the config file, named in errors
+    base_dir: str | None = None                    # relative paths in the config are relative to it
+    period: float = 1e-3                           # the loop period (s)
+    model: Any = None                              # the controller's model
+    plant_model: Any = None                        # the plant's own copy (model errors are applied to it)
+    q_index: Any = None                            # actuated joints in q and v (rtctl.rt.interfaces.actuated_indices)
+    v_index: Any = None
+    joint_names: list = dataclasses.field(default_factory=list)
+    sections: dict = dataclasses.field(default_factory=dict)   # validated sections owned by components
+    plant: Any = None
+    q0: Any = None                                 # the plant's initial configuration
+    transmission: Any = None                       # the driver being built: its joints' transmission
+    dynamics: Any = None                           # rtctl.dynamics.Dynamics of ``model``, shared
+    steps_plant: bool = True                       # the sim driver being built advances the plant
+
+    @property
+    def n(self) -> int:
+        return len(self.joint_names)
+
+    def vector(self, value, name: str, n: int | None = None):
+        """``value`` (a scalar or one value per actuated joint) as an array of ``n`` (default: every
+        actuated joint); ValueError naming ``name``."""
+        import numpy as np
+
+        n = self.n if n is None else n
+        arr = np.asarray(value, dtype=float)
+        if arr.ndim == 0:
+            return np.full(n, float(arr))
+        if arr.shape != (n,):
+            raise ValueError(f"{name}: expected {n} values (one per actuated joint), got {arr.size}")
+        return arr

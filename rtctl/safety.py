@@ -52,6 +52,7 @@ from numba import njit
 
 from .model import PRISMATIC, Model
 from .rt.interfaces import Command, RobotState, actuated_indices
+from .rt.limits import MIN_JERK_PEAK_ACCELERATION, MIN_JERK_PEAK_VELOCITY, SafetyError
 
 SAFE_MODES = ("damping", "zero_torque")
 
@@ -75,8 +76,6 @@ NEVER_CHECKED = 99    # state status before the first check
 # (less a tolerance), tightened back to the soft limit L_SOFT_LO/L_SOFT_HI once the joint is inside it.
 L_LO, L_HI, L_VMAX, L_EMAX, L_DAMP, L_SOFT_LO, L_SOFT_HI = 0, 1, 2, 3, 4, 5, 6
 L_ROWS = 7
-MIN_JERK_PEAK_VELOCITY = 1.875                  # max of ds/dtau for s = 10 tau^3 - 15 tau^4 + 6 tau^5
-MIN_JERK_PEAK_ACCELERATION = 10.0 / math.sqrt(3.0)  # max of |d2s/dtau2| (at tau = 1/2 -+ sqrt(3)/6)
 # Slots of the int64 control/counter array ``ctl``.
 C_CYCLES = 0         # checks performed
 C_CLAMPS = 1         # checks in which at least one effort was clamped
@@ -100,6 +99,94 @@ _SIG = (f"int64({_A}, {_A}, {_A}, {_A}, {_A}, {_A}, {_A}, boolean, boolean, "
         "int64[::1], int64[::1], float64[:, ::1], int64[::1], float64[::1])")
 
 
+# The kernel's helpers are inlined into it: as separate calls, the reference counting of their array
+# arguments would add about half to the time of a check.
+@njit(cache=True, inline="always")
+def _first_non_finite(x):
+    """Index of the first NaN or infinity in ``x``; -1 when all are finite."""
+    for i in range(x.shape[0]):
+        if not np.isfinite(x[i]):
+            return i
+    return -1
+
+
+@njit(cache=True, inline="always")
+def _check_state(q, v, tau, q_index, v_index, lim):
+    """(code, where, value) of the measured state: non-finite values, then actuated positions outside the bounds
+    checked now (a recovering joint's bound tightened back to the soft limit once the joint is inside it), then
+    actuated speeds above their bound; ``(OK, -1, 0.0)`` when none."""
+    i = _first_non_finite(q)
+    if i >= 0:
+        return NAN_Q, i, q[i]
+    i = _first_non_finite(v)
+    if i >= 0:
+        return NAN_V, i, v[i]
+    i = _first_non_finite(tau)
+    if i >= 0:
+        return NAN_EFFORT, i, tau[i]
+    n = q_index.shape[0]
+    for k in range(n):
+        x = q[q_index[k]]
+        if lim[L_LO, k] < lim[L_SOFT_LO, k] and x >= lim[L_SOFT_LO, k]:
+            lim[L_LO, k] = lim[L_SOFT_LO, k]
+        if lim[L_HI, k] > lim[L_SOFT_HI, k] and x <= lim[L_SOFT_HI, k]:
+            lim[L_HI, k] = lim[L_SOFT_HI, k]
+        if x < lim[L_LO, k] or x > lim[L_HI, k]:
+            return POSITION, k, x
+    for k in range(n):
+        x = v[v_index[k]]
+        if abs(x) > lim[L_VMAX, k]:
+            return VELOCITY, k, x
+    return OK, -1, 0.0
+
+
+@njit(cache=True, inline="always")
+def _check_command(cmd_effort, v_index, lim, clamp):
+    """(code, where, value) of the command about to be written: a non-finite effort, then actuated efforts above
+    their limit: EFFORT for the first, or with ``clamp`` each clamped in place to exactly its limit and CLAMP_NEW
+    naming the first (its value before clamping); ``(OK, -1, 0.0)`` when none."""
+    i = _first_non_finite(cmd_effort)
+    if i >= 0:
+        return NAN_COMMAND, i, cmd_effort[i]
+    code, where, value = OK, -1, 0.0
+    for k in range(v_index.shape[0]):
+        i = v_index[k]
+        e = cmd_effort[i]
+        limit = lim[L_EMAX, k]
+        if abs(e) > limit:
+            if not clamp:
+                return EFFORT, k, e
+            if code == OK:
+                code, where, value = CLAMP_NEW, k, e
+            cmd_effort[i] = limit if e > 0 else -limit
+    return code, where, value
+
+
+@njit(cache=True, inline="always")
+def _write_safe_command(v, cmd_effort, cmd_stiffness, cmd_damping, cmd_velocity, v_index, lim, damping):
+    """Stiffness, damping and velocity target 0 on every row, and effort 0; with ``damping``, when every actuated
+    velocity is finite, effort ``-D v`` clamped to ``+-effort_limit`` on the actuated joints."""
+    for i in range(cmd_effort.shape[0]):
+        cmd_effort[i] = 0.0
+        cmd_stiffness[i] = 0.0
+        cmd_damping[i] = 0.0
+        cmd_velocity[i] = 0.0
+    if not damping:
+        return
+    n = v_index.shape[0]
+    for k in range(n):
+        if not np.isfinite(v[v_index[k]]):
+            return
+    for k in range(n):
+        e = 0.0 - lim[L_DAMP, k] * v[v_index[k]]  # 0.0 - x: no -0.0 for x = 0
+        limit = lim[L_EMAX, k]
+        if e > limit:
+            e = limit
+        elif e < -limit:
+            e = -limit
+        cmd_effort[v_index[k]] = e
+
+
 @njit(_SIG, cache=True)
 def _safety_cycle(q, v, tau, cmd_effort, cmd_stiffness, cmd_damping, cmd_velocity, fresh, force_safe,
                   q_index, v_index, lim, ctl, val):
@@ -115,101 +202,27 @@ def _safety_cycle(q, v, tau, cmd_effort, cmd_stiffness, cmd_damping, cmd_velocit
         ctl[C_STALE] = 0
     else:
         ctl[C_STALE] += 1
-    n = q_index.shape[0]
-    code = OK
-    where = -1
-    value = 0.0
-    # --- the measured state --------------------------------------------------
-    for i in range(q.shape[0]):
-        if not np.isfinite(q[i]):
-            code, where, value = NAN_Q, i, q[i]
-            break
-    if code == OK:
-        for i in range(v.shape[0]):
-            if not np.isfinite(v[i]):
-                code, where, value = NAN_V, i, v[i]
-                break
-    if code == OK:
-        for i in range(tau.shape[0]):
-            if not np.isfinite(tau[i]):
-                code, where, value = NAN_EFFORT, i, tau[i]
-                break
-    if code == OK:
-        for k in range(n):
-            x = q[q_index[k]]
-            if lim[L_LO, k] < lim[L_SOFT_LO, k] and x >= lim[L_SOFT_LO, k]:
-                lim[L_LO, k] = lim[L_SOFT_LO, k]
-            if lim[L_HI, k] > lim[L_SOFT_HI, k] and x <= lim[L_SOFT_HI, k]:
-                lim[L_HI, k] = lim[L_SOFT_HI, k]
-            if x < lim[L_LO, k] or x > lim[L_HI, k]:
-                code, where, value = POSITION, k, x
-                break
-    if code == OK:
-        for k in range(n):
-            x = v[v_index[k]]
-            if abs(x) > lim[L_VMAX, k]:
-                code, where, value = VELOCITY, k, x
-                break
+    code, where, value = _check_state(q, v, tau, q_index, v_index, lim)
     ctl[C_STATE_CODE] = code
     ctl[C_STATE_WHERE] = where
     val[V_STATE_VALUE] = value
     if code == OK and ctl[C_STALE] > ctl[C_WATCHDOG]:
         code, where, value = STALE, -1, float(ctl[C_STALE])
-    # --- the command ---------------------------------------------------------
-    clamped = False
     if code == OK and not force_safe:
-        for i in range(cmd_effort.shape[0]):
-            if not np.isfinite(cmd_effort[i]):
-                code, where, value = NAN_COMMAND, i, cmd_effort[i]
-                break
-        if code == OK:
-            for k in range(n):
-                i = v_index[k]
-                e = cmd_effort[i]
-                limit = lim[L_EMAX, k]
-                if abs(e) > limit:
-                    if ctl[C_CLAMP_MODE] == 0:
-                        code, where, value = EFFORT, k, e
-                        break
-                    if not clamped:
-                        clamped = True
-                        where, value = k, e
-                    cmd_effort[i] = limit if e > 0 else -limit
-    if code == OK and clamped:
+        code, where, value = _check_command(cmd_effort, v_index, lim, ctl[C_CLAMP_MODE] != 0)
+    if code == CLAMP_NEW:
         ctl[C_CLAMPS] += 1
-        code = CLAMP_CONTINUED if ctl[C_CLAMPING] else CLAMP_NEW
+        if ctl[C_CLAMPING]:
+            code = CLAMP_CONTINUED
         ctl[C_CLAMPING] = 1
     else:
         ctl[C_CLAMPING] = 0
     ctl[C_WHERE] = where
     val[V_VALUE] = value
-    # --- the safe command ----------------------------------------------------
     if force_safe or code >= TRIP:
-        for i in range(cmd_effort.shape[0]):
-            cmd_effort[i] = 0.0
-            cmd_stiffness[i] = 0.0
-            cmd_damping[i] = 0.0
-            cmd_velocity[i] = 0.0
-        if ctl[C_DAMPING]:
-            finite = True
-            for k in range(n):
-                if not np.isfinite(v[v_index[k]]):
-                    finite = False
-                    break
-            if finite:
-                for k in range(n):
-                    e = 0.0 - lim[L_DAMP, k] * v[v_index[k]]  # 0.0 - x: no -0.0 for x = 0
-                    limit = lim[L_EMAX, k]
-                    if e > limit:
-                        e = limit
-                    elif e < -limit:
-                        e = -limit
-                    cmd_effort[v_index[k]] = e
+        _write_safe_command(v, cmd_effort, cmd_stiffness, cmd_damping, cmd_velocity, v_index, lim,
+                            ctl[C_DAMPING] != 0)
     return code
-
-
-class SafetyError(RuntimeError):
-    """The monitor refused to re-arm; the message says why."""
 
 
 def _positive_finite(name, x, allow_zero=True):

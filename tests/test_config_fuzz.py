@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rtctl
-from rtctl.config import SCHEMA, ConfigError, read_toml, validate
+from rtctl.config import COMPONENTS, CORE_SCHEMA, ConfigError, read_toml, section_keys, validate
 
 DEMO = Path(rtctl.__file__).parent / "data" / "configs" / "demo.toml"
 
@@ -16,7 +16,7 @@ _scalar = st.one_of(st.booleans(), st.integers(min_value=-(2 ** 70), max_value=2
                     st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12))
 _value = st.recursive(_scalar, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner,
                                                                                            max_size=3), max_leaves=8)
-_section = st.sampled_from(sorted(SCHEMA))
+_section = st.sampled_from(sorted([*CORE_SCHEMA, *COMPONENTS, "contact", "patient", "therapist", "drivers"]))
 
 
 @st.composite
@@ -24,7 +24,14 @@ def _configs(draw):
     raw = tomllib.loads(DEMO.read_text())
     for _ in range(draw(st.integers(1, 4))):
         section = draw(_section)
-        keys = sorted(SCHEMA[section]) + ["no_such_key"]
+        try:
+            keys = sorted(section_keys(raw, section)) + ["no_such_key"]
+        except ConfigError:  # a section the selected components do not have: any key is refused
+            keys = ["no_such_key", "stiffness", "type"]
+        if section == "drivers":
+            raw[section] = draw(st.lists(st.dictionaries(st.sampled_from(["backend", "joints", "seed"]), _value,
+                                                         max_size=3), max_size=2))
+            continue
         raw.setdefault(section, {})[draw(st.sampled_from(keys))] = draw(_value)
     return raw
 

@@ -83,7 +83,7 @@ def simulate(plant, controller, trajectory, q0, t_end=T_END, dt=DT):
     for k in range(errors.size):
         trajectory.sample(k * dt, q_d, qd_d, qdd_d)
         errors[k] = np.abs(q_d - q).max()
-        controller.update(q, v, q_d, qd_d, qdd_d, tau)
+        controller.update(0.0, 1e-3, q, v, q_d, qd_d, qdd_d, tau)
         a1 = fd(q, v, tau)
         v2 = v + 0.5 * dt * a1
         a2 = fd(q + 0.5 * dt * v, v2, tau)
@@ -151,7 +151,7 @@ def test_computed_torque_law_gives_qdd_equal_alpha(plant):
     for _ in range(5):
         q, v = arm7().random_configuration(rng), rng.normal(size=7)
         q_d, qd_d, qdd_d = q + 0.1 * rng.normal(size=7), rng.normal(size=7), rng.normal(size=7)
-        ctrl.update(q, v, q_d, qd_d, qdd_d, tau)
+        ctrl.update(0.0, 1e-3, q, v, q_d, qd_d, qdd_d, tau)
         alpha = qdd_d + ctrl.kp * (q_d - q) + ctrl.kd * (qd_d - v)  # eq. 37
         np.testing.assert_allclose(ctrl.alpha, alpha, rtol=1e-15)
         np.testing.assert_allclose(tau, plant.mass_matrix(q) @ alpha + plant.nonlinear_effects(q, v), rtol=1e-10)
@@ -171,7 +171,7 @@ def test_model_terms_of_ff_pd_pd_gravity_and_pd(plant):
     }
     tau = np.zeros(7)
     for cls, want in expected.items():
-        cls(Dynamics(arm7()), kp, kd).update(q, v, q_d, qd_d, qdd_d, tau)
+        cls(Dynamics(arm7()), kp, kd).update(0.0, 1e-3, q, v, q_d, qd_d, qdd_d, tau)
         np.testing.assert_allclose(tau, want, rtol=1e-12, atol=1e-12, err_msg=cls.__name__)
 
 
@@ -193,7 +193,7 @@ def test_floating_base_computed_torque_on_quadruped():
         q, v = random_floating_state(model, rng)
         q_d = q[7:] + 0.2 * rng.normal(size=12)
         qd_d, qdd_d = rng.normal(size=12), 3.0 * rng.normal(size=12)
-        ctrl.update(q, v, q_d, qd_d, qdd_d, tau)
+        ctrl.update(0.0, 1e-3, q, v, q_d, qd_d, qdd_d, tau)
         assert np.all(tau[:6] == 0.0)  # the base is not actuated: exactly zero
         alpha = qdd_d + ctrl.kp * (q_d - q[7:]) + ctrl.kd * (qd_d - v[6:])  # eq. 37
         acc = plant.forward_dynamics(q, v, tau)
@@ -214,7 +214,7 @@ def test_feed_forward_pd_on_floating_base_uses_measured_base_state():
     q, v = random_floating_state(model, rng)
     qdd_d = rng.normal(size=12)
     tau = np.zeros(model.nv)
-    ctrl.update(q, v, q[7:].copy(), v[6:].copy(), qdd_d, tau)  # on the desired motion: pure feed-forward
+    ctrl.update(0.0, 1e-3, q, v, q[7:].copy(), v[6:].copy(), qdd_d, tau)  # on the desired motion: pure feed-forward
     a = np.zeros(model.nv)
     a[6:] = qdd_d
     want, _ = plant.floating_base_inverse_dynamics(q, v, a)
@@ -222,7 +222,7 @@ def test_feed_forward_pd_on_floating_base_uses_measured_base_state():
     np.testing.assert_allclose(tau, want, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(plant.forward_dynamics(q, v, tau)[6:], qdd_d, atol=1e-9)
     q_d = q[7:] + 0.1
-    ctrl.update(q, v, q_d, v[6:].copy(), qdd_d, tau)  # PD on top, ID along the desired joint state
+    ctrl.update(0.0, 1e-3, q, v, q_d, v[6:].copy(), qdd_d, tau)  # PD on top, ID along the desired joint state
     q_ff = q.copy()
     q_ff[7:] = q_d
     want, _ = plant.floating_base_inverse_dynamics(q_ff, v, a)
@@ -237,7 +237,7 @@ def test_pd_gravity_and_pd_on_floating_base_leave_base_rows_zero():
     tau = np.full(model.nv, np.nan)
     pd = 10.0 * 0.1 - np.sqrt(10.0) * 2 * v[6:]
     for cls in (PDGravity, PD):
-        cls(Dynamics(model), kp=10.0).update(q, v, q[7:] + 0.1, np.zeros(12), np.zeros(12), tau)
+        cls(Dynamics(model), kp=10.0).update(0.0, 1e-3, q, v, q[7:] + 0.1, np.zeros(12), np.zeros(12), tau)
         assert np.all(tau[:6] == 0.0) and np.all(np.isfinite(tau))
         if cls is PDGravity:  # joint rows of g(q) with the base held still
             np.testing.assert_allclose(tau[6:], Dynamics(model).gravity_forces(q)[6:] + pd, rtol=1e-12)
@@ -257,7 +257,7 @@ def test_floating_base_computed_torque_with_euler_angle_base():
     rng = np.random.default_rng(4)
     q, v = rng.normal(size=8) * 0.3, rng.normal(size=8)
     tau = np.zeros(8)
-    ctrl.update(q, v, np.array([0.2, -0.4]), np.zeros(2), np.array([1.0, -2.0]), tau)
+    ctrl.update(0.0, 1e-3, q, v, np.array([0.2, -0.4]), np.zeros(2), np.array([1.0, -2.0]), tau)
     assert np.all(tau[:6] == 0.0)
     alpha = np.array([1.0, -2.0]) + 25.0 * (np.array([0.2, -0.4]) - q[6:]) + 10.0 * (0.0 - v[6:])
     np.testing.assert_allclose(Dynamics(model).forward_dynamics(q, v, tau)[6:], alpha, atol=1e-9 * np.abs(alpha).max())
@@ -325,19 +325,19 @@ def test_update_rejects_bad_arguments():
         ((q, v, ["x"] * 7, z, z, tau), r"q_d must be a numeric vector"),
     ):
         with pytest.raises(ValueError, match=match):
-            ctrl.update(*args)
-    ctrl.update(list(q), v[::1], np.zeros(14)[::2], z.astype(np.float32), z, tau)  # converted (slow path)
+            ctrl.update(0.0, 1e-3, *args)
+    ctrl.update(0.0, 1e-3, list(q), v[::1], np.zeros(14)[::2], z.astype(np.float32), z, tau)  # converted (slow path)
     assert np.all(np.isfinite(tau))
     ctrl.kp = np.ones(3)  # gains replaced after construction are checked too
     with pytest.raises(ValueError, match=r"kp must have shape \(7,\)"):
-        ctrl.update(q, v, z, z, z, tau)
+        ctrl.update(0.0, 1e-3, q, v, z, z, z, tau)
     ctrl.kp = np.ones(7)
     ctrl.kd[2] = np.nan
     with pytest.raises(ValueError, match=r"kd contains NaN or inf"):
-        ctrl.update(q, v, z, z, z, tau)
+        ctrl.update(0.0, 1e-3, q, v, z, z, z, tau)
     huge = ComputedTorque(Dynamics(arm7()), kp=1e308)
     with pytest.raises(ValueError, match="dynamics kernel returned status"):
-        huge.update(q, v, np.full(7, 10.0), z, z, tau)
+        huge.update(0.0, 1e-3, q, v, np.full(7, 10.0), z, z, tau)
 
 
 # -- allocation -----------------------------------------------------------------------
@@ -348,14 +348,14 @@ def test_update_allocates_nothing():
     for ctrl, model in cases:
         q, v, tau = model.neutral_configuration(), np.zeros(model.nv), np.zeros(model.nv)
         q_d, qd_d, qdd_d = np.full(ctrl.n, 0.1), np.zeros(ctrl.n), np.ones(ctrl.n)
-        ctrl.update(q, v, q_d, qd_d, qdd_d, tau)  # warm up
+        ctrl.update(0.0, 1e-3, q, v, q_d, qd_d, qdd_d, tau)  # warm up
         tracemalloc.start()
         try:
             before = tracemalloc.take_snapshot()
             tracemalloc.reset_peak()
             base = tracemalloc.get_traced_memory()[0]
             for _ in range(500):
-                ctrl.update(q, v, q_d, qd_d, qdd_d, tau)
+                ctrl.update(0.0, 1e-3, q, v, q_d, qd_d, qdd_d, tau)
             peak = tracemalloc.get_traced_memory()[1] - base
             after = tracemalloc.take_snapshot()
         finally:

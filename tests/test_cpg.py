@@ -14,7 +14,8 @@ from rtctl.loops.cpg import (
     ChewingCPG, ChewingPattern, PatternFileError, Refused, TherapistLimits, cpg_step, fourier_coefficients,
     learn_cycle, learn_pattern, load_pattern, save_pattern, shipped_patterns,
 )
-from rtctl.loops.cpg.patterns import REFERENCE_CYCLES, build_reference_pattern, reference_samples, teardrop_cycle
+from rtctl.loops.cpg.learning import build_reference_pattern
+from rtctl.loops.cpg.patterns import REFERENCE_CYCLES, reference_samples, teardrop_cycle
 
 from allocation_counter import run_with_allocation_counters
 

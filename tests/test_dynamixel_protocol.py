@@ -236,6 +236,7 @@ def test_config_selects_the_dynamixel_backend(tmp_path):
     assert isinstance(drv, DynamixelDriver)
     assert (drv.port, drv.baudrate, drv.ids, drv.read_timeout) == ("/dev/ttyUSB0", 4000000, list(range(11, 18)),
                                                                     0.002)
-    path.write_text('[driver]\nbackend = "dynamixel"\n')
-    with pytest.raises(ConfigError, match="needs 'port'"):
+    path.write_text('[driver]\nbackend = "dynamixel"\n[trajectory]\ngoal = [0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]\n'
+                    'duration = 1.0\n')
+    with pytest.raises(ConfigError, match=r"\[driver\] port is required for driver 'dynamixel'"):
         build(load_config(path))

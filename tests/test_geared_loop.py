@@ -1,5 +1,4 @@
 """Seed 002 GRM in the rtctl loop: geared plant, virtual-link computed torque through the sim driver (coupling A^T)."""
-from pathlib import Path
 
 import numpy as np
 

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from rtctl.dynamics import Dynamics
-from rtctl.plants.geared.model import (GRM3_PARAMETERS, GearedMechanism, GearedMechanismError, brute_force_dynamics, grm3, grm3_ratios)
+from rtctl.plants.geared.model import GRM3_PARAMETERS, GearedMechanism, GearedMechanismError, grm3, grm3_ratios
+from rtctl.plants.geared.reference import axes_in_frame, brute_force_dynamics, gs_reference, secondary_terms
 
 RNG = np.random.default_rng(2024)
 
@@ -50,8 +51,8 @@ def test_b_coefficients_and_A_eqs_27_30_45(mech):
 def test_table2_axes_and_derivatives(mech):
     q = RNG.uniform(-3, 3, 3)
     s2, c2, s3, c3 = math.sin(q[1]), math.cos(q[1]), math.sin(q[2]), math.cos(q[2])
-    z2, dz2 = mech._z_in(q, 2)
-    z3, dz3 = mech._z_in(q, 3)
+    z2, dz2 = axes_in_frame(mech, q, 2)
+    z3, dz3 = axes_in_frame(mech, q, 3)
     np.testing.assert_allclose(z2[1], [s2, c2, 0], atol=1e-14)
     np.testing.assert_allclose(z2[2], [0, 0, 1], atol=1e-14)
     np.testing.assert_allclose(dz2[1, 2], [c2, -s2, 0], atol=1e-14)
@@ -79,18 +80,18 @@ def test_paper_closed_forms_at_random_values():
         g14, g25, g76, g37 = g["g14"], g["g25"], g["g76"], g["g37"]
         q, qd, qdd = random_state(rng=rng)
         S2, C2 = math.sin(q[1]), math.cos(q[1])
-        M40, C40 = m.secondary_terms("4", q)
+        M40, C40 = secondary_terms(m, "4", q)
         np.testing.assert_allclose(M40, I4 * np.diag([g14 ** 2, 0, 0]), rtol=1e-13, atol=1e-16)     # (31)
-        M50, C50 = m.secondary_terms("5", q)
+        M50, C50 = secondary_terms(m, "5", q)
         np.testing.assert_allclose(M50, I5 * np.array([[1, g25, 0], [g25, g25 ** 2, 0], [0, 0, 0]]), rtol=1e-13)  # (32)
         np.testing.assert_array_equal(C40, 0)
         np.testing.assert_array_equal(C50, 0)                                                        # (33)
-        M61, C61 = m.secondary_terms("6", q)
+        M61, C61 = secondary_terms(m, "6", q)
         b63 = g76 * g37
         np.testing.assert_allclose(M61, I6 * np.array([[0, 0, 0], [0, 1, b63], [0, b63, b63 ** 2]]),
                                    rtol=1e-13, atol=1e-16)                                           # (35)
         np.testing.assert_allclose(C61, 0, atol=1e-16)                                              # (36, 37)
-        M72, C72 = m.secondary_terms("7", q)
+        M72, C72 = secondary_terms(m, "7", q)
         np.testing.assert_allclose(M72, I7 * np.array([[0, 0, g37 * S2], [0, 0, 0], [g37 * S2, 0, g37 ** 2]]),
                                    rtol=1e-12, atol=1e-16)                                           # (39)
         k = g37 * C2
@@ -104,7 +105,7 @@ def test_paper_closed_forms_at_random_values():
                          [I5 * g25, I5 * g25 ** 2 + I6, I6 * b63],
                          [I7 * g37 * S2, I6 * b63, I6 * b63 ** 2 + I7 * g37 ** 2]])
         Gs44 = Ms44 @ qdd + I7 * k * np.array([qd[1] * qd[2], -qd[0] * qd[2], qd[0] * qd[1]])       # (44)
-        gs_ref, _, _ = m.gs_reference(q, qd, qdd)
+        gs_ref, _, _ = gs_reference(m, q, qd, qdd)
         gs_fast, _, _ = m.dynamics().gs(q, qd, qdd)
         np.testing.assert_allclose(gs_ref, Gs44, rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(gs_fast, Gs44, rtol=1e-12, atol=1e-14)
@@ -128,13 +129,13 @@ def test_virtual_link_equals_brute_force_lagrangian(mech, grm):
 def test_case_tables_equal_compact_kernel(mech, grm):
     for _ in range(10):
         q, qd, qdd = random_state()
-        ref, Ms_ref, Cs_ref = mech.gs_reference(q, qd, qdd)
+        ref, Ms_ref, Cs_ref = gs_reference(mech, q, qd, qdd)
         fast, Ms, Cs = grm.gs(q, qd, qdd)
         np.testing.assert_allclose(Ms, Ms_ref, atol=1e-15)
         np.testing.assert_allclose(Cs, Cs_ref, atol=1e-14)
         np.testing.assert_allclose(Ms, Ms.T, atol=0)     # eq. 17: symmetric
         for s in mech.secondary:                          # eqs. 19-20: no centrifugal terms (zero diagonals)
-            _, C = mech.secondary_terms(s, q)
+            _, C = secondary_terms(mech, s, q)
             assert np.all(np.diagonal(C, axis1=1, axis2=2) == 0)
             np.testing.assert_allclose(C, np.transpose(C, (0, 2, 1)), atol=0)
 

@@ -2,7 +2,6 @@
 therapist limits on the control channel, and a closed-loop session on the two-platform plant."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest

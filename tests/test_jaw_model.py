@@ -18,9 +18,10 @@ from rtctl.dynamics import Dynamics
 from rtctl.plants.jaw import kernels as _jk
 from rtctl.plants.jaw.model import (HINGE_RADIUS, INCISAL_POINT, JAW_PARAMETERS, REST_POSE, ROBOT_PARAMETERS,
                                   SKULL_HEIGHT, STATUS_REASONS, JawRehabRobot, PatientImpedance,
-                                  gibbs_appell_inverse_dynamics, gibbs_appell_reference, gibbs_appell_wrench,
-                                  tsai_leg_frame)
+                                  gibbs_appell_inverse_dynamics, gibbs_appell_wrench)
+from rtctl.plants.jaw.reference import gibbs_appell_reference, tsai_leg_frame
 from rtctl.plants.stewart.model import StewartPlatform
+from rtctl.plants.stewart.reference import projected_inverse_dynamics, tree_model
 
 E = np.diag([1.0, -1.0, -1.0, 1.0, -1.0, -1.0])
 S = np.diag([1.0, -1.0, -1.0, -1.0, -1.0, 1.0])
@@ -115,18 +116,18 @@ def test_gibbs_appell_equals_generic_core():
         home = REST_POSE if sign > 0 else S @ REST_POSE + [0, 0, SKULL_HEIGHT, 0, 0, 0]
         plat = StewartPlatform(**{**params, "I_C": tr(params["I_C"]), "I_S": tr(params["I_S"])}, g=sign * 9.81,
                                home=home)
-        tree = Dynamics(plat.tree_model())
+        tree = Dynamics(tree_model(plat))
         rng = np.random.default_rng(7)
         for _ in range(4):
             x = plat.random_pose(rng, span=(0.01, 0.01, 0.01, 0.1, 0.1, 0.2))
             xd, xdd = rng.normal(size=6) * 0.3, rng.normal(size=6) * 3.0
-            res = plat.projected_inverse_dynamics(tree, x, xd, xdd)
+            res = projected_inverse_dynamics(plat, tree, x, xd, xdd)
             assert res.residual < 1e-10
             assert rel(gibbs_appell_inverse_dynamics(plat, x, xd, xdd), res.tau) < 1e-8
     robot = JawRehabRobot().robot
-    tree = Dynamics(robot.tree_model())
+    tree = Dynamics(tree_model(robot))
     x, xd, xdd = states(JawRehabRobot(), 1, seed=7)[0]
-    spin = rel(gibbs_appell_inverse_dynamics(robot, x, xd, xdd), robot.projected_inverse_dynamics(tree, x, xd, xdd).tau)
+    spin = rel(gibbs_appell_inverse_dynamics(robot, x, xd, xdd), projected_inverse_dynamics(robot, tree, x, xd, xdd).tau)
     assert 1e-5 < spin < 2e-2
 
 

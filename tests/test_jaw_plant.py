@@ -71,7 +71,7 @@ def run_loop(mech, controller_cls, kp, duration=1.0, goal=(0.0, 0.0, -0.010), ba
     driver = SimDriver(model, plant=plant, period=1e-3)
     ctl = controller_cls(Dynamics(model), kp=kp, mechanism=mech, **ctl_options)
     trajectory = IncisalMinJerk(mech, goal, 0.5, back=back)
-    loop = ControlLoop(model=model, driver=driver, controller=ctl, trajectory=trajectory,
+    loop = ControlLoop(model=model, drivers=[driver], controller=ctl, trajectory=trajectory,
                        safety=SafetyMonitor(model, position_margin=0.002), pace=False)
     report = loop.run(duration=duration)
     assert not report.tripped, report.trip_reason
@@ -87,7 +87,8 @@ def test_registrations_and_actuator_model(mech, model):
     assert CONTROLLERS.get("jaw_ff_pd") is JawFeedForwardPD and CONTROLLERS.get("jaw_computed_torque") is \
         JawComputedTorque
     assert JawComputedTorque.requires_model == JawFeedForwardPD.requires_model == "jaw"
-    assert validate({"robot": {"model": "jaw"}, "plant": {"type": "jaw"}})["plant"]["type"] == "jaw"
+    assert validate({"robot": {"model": "jaw"}, "plant": {"type": "jaw"},
+                     "trajectory": {"type": "jaw_cpg"}})["plant"]["type"] == "jaw"
     plant = create_plant("jaw", model)
     assert isinstance(plant, JawPlant) and np.allclose(plant.x, REST_POSE)
     assert np.allclose(plant.q, mech.robot.leg_lengths(REST_POSE), rtol=1e-15)
@@ -204,12 +205,12 @@ def test_controllers_impose_the_model_motion(mech, model):
         q, qd, _ = mech.leg_motion(x, xd, np.zeros(6))
         q_d, qd_d, qdd_d = q + rng.normal(size=6) * 1e-4, qd + rng.normal(size=6) * 1e-3, rng.normal(size=6)
         ct.x[:] = x + 1e-4
-        ct.update(q, qd, q_d, qd_d, qdd_d, effort)
+        ct.update(0.0, 1e-3, q, qd, q_d, qd_d, qdd_d, effort)
         assert np.abs(ct.x - x).max() < 1e-9
         alpha = qdd_d + ct.kp * (q_d - q) + ct.kd * (qd_d - qd)
         xdd = mech.forward_dynamics(x, xd, effort)
         assert np.allclose(mech.leg_motion(x, xd, xdd)[2], alpha, rtol=1e-8, atol=1e-8)
-        ff.update(q, qd, q, qd, qdd_d, effort)
+        ff.update(0.0, 1e-3, q, qd, q, qd, qdd_d, effort)
         xdd = mech.forward_dynamics(x, xd, effort)
         assert np.abs(ff.x - x).max() < 1e-9
         assert np.allclose(mech.leg_motion(x, xd, xdd)[2], qdd_d, rtol=1e-8, atol=1e-8)
@@ -256,17 +257,17 @@ def test_controller_errors(mech, model):
     q = mech.robot.leg_lengths(REST_POSE)
     effort = np.zeros(6)
     with pytest.raises(ValueError, match="qd_d contains NaN"):
-        ctl.update(q, np.zeros(6), q, np.array([0, 0, np.nan, 0, 0, 0.0]), np.zeros(6), effort)
+        ctl.update(0.0, 1e-3, q, np.zeros(6), q, np.array([0, 0, np.nan, 0, 0, 0.0]), np.zeros(6), effort)
     with pytest.raises(ValueError, match=r"v must have shape \(6,\), got \(5,\)"):
-        ctl.update(q, np.zeros(5), q, np.zeros(6), np.zeros(6), effort)
+        ctl.update(0.0, 1e-3, q, np.zeros(5), q, np.zeros(6), np.zeros(6), effort)
     with pytest.raises(ValueError, match="effort must have shape"):
-        ctl.update(q, np.zeros(6), q, np.zeros(6), np.zeros(6), np.zeros(7))
+        ctl.update(0.0, 1e-3, q, np.zeros(6), q, np.zeros(6), np.zeros(6), np.zeros(7))
     with pytest.raises(ValueError, match="stroke"):
-        ctl.update(np.full(6, 0.5), np.zeros(6), q, np.zeros(6), np.zeros(6), effort)
-    ctl.update(list(q), np.zeros(6), q, np.zeros(6), np.zeros(6), effort)          # converted once
+        ctl.update(0.0, 1e-3, np.full(6, 0.5), np.zeros(6), q, np.zeros(6), np.zeros(6), effort)
+    ctl.update(0.0, 1e-3, list(q), np.zeros(6), q, np.zeros(6), np.zeros(6), effort)          # converted once
     ff = JawFeedForwardPD(Dynamics(model), mechanism=mech)
     with pytest.raises(ValueError, match="desired leg lengths"):
-        ff.update(q, np.zeros(6), np.full(6, 0.5), np.zeros(6), np.zeros(6), effort)
+        ff.update(0.0, 1e-3, q, np.zeros(6), np.full(6, 0.5), np.zeros(6), np.zeros(6), effort)
     with pytest.raises(ValueError, match="kp must be finite"):
         JawFeedForwardPD(Dynamics(model), kp=-1.0, mechanism=mech)
     with pytest.raises(ValueError, match="include_impedance"):
@@ -280,6 +281,7 @@ ALLOC_SCRIPT = textwrap.dedent("""
     from numba import njit
     from numba.core.runtime import rtsys
     from rtctl.plants.jaw import kernels as jk
+    from rtctl.plants.jaw import steps
     from rtctl.plants.jaw.model import JawRehabRobot, PatientImpedance
 
     @njit
@@ -287,17 +289,17 @@ ALLOC_SCRIPT = textwrap.dedent("""
         bad = 0
         for _ in range(n):
             bad += jk.incisal_to_legs(pts2, P, io[0, :3], io[1, :3], io[2, :3], io[3], io[4], io[5], W, V)
-            bad += jk.computed_torque_step(pts2, P, S[jk.S_Q], S[jk.S_V], io[3], io[4], io[5], t6, C, W, V)
-            bad += jk.ff_pd_step(pts2, P, S[jk.S_Q], S[jk.S_V], io[3], io[4], io[5], t6, C, W, V)
+            bad += steps.computed_torque_step(pts2, P, S[jk.S_Q], S[jk.S_V], io[3], io[4], io[5], t6, C, W, V)
+            bad += steps.ff_pd_step(pts2, P, S[jk.S_Q], S[jk.S_V], io[3], io[4], io[5], t6, C, W, V)
             bad += jk.ga_inverse_dynamics(pts2[0], P[0], S[jk.S_X], S[jk.S_XD], io[6], 31, t6, W, V)
-            bad += jk.plant_step(pts2, P, S, t6, 1e-3, 2, W, V)
+            bad += steps.plant_step(pts2, P, S, t6, 1e-3, 2, W, V)
         return bad
 
     m = JawRehabRobot()
     P = m.pack(PatientImpedance(bolus_damping=30.0, bolus_force=5.0), viscous_friction=1.0, coulomb_friction=0.5)
     S = np.zeros((jk.NS, 6))
     S[jk.S_X] = m.incisal_pose([0.0, 0.0, -0.01])[0]
-    jk.plant_outputs(m.pts2, P, S, m.W, m.V)
+    steps.plant_outputs(m.pts2, P, S, m.W, m.V)
     C = np.zeros((jk.NK, 6))
     C[jk.K_KP], C[jk.K_KD], C[jk.K_X], C[jk.K_OPT, :2] = 400.0, 40.0, S[jk.S_X], (1e-11, 20)
     io = np.zeros((7, 6))

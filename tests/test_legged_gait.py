@@ -1,4 +1,4 @@
-"""Gait synthesis (seed 004 Appendix B) and leg inverse kinematics (Fig. 11) of plants/legged/control.py."""
+"""Gait synthesis (seed 004 Appendix B) and leg inverse kinematics (Fig. 11) of plants/legged/gait.py."""
 from __future__ import annotations
 
 import math
@@ -7,7 +7,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from rtctl.plants.legged.control import BipedGait, BipedWalk, QuadrupedGait, QuadrupedTrot, ipm_initial_state
+from rtctl.plants.legged.gait import BipedGait, BipedWalk, QuadrupedGait, QuadrupedTrot, ipm_initial_state
 from rtctl.loops.trajectories import create_trajectory
 from rtctl.dynamics import Dynamics
 from rtctl.plants.legged.model import QUADRUPED_LEGS, planar_biped, spatial_quadruped
@@ -230,8 +230,8 @@ def test_legged_controllers_take_any_numeric_vectors_on_their_slow_path():
     for cls in (LeggedFeedForwardPD, LeggedComputedTorque):
         ctl = cls(Dynamics(robot.model), kp=49.0, kd=14.0, robot=robot)
         fast, slow = np.zeros(9), np.zeros(9)
-        ctl.update(q, v, q_d, qd_d, qdd_d, fast)
-        ctl.update(list(q), v.astype(np.float32), list(q_d), qd_d[::1], qdd_d, slow)
+        ctl.update(0.0, 1e-3, q, v, q_d, qd_d, qdd_d, fast)
+        ctl.update(0.0, 1e-3, list(q), v.astype(np.float32), list(q_d), qd_d[::1], qdd_d, slow)
         assert np.abs(fast).max() > 0 and np.allclose(slow, fast, rtol=1e-6, atol=1e-6)
         with pytest.raises(ValueError, match="effort must be a writable C-contiguous float64 array"):
-            ctl.update(q, v, q_d, qd_d, qdd_d, [0.0] * 9)
+            ctl.update(0.0, 1e-3, q, v, q_d, qd_d, qdd_d, [0.0] * 9)

@@ -421,8 +421,12 @@ def test_config_builds_the_legged_plant(tmp_path):
     path.write_text(text.replace("damping = 300.0", "damping = -3.0"))
     with pytest.raises(ConfigError, match=r"\[contact\] damping"):
         load_config(path)
-    path.write_text(text.replace('type = "legged"', 'type = "rigid_body"').replace(
-        'model = "spatial_quadruped"', 'model = "arm7"').split("[controller]")[0]
-        + '[controller]\ntype = "computed_torque"\n[trajectory]\ngoal = [0.1, 0, 0, 0, 0, 0, 0]\nduration = 1.0\n')
-    with pytest.raises(ConfigError, match="forward_dynamics"):
+    rigid = text.replace('type = "legged"', 'type = "rigid_body"').replace(
+        'model = "spatial_quadruped"', 'model = "arm7"').split("[controller]")[0] \
+        + '[controller]\ntype = "computed_torque"\n[trajectory]\ngoal = [0.1, 0, 0, 0, 0, 0, 0]\nduration = 1.0\n'
+    path.write_text(rigid)
+    with pytest.raises(ConfigError, match=r"\[contact\] applies to plant 'legged' only"):
+        build(load_config(path))
+    path.write_text(rigid.split("[contact]")[0] + "[controller]" + rigid.split("[controller]")[1])
+    with pytest.raises(ConfigError, match=r"\[plant\] unknown key 'forward_dynamics' for plant 'rigid_body'"):
         build(load_config(path))

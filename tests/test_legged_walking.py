@@ -8,7 +8,6 @@ biped under computed torque in continuous time with the stiff variable-step solv
 from __future__ import annotations
 
 import tracemalloc
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -180,7 +179,7 @@ def test_computed_torque_with_ground_forces_gives_the_commanded_joint_accelerati
         q, v = loaded_state(robot, rng)
         q_d, qd_d, qdd_d = q[n0:] + 0.01 * rng.normal(size=n), rng.normal(size=n), rng.normal(size=n)
         effort = np.zeros(robot.model.nv)
-        ctrl.update(q, v, q_d, qd_d, qdd_d, effort)
+        ctrl.update(0.0, 1e-3, q, v, q_d, qd_d, qdd_d, effort)
         f_ext, grf, _, _ = compute_contact(dyn, contact, q, v, robot.contact_bodies, robot.contact_points)
         assert grf[:, 2].sum() > 10.0
         np.testing.assert_allclose(ctrl.grf, grf, rtol=1e-12, atol=1e-9)
@@ -202,7 +201,7 @@ def test_feed_forward_is_the_underactuated_inverse_dynamics_with_ground_forces_p
     q, v = loaded_state(robot, rng)
     q_d, qd_d, qdd_d = q[n0:] + 0.02 * rng.normal(size=n), rng.normal(size=n), rng.normal(size=n)
     effort = np.zeros(robot.model.nv)
-    ctrl.update(q, v, q_d, qd_d, qdd_d, effort)
+    ctrl.update(0.0, 1e-3, q, v, q_d, qd_d, qdd_d, effort)
     f_ext, _, _, _ = compute_contact(dyn, contact, q, v, robot.contact_bodies, robot.contact_points)
     qw, vw, aw = q.copy(), v.copy(), np.zeros(robot.model.nv)
     qw[n0:], vw[n0:], aw[n0:] = q_d, qd_d, qdd_d
@@ -225,7 +224,7 @@ def test_generic_floating_base_computed_torque_runs_on_the_planar_base():
     q, v = rng.uniform(-0.5, 0.5, 9), rng.normal(size=9)
     q_d, qd_d, qdd_d = rng.normal(size=6), rng.normal(size=6), rng.normal(size=6)
     effort = np.zeros(9)
-    ctrl.update(q, v, q_d, qd_d, qdd_d, effort)
+    ctrl.update(0.0, 1e-3, q, v, q_d, qd_d, qdd_d, effort)
     qdd = dyn.forward_dynamics(q, v, effort)
     np.testing.assert_allclose(qdd[3:], qdd_d + 49.0 * (q_d - q[3:]) + 14.0 * (qd_d - v[3:]), rtol=1e-9, atol=1e-9)
 
@@ -236,23 +235,23 @@ def test_legged_controllers_allocate_nothing_and_reject_bad_input():
     z, effort = np.zeros(12), np.zeros(18)
     for cls in (LeggedFeedForwardPD, LeggedComputedTorque):
         ctrl = cls(Dynamics(robot.model), kp=49.0, kd=14.0)
-        ctrl.update(q, v, z, z, z, effort)
+        ctrl.update(0.0, 1e-3, q, v, z, z, z, effort)
         tracemalloc.start()
         try:
             tracemalloc.reset_peak()
             base = tracemalloc.get_traced_memory()[0]
             for _ in range(1000):
-                ctrl.update(q, v, z, z, z, effort)
+                ctrl.update(0.0, 1e-3, q, v, z, z, z, effort)
             peak = tracemalloc.get_traced_memory()[1] - base
         finally:
             tracemalloc.stop()
         assert peak < 1024, (cls.__name__, peak)
         with pytest.raises(ValueError, match=r"q must have shape \(18,\)"):
-            ctrl.update(q[:17], v, z, z, z, effort)
+            ctrl.update(0.0, 1e-3, q[:17], v, z, z, z, effort)
         with pytest.raises(ValueError, match="v contains NaN"):
-            ctrl.update(q, np.full(18, np.nan), z, z, z, effort)
+            ctrl.update(0.0, 1e-3, q, np.full(18, np.nan), z, z, z, effort)
         with pytest.raises(ValueError, match=r"qdd_d must have shape \(12,\)"):
-            ctrl.update(q, v, z, z, np.zeros(3), effort)
+            ctrl.update(0.0, 1e-3, q, v, z, z, np.zeros(3), effort)
     with pytest.raises(ValueError, match="does not match model"):
         LeggedComputedTorque(Dynamics(robot.model), kp=49.0, robot=planar_biped())
     with pytest.raises(ValueError, match="contact must be a ContactModel"):

@@ -14,6 +14,7 @@ from rtctl.plants.quadruped_tail.plant import QuadrupedTailPlant
 from rtctl.config import build, load_config, bundled_config_path
 from rtctl.dynamics.constrained import projected_inverse_dynamics
 from rtctl.plants.quadruped_tail.model import QuadrupedTail
+from rtctl.plants.quadruped_tail.reference import random_states, tree_reference, tree_state
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,7 +29,7 @@ def test_geometry_and_ik(mech):
     A = mech.A
     assert np.linalg.norm(A[0] - A[1]) == pytest.approx(0.48) and np.linalg.norm(A[1] - A[2]) == pytest.approx(0.54)
     assert np.linalg.norm(mech.r) == pytest.approx(0.34)
-    for q, _, _ in mech.random_states(5, 0):
+    for q, _, _ in random_states(mech, 5, 0):
         H, K, N = mech.point_positions(q)
         assert np.allclose(np.linalg.norm(K - H, axis=1), 0.3, atol=1e-12)
         assert np.allclose(np.linalg.norm(mech.D - K, axis=1), 0.3, atol=1e-12)
@@ -42,7 +43,7 @@ def test_geometry_and_ik(mech):
 def test_jacobians_and_accelerations_by_finite_differences(mech):
     """Joint Jacobians (eqs. 15, 16, re-derived 18), point Jacobians/accelerations (eqs. 20-31)."""
     h = 1e-6
-    for q, qd, qdd in mech.random_states(4, 1):
+    for q, qd, qdd in random_states(mech, 4, 1):
         qa, va = mech.joint_state(q, qd)
         fd = (mech.joint_state(q + h * qd)[0] - mech.joint_state(q - h * qd)[0]) / (2 * h)
         assert np.abs(fd - va).max() < 1e-6 * max(1, np.abs(va).max())
@@ -76,10 +77,10 @@ def test_eq2_literal_is_wrong_away_from_zero(mech):
 def test_cross_check_with_projected_generic_core(mech):
     """Virtual-work actuator torques == projected inverse dynamics of the tree (tau_p = 0 and minimum
     norm), and the virtual-work M, C, G == Phi^T M Phi, Phi^T (M Phi-dot q-dot + h - g), Phi^T g; 1e-8 rel."""
-    dyn, B = mech.tree_reference()
+    dyn, B = tree_reference(mech)
     worst = 0.0
-    for q, qd, qdd in mech.random_states(6, 2):
-        tq, tv, ta, Jc, Phi, bias = mech.tree_state(dyn, q, qd, qdd)
+    for q, qd, qdd in random_states(mech, 6, 2):
+        tq, tv, ta, Jc, Phi, bias = tree_state(mech, dyn, q, qd, qdd)
         assert max(np.abs(dyn.frame_placement(tq, f"foot{i}")[1] - mech.D[i]).max() for i in range(4)) < 1e-12
         for method, cols in (("paper", 8), ("min_norm", 14)):
             ref = projected_inverse_dynamics(dyn, tq, tv, ta, Jc, actuation=B[:, :cols])
@@ -106,7 +107,7 @@ def test_cross_check_with_projected_generic_core(mech):
 def test_id_fd_consistency_and_redundancy(mech):
     """M q'' + C + G = eqs. 38-40; FD(ID(q'')) = q''; every allocation satisfies eq. 37; minimum norm
     is the smallest; the tau_p profile is honoured."""
-    for q, qd, qdd in mech.random_states(3, 3):
+    for q, qd, qdd in random_states(mech, 3, 3):
         M, C, G = mech.dynamics_terms(q, qd)
         f = mech.generalized_forces(q, qd, qdd)
         assert np.abs(M @ qdd + C + G - f).max() < 1e-10 * np.abs(f).max()

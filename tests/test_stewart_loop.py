@@ -3,7 +3,6 @@
 Tolerances are stated per test; random states are inside the workspace.
 """
 import copy
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +11,7 @@ from rtctl.plants.stewart.control import StewartComputedTorque, StewartPoseTraje
 from rtctl.plants import create_plant
 from rtctl.config import build, load_config, validate, bundled_config_path
 from rtctl.dynamics import Dynamics
-from rtctl.plants.stewart import kernels as _k
+from rtctl.plants.stewart import steps as _steps
 from rtctl.registry import robot_model as actuator_model
 from rtctl.plants.stewart.model import P1, P2, StewartPlatform
 
@@ -34,15 +33,15 @@ def test_actuator_model(mech):
 def test_trig_spline_profile():
     """s = 1/2 - 9/16 cos(pi t) + 1/16 cos(3 pi t): rest-to-rest, s' = 3pi/4 sin^3, s'' its derivative."""
     tau = np.linspace(0, 1, 101)
-    s, sd, sdd = np.array([_k.trig_spline_profile(t) for t in tau]).T
+    s, sd, sdd = np.array([_steps.trig_spline_profile(t) for t in tau]).T
     assert s[0] == pytest.approx(0, abs=1e-15) and s[-1] == pytest.approx(1, abs=1e-15)
     assert max(abs(sd[0]), abs(sd[-1]), abs(sdd[0]), abs(sdd[-1])) < 1e-12
     h = 1e-6
     for t in (0.13, 0.5, 0.77):
-        sp = (_k.trig_spline_profile(t + h)[0] - _k.trig_spline_profile(t - h)[0]) / (2 * h)
-        spp = (_k.trig_spline_profile(t + h)[1] - _k.trig_spline_profile(t - h)[1]) / (2 * h)
-        assert sp == pytest.approx(_k.trig_spline_profile(t)[1], rel=1e-8)
-        assert spp == pytest.approx(_k.trig_spline_profile(t)[2], rel=1e-7)
+        sp = (_steps.trig_spline_profile(t + h)[0] - _steps.trig_spline_profile(t - h)[0]) / (2 * h)
+        spp = (_steps.trig_spline_profile(t + h)[1] - _steps.trig_spline_profile(t - h)[1]) / (2 * h)
+        assert sp == pytest.approx(_steps.trig_spline_profile(t)[1], rel=1e-8)
+        assert spp == pytest.approx(_steps.trig_spline_profile(t)[2], rel=1e-7)
     assert np.all(np.diff(s) > 0)
 
 
@@ -108,13 +107,13 @@ def test_controller_imposes_the_leg_accelerations(mech):
         q, qd, _ = mech.leg_motion(x, xd, np.zeros(6))
         q_d, qd_d, qdd_d = q + rng.normal(size=6) * 1e-3, qd + rng.normal(size=6) * 1e-2, rng.normal(size=6)
         ctl.x[:] = x + 1e-3                                # warm start away from the answer
-        ctl.update(q, qd, q_d, qd_d, qdd_d, effort)
+        ctl.update(0.0, 1e-3, q, qd, q_d, qd_d, qdd_d, effort)
         assert np.abs(ctl.x - x).max() < 1e-9             # FK from leg lengths
         alpha = qdd_d + ctl.kp * (q_d - q) + ctl.kd * (qd_d - qd)
         xdd = mech.forward_dynamics(x, xd, effort)
         assert np.allclose(mech.leg_motion(x, xd, xdd)[2], alpha, rtol=1e-8, atol=1e-8)
     with pytest.raises(ValueError, match="stroke"):
-        ctl.update(np.full(6, 5.0), qd, q_d, qd_d, qdd_d, effort)
+        ctl.update(0.0, 1e-3, np.full(6, 5.0), qd, q_d, qd_d, qdd_d, effort)
 
 
 def test_example_config_tracks_the_paper_trajectory():
@@ -139,7 +138,7 @@ def test_example_config_tracks_the_paper_trajectory():
 
 
 def test_config_validation():
-    with pytest.raises(ValueError, match="does not apply"):
+    with pytest.raises(ValueError, match="unknown key 'goal' for trajectory 'stewart_pose'"):
         validate({"robot": {"model": "stewart"}, "trajectory": {"type": "stewart_pose", "goal": [1.0]}})
     cfg = validate({"robot": {"model": "stewart"}, "plant": {"type": "stewart"},
                     "controller": {"type": "stewart_computed_torque"}, "trajectory": {"type": "stewart_pose"},

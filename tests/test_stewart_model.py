@@ -16,6 +16,7 @@ from rtctl.dynamics import Dynamics
 from rtctl.dynamics.constrained import constrained_forward_dynamics
 from rtctl.plants.stewart.opcount import PAPER_TABLE1, count_coriolis, count_shared
 from rtctl.plants.stewart.model import P1, P2, TABLE2, StewartPlatform
+from rtctl.plants.stewart.reference import actuation_matrix, closure, projected_inverse_dynamics, tree_model, tree_state
 
 H = 1e-6
 N_RANDOM = 12
@@ -28,7 +29,7 @@ def mech():
 
 @pytest.fixture(scope="module")
 def tree(mech):
-    return Dynamics(mech.tree_model())
+    return Dynamics(tree_model(mech))
 
 
 def states(mech, n=N_RANDOM, seed=0):
@@ -187,15 +188,15 @@ def test_cross_check_with_generic_core(mech, tree):
     worst = 0.0
     for x, xd, xdd in states(mech, 20, seed=11):
         tau = mech.inverse_dynamics(x, xd, xdd)
-        res = mech.projected_inverse_dynamics(tree, x, xd, xdd)
+        res = projected_inverse_dynamics(mech, tree, x, xd, xdd)
         assert res.residual < 1e-10
         worst = max(worst, rel(tau, res.tau))
     assert worst < 1e-8
     other = StewartPlatform(m_P=3.0, I_P=(0.3, 0.5, 0.7), m_C=1.1, I_C=(0.0, 0.2, 0.2), m_S=0.6,
                             I_S=(0.0, 0.05, 0.05), b_C=0.7, b_S=0.4)
-    other_tree = Dynamics(other.tree_model())
+    other_tree = Dynamics(tree_model(other))
     for x, xd, xdd in states(other, 8, seed=12):
-        res = other.projected_inverse_dynamics(other_tree, x, xd, xdd)
+        res = projected_inverse_dynamics(other, other_tree, x, xd, xdd)
         assert rel(other.inverse_dynamics(x, xd, xdd), res.tau) < 1e-8
     # the power balance behind eq. 84: tau . l-dot = f|B . u  (J_C^-T, not J_C^-1)
     x, xd, xdd = states(mech, 1, seed=5)[0]
@@ -218,9 +219,9 @@ def test_forward_dynamics(mech, tree):
     for x, xd, xdd in states(mech, 6, seed=2):
         tau = mech.inverse_dynamics(x, xd, xdd)
         assert rel(mech.forward_dynamics(x, xd, tau), xdd) < 1e-10
-        q, v, _, Jc = mech.tree_state(tree, x, xd, np.zeros(6))
-        _, bias = mech.closure(tree, q, v)
-        qdd, _ = constrained_forward_dynamics(tree, q, v, mech.actuation_matrix() @ tau, Jc, bias)
+        q, v, _, Jc = tree_state(mech, tree, x, xd, np.zeros(6))
+        _, bias = closure(tree, q, v)
+        qdd, _ = constrained_forward_dynamics(tree, q, v, actuation_matrix() @ tau, Jc, bias)
         assert rel(qdd[:6], xdd) < 1e-8
 
 

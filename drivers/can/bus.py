@@ -8,7 +8,13 @@ channel inside the server process (see :mod:`hil.can_harness`).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import can
+
+from rtctl.options import setting
+
+from ..base import ActuatorDriver
 
 # Counters kept in ``DriverHealth.extra`` by both CAN backends.
 CAN_COUNTERS = ("bus_errors", "unknown_ids", "late_replies", "dropped_sends")
@@ -32,3 +38,21 @@ def drain(bus: can.BusABC, limit: int = 10_000) -> int:
             break
         n += 1
     return n
+
+
+@dataclass(frozen=True)
+class CanOptions(ActuatorDriver.Options):
+    """``[driver]`` keys of the CAN backends: python-can interface and channel, one ID per joint."""
+
+    can_interface: str = setting("str", "socketcan")
+    can_channel: str = setting("str", None, required=True)          # e.g. can0
+    can_ids: object = setting("ints", None, low=1, high=0x7FF, required=True)
+    read_timeout: float = setting("float", 1e-3, positive=True, high=1.0)   # s: reply wait per cycle
+    max_failed_cycles: int = setting("int", 5, low=1)                # consecutive missed cycles -> fault
+
+
+def can_arguments(options: dict, context) -> dict:
+    """The constructor arguments both CAN backends share, from a validated table."""
+    return dict(interface=options["can_interface"], channel=options["can_channel"], joints=options["joints"],
+                mode=options["mode"], transmission=context.transmission, reply_timeout=options["read_timeout"],
+                max_missed=options["max_failed_cycles"])

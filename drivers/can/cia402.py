@@ -42,7 +42,7 @@ from canopen import objectdictionary as cod
 
 from ..base import EFFORT_MODE, ActuatorDriver, DriverHealth, register_driver
 from ..transmission import Transmission
-from .bus import CAN_COUNTERS, drain, open_bus
+from .bus import CAN_COUNTERS, CanOptions, can_arguments, drain, open_bus
 
 # Objects.
 CONTROLWORD, STATUSWORD, ERROR_CODE = 0x6040, 0x6041, 0x603F
@@ -198,6 +198,13 @@ class _BusWatch(can.Listener):
 @register_driver("cia402")
 class Cia402Driver(ActuatorDriver):
     """One CiA 402 drive per joint (node IDs ``node_ids``), torque commands in CST."""
+
+    Options = CanOptions
+
+    @classmethod
+    def from_config(cls, options: dict, context):
+        ids = options["can_ids"]
+        return cls(context.model, node_ids=ids if isinstance(ids, list) else [ids], **can_arguments(options, context))
 
     def __init__(self, model, *, node_ids, interface: str = "remote", channel=None, bus: can.BusABC | None = None,
                  joints=None, mode: str = EFFORT_MODE, transmission: Transmission | None = None,

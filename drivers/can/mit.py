@@ -33,7 +33,9 @@ import numpy as np
 
 from ..base import EFFORT_MODE, ActuatorDriver, register_driver
 from ..transmission import Transmission
-from .bus import CAN_COUNTERS, drain, open_bus
+from rtctl.options import setting
+
+from .bus import CAN_COUNTERS, CanOptions, can_arguments, drain, open_bus
 
 ENTER_MOTOR_MODE = bytes([0xFF] * 7 + [0xFC])
 EXIT_MOTOR_MODE = bytes([0xFF] * 7 + [0xFD])
@@ -170,6 +172,17 @@ class MitDriver(ActuatorDriver):
     driver keeps sending the motor's own safe command: damping only
     (``kp = 0, kd = safe_kd, t = 0``), which the motor closes on its own encoder.
     """
+
+    @dataclass(frozen=True)
+    class Options(CanOptions):
+        motor_model: str = setting("str", "AK80-9")
+
+    @classmethod
+    def from_config(cls, options: dict, context):
+        ids = options["can_ids"]
+        return cls(context.model, can_ids=ids if isinstance(ids, list) else [ids],
+                   motor_model=options["motor_model"], **can_arguments(options, context))
+
 
     def __init__(self, model, *, can_ids, motor_model: str | list = "AK80-9", interface: str = "remote",
                  channel=None, bus: can.BusABC | None = None, host_id: int = 0, joints=None,

@@ -35,8 +35,11 @@ import os
 import select
 import struct
 import time
+from dataclasses import dataclass
 
 import numpy as np
+
+from rtctl.options import setting
 
 from ..base import EFFORT_MODE, POSITION_MODE, ActuatorDriver, register_driver
 from ..transmission import Transmission
@@ -54,6 +57,25 @@ class BusError(RuntimeError):
 
 @register_driver("dynamixel")
 class DynamixelDriver(ActuatorDriver):
+    @dataclass(frozen=True)
+    class Options(ActuatorDriver.Options):
+        port: str = setting("str", None, required=True)              # serial device, e.g. /dev/ttyUSB0
+        baudrate: int = setting("int", 57600, positive=True)
+        servo_ids: object = setting("ints", None, low=0, high=252)   # one per joint (default 1, 2, ...)
+        servo_model: str = setting("str", "XM430-W350")
+        retries: int = setting("int", 1, low=0, high=10)
+        read_timeout: float = setting("float", 1e-3, positive=True, high=1.0)   # s per attempt
+        max_failed_cycles: int = setting("int", 5, low=1)            # consecutive failed cycles -> fault
+
+    @classmethod
+    def from_config(cls, options: dict, context):
+        ids = options["servo_ids"]
+        return cls(context.model, port=options["port"], baudrate=options["baudrate"], joints=options["joints"],
+                   mode=options["mode"], ids=None if ids is None else (ids if isinstance(ids, list) else [ids]),
+                   servo_model=options["servo_model"], transmission=context.transmission,
+                   read_timeout=options["read_timeout"], retries=options["retries"],
+                   max_failed_cycles=options["max_failed_cycles"])
+
     def __init__(self, model, *, port: str, baudrate: int = 57600, ids=None, servo_model="XM430-W350",
                  joints=None, mode: str = EFFORT_MODE, transmission: Transmission | None = None,
                  torque_constant=None, read_timeout: float = 1e-3, retries: int = 1, max_failed_cycles: int = 5,
@@ -63,14 +85,55 @@ class DynamixelDriver(ActuatorDriver):
         n = len(self.v_index)
         if not port or not isinstance(port, str):
             raise ValueError(f"{self.name}: port must name a serial device, got {port!r}")
+        ids = self._servo_ids(ids, n)
+        self.servos = self._servo_models(servo_model, n)
+        self._check_bus_timing(read_timeout, retries, max_failed_cycles, return_delay_time)
+        self.port, self.baudrate, self.ids = port, int(baudrate), ids
+        self.read_timeout, self.retries, self.max_failed_cycles = float(read_timeout), int(retries), \
+            int(max_failed_cycles)
+        self.return_delay_time, self.position_gains, self.check_model = return_delay_time, position_gains, check_model
+        self.transmission = transmission or Transmission(n)
+        if self.transmission.n != n:
+            raise ValueError(f"{self.name}: transmission is for {self.transmission.n} joints, driver has {n}")
+        self.torque_constant = self._torque_constants(torque_constant, n)
+        self.n = n
+        self._id_slot = {dxl_id: k for k, dxl_id in enumerate(ids)}
+        self._center = np.array([s.position_center for s in self.servos], dtype=float)
+        self._rad_per_count = np.array([s.rad_per_count for s in self.servos])
+        self._rad_s_per_unit = np.array([s.rad_s_per_unit for s in self.servos])
+        self._nm_per_unit = self.torque_constant * np.array([s.amp_per_unit for s in self.servos])
+        self._current_limit = np.array([s.current_limit for s in self.servos], dtype=float)
+        self._allocate_cycle_buffers(n)
+        s0 = self.servos[0]
+        self._state_addr, self._state_len = s0.span("present_current", "present_position")
+        self._sync_read = P.sync_read_packet(self._state_addr, self._state_len, ids)
+        self._build_goal_packet(s0["goal_current" if mode == EFFORT_MODE else "goal_position"], ids)
+        self.decoder = P.StreamDecoder()
+        self._ser = None
+        self._fd = -1
+        self._consecutive_failed = 0
+        self._enable_pending = False
+        self._clock = time.perf_counter
+        self.rtt = np.zeros(int(rtt_capacity))      # seconds, SYNC_READ sent -> last status packet in
+        self.rtt_count = 0
+        self.saturated_cycles = 0
+        self.health.extra.update(missing_packets=0, io_errors=0, status_errors=0, hardware_alerts=0,
+                                 unexpected_packets=0, late_bytes=0, write_errors=0)
+
+    def _servo_ids(self, ids, n: int) -> list[int]:
         ids = list(range(1, n + 1)) if ids is None else [int(i) for i in ids]
         if len(ids) != n or len(set(ids)) != n or not all(0 <= i <= P.MAX_ID for i in ids):
             raise ValueError(f"{self.name}: ids must be {n} distinct ids in 0..{P.MAX_ID} (one per joint "
                              f"{self.joint_names}), got {ids}")
+        return ids
+
+    def _servo_models(self, servo_model, n: int) -> list[ServoModel]:
         names = [servo_model] * n if isinstance(servo_model, str) else list(servo_model)
         if len(names) != n:
             raise ValueError(f"{self.name}: servo_model: give one name or {n}, got {len(names)}")
-        self.servos = [ServoModel(s) for s in names]
+        return [ServoModel(s) for s in names]
+
+    def _check_bus_timing(self, read_timeout, retries, max_failed_cycles, return_delay_time) -> None:
         if not (np.isfinite(read_timeout) and 0 < read_timeout <= 1.0):
             raise ValueError(f"{self.name}: read_timeout must be in (0, 1] s, got {read_timeout}")
         if int(retries) != retries or retries < 0:
@@ -79,27 +142,16 @@ class DynamixelDriver(ActuatorDriver):
             raise ValueError(f"{self.name}: max_failed_cycles must be an integer >= 1, got {max_failed_cycles}")
         if return_delay_time is not None and not 0 <= return_delay_time <= 254:
             raise ValueError(f"{self.name}: return_delay_time must be 0..254 (x 2 us) or None")
-        self.port, self.baudrate, self.ids = port, int(baudrate), ids
-        self.read_timeout, self.retries, self.max_failed_cycles = float(read_timeout), int(retries), \
-            int(max_failed_cycles)
-        self.return_delay_time, self.position_gains, self.check_model = return_delay_time, position_gains, check_model
-        self.transmission = transmission or Transmission(n)
-        if self.transmission.n != n:
-            raise ValueError(f"{self.name}: transmission is for {self.transmission.n} joints, driver has {n}")
+
+    def _torque_constants(self, torque_constant, n: int) -> np.ndarray:
+        """N m per A at each joint's servo: the servo models' own, or ``torque_constant`` (one or one per joint)."""
         kt = np.array([s.torque_constant for s in self.servos]) if torque_constant is None else \
             np.broadcast_to(np.asarray(torque_constant, dtype=float), (n,)).copy()
         if not np.all(np.isfinite(kt) & (kt > 0)):
             raise ValueError(f"{self.name}: torque_constant must be > 0 N m/A, got {kt.tolist()}")
-        self.torque_constant = kt
-        self.n = n
-        self._id_slot = {dxl_id: k for k, dxl_id in enumerate(ids)}
-        # Per-servo conversion constants.
-        self._center = np.array([s.position_center for s in self.servos], dtype=float)
-        self._rad_per_count = np.array([s.rad_per_count for s in self.servos])
-        self._rad_s_per_unit = np.array([s.rad_s_per_unit for s in self.servos])
-        self._nm_per_unit = kt * np.array([s.amp_per_unit for s in self.servos])
-        self._current_limit = np.array([s.current_limit for s in self.servos], dtype=float)
-        # Preallocated per-cycle buffers.
+        return kt
+
+    def _allocate_cycle_buffers(self, n: int) -> None:
         self._a_pos, self._a_vel, self._a_tau = np.zeros(n), np.zeros(n), np.zeros(n)
         self._j_vec, self._j_tau = np.zeros(n), np.zeros(n)
         self._units = np.zeros(n)
@@ -107,12 +159,11 @@ class DynamixelDriver(ActuatorDriver):
         self._raw_cur = np.zeros(n, dtype=np.int64)
         self._raw_vel = np.zeros(n, dtype=np.int64)
         self._raw_pos = np.zeros(n, dtype=np.int64)
-        self._enable_pending = False
-        s0 = self.servos[0]
-        self._state_addr, self._state_len = s0.span("present_current", "present_position")
-        self._sync_read = P.sync_read_packet(self._state_addr, self._state_len, ids)
-        # SYNC_WRITE of goal currents (2 bytes) or goal positions (4 bytes), rebuilt in place each cycle.
-        field = s0["goal_current" if mode == EFFORT_MODE else "goal_position"]
+
+    def _build_goal_packet(self, field, ids: list[int]) -> None:
+        """The SYNC_WRITE of goal currents (2 bytes) or goal positions (4 bytes) to every servo, whose values
+        :meth:`write` fills in place each cycle."""
+        n = len(ids)
         self._goal_size = field.size
         self._goal_pack = _I16 if field.size == 2 else _I32
         param_len = 4 + n * (1 + field.size)
@@ -129,16 +180,6 @@ class DynamixelDriver(ActuatorDriver):
             self._sw_raw[12 + k * (1 + field.size)] = dxl_id
         self._sw_view = memoryview(self._sw_raw)
         self._sw_out_view = memoryview(self._sw_out)
-        self.decoder = P.StreamDecoder()
-        self._ser = None
-        self._fd = -1
-        self._consecutive_failed = 0
-        self._clock = time.perf_counter
-        self.rtt = np.zeros(int(rtt_capacity))      # seconds, SYNC_READ sent -> last status packet in
-        self.rtt_count = 0
-        self.saturated_cycles = 0
-        self.health.extra.update(missing_packets=0, io_errors=0, status_errors=0, hardware_alerts=0,
-                                 unexpected_packets=0, late_bytes=0, write_errors=0)
 
     # -- transport -------------------------------------------------------------------
     def _open(self) -> None:

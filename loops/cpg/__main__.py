@@ -1,5 +1,6 @@
 """``python -m loops.cpg``: relearn the shipped patterns from their reference cycles and rewrite ``loops/cpg/data``."""
-from .patterns import DATA_DIR, SHIPPED_PATTERNS, build_reference_pattern, save_pattern
+from .learning import build_reference_pattern
+from .patterns import DATA_DIR, SHIPPED_PATTERNS, save_pattern
 
 for name in SHIPPED_PATTERNS:
     pattern = build_reference_pattern(name)

@@ -39,9 +39,9 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from .patterns import ChewingPattern
+from .patterns import REFERENCE_CYCLES, SHIPPED_LEARNING, ChewingPattern, reference_samples
 
-__all__ = ["LearningResult", "fourier_coefficients", "learn_cycle", "learn_pattern", "phase_origin", "rotate_phase"]
+__all__ = ["LearningResult", "build_reference_pattern", "fourier_coefficients", "learn_cycle", "learn_pattern", "phase_origin", "rotate_phase"]
 
 
 @njit(cache=True)
@@ -261,3 +261,22 @@ def learn_cycle(cycle, frequency: float, *, initial_frequency: float, duration: 
     pattern = ChewingPattern(p.name, p.frequency, p.cos, p.sin, p.description, p.sources, reference, meta)
     return LearningResult(pattern, result.frequency_history, result.error_history, result.window,
                           result.rms_error, result.max_error, result.settling_time, result.phase_at_start)
+
+
+def build_reference_pattern(name: str) -> ChewingPattern:
+    """Learn the shipped pattern ``name`` from its reference cycle (what the data files hold)."""
+    if name not in REFERENCE_CYCLES:
+        raise ValueError(f"unknown reference cycle {name!r}; available: {list(REFERENCE_CYCLES)}")
+    c = REFERENCE_CYCLES[name]
+    s = SHIPPED_LEARNING
+    result = learn_cycle(reference_samples(name, s["cycle_samples"]), c["frequency_hz"],
+                         initial_frequency=s["initial_frequency"], duration=s["duration"], dt=s["dt"],
+                         n_harmonics=s["n_harmonics"], coupling=s["coupling"], learning_rate=s["learning_rate"],
+                         name=name, description=c["description"], sources=c["sources"])
+    p = result.pattern
+    meta = dict(p.metadata)
+    meta["reference_model"] = {"function": "rtctl.loops.cpg.patterns.teardrop_cycle",
+                               **{k: c[k] for k in ("frequency_hz", "opening", "lateral", "posterior",
+                                                    "vertical_exponent", "lateral_exponent", "skew")}}
+    meta["kinematics"] = p.kinematics()
+    return ChewingPattern(p.name, p.frequency, p.cos, p.sin, p.description, p.sources, p.reference, meta)

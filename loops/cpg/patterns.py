@@ -30,7 +30,7 @@ Shipped reference cycles (``loops/cpg/data/<name>.json``, :func:`shipped_pattern
 curve :func:`teardrop_cycle` with the excursions and frequency of
 :data:`REFERENCE_CYCLES` (values and sources there), learned into a Fourier
 series by the adaptive-frequency oscillator of :mod:`loops.cpg.learning`
-(:func:`build_reference_pattern`; regenerate the files with
+(:func:`rtctl.loops.cpg.learning.build_reference_pattern`; regenerate the files with
 ``python -m loops.cpg``).
 """
 from __future__ import annotations
@@ -47,7 +47,7 @@ from .limits import Envelope
 
 __all__ = [
     "AXES", "DATA_DIR", "FORMAT", "PatternFileError", "REFERENCE_CYCLES", "SHIPPED_PATTERNS", "ChewingPattern",
-    "build_reference_pattern", "load_pattern", "save_pattern", "shipped_patterns", "teardrop_cycle",
+    "load_pattern", "save_pattern", "shipped_patterns", "teardrop_cycle",
 ]
 
 FORMAT = "rtctl-cpg-pattern"
@@ -385,27 +385,6 @@ def reference_samples(name: str, samples: int) -> np.ndarray:
     c = REFERENCE_CYCLES[name]
     params = {k: c[k] for k in ("opening", "lateral", "posterior", "vertical_exponent", "lateral_exponent", "skew")}
     return teardrop_cycle(2.0 * np.pi * np.arange(samples) / samples, **params)
-
-
-def build_reference_pattern(name: str) -> ChewingPattern:
-    """Learn the shipped pattern ``name`` from its reference cycle (what the data files hold)."""
-    from .learning import learn_cycle
-
-    if name not in REFERENCE_CYCLES:
-        raise ValueError(f"unknown reference cycle {name!r}; available: {list(REFERENCE_CYCLES)}")
-    c = REFERENCE_CYCLES[name]
-    s = SHIPPED_LEARNING
-    result = learn_cycle(reference_samples(name, s["cycle_samples"]), c["frequency_hz"],
-                         initial_frequency=s["initial_frequency"], duration=s["duration"], dt=s["dt"],
-                         n_harmonics=s["n_harmonics"], coupling=s["coupling"], learning_rate=s["learning_rate"],
-                         name=name, description=c["description"], sources=c["sources"])
-    p = result.pattern
-    meta = dict(p.metadata)
-    meta["reference_model"] = {"function": "rtctl.loops.cpg.patterns.teardrop_cycle",
-                               **{k: c[k] for k in ("frequency_hz", "opening", "lateral", "posterior",
-                                                    "vertical_exponent", "lateral_exponent", "skew")}}
-    meta["kinematics"] = p.kinematics()
-    return ChewingPattern(p.name, p.frequency, p.cos, p.sin, p.description, p.sources, p.reference, meta)
 
 
 @lru_cache(maxsize=1)

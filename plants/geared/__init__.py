@@ -1,5 +1,7 @@
 """Seed 002: geared robotic mechanisms by the virtual-link method (Chen & Wang 1998).
 
-``model`` (GRM, virtual EOLC model, brute-force Lagrangian check), ``plant``, ``control``
-(``geared_computed_torque``), ``geared.toml`` and ``plots``.
+``description`` (links, turning and gear pairs, TOML), ``model`` (GRM, virtual EOLC model), ``kernels``
+(compiled virtual-link dynamics), ``energy`` (all links' energies), ``plant``, ``control``
+(``geared_computed_torque``), ``geared.toml``, ``plots`` and ``reference`` (element-by-element G_s and the
+brute-force Lagrangian the tests check against).
 """

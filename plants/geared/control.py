@@ -21,7 +21,8 @@ from numba import njit
 
 from rtctl.dynamics import Dynamics
 from rtctl.dynamics.kernels import OK
-from rtctl.plants.geared.model import GEARED_MECHANISMS, GearedMechanism, grm_inverse_dynamics
+from rtctl.plants.geared.kernels import grm_inverse_dynamics
+from rtctl.plants.geared.model import GEARED_MECHANISMS, GearedMechanism
 
 from rtctl.registry import CONTROLLERS
 from rtctl.loops.base import Controller
@@ -51,6 +52,7 @@ class GearedComputedTorque(Controller):
     """Virtual-link computed torque for a GRM (see module docstring). ``kp`` 1/s^2, ``kd`` 1/s."""
 
     name = "geared_computed_torque"
+    default_kp = 400.0
 
     def __init__(self, dyn: Dynamics, kp=400.0, kd=None, mechanism: GearedMechanism | None = None,
                  gs: str = "full"):
@@ -77,7 +79,7 @@ class GearedComputedTorque(Controller):
         self.alpha = np.zeros(n)
         self.xi = np.zeros(n)
 
-    def update(self, q, v, q_d, qd_d, qdd_d, effort) -> None:
+    def update(self, t, dt, q, v, q_d, qd_d, qdd_d, effort) -> None:
         g, c = self.grm, self.grm.core
         st = _ct_step(c.mi, c.mf, c.ws, g.carrier, g.inertia, g.axis_body, g.bmat, self.kp, self.kd, q, v, q_d,
                       qd_d, qdd_d, self.alpha, effort, g.Ms, g.work, g.Cs, g.A_inv, self.xi)

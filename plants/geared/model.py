@@ -40,9 +40,9 @@ carriers, :meth:`GearedMechanism.virtual_model`) gives G_v = M_v theta'' + C_v
 (eq. 13) plus gravity from the generic recursive core
 (:class:`rtctl.dynamics.Dynamics`); the relative motion of secondary links gives
 G_s = M_s theta'' + C_s (eqs. 14-21); the equations of motion are
-(M_v + M_s) theta'' + C_v + C_s + g = A xi (eq. 23). :meth:`GearedMechanism.secondary_terms`
+(M_v + M_s) theta'' + C_v + C_s + g = A xi (eq. 23). :func:`rtctl.plants.geared.reference.secondary_terms`
 evaluates eqs. 18a-d, 19a-e and 20a-c case by case (the reference); the
-compiled kernels (:func:`grm_inverse_dynamics`, :func:`grm_forward_dynamics`) use the
+compiled kernels (:mod:`rtctl.plants.geared.kernels`) use the
 equivalent compact form of eqs. 16a/16b:
 
     c_k = e_j . z_{k-1} (k <= i, inner), D_{k,h} = d c_k / d theta_h = e_j . (z_{k-1} x z_{h-1}) (k < h <= i),
@@ -63,57 +63,18 @@ from the generic core and is cross-checked against the brute-force Lagrangian.
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass, replace
 
 import numpy as np
-from numba import njit
 
-from rtctl.dynamics import kernels as _k
 from rtctl.model import ModelBuilder, combine_inertias, inertia_scale_factor
 
-__all__ = ["GearedMechanismError", "Link", "TurningPair", "GearPair", "GearedMechanism", "grm3", "GRM3_PARAMETERS",
-           "grm_inverse_dynamics", "grm_forward_dynamics", "brute_force_dynamics"]
+from .description import (GearedMechanismError, GearPair, Link, TurningPair, parse_description,
+                          read_mechanism_table)
+from .kernels import GRMDynamics, grm_forward_dynamics, grm_inverse_dynamics
 
-
-class GearedMechanismError(ValueError):
-    """An invalid GRM description; the message names the offending element."""
-
-
-@dataclass
-class Link:
-    """A link. Primary links need ``dh`` (except the base); secondary links need ``axis`` and ``axial_inertia``."""
-
-    name: str
-    mass: float = 0.0
-    com: tuple = (0.0, 0.0, 0.0)
-    inertia: object = None            # 3x3 about the centre of mass (primary links)
-    dh: tuple | None = None           # (a, alpha, d) of the joint into this primary link
-    axis: tuple | None = None         # secondary: unit axis e_j in the carrier's D-H frame
-    axial_inertia: float = 0.0        # secondary: I_j about e_j (eq. 14)
-    transverse_inertia: float = 0.0   # secondary: inertia about any axis through the com normal to e_j
-    lower: float = -math.inf
-    upper: float = math.inf
-    velocity_limit: float = math.inf
-    effort_limit: float = math.inf
-
-
-@dataclass
-class TurningPair:
-    """A revolute joint (thin edge) between two links about the axis labelled ``axis``."""
-
-    links: tuple
-    axis: str
-
-
-@dataclass
-class GearPair:
-    """A gear mesh (heavy edge). ``teeth`` = (N_a, N_b) for ``links`` = (a, b); ``kind``: external, internal, bevel."""
-
-    links: tuple
-    teeth: tuple
-    kind: str = "external"
-    sign: int | None = None           # bevel pairs: +1 or -1 (required)
+__all__ = ["GearedMechanismError", "Link", "TurningPair", "GearPair", "GearedMechanism", "GRMDynamics", "grm3",
+           "GRM3_PARAMETERS", "grm_inverse_dynamics", "grm_forward_dynamics"]
 
 
 def _rx(alpha):
@@ -167,6 +128,16 @@ class GearedMechanism:
         self._eolc()
         self._kinematics()
         self._geometry()
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "GearedMechanism":
+        """Build from a plain dict (the ``[mechanism]`` table of a TOML file)."""
+        return cls(**parse_description(d))
+
+    @classmethod
+    def from_toml(cls, path) -> "GearedMechanism":
+        """Build from the ``[mechanism]`` table of a TOML file."""
+        return cls.from_dict(read_mechanism_table(path))
 
     # ------------------------------------------------------------------ structure
     def _build_graph(self):
@@ -465,83 +436,6 @@ class GearedMechanism:
         b.add_frame("end_effector", parent, rotation=_rx(alpha), translation=(a, 0.0, d))
         return b.build()
 
-    # ------------------------------------------------------------------ G_s (eqs. 14-21), reference form
-    def _frames(self, q):
-        """World rotations R_i of the D-H frames i = 0..n (eq. 5 chained)."""
-        rots = [np.eye(3)]
-        for r in range(1, self.n + 1):
-            rots.append(rots[-1] @ _rz(q[r - 1]) @ _rx(self.dh[r, 1]))
-        return rots
-
-    def _z_in(self, q, i):
-        """^i z_{k-1} (k = 1..i) and their partial derivatives d ^i z_{k-1} / d theta_h (eq. 8, Table 2)."""
-        rots = self._frames(q)
-        ri = rots[i]
-        n = self.n
-        z = np.zeros((n + 1, 3))            # z[k] = ^i z_{k-1}
-        dz = np.zeros((n + 1, n + 1, 3))    # dz[k, h] = d ^i z_{k-1} / d theta_h
-        for k in range(1, i + 1):
-            z[k] = ri.T @ rots[k - 1][:, 2]
-            for h in range(k + 1, i + 1):
-                # Turning joint h rotates frame i (not frame k-1) about z_{h-1}: d(R_i^T z) = -R_i^T (z_{h-1} x ...)
-                zh = rots[h - 1][:, 2]
-                dz[k, h] = ri.T @ np.cross(rots[k - 1][:, 2], zh)
-        return z, dz
-
-    def secondary_terms(self, name, q):
-        """M_{j/i} and the coupling matrices C_{j/i,r} (r = 1..n) of secondary link ``name`` at ``q``,
-        element by element from eqs. 18a-d, 19a-e and 20a-c (joint indices 1-based as in the paper;
-        arrays 0-based). Returns (M (n x n), C (n x n x n) with C[r-1] = C_{j/i,r})."""
-        s = next(x for x in self._secs if x.name == name)
-        i, e, ij, b = s.carrier, s.axis, s.inertia, self.b[name]
-        n = self.n
-        z, dz = self._z_in(np.asarray(q, dtype=float), i)
-        inner = lambda k: k <= i  # noqa: E731
-        M = np.zeros((n, n))
-        C = np.zeros((n, n, n))
-        for r in range(1, n + 1):
-            for k in range(1, n + 1):
-                if inner(r) and inner(k):
-                    val = 0.0                                    # (18a)
-                elif inner(r):
-                    val = ij * b[k - 1] * (e @ z[r])             # (18b)
-                elif inner(k):
-                    val = ij * b[r - 1] * (e @ z[k])             # (18c)
-                else:
-                    val = ij * b[r - 1] * b[k - 1]               # (18d)
-                M[r - 1, k - 1] = val
-        for r in range(1, n + 1):
-            for h in range(1, n + 1):
-                for k in range(1, n + 1):
-                    val = 0.0
-                    if inner(r):
-                        if h < r and not inner(k):
-                            val = -0.5 * ij * b[k - 1] * (e @ dz[h, r])       # (19a)
-                        elif inner(h) and h > r and not inner(k):
-                            val = 0.5 * ij * b[k - 1] * (e @ dz[r, h])        # (19b)
-                        elif not inner(h) and k < r:
-                            val = -0.5 * ij * b[h - 1] * (e @ dz[k, r])       # (19c)
-                        elif not inner(h) and inner(k) and k > r:
-                            val = 0.5 * ij * b[h - 1] * (e @ dz[r, k])        # (19d)
-                    else:
-                        if inner(h) and inner(k) and h < k:
-                            val = 0.5 * ij * b[r - 1] * (e @ dz[h, k])        # (20a)
-                        elif inner(h) and inner(k) and k < h:
-                            val = 0.5 * ij * b[r - 1] * (e @ dz[k, h])        # (20b)
-                    C[r - 1, h - 1, k - 1] = val                              # else (19e), (20c): 0
-        return M, C
-
-    def gs_reference(self, q, v, a):
-        """G_s = M_s theta'' + C_s (eq. 21) by summing :meth:`secondary_terms` (eq. 17). Returns (G_s, M_s, C_s)."""
-        n = self.n
-        Ms, Cs = np.zeros((n, n)), np.zeros(n)
-        v = np.asarray(v, dtype=float)
-        for s in self._secs:
-            M, C = self.secondary_terms(s.name, q)
-            Ms += M
-            Cs += np.array([v @ C[r] @ v for r in range(n)])
-        return Ms @ np.asarray(a, dtype=float) + Cs, Ms, Cs
-
     # ------------------------------------------------------------------ fast API
     def with_inertia_scaled(self, factor: float) -> "GearedMechanism":
         """The same mechanism with every link's mass and inertias times ``factor`` (a model error for
@@ -560,353 +454,6 @@ class GearedMechanism:
     def dynamics(self, model=None):
         """A :class:`GRMDynamics` (compiled virtual-link ID / FD) on ``model`` (default: the virtual model)."""
         return GRMDynamics(self, model)
-
-
-# ---------------------------------------------------------------------------------------------- kernels
-_SIG_GS = ("void(float64[:, ::1], int64[::1], float64[::1], float64[:, ::1], float64[:, ::1], float64[::1], "
-           "float64[:, ::1], float64[::1], float64[:, ::1])")
-
-
-@njit(_SIG_GS, cache=True)
-def gs_terms(ws, carrier, inertia, axis_body, bmat, v, Ms, Cs, work):
-    """M_s and C_s (eqs. 16-21) from the world joint axes and rotations left in ``ws`` by a core kernel.
-
-    ``work``: (3, >= n + 1): rows c_k, c_k-dot and a scratch column sum. z_{k-1} (world) is body k's
-    joint axis (ws[k-1, W_E]); e_j (world) = R_body_i e_body.
-    """
-    n = v.shape[0]
-    for r in range(n):
-        Cs[r] = 0.0
-        for k in range(n):
-            Ms[r, k] = 0.0
-    for j in range(carrier.shape[0]):
-        i = carrier[j]
-        ij = inertia[j]
-        s = 0.0
-        for k in range(n):
-            s += bmat[j, k] * v[k]
-        if i == 0:
-            for r in range(n):
-                for k in range(n):
-                    Ms[r, k] += ij * bmat[j, r] * bmat[j, k]
-            continue
-        wi = ws[i - 1]
-        ex = wi[_k.W_R + 0] * axis_body[j, 0] + wi[_k.W_R + 1] * axis_body[j, 1] + wi[_k.W_R + 2] * axis_body[j, 2]
-        ey = wi[_k.W_R + 3] * axis_body[j, 0] + wi[_k.W_R + 4] * axis_body[j, 1] + wi[_k.W_R + 5] * axis_body[j, 2]
-        ez = wi[_k.W_R + 6] * axis_body[j, 0] + wi[_k.W_R + 7] * axis_body[j, 1] + wi[_k.W_R + 8] * axis_body[j, 2]
-        c, cd, dsum = work[0], work[1], work[2]
-        for k in range(n):
-            c[k] = 0.0
-            cd[k] = 0.0
-            dsum[k] = 0.0
-        for k in range(i):
-            zk = ws[k]
-            c[k] = ex * zk[_k.W_E] + ey * zk[_k.W_E + 1] + ez * zk[_k.W_E + 2]
-        # D_{k,h} = e . (z_{k-1} x z_{h-1}) for k < h <= i (0-based k < h < i)
-        for k in range(i):
-            ax, ay, az = ws[k, _k.W_E], ws[k, _k.W_E + 1], ws[k, _k.W_E + 2]
-            for h in range(k + 1, i):
-                bx, by, bz = ws[h, _k.W_E], ws[h, _k.W_E + 1], ws[h, _k.W_E + 2]
-                dkh = ex * (ay * bz - az * by) + ey * (az * bx - ax * bz) + ez * (ax * by - ay * bx)
-                cd[k] += dkh * v[h]          # c_k-dot = sum_h D_{k,h} theta_h-dot
-                dsum[h] += dkh * v[k]        # sum_k D_{k,h} theta_k-dot  (= d/d theta_h of e . omega_i)
-        w = 0.0
-        for k in range(i):
-            w += cd[k] * v[k]
-        for r in range(n):
-            br, cr = bmat[j, r], c[r]
-            for k in range(n):
-                Ms[r, k] += ij * (br * bmat[j, k] + br * c[k] + cr * bmat[j, k])      # eq. 18
-            Cs[r] += ij * br * w + ij * s * (cd[r] - dsum[r])                        # eqs. 16a/16b (19, 20)
-
-
-_SIG_ID = ("int64(int64[:, ::1], float64[:, ::1], float64[:, ::1], int64[::1], float64[::1], float64[:, ::1], "
-           "float64[:, ::1], float64[::1], float64[::1], float64[::1], float64[::1], float64[:, ::1], "
-           "float64[:, ::1], float64[::1])")
-
-
-@njit(_SIG_ID, cache=True)
-def grm_inverse_dynamics(mi, mf, ws, carrier, inertia, axis_body, bmat, q, v, a, tau, Ms, work, Cs):
-    """Joint-space inverse dynamics of eq. 23: tau = G_v (core RNEA on the virtual EOLC, with gravity) + G_s."""
-    status = _k.rnea(mi, mf, ws, q, v, a, tau)
-    if status != _k.OK:
-        return status
-    gs_terms(ws, carrier, inertia, axis_body, bmat, v, Ms, Cs, work)
-    n = v.shape[0]
-    for r in range(n):
-        acc = Cs[r]
-        for k in range(n):
-            acc += Ms[r, k] * a[k]
-        tau[r] += acc
-    return _k.OK
-
-
-_SIG_FD = ("int64(int64[:, ::1], float64[:, ::1], float64[:, ::1], int64[::1], float64[::1], float64[:, ::1], "
-           "float64[:, ::1], float64[::1], float64[::1], float64[::1], float64[::1], float64[:, ::1], "
-           "float64[:, ::1], float64[:, ::1], float64[::1], float64[::1])")
-
-
-@njit(_SIG_FD, cache=True)
-def grm_forward_dynamics(mi, mf, ws, carrier, inertia, axis_body, bmat, q, v, tau, qdd, M, Ms, work, Cs, zero):
-    """theta'' = (M_v + M_s)^-1 (tau - C_v - C_s - g) (eq. 23 solved; Cholesky). ``zero``: n zeros."""
-    n = v.shape[0]
-    status = _k.rnea(mi, mf, ws, q, v, zero, qdd)      # C_v + g into qdd (temporarily)
-    if status != _k.OK:
-        return status
-    gs_terms(ws, carrier, inertia, axis_body, bmat, v, Ms, Cs, work)
-    status = _k.crba(mi, mf, ws, q, M)
-    if status != _k.OK:
-        return status
-    for r in range(n):
-        qdd[r] = tau[r] - qdd[r] - Cs[r]
-        for k in range(n):
-            M[r, k] += Ms[r, k]
-    # In-place Cholesky M = L L^T (lower triangle), then two triangular solves.
-    for r in range(n):
-        for k in range(r + 1):
-            acc = M[r, k]
-            for p in range(k):
-                acc -= M[r, p] * M[k, p]
-            if r == k:
-                if not acc > 0.0:
-                    return _k.SINGULAR
-                M[r, r] = math.sqrt(acc)
-            else:
-                M[r, k] = acc / M[k, k]
-    for r in range(n):
-        acc = qdd[r]
-        for p in range(r):
-            acc -= M[r, p] * qdd[p]
-        qdd[r] = acc / M[r, r]
-    for r in range(n - 1, -1, -1):
-        acc = qdd[r]
-        for p in range(r + 1, n):
-            acc -= M[p, r] * qdd[p]
-        qdd[r] = acc / M[r, r]
-    return _k.OK
-
-
-class GRMDynamics:
-    """Compiled virtual-link dynamics of a :class:`GearedMechanism` (eqs. 13, 21, 23).
-
-    ``model`` defaults to ``mech.virtual_model()``; pass another (e.g. mass-scaled) model of
-    the same tree to perturb G_v. Not thread-safe (one workspace).
-    """
-
-    def __init__(self, mech: GearedMechanism, model=None):
-        from rtctl.dynamics import Dynamics
-        self.mech = mech
-        self.model = model if model is not None else mech.virtual_model()
-        if self.model.nv != mech.n:
-            raise ValueError(f"model has nv={self.model.nv}, mechanism has {mech.n} joints")
-        self.core = Dynamics(self.model)
-        n = mech.n
-        self.carrier, self.inertia = mech.sec_carrier, mech.sec_inertia
-        self.axis_body, self.bmat = mech.sec_axis_body, mech.sec_b
-        if self.bmat.shape[0] == 0:   # numba needs a 2-D array; a dummy secondary with zero inertia
-            self.carrier, self.inertia = np.zeros(1, np.int64), np.zeros(1)
-            self.axis_body, self.bmat = np.zeros((1, 3)), np.zeros((1, n))
-        self.Ms = np.zeros((n, n))
-        self.Cs = np.zeros(n)
-        self.M = np.zeros((n, n))
-        self.work = np.zeros((3, n + 1))
-        self.zero = np.zeros(n)
-        self.A, self.A_inv = mech.A, mech.A_inv
-
-    def _check(self, status):
-        if status != _k.OK:
-            raise ValueError(f"GRM dynamics kernel failed with status {status} (NaN/inf input or singular inertia)")
-
-    def inverse_dynamics(self, q, v, a, out=None):
-        """Joint torques tau = (M_v + M_s) a + C_v + C_s + g (eq. 23's left-hand side)."""
-        out = np.empty(self.mech.n) if out is None else out
-        w = self.core
-        self._check(grm_inverse_dynamics(w.mi, w.mf, w.ws, self.carrier, self.inertia, self.axis_body, self.bmat,
-                                         q, v, a, out, self.Ms, self.work, self.Cs))
-        return out
-
-    def actuator_inverse_dynamics(self, q, v, a, out=None):
-        """Input torques xi = A^-1 tau (eqs. 22-23)."""
-        tau = self.inverse_dynamics(q, v, a)
-        out = np.empty(self.mech.n) if out is None else out
-        np.matmul(self.A_inv, tau, out=out)
-        return out
-
-    def forward_dynamics(self, q, v, tau, out=None):
-        """theta'' under joint torques ``tau`` (use ``A @ xi`` for input torques)."""
-        out = np.empty(self.mech.n) if out is None else out
-        w = self.core
-        self._check(grm_forward_dynamics(w.mi, w.mf, w.ws, self.carrier, self.inertia, self.axis_body, self.bmat,
-                                         q, v, tau, out, self.M, self.Ms, self.work, self.Cs, self.zero))
-        return out
-
-    def actuator_forward_dynamics(self, q, v, xi, out=None):
-        return self.forward_dynamics(q, v, self.A @ np.asarray(xi, dtype=float), out)
-
-    def gs(self, q, v, a):
-        """(G_s, M_s, C_s) from the compiled kernel (eq. 21)."""
-        tau = self.inverse_dynamics(q, v, a)  # leaves M_s, C_s in the buffers
-        del tau
-        return self.Ms @ np.asarray(a, float) + self.Cs, self.Ms.copy(), self.Cs.copy()
-
-    def mass_matrix(self, q):
-        """M_v + M_s."""
-        n = self.mech.n
-        M = self.core.mass_matrix(np.asarray(q, float))
-        self.inverse_dynamics(q, np.zeros(n), np.zeros(n))
-        return M + self.Ms
-
-
-# ---------------------------------------------------------------------------------------------- brute force
-def _link_kinematics(mech, q, qd):
-    """World rotation, com position, angular velocity (as linear maps of theta-dot) for every moving link.
-
-    Independent of the virtual-link machinery: primary links from chained D-H transforms,
-    secondary links turned by their own angle q_{j,i} = b_j . theta about e_j (gear kinematics,
-    eqs. 9-11), angular velocities omega_j = omega_i + q_{j,i}-dot e_j. Works for complex q.
-    """
-    n = mech.n
-    dt = np.result_type(q, qd, float)
-    R = [np.eye(3, dtype=dt)]
-    p = [np.zeros(3, dtype=dt)]
-    w = [np.zeros(3, dtype=dt)]
-    for r in range(1, n + 1):
-        a, alpha, d = mech.dh[r]
-        z = R[-1][:, 2]
-        wr = w[-1] + z * qd[r - 1]
-        Rr = R[-1] @ _rz(q[r - 1]) @ _rx(alpha).astype(dt)
-        pr = p[-1] + R[-1] @ _rz(q[r - 1]) @ np.array([a, 0.0, d], dtype=dt)
-        R.append(Rr)
-        p.append(pr)
-        w.append(wr)
-    bodies = []
-    for r in range(1, n + 1):
-        ln = mech.links[mech.primary[r]]
-        inertia = np.zeros((3, 3)) if ln.inertia is None else np.asarray(ln.inertia, dtype=float)
-        bodies.append((float(ln.mass), R[r] @ np.asarray(ln.com, float) + p[r], w[r], R[r] @ inertia @ R[r].T))
-    for s in mech._secs:
-        sl = mech.links[s.name]
-        i = s.carrier
-        b = mech.b[s.name]
-        angle = b @ q
-        e = s.axis
-        ex = np.array([[0, -e[2], e[1]], [e[2], 0, -e[0]], [-e[1], e[0], 0]])
-        rot_rel = np.eye(3) + np.sin(angle) * ex + (1 - np.cos(angle)) * (ex @ ex)   # Rodrigues about e_j
-        Rj = R[i] @ rot_rel
-        i_s = sl.transverse_inertia * (np.eye(3) - np.outer(e, e)) + sl.axial_inertia * np.outer(e, e)
-        wj = w[i] + (R[i] @ e) * (b @ qd)
-        bodies.append((float(sl.mass), R[i] @ np.asarray(sl.com, float) + p[i], wj, Rj @ i_s @ Rj.T))
-    return bodies, p
-
-
-def _energies(mech, q, qd):
-    """(kinetic, potential) energy of all links, primary and secondary (complex-safe).
-
-    v_c of a link carried by primary link i: sum_{k <= i} z_{k-1} x (p_c - o_{k-1}) theta_k-dot.
-    """
-    n = mech.n
-    bodies, origins = _link_kinematics(mech, q, qd)
-    dt = np.result_type(q, qd, float)
-    R = [np.eye(3, dtype=dt)]
-    for r in range(1, n + 1):
-        R.append(R[-1] @ _rz(q[r - 1]) @ _rx(mech.dh[r, 1]).astype(dt))
-    owner = list(range(1, n + 1)) + [s.carrier for s in mech._secs]
-    T, V = 0.0, 0.0
-    for (m, pc, w, Iw), own in zip(bodies, owner):
-        vc = np.zeros(3, dtype=dt)
-        for k in range(1, own + 1):
-            vc = vc + np.cross(R[k - 1][:, 2], pc - origins[k - 1]) * qd[k - 1]
-        T = T + 0.5 * m * (vc @ vc) + 0.5 * (w @ Iw @ w)
-        V = V - m * (mech.gravity @ pc)
-    return T, V
-
-
-def brute_force_dynamics(mech, q, qd, qdd=None, h=1e-30):
-    """The independent cross-check: M, C(q, qd) qd and g from the Lagrangian of *all* links.
-
-    Kinetic energy T = sum over primary and secondary links of 1/2 m v_c^2 + 1/2 omega^T I omega with
-    every link's absolute angular velocity from the gear kinematics. M_rk = d^2 T / d qd_r d qd_k
-    (exact: T is quadratic in qd; by polarisation), dM/d theta_k by complex-step differentiation
-    (h = 1e-30, exact to rounding), c_r = sum_k (dM_rk/dtheta_h qd_h) qd_k - 1/2 qd^T dM/dtheta_r qd,
-    g = dV/d theta by complex step. Returns (tau, M, c, g) with tau = M qdd + c + g.
-    """
-    n = mech.n
-    q = np.asarray(q, dtype=float)
-    qd = np.asarray(qd, dtype=float)
-
-    def mass(qq):
-        dt = np.result_type(qq, float)
-        M = np.zeros((n, n), dtype=dt)
-        eye = np.eye(n)
-        tk = [_energies(mech, qq, eye[k])[0] for k in range(n)]
-        for r in range(n):
-            M[r, r] = 2 * tk[r]
-            for k in range(r + 1, n):
-                M[r, k] = M[k, r] = _energies(mech, qq, eye[r] + eye[k])[0] - tk[r] - tk[k]
-        return M
-
-    M = mass(q).real
-    dM = np.zeros((n, n, n))   # dM[h] = dM / d theta_h
-    g = np.zeros(n)
-    for hh in range(n):
-        qc = q.astype(complex)
-        qc[hh] += 1j * h
-        dM[hh] = mass(qc).imag / h
-        g[hh] = _energies(mech, qc, np.zeros(n))[1].imag / h
-    Mdot = np.einsum("hrk,h->rk", dM, qd)
-    c = Mdot @ qd - 0.5 * np.array([qd @ dM[r] @ qd for r in range(n)])
-    qdd = np.zeros(n) if qdd is None else np.asarray(qdd, dtype=float)
-    return M @ qdd + c + g, M, c, g
-
-
-# ---------------------------------------------------------------------------------------------- description I/O
-def _from_dict(d: dict) -> GearedMechanism:
-    """Build from a plain dict (the ``[mechanism]`` table of a TOML file)."""
-    known = {"name", "base", "end_effector", "inputs", "link", "turning_pair", "gear_pair", "gravity"}
-    bad = sorted(set(d) - known)
-    if bad:
-        raise GearedMechanismError(f"mechanism: unknown key '{bad[0]}'; allowed: {sorted(known)}")
-    for key in ("base", "end_effector", "inputs", "link", "turning_pair"):
-        if key not in d:
-            raise GearedMechanismError(f"mechanism: missing '{key}'")
-    links = []
-    link_keys = set(Link.__dataclass_fields__)
-    for k, ld in enumerate(d["link"]):
-        bad = sorted(set(ld) - link_keys)
-        if bad or "name" not in ld:
-            raise GearedMechanismError(f"mechanism link #{k} ({ld.get('name', '?')}): "
-                                       f"{'unknown key ' + repr(bad[0]) if bad else 'missing name'}")
-        ld = dict(ld)
-        if "inertia" in ld and np.shape(ld["inertia"]) == (6,):   # xx yy zz xy xz yz
-            xx, yy, zz, xy, xz, yz = ld["inertia"]
-            ld["inertia"] = [[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]]
-        links.append(Link(**ld))
-    tps = []
-    for k, td in enumerate(d["turning_pair"]):
-        if set(td) != {"links", "axis"} or len(td["links"]) != 2:
-            raise GearedMechanismError(f"mechanism turning_pair #{k}: needs links = [a, b] and axis = 'label'")
-        tps.append(TurningPair(tuple(td["links"]), td["axis"]))
-    gps = []
-    for k, gd in enumerate(d.get("gear_pair", [])):
-        bad = sorted(set(gd) - {"links", "teeth", "kind", "sign"})
-        if bad or "links" not in gd or "teeth" not in gd or len(gd["links"]) != 2 or len(gd["teeth"]) != 2:
-            raise GearedMechanismError(f"mechanism gear_pair #{k}: needs links = [a, b], teeth = [Na, Nb]"
-                                       f"{', unknown key ' + repr(bad[0]) if bad else ''}")
-        gps.append(GearPair(tuple(gd["links"]), tuple(gd["teeth"]), gd.get("kind", "external"), gd.get("sign")))
-    return GearedMechanism(links, tps, gps, base=d["base"], end_effector=d["end_effector"], inputs=d["inputs"],
-                           name=d.get("name", "grm"), gravity=d.get("gravity", (0.0, 0.0, -9.81)))
-
-
-def _from_toml(path) -> GearedMechanism:
-    with open(path, "rb") as fh:
-        doc = tomllib.load(fh)
-    if "mechanism" not in doc:
-        raise GearedMechanismError(f"{path}: no [mechanism] table")
-    return _from_dict(doc["mechanism"])
-
-
-GearedMechanism.from_dict = staticmethod(_from_dict)
-GearedMechanism.from_toml = staticmethod(_from_toml)
 
 
 # ---------------------------------------------------------------------------------------------- section 7 example

@@ -20,9 +20,12 @@ import numpy as np
 from numba import njit
 
 from rtctl.dynamics.kernels import OK
-from rtctl.plants.geared.model import GEARED_MECHANISMS, GearedMechanism, grm_forward_dynamics
+from rtctl.plants.geared.energy import link_energies
+from rtctl.plants.geared.kernels import grm_forward_dynamics
+from rtctl.plants.geared.model import GEARED_MECHANISMS, GearedMechanism
 from rtctl.model import Model, inertia_scale_factor
 
+from ..integrate import WORK_ROWS, rk4_advance
 from ..base import Plant, check_integration_options, payload_settings, register_plant, with_tree_payload
 
 __all__ = ["GearedPlant"]
@@ -31,64 +34,25 @@ DIVERGED = 30
 
 
 @njit(cache=True)
-def _deriv(mi, mf, ws, carrier, inertia, axis_body, bmat, q, v, effort, visc, coul, scale, M, Ms, work, Cs,
-           zero, tau, out):
+def _geared_rates(q, v, dq, a, args):
+    """theta' and theta'' of eq. 23 with joint friction (module docstring) at (theta, theta')."""
+    mi, mf, ws, carrier, inertia, axis_body, bmat, effort, visc, coul, scale, M, Ms, work, Cs, zero, tau = args
     for k in range(v.shape[0]):
+        dq[k] = v[k]
         tau[k] = effort[k] - visc[k] * v[k] - coul[k] * np.tanh(v[k] / scale)
-    return grm_forward_dynamics(mi, mf, ws, carrier, inertia, axis_body, bmat, q, v, tau, out, M, Ms, work, Cs,
-                                zero)
+    return grm_forward_dynamics(mi, mf, ws, carrier, inertia, axis_body, bmat, q, v, tau, a, M, Ms, work, Cs, zero)
+
+
+_geared_advance = rk4_advance("geared", _geared_rates)
+_TAU_ROW = WORK_ROWS  # the friction-corrected joint torques, after the integrator's rows
 
 
 @njit(cache=True)
 def _geared_step(mi, mf, ws, carrier, inertia, axis_body, bmat, q, v, effort, dt, substeps, visc, coul, scale,
                  M, Ms, work, Cs, zero, rk):
-    """RK4 on (theta, theta'); ``rk`` (9, n): q0, v0, qs, vs, a, kq, kv, tau, spare. State restored on failure."""
-    n = v.shape[0]
-    q0, v0, qs, vs, a, kq, kv, tau = rk[0], rk[1], rk[2], rk[3], rk[4], rk[5], rk[6], rk[7]
-    for k in range(n):
-        q0[k] = q[k]
-        v0[k] = v[k]
-    h = dt / substeps
-    for _ in range(substeps):
-        st = _deriv(mi, mf, ws, carrier, inertia, axis_body, bmat, q, v, effort, visc, coul, scale, M, Ms, work,
-                    Cs, zero, tau, a)
-        if st != OK:
-            break
-        for k in range(n):
-            kq[k] = v[k]
-            kv[k] = a[k]
-            qs[k] = q[k] + 0.5 * h * v[k]
-            vs[k] = v[k] + 0.5 * h * a[k]
-        for stage in range(2):
-            c = 0.5 * h if stage == 0 else h
-            st = _deriv(mi, mf, ws, carrier, inertia, axis_body, bmat, qs, vs, effort, visc, coul, scale, M, Ms,
-                        work, Cs, zero, tau, a)
-            if st != OK:
-                break
-            for k in range(n):
-                kq[k] += 2.0 * vs[k]
-                kv[k] += 2.0 * a[k]
-                qs[k] = q[k] + c * vs[k]
-                vs[k] = v[k] + c * a[k]
-        if st != OK:
-            break
-        st = _deriv(mi, mf, ws, carrier, inertia, axis_body, bmat, qs, vs, effort, visc, coul, scale, M, Ms, work,
-                    Cs, zero, tau, a)
-        if st != OK:
-            break
-        for k in range(n):
-            q[k] += h / 6.0 * (kq[k] + vs[k])
-            v[k] += h / 6.0 * (kv[k] + a[k])
-        for k in range(n):
-            if not (np.isfinite(q[k]) and np.isfinite(v[k])):
-                st = DIVERGED
-        if st != OK:
-            break
-    if st != OK:
-        for k in range(n):
-            q[k] = q0[k]
-            v[k] = v0[k]
-    return st
+    """RK4 on (theta, theta') with rollback; ``rk`` (WORK_ROWS + 1, n): the integrator's rows, then the torques."""
+    return _geared_advance(q, v, dt, substeps, rk, DIVERGED, (mi, mf, ws, carrier, inertia, axis_body, bmat, effort,
+                                                               visc, coul, scale, M, Ms, work, Cs, zero, rk[_TAU_ROW]))
 
 
 def _per_joint(value, name, n):
@@ -132,7 +96,7 @@ class GearedPlant(Plant):
         self._coul = _per_joint(coulomb_friction, "coulomb_friction", n)
         self._scale = scale
         self._substeps = int(substeps)
-        self._rk = np.zeros((9, n))
+        self._rk = np.zeros((WORK_ROWS + 1, n))
 
     def step(self, dt: float, effort) -> None:
         if not (isinstance(dt, (int, float)) and 0 < dt < math.inf):
@@ -153,9 +117,8 @@ class GearedPlant(Plant):
         self.t += dt
 
     def energy(self) -> tuple[float, float]:
-        """(kinetic, potential) energy of all links (brute-force sums, for checks)."""
-        from rtctl.plants.geared.model import _energies
-        T, V = _energies(self.mechanism, self.q.copy(), self.v.copy())
+        """(kinetic, potential) energy of all links, primary and secondary (:mod:`rtctl.plants.geared.energy`)."""
+        T, V = link_energies(self.mechanism, self.q.copy(), self.v.copy())
         return float(np.real(T)), float(np.real(V))
 
     def parameters(self) -> dict:

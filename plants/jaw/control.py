@@ -27,6 +27,7 @@ import numpy as np
 
 from rtctl.dynamics import Dynamics
 from rtctl.plants.jaw import kernels as _jk
+from rtctl.plants.jaw import steps as _steps
 from rtctl.plants.jaw.model import JawRehabRobot, PatientImpedance
 from rtctl.plants.stewart.model import FK_ERRORS
 
@@ -71,7 +72,7 @@ class _JawController(Controller):
     def _default_kd(self) -> np.ndarray:
         return 2.0 * np.sqrt(self.kp)
 
-    def update(self, q, v, q_d, qd_d, qdd_d, effort) -> None:
+    def update(self, t, dt, q, v, q_d, qd_d, qdd_d, effort) -> None:
         """Leg forces into ``effort`` (6) for the measured legs ``q``/``v`` and the desired leg motion."""
         m = self.mechanism
         try:
@@ -118,7 +119,8 @@ class JawComputedTorque(_JawController):
     ``self.x``, ``self.xd``, ``self.xdd``: the pose estimated from the measured legs and the commanded rates."""
 
     name = "jaw_computed_torque"
-    _step = staticmethod(_jk.computed_torque_step)
+    default_kp = 400.0
+    _step = staticmethod(_steps.computed_torque_step)
 
     def __init__(self, dyn: Dynamics, kp=400.0, kd=None, **options):
         super().__init__(dyn, kp, kd, **options)
@@ -130,7 +132,7 @@ class JawFeedForwardPD(_JawController):
     ``self.x``, ``self.xd``, ``self.xdd``: the desired pose and its rates of the last cycle."""
 
     name = "jaw_ff_pd"
-    _step = staticmethod(_jk.ff_pd_step)
+    _step = staticmethod(_steps.ff_pd_step)
 
     def __init__(self, dyn: Dynamics, kp=2000.0, kd=None, **options):
         super().__init__(dyn, kp, kd, **options)

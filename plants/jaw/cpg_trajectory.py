@@ -17,6 +17,7 @@ transition -- and applied at a cycle boundary by writing the targets only.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
@@ -25,6 +26,7 @@ from rtctl.plants.jaw import kernels as _jk
 from rtctl.plants.jaw.model import STATUS_REASONS, JawRehabRobot
 
 from rtctl.loops.base import Trajectory
+from rtctl.options import setting
 from rtctl.registry import TRAJECTORIES
 from rtctl.loops.cpg.generator import ChewingCPG
 from rtctl.loops.cpg.limits import Refused, TherapistLimits
@@ -43,6 +45,17 @@ def _cpg_legs(dt, st, coef, out, pts2, P, l, ld, ldd, W, V):
     return _jk.incisal_to_legs(pts2, P, out[0], out[1], out[2], l, ld, ldd, W, V)
 
 
+@dataclass(frozen=True)
+class TherapistOptions:
+    """``[therapist]``: limits checked before a CPG request is accepted (:class:`TherapistLimits`)."""
+
+    max_opening: float = setting("float", 0.045, positive=True, high=0.06)   # m of vertical incisal opening
+    max_speed: float = setting("float", 0.15, positive=True)                  # m/s of the incisal point
+    min_frequency: float = setting("float", 0.5, positive=True)               # Hz
+    max_frequency: float = setting("float", 2.0, positive=True)               # Hz
+    max_force: float = setting("float", None, positive=True)                  # N per leg: lowers the effort clamp
+
+
 @TRAJECTORIES.register("jaw_cpg")
 class JawCPGTrajectory(Trajectory):
     """Desired leg motion of the jaw robot from the chewing CPG (module docstring).
@@ -57,6 +70,29 @@ class JawCPGTrajectory(Trajectory):
         rest and its amplitude filters ramp the cycle in smoothly.
     mechanism : the :class:`JawRehabRobot` (default geometry).
     """
+
+    sections = {"therapist": TherapistOptions}
+
+    @dataclass(frozen=True)
+    class Options:
+        pattern: str = setting("str", None)          # normal, hard_food, lateral_grinding
+        frequency: float = setting("floats", None, positive=True)  # Hz, one value (default: the pattern's own)
+        amplitude: object = setting("floats", None)  # per-axis scale of the pattern
+        t0: float = setting("float", 0.0, low=0.0)
+
+    @classmethod
+    def from_config(cls, options: dict, context):
+        """With the ``[therapist]`` limits; ``max_force`` lowers the legs' effort limit, which the safety
+        clamp enforces."""
+        therapist = context.sections["therapist"]
+        if isinstance(options["frequency"], list):
+            raise ValueError("frequency: the chewing CPG has one frequency (Hz)")
+        trajectory = cls(**{k: v for k, v in options.items() if v is not None},
+                         limits={k: v for k, v in therapist.items() if v is not None})
+        if therapist["max_force"] is not None:
+            limit = context.model.effort_limit
+            limit[context.v_index] = np.minimum(limit[context.v_index], therapist["max_force"])
+        return trajectory
 
     def __init__(self, pattern="normal", frequency=None, amplitude=1.0, limits=None, t0: float = 0.0,
                  mechanism: JawRehabRobot | None = None):

@@ -1,11 +1,13 @@
 """Compiled kernels of the jaw-rehabilitation robot (seed 003, Kalani et al.): Gibbs-Appell inverse dynamics,
 the coupled robot + jaw-model dynamics, the patient impedance and the incisal-point mapping.
 
-Allocation-free numba code on caller-provided work arrays; :mod:`rtctl.plants.jaw.model`
+Allocation-free numba code on caller-provided work arrays; :mod:`rtctl.plants.jaw.steps`
+builds the per-cycle plant and controller steps on it and :mod:`rtctl.plants.jaw.model`
 wraps it in a checked API. The Stewart-platform kinematics (rotation, Euler
-Jacobian, leg vectors, J_C, forward kinematics, workspace check, 6 x 6 solves)
-and, for the plant's forward model only, the generalized-momentum matrices come
-from :mod:`rtctl.plants.stewart.kernels`.
+Jacobian, leg vectors, J_C) and, for the plant's forward model only, the
+generalized-momentum matrices come from :mod:`rtctl.plants.stewart.kernels`;
+forward kinematics, the workspace check and 6 x 6 solves from
+:mod:`rtctl.plants.stewart.solvers`.
 
 Packed arrays
 -------------
@@ -34,7 +36,9 @@ Gravity points along +z' in {B'}: the jaw's ``par[P_G]`` is -g.
 import numpy as np
 from numba import njit
 
+from ..integrate import WORK_ROWS
 from ..stewart import kernels as _sk
+from ..stewart import solvers as _ss
 
 jit = njit(cache=True)
 
@@ -42,8 +46,6 @@ jit = njit(cache=True)
 # TypeError (the Python wrappers then convert once or raise a ValueError) instead of compiling a new variant.
 _A4, _A3, _A2, _A1 = "float64[:, :, :, ::1]", "float64[:, :, ::1]", "float64[:, ::1]", "float64[::1]"
 SIG_INCISAL = f"int64({_A4}, {_A2}, {_A1}, {_A1}, {_A1}, {_A1}, {_A1}, {_A1}, {_A3}, {_A2})"
-SIG_PLANT = f"int64({_A4}, {_A2}, {_A2}, {_A1}, float64, int64, {_A3}, {_A2})"
-SIG_CONTROL = f"int64({_A4}, {_A2}, {_A1}, {_A1}, {_A1}, {_A1}, {_A1}, {_A1}, {_A2}, {_A3}, {_A2})"
 
 ROBOT, JAW, CPL = 0, 1, 2
 
@@ -64,11 +66,12 @@ NP = max(NCP, _sk.NPAR)
 
 # Extra work slots (after the Stewart kernels' slots).
 NWK, NWV = _sk.NWK, _sk.NWV
-J_RI, J_MR, J_VR, J_MJ, J_VJ, J_ME, J_JE, J_LU, J_RK, J_S = (NWK + k for k in range(10))
-NW = NWK + 10
+J_RI, J_MR, J_VR, J_MJ, J_VJ, J_ME, J_JE, J_LU, J_S = (NWK + k for k in range(9))
+NW = NWK + 9
 (U_UD, U_F, U_FR, U_FJ, U_XJ, U_XDJ, U_XDDJ, U_FP, U_GR, U_GJ, U_H, U_T1, U_T2, U_TAU, U_ZERO, U_XDD,
  U_Q1, U_Q2, U_X, U_XD) = (NWV + k for k in range(20))
-NV = NWV + 20
+U_RK = NWV + 20     # the integrator's WORK_ROWS rows (plants.integrate)
+NV = U_RK + WORK_ROWS
 
 # Packed plant state rows.
 S_X, S_XD, S_Q, S_V, S_QJ, S_FP, S_INC = 0, 1, 2, 3, 4, 5, 6
@@ -158,24 +161,8 @@ def ga_wrench(pts, par, x, xd, xdd, bodies, F, W, V):
     g = par[_sk.P_G]
     for k in range(6):
         F[k] = 0.0
-    w0, w1, w2 = u[3], u[4], u[5]
     if bodies & _sk.B_PLATFORM:
-        m = par[_sk.P_MP]
-        F[0] = m * ud[0]
-        F[1] = m * ud[1]
-        F[2] = m * (ud[2] + g)
-        ix, iy, iz = par[_sk.P_IPX], par[_sk.P_IPY], par[_sk.P_IPZ]
-        wb0 = R[0, 0] * w0 + R[1, 0] * w1 + R[2, 0] * w2
-        wb1 = R[0, 1] * w0 + R[1, 1] * w1 + R[2, 1] * w2
-        wb2 = R[0, 2] * w0 + R[1, 2] * w1 + R[2, 2] * w2
-        ab0 = R[0, 0] * ud[3] + R[1, 0] * ud[4] + R[2, 0] * ud[5]
-        ab1 = R[0, 1] * ud[3] + R[1, 1] * ud[4] + R[2, 1] * ud[5]
-        ab2 = R[0, 2] * ud[3] + R[1, 2] * ud[4] + R[2, 2] * ud[5]
-        n0 = ix * ab0 + (iz - iy) * wb1 * wb2      # dS_M / d alpha (B.6)
-        n1 = iy * ab1 + (ix - iz) * wb0 * wb2
-        n2 = iz * ab2 + (iy - ix) * wb0 * wb1
-        for r in range(3):
-            F[3 + r] = R[r, 0] * n0 + R[r, 1] * n1 + R[r, 2] * n2
+        _ga_platform(par, R, u, ud, g, F)
     legbits = bodies & (_sk.B_CYL_TRA | _sk.B_CYL_ROT | _sk.B_PIS_TRA | _sk.B_PIS_ROT)
     if legbits == 0:
         return
@@ -195,63 +182,103 @@ def ga_wrench(pts, par, x, xd, xdd, bodies, F, W, V):
         _sk.leg_vectors(i, pts, x, R, b, l)
         d = np.sqrt(l[0] * l[0] + l[1] * l[1] + l[2] * l[2])
         tsai_leg_frame(l, d, Ri)
-        # t1 = omega x b, t2 = omega x (omega x b) = D_1 (A.16)
-        t1[0] = w1 * b[2] - w2 * b[1]
-        t1[1] = w2 * b[0] - w0 * b[2]
-        t1[2] = w0 * b[1] - w1 * b[0]
-        t2[0] = w1 * t1[2] - w2 * t1[1]
-        t2[1] = w2 * t1[0] - w0 * t1[2]
-        t2[2] = w0 * t1[1] - w1 * t1[0]
-        vb0, vb1, vb2 = u[0] + t1[0], u[1] + t1[1], u[2] + t1[2]
-        # v-dot_M + omega-dot x b: iJ_bi x-ddot_M = iR_B J_bi x-ddot_M (A.3, A.5)
-        jb0 = ud[0] + ud[4] * b[2] - ud[5] * b[1]
-        jb1 = ud[1] + ud[5] * b[0] - ud[3] * b[2]
-        jb2 = ud[2] + ud[3] * b[1] - ud[4] * b[0]
-        vx = Ri[0, 0] * vb0 + Ri[1, 0] * vb1 + Ri[2, 0] * vb2      # iv_bi (A.4)
-        vy = Ri[0, 1] * vb0 + Ri[1, 1] * vb1 + Ri[2, 1] * vb2
-        vz = Ri[0, 2] * vb0 + Ri[1, 2] * vb1 + Ri[2, 2] * vb2
-        jx = Ri[0, 0] * jb0 + Ri[1, 0] * jb1 + Ri[2, 0] * jb2
-        jy = Ri[0, 1] * jb0 + Ri[1, 1] * jb1 + Ri[2, 1] * jb2
-        jz = Ri[0, 2] * jb0 + Ri[1, 2] * jb1 + Ri[2, 2] * jb2
-        d2x = Ri[0, 0] * t2[0] + Ri[1, 0] * t2[1] + Ri[2, 0] * t2[2]   # iD_2i (A.18)
-        d2y = Ri[0, 1] * t2[0] + Ri[1, 1] * t2[1] + Ri[2, 1] * t2[2]
-        d2z = Ri[0, 2] * t2[0] + Ri[1, 2] * t2[1] + Ri[2, 2] * t2[2]
-        gx, gy, gz = g * Ri[2, 0], g * Ri[2, 1], g * Ri[2, 2]          # iR_B g e_z
-        inv_d = 1.0 / d
-        inv_d2 = inv_d * inv_d
-        cx, cy, cz = 0.0, 0.0, 0.0
-        if m1 != 0.0:   # A.25-A.28 (iD_5i carries the minus sign of A.25), C.2
-            a1x = e1 * inv_d * (jx + d2x) - 2.0 * e1 * inv_d2 * vx * vz
-            a1y = e1 * inv_d * (jy + d2y) - 2.0 * e1 * inv_d2 * vy * vz
-            k1 = m1 * e1 * inv_d
-            cx += k1 * (a1x + gx)
-            cy += k1 * (a1y + gy)
-        if m2 != 0.0:   # A.29-A.32, D.2
-            f = (d - e2) * inv_d
-            a2x = f * (jx + d2x) + 2.0 * e2 * inv_d2 * vx * vz
-            a2y = f * (jy + d2y) + 2.0 * e2 * inv_d2 * vy * vz
-            a2z = jz + d2z + e2 * inv_d2 * (vx * vx + vy * vy)
-            cx += m2 * f * (a2x + gx)
-            cy += m2 * f * (a2y + gy)
-            cz += m2 * (a2z + gz)
-        if i11 != 0.0 or i22 != 0.0:   # A.21-A.24, C.3-C.4 + D.3-D.4
-            ax = -(jy + d2y) * inv_d + 2.0 * inv_d2 * vy * vz
-            ay = (jx + d2x) * inv_d - 2.0 * inv_d2 * vx * vz
-            # K = omega x (I omega) (C.4, D.4) has only a z component, (I_22 - I_11) omega_x omega_y, which
-            # iJ_omega_i (zero third row) does not see; N = I alpha + K in {i}
-            nx = i11 * ax
-            ny = i22 * ay
-            cx += ny * inv_d
-            cy -= nx * inv_d
-        fx = Ri[0, 0] * cx + Ri[0, 1] * cy + Ri[0, 2] * cz
-        fy = Ri[1, 0] * cx + Ri[1, 1] * cy + Ri[1, 2] * cz
-        fz = Ri[2, 0] * cx + Ri[2, 1] * cy + Ri[2, 2] * cz
-        F[0] += fx
-        F[1] += fy
-        F[2] += fz
-        F[3] += b[1] * fz - b[2] * fy
-        F[4] += b[2] * fx - b[0] * fz
-        F[5] += b[0] * fy - b[1] * fx
+        vx, vy, vz, jx, jy, jz, d2x, d2y, d2z = _ga_leg_motion(u, ud, b, Ri, t1, t2)
+        _ga_add_leg(d, vx, vy, vz, jx, jy, jz, d2x, d2y, d2z, g, m1, m2, e1, e2, i11, i22, b, Ri, F)
+
+
+@jit
+def _ga_platform(par, R, u, ud, g, F):
+    """The platform's dS_M/d(x-ddot_M) - Q_g (B.1-B.6) into F: m (v-dot + g e_z) and, with omega_b = R^T omega and
+    alpha_b = R^T omega-dot in the principal body axes, R [I_b alpha_b + omega_b x I_b omega_b]."""
+    w0, w1, w2 = u[3], u[4], u[5]
+    m = par[_sk.P_MP]
+    F[0] = m * ud[0]
+    F[1] = m * ud[1]
+    F[2] = m * (ud[2] + g)
+    ix, iy, iz = par[_sk.P_IPX], par[_sk.P_IPY], par[_sk.P_IPZ]
+    wb0 = R[0, 0] * w0 + R[1, 0] * w1 + R[2, 0] * w2
+    wb1 = R[0, 1] * w0 + R[1, 1] * w1 + R[2, 1] * w2
+    wb2 = R[0, 2] * w0 + R[1, 2] * w1 + R[2, 2] * w2
+    ab0 = R[0, 0] * ud[3] + R[1, 0] * ud[4] + R[2, 0] * ud[5]
+    ab1 = R[0, 1] * ud[3] + R[1, 1] * ud[4] + R[2, 1] * ud[5]
+    ab2 = R[0, 2] * ud[3] + R[1, 2] * ud[4] + R[2, 2] * ud[5]
+    n0 = ix * ab0 + (iz - iy) * wb1 * wb2      # dS_M / d alpha (B.6)
+    n1 = iy * ab1 + (ix - iz) * wb0 * wb2
+    n2 = iz * ab2 + (iy - ix) * wb0 * wb1
+    for r in range(3):
+        F[3 + r] = R[r, 0] * n0 + R[r, 1] * n1 + R[r, 2] * n2
+
+
+@jit
+def _ga_leg_motion(u, ud, b, Ri, t1, t2):
+    """The platform joint b_i of a leg in the leg frame {i} (rows of ``Ri``): its velocity iv_bi (A.4),
+    iJ_bi x-ddot_M (A.3, A.5) and iD_2i = iR_B omega x (omega x b_i) (A.16-A.18), as nine scalars."""
+    w0, w1, w2 = u[3], u[4], u[5]
+    # t1 = omega x b, t2 = omega x (omega x b) = D_1 (A.16)
+    t1[0] = w1 * b[2] - w2 * b[1]
+    t1[1] = w2 * b[0] - w0 * b[2]
+    t1[2] = w0 * b[1] - w1 * b[0]
+    t2[0] = w1 * t1[2] - w2 * t1[1]
+    t2[1] = w2 * t1[0] - w0 * t1[2]
+    t2[2] = w0 * t1[1] - w1 * t1[0]
+    vb0, vb1, vb2 = u[0] + t1[0], u[1] + t1[1], u[2] + t1[2]
+    # v-dot_M + omega-dot x b: iJ_bi x-ddot_M = iR_B J_bi x-ddot_M (A.3, A.5)
+    jb0 = ud[0] + ud[4] * b[2] - ud[5] * b[1]
+    jb1 = ud[1] + ud[5] * b[0] - ud[3] * b[2]
+    jb2 = ud[2] + ud[3] * b[1] - ud[4] * b[0]
+    vx = Ri[0, 0] * vb0 + Ri[1, 0] * vb1 + Ri[2, 0] * vb2      # iv_bi (A.4)
+    vy = Ri[0, 1] * vb0 + Ri[1, 1] * vb1 + Ri[2, 1] * vb2
+    vz = Ri[0, 2] * vb0 + Ri[1, 2] * vb1 + Ri[2, 2] * vb2
+    jx = Ri[0, 0] * jb0 + Ri[1, 0] * jb1 + Ri[2, 0] * jb2
+    jy = Ri[0, 1] * jb0 + Ri[1, 1] * jb1 + Ri[2, 1] * jb2
+    jz = Ri[0, 2] * jb0 + Ri[1, 2] * jb1 + Ri[2, 2] * jb2
+    d2x = Ri[0, 0] * t2[0] + Ri[1, 0] * t2[1] + Ri[2, 0] * t2[2]   # iD_2i (A.18)
+    d2y = Ri[0, 1] * t2[0] + Ri[1, 1] * t2[1] + Ri[2, 1] * t2[2]
+    d2z = Ri[0, 2] * t2[0] + Ri[1, 2] * t2[1] + Ri[2, 2] * t2[2]
+    return vx, vy, vz, jx, jy, jz, d2x, d2y, d2z
+
+
+@jit
+def _ga_add_leg(d, vx, vy, vz, jx, jy, jz, d2x, d2y, d2z, g, m1, m2, e1, e2, i11, i22, b, Ri, F):
+    """Add one leg's force f_i = B_R_i c at its platform joint b_i to F, [f_i; b_i x f_i], where iJ_bi^T c is the
+    leg's sum J^T (dS/d acc) over its cylinder (C.1-C.4) and piston (D.1-D.4), each centre-of-mass acceleration
+    a_k taken as a_k + g e_z for the weights."""
+    gx, gy, gz = g * Ri[2, 0], g * Ri[2, 1], g * Ri[2, 2]          # iR_B g e_z
+    inv_d = 1.0 / d
+    inv_d2 = inv_d * inv_d
+    cx, cy, cz = 0.0, 0.0, 0.0
+    if m1 != 0.0:   # A.25-A.28 (iD_5i carries the minus sign of A.25), C.2
+        a1x = e1 * inv_d * (jx + d2x) - 2.0 * e1 * inv_d2 * vx * vz
+        a1y = e1 * inv_d * (jy + d2y) - 2.0 * e1 * inv_d2 * vy * vz
+        k1 = m1 * e1 * inv_d
+        cx += k1 * (a1x + gx)
+        cy += k1 * (a1y + gy)
+    if m2 != 0.0:   # A.29-A.32, D.2
+        f = (d - e2) * inv_d
+        a2x = f * (jx + d2x) + 2.0 * e2 * inv_d2 * vx * vz
+        a2y = f * (jy + d2y) + 2.0 * e2 * inv_d2 * vy * vz
+        a2z = jz + d2z + e2 * inv_d2 * (vx * vx + vy * vy)
+        cx += m2 * f * (a2x + gx)
+        cy += m2 * f * (a2y + gy)
+        cz += m2 * (a2z + gz)
+    if i11 != 0.0 or i22 != 0.0:   # A.21-A.24, C.3-C.4 + D.3-D.4
+        ax = -(jy + d2y) * inv_d + 2.0 * inv_d2 * vy * vz
+        ay = (jx + d2x) * inv_d - 2.0 * inv_d2 * vx * vz
+        # K = omega x (I omega) (C.4, D.4) has only a z component, (I_22 - I_11) omega_x omega_y, which
+        # iJ_omega_i (zero third row) does not see; N = I alpha + K in {i}
+        nx = i11 * ax
+        ny = i22 * ay
+        cx += ny * inv_d
+        cy -= nx * inv_d
+    fx = Ri[0, 0] * cx + Ri[0, 1] * cy + Ri[0, 2] * cz
+    fy = Ri[1, 0] * cx + Ri[1, 1] * cy + Ri[1, 2] * cz
+    fz = Ri[2, 0] * cx + Ri[2, 1] * cy + Ri[2, 2] * cz
+    F[0] += fx
+    F[1] += fy
+    F[2] += fz
+    F[3] += b[1] * fz - b[2] * fy
+    F[4] += b[2] * fx - b[0] * fz
+    F[5] += b[0] * fy - b[1] * fx
 
 
 @jit
@@ -264,7 +291,7 @@ def ga_inverse_dynamics(pts, par, x, xd, xdd, bodies, tau, W, V):
     JC = wk[_sk.K_JC]
     _sk.rotation(x, wk[_sk.K_R])
     _sk.jc_matrix(pts, x, wk[_sk.K_R], JC, wv[_sk.V_A], wv[_sk.V_L])
-    return _sk.solve6(JC, F, tau, wk[_sk.K_LU], True)
+    return _ss.solve6(JC, F, tau, wk[_sk.K_LU], True)
 
 
 # ---------------------------------------------------------------- patient impedance and incisal point
@@ -360,12 +387,12 @@ def coupled_workspace_status(pts2, P, x, W, V):
     JAW_STATUS_OFFSET + the jaw model's code."""
     wk, wv = W[:NWK], V[:NWV]
     cp = P[CPL]
-    st = _sk.workspace_status(pts2[ROBOT], P[ROBOT], x, cp[C_DETR], wk, wv)
+    st = _ss.workspace_status(pts2[ROBOT], P[ROBOT], x, cp[C_DETR], wk, wv)
     if st != 0:
         return st
     xj = V[U_XJ]
     jaw_pose(x, xj, cp[C_H])
-    st = _sk.workspace_status(pts2[JAW], P[JAW], xj, cp[C_DETJ], wk, wv)
+    st = _ss.workspace_status(pts2[JAW], P[JAW], xj, cp[C_DETJ], wk, wv)
     if st != 0:
         return JAW_STATUS_OFFSET + st
     return 0
@@ -398,7 +425,7 @@ def _euler_force_to_legs(pts, x, f, tau, W, V):
     JC, JE = wk[_sk.K_JC], W[J_JE]
     _sk.jc_matrix(pts, x, R, JC, wv[_sk.V_A], wv[_sk.V_L])
     _sk.je_from_jc(JC, JA, JE)
-    return _sk.solve6(JE, f, tau, W[J_LU], True)
+    return _ss.solve6(JE, f, tau, W[J_LU], True)
 
 
 @jit
@@ -514,174 +541,4 @@ def coupled_forward_dynamics(pts2, P, x, xd, tau, xdd, W, V):
         for i in range(6):
             s += JE[i, c] * tn[i]
         rhs[c] = s
-    return _sk.solve6(ME, rhs, xdd, W[J_LU], False)
-
-
-@jit
-def plant_outputs(pts2, P, S, W, V):
-    """Robot legs q, v, jaw-model legs, patient force and incisal record of the state S[S_X], S[S_XD]."""
-    x, xd = S[S_X], S[S_XD]
-    wk, wv = W[:NWK], V[:NWV]
-    R, JA = wk[_sk.K_R], wk[_sk.K_JA]
-    _sk.euler_terms(x, xd, R, JA, wk[_sk.K_JAD], wv[_sk.V_U])
-    _sk.jc_matrix(pts2[ROBOT], x, R, wk[_sk.K_JC], wv[_sk.V_A], wv[_sk.V_L])
-    u, JC = wv[_sk.V_U], wk[_sk.K_JC]
-    for i in range(6):
-        _sk.leg_vectors(i, pts2[ROBOT], x, R, wv[_sk.V_A], wv[_sk.V_L])
-        S[S_Q, i] = np.sqrt(_sk._dot3(wv[_sk.V_L], wv[_sk.V_L]))
-        s = 0.0
-        for c in range(6):
-            s += JC[i, c] * u[c]
-        S[S_V, i] = s
-    patient_force(P[CPL], x, xd, R, JA, S[S_FP], S[S_INC])
-    xj = V[U_XJ]
-    jaw_pose(x, xj, P[CPL, C_H])
-    _sk.rotation(xj, R)
-    for i in range(6):
-        _sk.leg_vectors(i, pts2[JAW], xj, R, wv[_sk.V_A], wv[_sk.V_L])
-        S[S_QJ, i] = np.sqrt(_sk._dot3(wv[_sk.V_L], wv[_sk.V_L]))
-
-
-@njit(SIG_PLANT, cache=True)
-def plant_step(pts2, P, S, tau, dt, substeps, W, V):
-    """Advance (S[S_X], S[S_XD]) by dt with the robot leg forces tau held (classical RK4 in Euler coordinates,
-    ``substeps`` steps), then refresh the outputs (``plant_outputs``). On a non-OK status the state is
-    restored. Returns OK, SINGULAR, NOT_FINITE or WRONG_SHAPE (tau not of length 6)."""
-    if tau.shape[0] != 6:
-        return WRONG_SHAPE
-    x, xd = S[S_X], S[S_XD]
-    rk = W[J_RK]
-    x0, v0, kx, kv, xs, a = rk[0], rk[1], rk[2], rk[3], rk[4], rk[5]
-    vs = W[J_S, 0]
-    for k in range(6):
-        if not (np.isfinite(x[k]) and np.isfinite(xd[k]) and np.isfinite(tau[k])):
-            return NOT_FINITE
-        x0[k] = x[k]
-        v0[k] = xd[k]
-    h = dt / substeps
-    status = OK
-    for _ in range(substeps):
-        status = coupled_forward_dynamics(pts2, P, x, xd, tau, a, W, V)
-        if status != OK:
-            break
-        for k in range(6):
-            kx[k] = xd[k]
-            kv[k] = a[k]
-            xs[k] = x[k] + 0.5 * h * xd[k]
-            vs[k] = xd[k] + 0.5 * h * a[k]
-        for stage in range(2):
-            status = coupled_forward_dynamics(pts2, P, xs, vs, tau, a, W, V)
-            if status != OK:
-                break
-            c = 0.5 * h if stage == 0 else h
-            for k in range(6):
-                kx[k] += 2.0 * vs[k]
-                kv[k] += 2.0 * a[k]
-                xs[k] = x[k] + c * vs[k]
-                vs[k] = xd[k] + c * a[k]
-        if status != OK:
-            break
-        status = coupled_forward_dynamics(pts2, P, xs, vs, tau, a, W, V)
-        if status != OK:
-            break
-        for k in range(6):
-            x[k] += h / 6.0 * (kx[k] + vs[k])
-            xd[k] += h / 6.0 * (kv[k] + a[k])
-    if status == OK:
-        for k in range(6):
-            if not (np.isfinite(x[k]) and np.isfinite(xd[k])):
-                status = NOT_FINITE
-    if status != OK:
-        for k in range(6):
-            x[k] = x0[k]
-            xd[k] = v0[k]
-        return status
-    plant_outputs(pts2, P, S, W, V)
-    return OK
-
-
-# ---------------------------------------------------------------- controller steps
-@jit
-def _finite6(a):
-    for k in range(6):
-        if not np.isfinite(a[k]):
-            return False
-    return True
-
-
-@jit
-def _check_io(q, v, q_d, qd_d, qdd_d, tau):
-    """OK, WRONG_SHAPE (an argument not of length 6) or NOT_FINITE."""
-    if not (q.shape[0] == 6 and v.shape[0] == 6 and q_d.shape[0] == 6 and qd_d.shape[0] == 6
-            and qdd_d.shape[0] == 6 and tau.shape[0] == 6):
-        return WRONG_SHAPE
-    if not (_finite6(q) and _finite6(v) and _finite6(q_d) and _finite6(qd_d) and _finite6(qdd_d)):
-        return NOT_FINITE
-    return OK
-
-
-@jit
-def _platform_motion(pts, par, q, qd, qdd, x, xd, xdd, tol, max_iter, W, V):
-    """x = FK(q) (Newton-Raphson warm-started at x, updated in place), xd = J_E^-1 qd (eq. 5 of seed 001),
-    xdd = J_E^-1 (qdd - l-ddot(x, xd, 0)). Returns OK or a forward-kinematics / SINGULAR status."""
-    wk, wv = W[:NWK], V[:NWV]
-    st = _sk.forward_kinematics(pts, par, q, x, tol, max_iter, wk, wv)
-    if st != OK:
-        return st
-    st = _sk.leg_rates_to_platform(pts, x, qd, xd, wk, wv)     # leaves J_E in wk[K_S3]
-    if st != OK:
-        return st
-    bias, rhs = V[U_T1], V[U_T2]
-    _sk.leg_motion(pts, x, xd, V[U_ZERO], V[U_Q1], V[U_Q2], bias, wk, wv)
-    for i in range(6):
-        rhs[i] = qdd[i] - bias[i]
-    return _sk.solve6(wk[_sk.K_S3], rhs, xdd, wk[_sk.K_LU], False)
-
-
-@njit(SIG_CONTROL, cache=True)
-def computed_torque_step(pts2, P, q, v, q_d, qd_d, qdd_d, tau, C, W, V):
-    """Computed torque on the coupled Gibbs-Appell model (one allocation-free step):
-
-    1. x = FK(q) warm-started at C[K_X]; xd = J_E^-1 v;
-    2. alpha = qdd_d + kp (q_d - q) + kd (qd_d - v) (C[K_ALPHA]);
-    3. xdd = J_E^-1 (alpha - J_E-dot xd);
-    4. tau = ``coupled_inverse_dynamics``(x, xd, xdd).
-
-    C rows: K_KP, K_KD gains; K_X, K_XD, K_XDD the pose estimate and its rates; K_OPT [fk_tol, fk_max_iter].
-    With an exact model the legs accelerate at alpha. Returns OK, WRONG_SHAPE, NOT_FINITE or a FK / SINGULAR
-    status (tau untouched on failure)."""
-    st = _check_io(q, v, q_d, qd_d, qdd_d, tau)
-    if st != OK:
-        return st
-    alpha = C[K_ALPHA]
-    for i in range(6):
-        alpha[i] = qdd_d[i] + C[K_KP, i] * (q_d[i] - q[i]) + C[K_KD, i] * (qd_d[i] - v[i])
-    st = _platform_motion(pts2[ROBOT], P[ROBOT], q, v, alpha, C[K_X], C[K_XD], C[K_XDD], C[K_OPT, 0],
-                          int(C[K_OPT, 1]), W, V)
-    if st != OK:
-        return st
-    return coupled_inverse_dynamics(pts2, P, C[K_X], C[K_XD], C[K_XDD], tau, W, V)
-
-
-@njit(SIG_CONTROL, cache=True)
-def ff_pd_step(pts2, P, q, v, q_d, qd_d, qdd_d, tau, C, W, V):
-    """Gibbs-Appell feed-forward of the desired leg motion plus leg PD (one allocation-free step):
-
-    x_d = FK(q_d) (warm start C[K_X]), xd_d = J_E^-1 qd_d, xdd_d = J_E^-1 (qdd_d - J_E-dot xd_d),
-    tau = ``coupled_inverse_dynamics``(x_d, xd_d, xdd_d) + kp (q_d - q) + kd (qd_d - v)   (kp N/m, kd N s/m).
-
-    Returns OK, WRONG_SHAPE, NOT_FINITE or a FK / SINGULAR status (tau untouched on failure)."""
-    st = _check_io(q, v, q_d, qd_d, qdd_d, tau)
-    if st != OK:
-        return st
-    st = _platform_motion(pts2[ROBOT], P[ROBOT], q_d, qd_d, qdd_d, C[K_X], C[K_XD], C[K_XDD], C[K_OPT, 0],
-                          int(C[K_OPT, 1]), W, V)
-    if st != OK:
-        return st
-    ff = C[K_ALPHA]
-    st = coupled_inverse_dynamics(pts2, P, C[K_X], C[K_XD], C[K_XDD], ff, W, V)
-    if st != OK:
-        return st
-    for i in range(6):
-        tau[i] = ff[i] + C[K_KP, i] * (q_d[i] - q[i]) + C[K_KD, i] * (qd_d[i] - v[i])
-    return OK
+    return _ss.solve6(ME, rhs, xdd, W[J_LU], False)

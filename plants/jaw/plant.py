@@ -13,7 +13,7 @@ rigidly attached) with the generalized-momentum model of each platform
 forces minus the legs' viscous and Coulomb friction, ``f_patient`` the
 stiffness, damping and food-bolus force of :class:`~rtctl.plants.jaw.model.PatientImpedance`,
 by classical RK4 in one compiled, allocation-free call per step
-(:func:`~rtctl.plants.jaw.kernels.plant_step`). The controllers of
+(:func:`~rtctl.plants.jaw.steps.plant_step`). The controllers of
 :mod:`rtctl.plants.jaw.control` use the independent Gibbs-Appell model.
 
 For plotting: :attr:`x`, :attr:`xd` (pose and rate), :attr:`patient_force`
@@ -23,16 +23,33 @@ For plotting: :attr:`x`, :attr:`xd` (pose and rate), :attr:`patient_force`
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 
 import numpy as np
 
 from rtctl.plants.jaw import kernels as _jk
+from rtctl.plants.jaw import steps as _steps
 from rtctl.plants.jaw.model import STATUS_REASONS, JawRehabRobot, PatientImpedance
 from rtctl.model import Model
+from rtctl.options import ConfigError, setting
 
 from ..base import Plant, check_integration_options, mechanism_with_model_errors, register_plant, time_step
 
 __all__ = ["JawPlant"]
+
+
+@dataclass(frozen=True)
+class PatientOptions:
+    """``[patient]``: the patient's impedance about the rest pose (:class:`PatientImpedance`; default nominal)."""
+
+    stiffness: object = setting("floats", None, low=0.0)      # 6: N/m (x, y, z), N m/rad (psi, theta, phi)
+    damping: object = setting("floats", None, low=0.0)        # 6: N s/m, N m s/rad
+    bolus_force: float = setting("float", None, low=0.0)      # N, resisting closing inside bolus_band
+    bolus_damping: float = setting("float", None, low=0.0)    # N s/m
+    bolus_band: object = setting("floats", None)              # (lower, upper) incisal vertical displacement, m
+    bolus_edge: float = setting("float", None, low=0.0)       # m
+    bolus_velocity_scale: float = setting("float", None, positive=True)   # m/s
 
 
 @register_plant("jaw")
@@ -50,6 +67,17 @@ class JawPlant(Plant):
     stiffness, damping, bolus_damping, bolus_force, bolus_band, bolus_edge, bolus_velocity_scale :
         override single fields of that impedance (same meaning and units; validated).
     """
+
+    sections = {"patient": PatientOptions}
+
+    @classmethod
+    def from_config(cls, options: dict, context, **arguments):
+        patient = {k: v for k, v in context.sections["patient"].items() if v is not None}
+        try:
+            PatientImpedance().replace(**patient)
+        except ValueError as exc:
+            raise ConfigError(f"{context.source}: [patient] {exc}") from None
+        return super().from_config(options, context, **patient, **arguments)
 
     def __init__(self, model: Model, *, mechanism: JawRehabRobot | None = None, integrator: str = "rk4",
                  substeps: int = 1, viscous_friction=0.0, coulomb_friction=0.0,
@@ -104,7 +132,7 @@ class JawPlant(Plant):
             raise ValueError(f"pose {np.round(x, 6).tolist()} is not in the workspace: {STATUS_REASONS[status]}")
         self.x[:] = x
         self.xd[:] = 0.0 if xd is None else m._pose(xd, "xd")
-        _jk.plant_outputs(m.pts2, self.P, self._S, self._W, self._V)
+        _steps.plant_outputs(m.pts2, self.P, self._S, self._W, self._V)
         self.t = 0.0
 
     def reset(self, q=None, v=None) -> None:
@@ -121,12 +149,12 @@ class JawPlant(Plant):
         dt = time_step(dt)
         pts2 = self.mechanism.pts2
         try:
-            st = _jk.plant_step(pts2, self.P, self._S, effort, dt, self._substeps, self._W, self._V)
+            st = _steps.plant_step(pts2, self.P, self._S, effort, dt, self._substeps, self._W, self._V)
         except TypeError:
             eff = np.ascontiguousarray(effort, dtype=np.float64)
             if eff.shape != (6,):
                 raise ValueError(f"effort must have shape (6,), got {np.shape(effort)}") from None
-            st = _jk.plant_step(pts2, self.P, self._S, eff, dt, self._substeps, self._W, self._V)
+            st = _steps.plant_step(pts2, self.P, self._S, eff, dt, self._substeps, self._W, self._V)
         if st == _jk.NOT_FINITE:
             raise ValueError("effort or plant state contains NaN or inf, or the step diverged; state unchanged")
         if st != _jk.OK:

@@ -35,7 +35,7 @@ Planar biped (section 5.1, Fig. 10), 9 DOF
       with the legs' mass ahead of the hips (knees bent forward by 95-110 deg
       at the paper's z_c) it runs from 1.3 to 13.7 cm ahead of the ankle for
       the paper's hip trajectory and from 6.9 to 9.6 cm with the leg-mass
-      compensation of :mod:`rtctl.plants.legged.control` (tests/test_legged_gait.py).
+      compensation of :mod:`rtctl.plants.legged.gait` (tests/test_legged_gait.py).
       ``planar_biped(ankle_height=..., heel_offset=...)`` changes both.
 
 Spatial quadruped (section 5.2, Fig. 15), 18 DOF
@@ -172,7 +172,7 @@ def planar_biped(*, ankle_height: float = 0.04, heel_offset: float = 0.0) -> Leg
         modules.append((f"M{k + 1}", [f"{side}_thigh", f"{side}_shank", f"{side}_foot"]))
     model = b.build()
     return LeggedRobot(
-        name="planar_biped", model=model, n_base=3,
+        name="planar_biped", model=model, n_base=model.n_base_dofs,
         contact_bodies=np.array(contact_bodies, dtype=np.int64),
         contact_points=np.array(contact_points, dtype=float), foot_names=foot_names,
         modules=modules, feet=feet, legs=legs,
@@ -215,7 +215,7 @@ def spatial_quadruped(*, width: float = 0.3) -> LeggedRobot:
         modules.append((f"M{k + 1}", [f"{leg}_hip", f"{leg}_thigh", f"{leg}_shank"]))
     model = b.build()
     return LeggedRobot(
-        name="spatial_quadruped", model=model, n_base=6,
+        name="spatial_quadruped", model=model, n_base=model.n_base_dofs,
         contact_bodies=np.array(contact_bodies, dtype=np.int64),
         contact_points=np.array(contact_points, dtype=float), foot_names=foot_names,
         modules=modules, feet=feet, legs=legs,

@@ -45,6 +45,7 @@ differentiation, the counterpart of the MATLAB NDF solver the paper used) or
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit, types
@@ -52,11 +53,15 @@ from scipy.integrate import solve_ivp
 
 from rtctl.dynamics.contact import (INFO_POWER, INFO_SPRING_ENERGY, ContactModel, check_contact_points,
                                     contact_wrenches)
-from rtctl.dynamics.kernels import OK, W_FEXT, WRONG_LENGTH, model_sizes
+from rtctl.dynamics.kernels import OK, SINGULAR, W_FEXT, WRONG_LENGTH, model_sizes
 from rtctl.model import FREE_FLYER, PRISMATIC, Model
 
-from ..base import register_plant
-from ..rigid_body import DIVERGED, INVALID_ARGUMENT, STOP_ROWS, WORK_ROWS, RigidBodyPlant, _derivative, advance
+from rtctl.options import setting
+
+from ..base import Plant, register_plant
+from ..integrate import advance_with_rollback, inlined, rk4_advance
+from ..rigid_body import (_W_TAU, DIVERGED, RK4, STOP_ROWS, WORK_ROWS, RigidBodyPlant, _derivative,
+                          _normalise_after_step, _semi_implicit_euler_step, check_step)
 
 __all__ = ["LeggedPlant", "FORWARD_DYNAMICS", "E_CONTACT", "E_JOINT_FRICTION", "E_EFFORT_WORK"]
 
@@ -67,12 +72,15 @@ E_CONTACT = 0          # dissipated by the ground contacts
 E_JOINT_FRICTION = 1   # dissipated by joint friction
 E_EFFORT_WORK = 2      # work done on the robot by the efforts
 
-_R_Q0 = WORK_ROWS       # extra work rows: the state at the start of a step
+_R_Q0 = WORK_ROWS       # extra work rows: the offline solver's state and rates
 _R_V0 = WORK_ROWS + 1
 _R_DQ = WORK_ROWS + 2
 _R_A = WORK_ROWS + 3
 _R_TAU = WORK_ROWS + 4
-_ROWS = WORK_ROWS + 5
+_R_POWER = WORK_ROWS + 5   # [contact, joint friction, effort] power (W) at the end of the last sub-step
+_R_ENERGY = WORK_ROWS + 6  # the same three integrated over the step so far (J)
+_ROWS = WORK_ROWS + 7
+_ENERGY_TERMS = 3          # the work array is at least this wide
 
 
 _NO_STOPS = np.zeros((STOP_ROWS, 0))  # the legs run without end stops: the gait keeps them inside
@@ -104,6 +112,31 @@ SIG_STEP = types.int64(_I, _M, _M, _V, _V, _V, types.float64, types.int64, types
                        CONTACT_TYPE, _V)
 
 
+@inlined
+def _account_energy(q, v, h, work, args):
+    """After a sub-step of length h: the trapezoidal rule on the contact, joint-friction and effort powers
+    (work rows ``_R_POWER``: at the start of the sub-step; ``_R_ENERGY``: the sums over the step)."""
+    mi, mf, ws, effort, viscous, coulomb, scale, _, contact, _ = args
+    power, energy = work[_R_POWER], work[_R_ENERGY]
+    p1, j1, w1 = _powers(mi, mf, ws, q, v, effort, viscous, coulomb, scale, contact)
+    energy[0] += 0.5 * h * (power[0] + p1)
+    energy[1] += 0.5 * h * (power[1] + j1)
+    energy[2] += 0.5 * h * (power[2] + w1)
+    power[0], power[1], power[2] = p1, j1, w1
+    return OK
+
+
+@inlined
+def _normalise_and_account_energy(q, v, h, work, args):
+    """After an RK4 sub-step: the free-flyer quaternion back to unit norm, then :func:`_account_energy`."""
+    _normalise_after_step(q, v, h, work, args)
+    return _account_energy(q, v, h, work, args)
+
+
+_rk4_advance = rk4_advance("legged", _derivative, finish=_normalise_and_account_energy)
+_euler_advance = advance_with_rollback("legged_euler", _semi_implicit_euler_step, finish=_account_energy)
+
+
 @njit(SIG_STEP, cache=True)
 def _step(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work, contact, energy):
     """Advance (q, v) in place by ``dt`` in ``substeps`` sub-steps under ``effort`` and the ground contact.
@@ -113,45 +146,25 @@ def _step(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scal
     dissipation, effort work] (J). Returns ``OK`` or a status code of
     :mod:`plants.rigid_body`; on failure q, v and ``energy`` are unchanged.
     """
-    nq, nv = model_sizes(mi)
-    if q.shape[0] != nq:
-        return WRONG_LENGTH + 1
-    if v.shape[0] != nv:
-        return WRONG_LENGTH + 2
-    if effort.shape[0] != nv:
-        return WRONG_LENGTH + 3
-    if work.shape[0] < _ROWS or work.shape[1] < max(nq, nv):
-        return WRONG_LENGTH + 6
-    if not (dt > 0.0 and dt < np.inf and substeps >= 1):
-        return INVALID_ARGUMENT
-    for k in range(nq):
-        work[_R_Q0, k] = q[k]
-    for k in range(nv):
-        work[_R_V0, k] = v[k]
-    h = dt / substeps
-    p0, j0, w0 = _powers(mi, mf, ws, q, v, effort, viscous, coulomb, scale, contact)
-    e_contact = 0.0
-    e_joint = 0.0
-    e_work = 0.0
-    status = OK
-    for _ in range(substeps):
-        status = advance(mi, mf, ws, q, v, effort, h, 1, method, viscous, coulomb, scale, work, contact, _NO_STOPS)
-        if status != OK:
-            break
-        p1, j1, w1 = _powers(mi, mf, ws, q, v, effort, viscous, coulomb, scale, contact)
-        e_contact += 0.5 * h * (p0 + p1)
-        e_joint += 0.5 * h * (j0 + j1)
-        e_work += 0.5 * h * (w0 + w1)
-        p0, j0, w0 = p1, j1, w1
+    status = check_step(mi, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work)
     if status != OK:
-        for k in range(nq):
-            q[k] = work[_R_Q0, k]
-        for k in range(nv):
-            v[k] = work[_R_V0, k]
         return status
-    energy[0] += e_contact
-    energy[1] += e_joint
-    energy[2] += e_work
+    nq, nv = model_sizes(mi)
+    if work.shape[0] < _ROWS or work.shape[1] < max(nq, nv, _ENERGY_TERMS):
+        return WRONG_LENGTH + 6
+    power, step_energy = work[_R_POWER], work[_R_ENERGY]
+    power[0], power[1], power[2] = _powers(mi, mf, ws, q, v, effort, viscous, coulomb, scale, contact)
+    for k in range(_ENERGY_TERMS):
+        step_energy[k] = 0.0
+    args = (mi, mf, ws, effort, viscous, coulomb, scale, work[_W_TAU, :nv], contact, _NO_STOPS)
+    if method == RK4:
+        status = _rk4_advance(q, v, dt, substeps, work, DIVERGED, args)
+    else:
+        status = _euler_advance(q, v, dt, substeps, work, DIVERGED, args)
+    if status != OK:
+        return status if status == SINGULAR else DIVERGED
+    for k in range(_ENERGY_TERMS):
+        energy[k] += step_energy[k]
     return OK
 
 
@@ -165,7 +178,7 @@ def _rhs(mi, mf, ws, y, effort, viscous, coulomb, scale, work, contact, dy):
     for k in range(nv):
         v[k] = y[nq + k]
     dq, a, tau = work[_R_DQ, :nq], work[_R_A, :nv], work[_R_TAU, :nv]
-    status = _derivative(mi, mf, ws, q, v, effort, viscous, coulomb, scale, tau, dq, a, contact, _NO_STOPS)
+    status = _derivative(q, v, dq, a, (mi, mf, ws, effort, viscous, coulomb, scale, tau, contact, _NO_STOPS))
     for k in range(nq):
         dy[k] = dq[k]
     for k in range(nv):
@@ -200,6 +213,20 @@ def _robot_for(model: Model):
     return robot
 
 
+@dataclass(frozen=True)
+class ContactOptions:
+    """``[contact]``: the compliant ground of :class:`~rtctl.dynamics.contact.ContactModel` (SI units)."""
+
+    stiffness: float = setting("float", 1e5, positive=True)          # N/m
+    damping: float = setting("float", 500.0, low=0.0)                # N s/m
+    hunt_crossley: float = setting("float", 0.0, low=0.0)
+    friction: float = setting("float", 0.8, low=0.0)
+    static_friction: float = setting("float", None, low=0.0)
+    viscous_friction: float = setting("float", 0.0, low=0.0)         # N s/m
+    slip_velocity: float = setting("float", 0.05, positive=True)     # m/s
+    ground_height: float = setting("float", 0.0)                     # m
+
+
 @register_plant("legged")
 class LeggedPlant(RigidBodyPlant):
     """A floating-base robot on the compliant ground, advanced by a fixed-step integrator.
@@ -224,6 +251,16 @@ class LeggedPlant(RigidBodyPlant):
 
     Invalid settings raise ``ValueError`` naming the parameter and its value.
     """
+
+    sections = {"contact": ContactOptions}
+
+    @dataclass(frozen=True)
+    class Options(Plant.Options):
+        forward_dynamics: str = setting("str", "aba", choices=("aba", "cholesky"))   # O(n) or O(n^3)
+
+    @classmethod
+    def from_config(cls, options: dict, context, **arguments):
+        return super().from_config(options, context, contact=dict(context.sections["contact"]), **arguments)
 
     def __init__(self, model: Model, *, robot=None, contact_bodies=None, contact_points=None, contact=None,
                  forward_dynamics: str = "aba", integrator: str = "semi_implicit_euler", substeps: int = 8,
@@ -263,7 +300,7 @@ class LeggedPlant(RigidBodyPlant):
         self._info = np.zeros(2)
         self._mat = np.zeros((model.nv, model.nv) if forward_dynamics == "cholesky" else (0, 0))
         self._contact = (self.contact_model.pack(), bodies, points, self._grf, self._info, self._mat)
-        self._work = np.zeros((_ROWS, max(model.nq, model.nv)))
+        self._work = np.zeros((_ROWS, max(model.nq, model.nv, _ENERGY_TERMS)))
         self._energy = np.zeros(3)
         self._settings.update(forward_dynamics=forward_dynamics, contact=self.contact_model.as_dict())
         if explicit:

@@ -1,5 +1,6 @@
 """Seed 000: the quadruped with a robotic tail (Liu & Ben-Tzvi, virtual work).
 
-``model`` (:class:`~rtctl.plants.quadruped_tail.model.QuadrupedTail`), ``plant``, ``control``
-(feed-forward + PD, open loop, pitch and hold trajectories), two run configs and ``plots``.
+``model`` (:class:`~rtctl.plants.quadruped_tail.model.QuadrupedTail` over the compiled ``kinematics``
+and ``dynamics``), ``plant``, ``control`` (feed-forward + PD, open loop, pitch and hold trajectories),
+two run configs, ``plots`` and ``reference`` (the generic-core cross-check of the tests and benchmarks).
 """

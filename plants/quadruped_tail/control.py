@@ -39,12 +39,14 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 
 from rtctl.dynamics import Dynamics
 from rtctl.plants.quadruped_tail.model import QuadrupedTail
 
+from rtctl.options import setting
 from rtctl.registry import CONTROLLERS, TRAJECTORIES
 from rtctl.loops.base import Controller, Trajectory
 
@@ -61,6 +63,7 @@ class QuadrupedTailFFPD(Controller):
     """Fig. 7 feed-forward + PD compensation with the J_tau_a singularity monitor (module docstring)."""
 
     name = "quadruped_tail_ffpd"
+    default_kp = 400.0
     requires_model = "quadruped_tail"
 
     def __init__(self, dyn: Dynamics, kp=100.0, kd=None, mechanism: QuadrupedTail | None = None,
@@ -90,7 +93,7 @@ class QuadrupedTailFFPD(Controller):
         self.log = np.zeros((int(log_capacity), 14 + 14 + 8 + 1))   # tau_ff, tau_c, q_est, cond
         self.logged = 0
 
-    def update(self, q, v, q_d, qd_d, qdd_d, effort) -> None:
+    def update(self, t, dt, q, v, q_d, qd_d, qdd_d, effort) -> None:
         m = self.mechanism
         try:
             qe, qde, _ = m.generalized_motion(q, v)
@@ -127,18 +130,15 @@ class QuadrupedTailFFPD(Controller):
 
 @CONTROLLERS.register("quadruped_tail_open_loop")
 class QuadrupedTailOpenLoop(Controller):
-    """Section 4.1's open-loop torque profile (module docstring); ``period`` is the loop period (s)."""
+    """Section 4.1's open-loop torque profile (module docstring) at the loop's control time."""
 
     name = "quadruped_tail_open_loop"
+    default_kp = 400.0
     requires_model = "quadruped_tail"
 
-    def __init__(self, dyn: Dynamics, kp=0.0, kd=None, period: float = 1e-3):
+    def __init__(self, dyn: Dynamics, kp=0.0, kd=None):
         _check_model(self.name, dyn.model)
         super().__init__(dyn, 0.0, 0.0)
-        if not period > 0:
-            raise ValueError(f"{self.name}: period must be > 0, got {period}")
-        self.period = float(period)
-        self.cycle = 0
 
     @staticmethod
     def profile(t: float, out=None):
@@ -148,9 +148,8 @@ class QuadrupedTailOpenLoop(Controller):
         out[8:] = 0.0
         return out
 
-    def update(self, q, v, q_d, qd_d, qdd_d, effort) -> None:
-        self.profile(self.cycle * self.period, effort)
-        self.cycle += 1
+    def update(self, t, dt, q, v, q_d, qd_d, qdd_d, effort) -> None:
+        self.profile(t, effort)
 
 
 def pitch_motion(t: float):
@@ -168,6 +167,11 @@ class QuadrupedTailPitch(Trajectory):
     """The paper's Fig. 7/8 pitch motion in actuator space (starts at ``t0``; q0 held before)."""
 
     n = 14
+
+    @dataclass(frozen=True)
+    class Options:
+        t0: float = setting("float", 0.0, low=0.0)
+        duration: float = setting("float", None, positive=True)   # s (default 2)
 
     def __init__(self, t0: float = 0.0, duration: float = 2.0, mechanism: QuadrupedTail | None = None):
         self.mechanism = mechanism or QuadrupedTail()
@@ -191,6 +195,10 @@ class QuadrupedTailHold(Trajectory):
     """Hold the actuator angles of q0 (the paper's initial pose)."""
 
     n = 14
+
+    @dataclass(frozen=True)
+    class Options:
+        duration: float = setting("float", None, positive=True)   # s (default 1)
 
     def __init__(self, duration: float = 1.0, mechanism: QuadrupedTail | None = None):
         m = mechanism or QuadrupedTail()
@@ -218,7 +226,7 @@ def simulate_pitch_tracking(mech, kp, cycles, rate=1000.0, start_on_trajectory=F
     err = []
     for k in range(cycles):
         traj.sample(k / rate, qd, vd, ad)
-        ctl.update(plant.q.copy(), plant.v.copy(), qd, vd, ad, eff)
+        ctl.update(k / rate, 1.0 / rate, plant.q.copy(), plant.v.copy(), qd, vd, ad, eff)
         try:
             plant.step(1.0 / rate, eff)
         except ValueError:

@@ -21,7 +21,9 @@ import math
 
 import numpy as np
 
-from rtctl.plants.quadruped_tail import model as _qt
+from rtctl.plants.integrate import WORK_ROWS
+from rtctl.plants.quadruped_tail import dynamics as _qd
+from rtctl.plants.quadruped_tail import kinematics as _qk
 from rtctl.plants.quadruped_tail.model import QuadrupedTail
 from rtctl.model import Model
 
@@ -56,19 +58,18 @@ class QuadrupedTailPlant(Plant):
         self._substeps = int(substeps)
         self.x = np.zeros(8)          # generalized coordinates q
         self.xd = np.zeros(8)         # q-dot
-        self._x1, self._xd1 = np.zeros(8), np.zeros(8)
         self._tau = np.zeros(14)
-        self._k = np.zeros((8, 8))
-        self._w = _qt._Work()
+        self._work = np.zeros((WORK_ROWS, 8))
+        self._w = _qd._Work()
         self.reset_state(self.mechanism.q0)
 
     def _publish(self) -> None:
         w, m = self._w, self.mechanism
-        st = _qt._kin(m.par, m.A, m.D, m.r, self.x, self.xd, w.R, w.E, w.edot, w.xi, w.ang, w.angd, w.J, w.bias,
+        st = _qk._kin(m.par, m.A, m.D, m.r, self.x, self.xd, w.R, w.E, w.edot, w.xi, w.ang, w.angd, w.J, w.bias,
                       w.Jtau)
-        if st != _qt.OK:
-            raise ValueError(f"q = {np.round(self.x, 4).tolist()}: {_qt.STATUS_TEXT[st]}")
-        _qt._joint_state(w.ang, w.angd, self.q, self.v, self.x, self.xd)
+        if st != _qk.OK:
+            raise ValueError(f"q = {np.round(self.x, 4).tolist()}: {_qk.STATUS_TEXT[st]}")
+        _qk._joint_state(w.ang, w.angd, self.q, self.v, self.x, self.xd)
 
     def reset_state(self, x, xd=None) -> None:
         """Set the generalized coordinates (and rates, default 0) and the time to zero; q, v follow."""
@@ -97,15 +98,12 @@ class QuadrupedTailPlant(Plant):
         if tau.shape != (14,) or not np.all(np.isfinite(tau)):
             raise ValueError(f"effort must be 14 finite actuator torques, got shape {tau.shape}")
         self._tau[:] = tau
-        self._x1[:] = self.x
-        self._xd1[:] = self.xd
         m, w = self.mechanism, self._w
-        st = _qt._rk4(m.par, m.A, m.D, m.r, self._x1, self._xd1, self._tau, dt, self._substeps, self._k, w.R, w.E,
-                      w.edot, w.xi, w.ang, w.angd, w.J, w.bias, w.Jtau, w.M, w.C, w.G, w.Mq, w.Cq, w.Gq, w.f, w.fq)
-        if st != _qt.OK:
-            raise ValueError(f"quadruped_tail step failed ({_qt.STATUS_TEXT.get(st, st)}); state unchanged")
-        self.x[:] = self._x1
-        self.xd[:] = self._xd1
+        st = _qd.plant_step(m.par, m.A, m.D, m.r, self.x, self.xd, self._tau, dt, self._substeps, self._work, w.R,
+                            w.E, w.edot, w.xi, w.ang, w.angd, w.J, w.bias, w.Jtau, w.M, w.C, w.G, w.Mq, w.Cq, w.Gq,
+                            w.f, w.fq)
+        if st != _qk.OK:
+            raise ValueError(f"quadruped_tail step failed ({_qk.STATUS_TEXT.get(st, st)}); state unchanged")
         self._publish()
         self.t += dt
 

@@ -8,7 +8,6 @@ stops at the first step that leaves the workspace (reported on the plot).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import matplotlib
@@ -17,7 +16,6 @@ import numpy as np
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rtctl.plants.quadruped_tail.control import QuadrupedTailOpenLoop  # noqa: E402
 from rtctl.plants.quadruped_tail.plant import QuadrupedTailPlant  # noqa: E402
 from rtctl.plants.quadruped_tail.model import QuadrupedTail  # noqa: E402

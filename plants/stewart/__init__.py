@@ -1,6 +1,7 @@
 """Seed 001: the 6-UPS Stewart platform (Lopes 2009, generalized momentum).
 
-``model`` (:class:`~rtctl.plants.stewart.model.StewartPlatform` over the compiled ``kernels``),
-``plant``, ``control`` (computed torque, pose trajectories), ``opcount`` (Table 1),
-``stewart.toml`` (run config) and ``plots`` (the paper's figures).
+``model`` (:class:`~rtctl.plants.stewart.model.StewartPlatform` over the compiled ``kernels`` and
+``solvers``), ``steps`` (the compiled plant, controller and trajectory steps), ``plant``, ``control``
+(computed torque, pose trajectories), ``opcount`` (Table 1), ``stewart.toml`` (run config), ``plots``
+(the paper's figures) and ``reference`` (the generic-core cross-check of the tests and benchmarks).
 """

@@ -12,7 +12,7 @@ Both work on the actuator-space model (six prismatic "leg" joints; see
   acceleration ``xdd = J_E^-1 (alpha - J_E-dot xd)`` and the leg forces
   ``tau = J_C^-T (M xdd + V xd + G)`` (eqs. 81-84). With an exact model the
   legs follow ``e-ddot + Kd e-dot + Kp e = 0``. One allocation-free compiled
-  call per cycle (:func:`~rtctl.plants.stewart.kernels.computed_torque_step`).
+  call per cycle (:func:`~rtctl.plants.stewart.steps.computed_torque_step`).
 * :class:`StewartPoseTrajectory` (``"stewart_pose"``): a task-space path through
   pose waypoints (rows [x, y, z (m), psi, theta, phi (rad)]) at the given
   times, each segment the third-order trigonometric rest-to-rest profile
@@ -23,13 +23,16 @@ Both work on the actuator-space model (six prismatic "leg" joints; see
   derivative of eq. 5). The paper's P1 -> P2 -> P1 path is the default.
 """
 from __future__ import annotations
+from dataclasses import dataclass
 
 import numpy as np
 
 from rtctl.dynamics import Dynamics
 from rtctl.plants.stewart import kernels as _k
+from rtctl.plants.stewart import steps as _steps
 from rtctl.plants.stewart.model import FK_ERRORS, StewartPlatform, paper_trajectory
 
+from rtctl.options import setting
 from rtctl.registry import CONTROLLERS, TRAJECTORIES
 from rtctl.loops.base import Controller, Trajectory
 
@@ -45,6 +48,7 @@ class StewartComputedTorque(Controller):
     """
 
     name = "stewart_computed_torque"
+    default_kp = 400.0
     requires_model = "stewart"  # actuator-space model of rtctl.mechanisms (six legs), not a generic robot
 
     def __init__(self, dyn: Dynamics, kp=400.0, kd=None, mechanism: StewartPlatform | None = None,
@@ -60,11 +64,11 @@ class StewartComputedTorque(Controller):
         self._wk = np.zeros((_k.NWK, 6, 6))
         self._wv = np.zeros((_k.NWV, 6))
 
-    def update(self, q, v, q_d, qd_d, qdd_d, effort) -> None:
+    def update(self, t, dt, q, v, q_d, qd_d, qdd_d, effort) -> None:
         """Leg forces into ``effort`` (6) for measured leg lengths ``q``/rates ``v`` and the desired motion."""
         m = self.mechanism
         try:
-            st = _k.computed_torque_step(m.pts, m.par, q, v, q_d, qd_d, qdd_d, self.kp, self.kd, self.x,
+            st = _steps.computed_torque_step(m.pts, m.par, q, v, q_d, qd_d, qdd_d, self.kp, self.kd, self.x,
                                          self.fk_tol, self.fk_max_iter, self.alpha, effort, self._wk, self._wv)
         except TypeError:
             args = [np.ascontiguousarray(a, dtype=np.float64) for a in (q, v, q_d, qd_d, qdd_d)]
@@ -75,7 +79,7 @@ class StewartComputedTorque(Controller):
                     and effort.flags.c_contiguous):
                 raise ValueError(f"{self.name}: effort must be a C-contiguous float64 array of shape (6,)") \
                     from None
-            st = _k.computed_torque_step(m.pts, m.par, *args, self.kp, self.kd, self.x, self.fk_tol,
+            st = _steps.computed_torque_step(m.pts, m.par, *args, self.kp, self.kd, self.x, self.fk_tol,
                                          self.fk_max_iter, self.alpha, effort, self._wk, self._wv)
         if st != _k.OK:
             if st in FK_ERRORS:
@@ -98,6 +102,12 @@ class StewartPoseTrajectory(Trajectory):
 
     n = 6
 
+    @dataclass(frozen=True)
+    class Options:
+        times: object = setting("floats", None)          # s; default: the paper's path
+        waypoints: object = setting("matrix", None)      # pose rows [x, y, z, psi, theta, phi] (m, rad)
+        t0: float = setting("float", 0.0, low=0.0)
+
     def __init__(self, times=None, waypoints=None, t0: float = 0.0, mechanism: StewartPlatform | None = None):
         self.mechanism = m = mechanism or StewartPlatform()
         if times is None and waypoints is None:
@@ -118,7 +128,7 @@ class StewartPoseTrajectory(Trajectory):
         self.duration = float(self.times[-1])
         x, xd, xdd = np.zeros(6), np.zeros(6), np.zeros(6)
         for t in np.linspace(self.times[0], self.times[-1], 401):
-            _k.pose_spline_sample(float(t), self.times, self.waypoints, x, xd, xdd)
+            _steps.pose_spline_sample(float(t), self.times, self.waypoints, x, xd, xdd)
             status = m.workspace_status(x)
             if status:
                 from rtctl.plants.stewart.model import WORKSPACE_REASONS
@@ -130,11 +140,11 @@ class StewartPoseTrajectory(Trajectory):
     def pose(self, t: float):
         """(x, xd, xdd) of the pose path at time t."""
         x, xd, xdd = np.zeros(6), np.zeros(6), np.zeros(6)
-        _k.pose_spline_sample(float(t), self.times, self.waypoints, x, xd, xdd)
+        _steps.pose_spline_sample(float(t), self.times, self.waypoints, x, xd, xdd)
         return x, xd, xdd
 
     def sample(self, t: float, q, qd, qdd) -> None:
-        _k.pose_trajectory_sample(self.mechanism.pts, float(t), self.times, self.waypoints, q, qd, qdd,
+        _steps.pose_trajectory_sample(self.mechanism.pts, float(t), self.times, self.waypoints, q, qd, qdd,
                                   self._wk, self._wv)
 
     def __repr__(self):

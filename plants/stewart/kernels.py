@@ -1,7 +1,11 @@
-"""Compiled kernels of the 6-UPS Stewart platform, generalized-momentum formulation (Lopes 2009, seed 001).
+"""Compiled kernels of the 6-UPS Stewart platform, generalized-momentum formulation (Lopes 2009, seed 001):
+kinematics, the generalized-momentum matrices M, V, G and the legs' Jacobians and motion.
 
 Everything here is allocation-free numba code working on caller-provided work
-arrays; :mod:`rtctl.plants.stewart.model` wraps it in a checked Python API.
+arrays; :mod:`rtctl.plants.stewart.solvers` builds the dynamics and forward
+kinematics on it, :mod:`rtctl.plants.stewart.steps` the per-cycle plant,
+controller and trajectory steps, and :mod:`rtctl.plants.stewart.model` wraps
+them in a checked Python API.
 
 The same source is also loaded as a plain-Python module with the global
 ``COUNTING = True`` (see :mod:`rtctl.plants.stewart.opcount`): then ``jit`` is the
@@ -32,9 +36,11 @@ COUNTING = globals().get("COUNTING", False)
 if COUNTING:
     def jit(f):
         return f
+    kernel_part = jit
 else:
     from numba import njit
     jit = njit(cache=True)
+    kernel_part = njit(cache=True, inline="always")   # the parts of one kernel: inlined, compiled as one function
 
 # Parameter vector layout.
 P_MP, P_IPX, P_IPY, P_IPZ = 0, 1, 2, 3
@@ -377,31 +383,7 @@ def gm_matrices(pts, par, x, xd, bodies, legs, what, M, V, G, wk, wv):
     euler_terms(x, xd, R, JA, JAd, u)
     g = par[P_G]
     if bodies & B_PLATFORM:
-        IB, IBd, S1, T1 = wk[K_IB], wk[K_IBD], wk[K_S1], wk[K_T1]
-        _rotated_inertia(R, R, par[P_IPX], par[P_IPY], par[P_IPZ], IB, IBd, False)   # eq. 17
-        mp = par[P_MP]
-        if what & W_INERTIA:                      # eq. 27: I|B T = diag(m_P I3, I_P|B J_A)
-            for r in range(3):
-                M[r, r] = M[r, r] + mp
-            _mul(IB, JA, T1, 3, 3, 3)
-            for r in range(3):
-                for c in range(3):
-                    M[3 + r, 3 + c] = M[3 + r, 3 + c] + T1[r, c]
-        if what & W_CORIOLIS:                     # eq. 28: d/dt(I|B T) = diag(0, I-dot J_A + I J_A-dot)
-            _skew(u[3:6], S1)                     # I-dot = omega~ I - I omega~ (R-dot = omega~ R)
-            _mul(S1, IB, T1, 3, 3, 3)
-            for r in range(3):
-                for c in range(r, 3):
-                    s = T1[r, c] + T1[c, r]       # omega~ I - I omega~ = W + W^T with W = omega~ I
-                    IBd[r, c] = s
-                    IBd[c, r] = s
-            for r in range(3):
-                for c in range(3):
-                    V[3 + r, 3 + c] = V[3 + r, 3 + c] + (
-                        IBd[r, 0] * JA[0, c] + IBd[r, 1] * JA[1, c] + IBd[r, 2] * JA[2, c]
-                        + IB[r, 0] * JAd[0, c] + IB[r, 1] * JAd[1, c] + IB[r, 2] * JAd[2, c])
-        if what & W_GRAVITY:
-            G[2] = G[2] + mp * g
+        _add_platform(par, R, JA, JAd, u, what, g, M, V, G, wk)
     if (bodies & (B_ALL - B_PLATFORM)) == 0:
         return
     for i in range(6):
@@ -443,6 +425,36 @@ def gm_matrices(pts, par, x, xd, bodies, legs, what, M, V, G, wk, wv):
             if bodies & B_PIS_ROT:                # eq. 70, B_R_S = B_R_C
                 _rotated_inertia(RC, RCd, par[P_ISX], par[P_ISY], par[P_ISZ], IB, IBd, rates)
                 _add_rotating(JD, JDd, IB, IBd, wk, what, M, V)
+
+
+@kernel_part
+def _add_platform(par, R, JA, JAd, u, what, g, M, V, G, wk):
+    """The platform's terms: I|B (eq. 17), M (eq. 27), V (eq. 28) and its weight in G."""
+    IB, IBd, S1, T1 = wk[K_IB], wk[K_IBD], wk[K_S1], wk[K_T1]
+    _rotated_inertia(R, R, par[P_IPX], par[P_IPY], par[P_IPZ], IB, IBd, False)   # eq. 17
+    mp = par[P_MP]
+    if what & W_INERTIA:                      # eq. 27: I|B T = diag(m_P I3, I_P|B J_A)
+        for r in range(3):
+            M[r, r] = M[r, r] + mp
+        _mul(IB, JA, T1, 3, 3, 3)
+        for r in range(3):
+            for c in range(3):
+                M[3 + r, 3 + c] = M[3 + r, 3 + c] + T1[r, c]
+    if what & W_CORIOLIS:                     # eq. 28: d/dt(I|B T) = diag(0, I-dot J_A + I J_A-dot)
+        _skew(u[3:6], S1)                     # I-dot = omega~ I - I omega~ (R-dot = omega~ R)
+        _mul(S1, IB, T1, 3, 3, 3)
+        for r in range(3):
+            for c in range(r, 3):
+                s = T1[r, c] + T1[c, r]       # omega~ I - I omega~ = W + W^T with W = omega~ I
+                IBd[r, c] = s
+                IBd[c, r] = s
+        for r in range(3):
+            for c in range(3):
+                V[3 + r, 3 + c] = V[3 + r, 3 + c] + (
+                    IBd[r, 0] * JA[0, c] + IBd[r, 1] * JA[1, c] + IBd[r, 2] * JA[2, c]
+                    + IB[r, 0] * JAd[0, c] + IB[r, 1] * JAd[1, c] + IB[r, 2] * JAd[2, c])
+    if what & W_GRAVITY:
+        G[2] = G[2] + mp * g
 
 
 # ---------------------------------------------------------------- Jacobians of the legs
@@ -500,354 +512,3 @@ def leg_motion(pts, x, xd, xdd, q, qd, qdd, wk, wv):
         q[i] = L
         qd[i] = Ld
         qdd[i] = s / L + (_dot3(ld, ld) - Ld * Ld) / L
-
-
-# ---------------------------------------------------------------- 6 x 6 solves
-@jit
-def solve6(A, b, out, LU, transpose):
-    """out = A^-1 b (or A^-T b) by Gaussian elimination with partial pivoting; returns OK or SINGULAR."""
-    scale = 0.0
-    for r in range(6):
-        out[r] = b[r]
-        for c in range(6):
-            LU[r, c] = A[c, r] if transpose else A[r, c]
-            if abs(LU[r, c]) > scale:
-                scale = abs(LU[r, c])
-    if not scale > 0.0:
-        return SINGULAR
-    for k in range(6):
-        p = k
-        for r in range(k + 1, 6):
-            if abs(LU[r, k]) > abs(LU[p, k]):
-                p = r
-        if abs(LU[p, k]) <= 1e-13 * scale:
-            return SINGULAR
-        if p != k:
-            for c in range(6):
-                tmp = LU[k, c]
-                LU[k, c] = LU[p, c]
-                LU[p, c] = tmp
-            tmp = out[k]
-            out[k] = out[p]
-            out[p] = tmp
-        for r in range(k + 1, 6):
-            f = LU[r, k] / LU[k, k]
-            if f != 0.0:
-                for c in range(k, 6):
-                    LU[r, c] -= f * LU[k, c]
-                out[r] -= f * out[k]
-    for k in range(5, -1, -1):
-        s = out[k]
-        for c in range(k + 1, 6):
-            s -= LU[k, c] * out[c]
-        out[k] = s / LU[k, k]
-    return OK
-
-
-@jit
-def det6(A, LU):
-    """Determinant by partial-pivoting elimination (A unchanged)."""
-    for r in range(6):
-        for c in range(6):
-            LU[r, c] = A[r, c]
-    det = 1.0
-    for k in range(6):
-        p = k
-        for r in range(k + 1, 6):
-            if abs(LU[r, k]) > abs(LU[p, k]):
-                p = r
-        if LU[p, k] == 0.0:
-            return 0.0
-        if p != k:
-            det = -det
-            for c in range(6):
-                tmp = LU[k, c]
-                LU[k, c] = LU[p, c]
-                LU[p, c] = tmp
-        det *= LU[k, k]
-        for r in range(k + 1, 6):
-            f = LU[r, k] / LU[k, k]
-            for c in range(k, 6):
-                LU[r, c] -= f * LU[k, c]
-    return det
-
-
-# ---------------------------------------------------------------- dynamics
-@jit
-def inverse_dynamics(pts, par, x, xd, xdd, bodies, tau, wk, wv):
-    """Actuator forces tau = J_C^-T (M xdd + V xd + G) (eqs. 81-84) of the selected bodies.
-
-    Eq. 84 (and 25) is printed as J_C^-1 in places; the power balance
-    tau . l-dot = tau . J_C u = (J_C^T tau) . u gives f|B = J_C^T tau, so
-    tau = J_C^-T f|B. The wrench f|B is left in wv[V_F]. Returns OK or SINGULAR.
-    """
-    Mw, Vw, G, f = wk[K_M], wk[K_V], wv[V_G], wv[V_F]
-    gm_matrices(pts, par, x, xd, bodies, ALL_LEGS, W_ALL, Mw, Vw, G, wk, wv)
-    for r in range(6):
-        s = G[r]
-        for c in range(6):
-            s += Mw[r, c] * xdd[c] + Vw[r, c] * xd[c]
-        f[r] = s
-    JC = wk[K_JC]
-    jc_matrix(pts, x, wk[K_R], JC, wv[V_A], wv[V_L])
-    return solve6(JC, f, tau, wk[K_LU], True)
-
-
-@jit
-def forward_dynamics(pts, par, x, xd, tau, xdd, wk, wv):
-    """xdd = M^-1 (J_C^T tau - V xd - G) (section 3.5, eq. 81 solved for xdd). Returns OK or SINGULAR."""
-    Mw, Vw, G, f = wk[K_M], wk[K_V], wv[V_G], wv[V_F]
-    gm_matrices(pts, par, x, xd, B_ALL, ALL_LEGS, W_ALL, Mw, Vw, G, wk, wv)
-    JC = wk[K_JC]
-    jc_matrix(pts, x, wk[K_R], JC, wv[V_A], wv[V_L])
-    for r in range(6):
-        s = -G[r]
-        for c in range(6):
-            s += JC[c, r] * tau[c] - Vw[r, c] * xd[c]
-        f[r] = s
-    return solve6(Mw, f, xdd, wk[K_LU], False)
-
-
-@jit
-def forward_kinematics(pts, par, lengths, x, tol, max_iter, wk, wv):
-    """Platform pose from leg lengths by Newton-Raphson on |l_i(x)| - lengths_i = 0 with J_E (eq. 5).
-
-    ``x`` holds the initial guess and receives the solution. Returns OK,
-    FK_OUT_OF_STROKE (a length outside [l_min, l_max]), SINGULAR (J_E singular
-    on the way), FK_NO_CONVERGENCE, or FK_WRONG_BRANCH (converged with the
-    platform at or below the base plane). On failure ``x`` is left unchanged.
-    """
-    for i in range(6):
-        if not (lengths[i] >= par[P_LMIN] and lengths[i] <= par[P_LMAX]):
-            return FK_OUT_OF_STROKE
-    R, JA, JC, JE = wk[K_R], wk[K_JA], wk[K_JC], wk[K_S3]
-    xs, r, dx = wv[V_X], wv[V_R6], wv[V_DX]
-    for k in range(6):
-        xs[k] = x[k]
-    for it in range(max_iter):
-        rotation(xs, R)
-        jc_matrix(pts, xs, R, JC, wv[V_A], wv[V_L])
-        err = 0.0
-        for i in range(6):
-            leg_vectors(i, pts, xs, R, wv[V_A], wv[V_L])
-            r[i] = np.sqrt(_dot3(wv[V_L], wv[V_L])) - lengths[i]
-            if abs(r[i]) > err:
-                err = abs(r[i])
-        if err <= tol:
-            if xs[2] <= 0.0:
-                return FK_WRONG_BRANCH
-            for k in range(6):
-                x[k] = xs[k]
-            return OK
-        cps, sps, cth, sth = np.cos(xs[3]), np.sin(xs[3]), np.cos(xs[4]), np.sin(xs[4])
-        euler_rate_matrix(cps, sps, cth, sth, JA)
-        je_from_jc(JC, JA, JE)
-        if solve6(JE, r, dx, wk[K_LU], False) != OK:
-            return SINGULAR
-        for k in range(6):
-            xs[k] -= dx[k]
-        if not (abs(xs[0]) < 1e6 and abs(xs[1]) < 1e6 and abs(xs[2]) < 1e6):
-            return FK_NO_CONVERGENCE
-    return FK_NO_CONVERGENCE
-
-
-@jit
-def workspace_status(pts, par, x, det_min, wk, wv):
-    """0 inside the workspace; 1 a leg shorter than l_min, 2 longer than l_max, 3 |det J_C| < det_min
-    (near a singular configuration), 4 |cos theta| < 1e-3 (Euler-angle singularity), 5 platform at or
-    below the base plane, 6 non-finite pose."""
-    for k in range(6):
-        if not np.isfinite(x[k]):
-            return 6
-    if x[2] <= 0.0:
-        return 5
-    if abs(np.cos(x[4])) < 1e-3:
-        return 4
-    R, JC = wk[K_R], wk[K_JC]
-    rotation(x, R)
-    for i in range(6):
-        leg_vectors(i, pts, x, R, wv[V_A], wv[V_L])
-        L = np.sqrt(_dot3(wv[V_L], wv[V_L]))
-        if L < par[P_LMIN]:
-            return 1
-        if L > par[P_LMAX]:
-            return 2
-    jc_matrix(pts, x, R, JC, wv[V_A], wv[V_L])
-    if abs(det6(JC, wk[K_LU])) < det_min:
-        return 3
-    return 0
-
-
-@jit
-def leg_rates_to_platform(pts, x, ld, xd, wk, wv):
-    """xd = J_E^-1 l-dot (eq. 5). Returns OK or SINGULAR."""
-    R, JA, JC, JE = wk[K_R], wk[K_JA], wk[K_JC], wk[K_S3]
-    euler_terms(x, wv[V_X], R, JA, wk[K_JAD], wv[V_U])   # wv[V_X] as a dummy rate: only R, J_A are used
-    jc_matrix(pts, x, R, JC, wv[V_A], wv[V_L])
-    je_from_jc(JC, JA, JE)
-    return solve6(JE, ld, xd, wk[K_LU], False)
-
-
-# ---------------------------------------------------------------- plant step
-@jit
-def _plant_derivative(pts, par, x, xd, tau, visc, coul, vscale, xdd, wk, wv):
-    """xdd under leg forces tau minus leg friction (viscous, tanh-regularised Coulomb)."""
-    R, JC, f = wk[K_R], wk[K_JC], wv[V_TAU]
-    rotation(x, R)
-    jc_matrix(pts, x, R, JC, wv[V_A], wv[V_L])
-    JA, u = wk[K_JA], wv[V_U]
-    euler_terms(x, xd, R, JA, wk[K_JAD], u)
-    for i in range(6):
-        ldi = 0.0
-        for c in range(6):
-            ldi += JC[i, c] * u[c]
-        f[i] = tau[i] - visc[i] * ldi - coul[i] * np.tanh(ldi / vscale)
-    return forward_dynamics(pts, par, x, xd, f, xdd, wk, wv)
-
-
-@jit
-def plant_step(pts, par, x, xd, tau, dt, substeps, visc, coul, vscale, q, v, rk, wk, wv):
-    """Advance the platform state (x, xd) by dt with leg forces tau held (classical RK4 in Euler
-    coordinates), then write the leg lengths q and rates v. ``rk`` is (6, 6) scratch.
-    On a non-OK status the state is restored. Returns OK, SINGULAR or NOT_FINITE."""
-    x0, v0, kx, kv, xs, a = rk[0], rk[1], rk[2], rk[3], rk[4], rk[5]
-    vs = wv[V_XD]
-    for k in range(6):
-        if not (np.isfinite(x[k]) and np.isfinite(xd[k]) and np.isfinite(tau[k])):
-            return NOT_FINITE
-        x0[k] = x[k]
-        v0[k] = xd[k]
-    h = dt / substeps
-    status = OK
-    for _ in range(substeps):
-        status = _plant_derivative(pts, par, x, xd, tau, visc, coul, vscale, a, wk, wv)
-        if status != OK:
-            break
-        for k in range(6):
-            kx[k] = xd[k]
-            kv[k] = a[k]
-            xs[k] = x[k] + 0.5 * h * xd[k]
-            vs[k] = xd[k] + 0.5 * h * a[k]
-        for stage in range(2):
-            status = _plant_derivative(pts, par, xs, vs, tau, visc, coul, vscale, a, wk, wv)
-            if status != OK:
-                break
-            c = 0.5 * h if stage == 0 else h
-            for k in range(6):
-                kx[k] += 2.0 * vs[k]
-                kv[k] += 2.0 * a[k]
-                xs[k] = x[k] + c * vs[k]
-                vs[k] = xd[k] + c * a[k]
-        if status != OK:
-            break
-        status = _plant_derivative(pts, par, xs, vs, tau, visc, coul, vscale, a, wk, wv)
-        if status != OK:
-            break
-        for k in range(6):
-            x[k] += h / 6.0 * (kx[k] + vs[k])
-            xd[k] += h / 6.0 * (kv[k] + a[k])
-    if status == OK:
-        for k in range(6):
-            if not (np.isfinite(x[k]) and np.isfinite(xd[k])):
-                status = NOT_FINITE
-    if status != OK:
-        for k in range(6):
-            x[k] = x0[k]
-            xd[k] = v0[k]
-        return status
-    R, JC = wk[K_R], wk[K_JC]
-    JA, u = wk[K_JA], wv[V_U]
-    euler_terms(x, xd, R, JA, wk[K_JAD], u)
-    jc_matrix(pts, x, R, JC, wv[V_A], wv[V_L])
-    for i in range(6):
-        leg_vectors(i, pts, x, R, wv[V_A], wv[V_L])
-        q[i] = np.sqrt(_dot3(wv[V_L], wv[V_L]))
-        s = 0.0
-        for c in range(6):
-            s += JC[i, c] * u[c]
-        v[i] = s
-    return OK
-
-
-# ---------------------------------------------------------------- computed-torque control step
-@jit
-def computed_torque_step(pts, par, q, v, q_d, qd_d, qdd_d, kp, kd, x_est, tol, max_iter, alpha, tau, wk, wv):
-    """Leg forces by computed torque with the generalized-momentum model (one allocation-free step).
-
-    1. x = FK(q) by Newton-Raphson warm-started at ``x_est`` (updated in place);
-    2. xd = J_E^-1 v (eq. 5);
-    3. alpha = qdd_d + kp (q_d - q) + kd (qd_d - v) (desired leg accelerations);
-    4. xdd = J_E^-1 (alpha - J_E-dot xd) (the leg-acceleration bias from ``leg_motion`` at xdd = 0);
-    5. tau = J_C^-T (M xdd + V xd + G) (eqs. 81-84).
-    With an exact model the legs then accelerate at alpha: e-ddot + kd e-dot + kp e = 0.
-    Returns OK or a status (FK_* or SINGULAR); tau untouched on failure.
-    """
-    st = forward_kinematics(pts, par, q, x_est, tol, max_iter, wk, wv)
-    if st != OK:
-        return st
-    xd, xdd, zero = wv[V_XD], wv[V_DX], wv[V_X]
-    st = leg_rates_to_platform(pts, x_est, v, xd, wk, wv)     # leaves J_E in wk[K_S3]
-    if st != OK:
-        return st
-    for k in range(6):
-        zero[k] = 0.0
-    leg_motion(pts, x_est, xd, zero, wv[V_Q1], wv[V_Q2], alpha, wk, wv)   # alpha <- l-ddot at xdd = 0
-    for i in range(6):
-        alpha[i] = qdd_d[i] + kp[i] * (q_d[i] - q[i]) + kd[i] * (qd_d[i] - v[i]) - alpha[i]
-    st = solve6(wk[K_S3], alpha, xdd, wk[K_LU], False)
-    if st != OK:
-        return st
-    return inverse_dynamics(pts, par, x_est, xd, xdd, B_ALL, tau, wk, wv)
-
-
-# ---------------------------------------------------------------- pose trajectory
-@jit
-def trig_spline_profile(tau):
-    """Third-order trigonometric rest-to-rest profile s(tau), tau in [0, 1]:
-
-    s = 1/2 - 9/16 cos(pi tau) + 1/16 cos(3 pi tau), s' = 3 pi / 4 sin^3(pi tau),
-    s'' = 9 pi^2 / 4 sin^2(pi tau) cos(pi tau); s(0) = 0, s(1) = 1, s' = s'' = 0 at both ends.
-    Returns (s, s', s'')."""
-    c1 = np.cos(np.pi * tau)
-    sn = np.sin(np.pi * tau)
-    s = 0.5 - 0.5625 * c1 + 0.0625 * np.cos(3.0 * np.pi * tau)
-    sd = 0.75 * np.pi * sn * sn * sn
-    sdd = 2.25 * np.pi * np.pi * sn * sn * c1
-    return s, sd, sdd
-
-
-@jit
-def pose_spline_sample(t, times, waypoints, x, xd, xdd):
-    """Pose, rate, acceleration of the waypoint path: segment k (times[k] .. times[k+1]) moves from
-    waypoints[k] to waypoints[k+1] with the profile of ``trig_spline_profile``; holds before and after."""
-    nseg = times.shape[0] - 1
-    if t <= times[0]:
-        for c in range(6):
-            x[c] = waypoints[0, c]
-            xd[c] = 0.0
-            xdd[c] = 0.0
-        return
-    if t >= times[nseg]:
-        for c in range(6):
-            x[c] = waypoints[nseg, c]
-            xd[c] = 0.0
-            xdd[c] = 0.0
-        return
-    k = 0
-    while t > times[k + 1]:
-        k += 1
-    T = times[k + 1] - times[k]
-    s, sd, sdd = trig_spline_profile((t - times[k]) / T)
-    for c in range(6):
-        d = waypoints[k + 1, c] - waypoints[k, c]
-        x[c] = waypoints[k, c] + s * d
-        xd[c] = sd / T * d
-        xdd[c] = sdd / (T * T) * d
-
-
-@jit
-def pose_trajectory_sample(pts, t, times, waypoints, q, qd, qdd, wk, wv):
-    """Desired leg lengths, rates and accelerations at time t (pose spline, then IK)."""
-    x, xd, xdd = wv[V_X], wv[V_XD], wv[V_DX]
-    pose_spline_sample(t, times, waypoints, x, xd, xdd)
-    leg_motion(pts, x, xd, xdd, q, qd, qdd, wk, wv)

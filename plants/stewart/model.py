@@ -14,8 +14,8 @@ by default, SI units) and wraps the compiled kernels of
   gravity from the potential energy (eqs. 77-80, 83); actuator forces (eq. 84);
 * forward dynamics, forward kinematics (Newton-Raphson), workspace and
   singularity checks;
-* the independent cross-check with the generic core: :meth:`tree_model`,
-  :meth:`tree_state`, :meth:`projected_inverse_dynamics`;
+* the independent cross-check with the generic core the tests and benchmarks
+  use lives in :mod:`rtctl.plants.stewart.reference`;
 * the actuator-space :class:`~rtctl.model.Model` the real-time loop runs on
   (:meth:`actuator_model`: six prismatic "leg" joints).
 
@@ -45,6 +45,7 @@ import numpy as np
 from rtctl.model import inertia_scale_factor, payload_mass
 
 from . import kernels as _k
+from . import solvers as _ks
 
 __all__ = ["StewartPlatform", "TABLE2", "P1", "P2", "WORKSPACE_REASONS", "FK_ERRORS", "paper_trajectory"]
 
@@ -298,7 +299,7 @@ class StewartPlatform:
     def inverse_dynamics(self, x, xd, xdd, bodies="all") -> np.ndarray:
         """Actuator (leg) forces tau = J_C^-T (M xdd + V xd + G) (eqs. 81-84), N."""
         tau = np.zeros(6)
-        st = _k.inverse_dynamics(self.pts, self.par, self._pose(x), self._pose(xd, "xd"), self._pose(xdd, "xdd"),
+        st = _ks.inverse_dynamics(self.pts, self.par, self._pose(x), self._pose(xd, "xd"), self._pose(xdd, "xdd"),
                                  self._bits(bodies), tau, self.wk, self.wv)
         if st != _k.OK:
             raise ValueError("J_C is singular at this pose: no finite actuator forces")
@@ -312,7 +313,7 @@ class StewartPlatform:
     def forward_dynamics(self, x, xd, tau) -> np.ndarray:
         """xdd from M xdd = J_C^T tau - V xd - G."""
         xdd = np.zeros(6)
-        st = _k.forward_dynamics(self.pts, self.par, self._pose(x), self._pose(xd, "xd"), self._pose(tau, "tau"),
+        st = _ks.forward_dynamics(self.pts, self.par, self._pose(x), self._pose(xd, "xd"), self._pose(tau, "tau"),
                                  xdd, self.wk, self.wv)
         if st != _k.OK:
             raise ValueError("the inertia matrix is singular at this pose")
@@ -328,7 +329,7 @@ class StewartPlatform:
         """
         lengths = self._pose(lengths, "lengths")
         x = self.home.copy() if guess is None else self._pose(guess, "guess").copy()
-        st = _k.forward_kinematics(self.pts, self.par, lengths, x, float(tol), int(max_iter), self.wk, self.wv)
+        st = _ks.forward_kinematics(self.pts, self.par, lengths, x, float(tol), int(max_iter), self.wk, self.wv)
         if st != _k.OK:
             raise ValueError(f"forward kinematics failed for leg lengths {np.round(lengths, 6).tolist()}: "
                              f"{FK_ERRORS[st]}")
@@ -339,7 +340,7 @@ class StewartPlatform:
         x = np.ascontiguousarray(x, dtype=np.float64)
         if x.shape != (6,):
             raise ValueError(f"x must have shape (6,), got {x.shape}")
-        return int(_k.workspace_status(self.pts, self.par, x, self.det_min, self.wk, self.wv))
+        return int(_ks.workspace_status(self.pts, self.par, x, self.det_min, self.wk, self.wv))
 
     def in_workspace(self, x) -> bool:
         return self.workspace_status(x) == 0
@@ -365,7 +366,7 @@ class StewartPlatform:
                 return x
         raise RuntimeError("no pose inside the workspace found")
 
-    # ------------------------------------------------------------ models for the generic core and the loop
+    # ------------------------------------------------------------ the loop's model
     def actuator_model(self, name: str = "stewart"):
         """The loop's actuator-space model: six independent massless prismatic joints ``leg1..leg6``
         (q = leg lengths, v = rates, effort = leg forces) with the stroke, velocity and force limits."""
@@ -377,76 +378,6 @@ class StewartPlatform:
                        lower=self.stroke[0], upper=self.stroke[1], velocity_limit=self.velocity_limit,
                        effort_limit=self.force_limit)
         return b.build()
-
-    def tree_model(self):
-        """The generic-core model for the cross-check: the platform on a ZYX Euler-angle floating base
-        (its 6 coordinates are exactly x) plus six two-body legs, each a universal joint at B_i (a
-        revolute about z_B, then one about the rotated y axis -- the leg frame of eqs. 49-52), the
-        cylinder, a prismatic joint along the leg and the piston; the tree is cut at the spherical joints
-        P_i (frames ``tip{i}`` on the piston and ``plat{i}`` on the platform). nv = 24."""
-        from rtctl.model import ModelBuilder
-
-        b = ModelBuilder("stewart_tree", gravity=(0.0, 0.0, -self.g))
-        b.add_euler_floating_base("platform", sequence="zyx", mass=self.m_P, inertia=np.diag(self.I_P))
-        for i in range(6):
-            b.add_frame(f"plat{i}", "platform", translation=self.platform_points[i])
-        for i in range(6):
-            yaw = b.add_body(f"uj{i}", -1, "revolute", axis=(0, 0, 1), translation=self.base_points[i])
-            cyl = b.add_body(f"cylinder{i}", yaw, "revolute", axis=(0, 1, 0), mass=self.m_C,
-                             com=(self.b_C, 0, 0), inertia=np.diag(self.I_C))
-            b.add_body(f"piston{i}", cyl, "prismatic", axis=(1, 0, 0), mass=self.m_S, com=(-self.b_S, 0, 0),
-                       inertia=np.diag(self.I_S))
-            b.add_frame(f"tip{i}", f"piston{i}")
-        return b.build()
-
-    def tree_state(self, dyn, x, xd, xdd):
-        """Tree (q, v, a) of the platform motion (x, xd, xdd): leg joint angles from the leg vectors,
-        leg joint rates and accelerations by solving the loop-closure constraints with the generic
-        Jacobians (``Dynamics.jacobian`` / ``jacobian_dot_times_v``). Returns q, v, a, Jc (18 x 24)."""
-        x, xd, xdd = self._pose(x), self._pose(xd, "xd"), self._pose(xdd, "xdd")
-        legs, L = self.inverse_kinematics(x)
-        q = np.zeros(24)
-        q[:6] = x
-        for i, l in enumerate(legs):
-            q[6 + 3 * i] = math.atan2(l[1], l[0])
-            q[7 + 3 * i] = math.atan2(-l[2], math.hypot(l[0], l[1]))
-            q[8 + 3 * i] = L[i]
-        v, a = np.zeros(24), np.zeros(24)
-        v[:6], a[:6] = xd, xdd
-        Jc, bias = self.closure(dyn, q, v)
-        # Jc v = 0 and Jc a + bias = 0, with the platform part given: solve for the 18 leg DOFs.
-        leg = slice(6, 24)
-        v[leg] = np.linalg.solve(Jc[:, leg], -Jc[:, :6] @ xd)
-        Jc, bias = self.closure(dyn, q, v)
-        a[leg] = np.linalg.solve(Jc[:, leg], -Jc[:, :6] @ xdd - bias)
-        return q, v, a, Jc
-
-    @staticmethod
-    def closure(dyn, q, v=None):
-        """Loop-closure Jacobian (18 x 24: tip_i minus plat_i point velocities) and, with v, Jc-dot v."""
-        Jc = np.zeros((18, dyn.model.nv))
-        bias = np.zeros(18)
-        for i in range(6):
-            Jc[3 * i:3 * i + 3] = dyn.jacobian(q, f"tip{i}")[3:] - dyn.jacobian(q, f"plat{i}")[3:]
-            if v is not None:
-                bias[3 * i:3 * i + 3] = (dyn.jacobian_dot_times_v(q, v, f"tip{i}")[3:]
-                                         - dyn.jacobian_dot_times_v(q, v, f"plat{i}")[3:])
-        return Jc, bias
-
-    def actuation_matrix(self) -> np.ndarray:
-        """B (24 x 6): leg forces act on the prismatic joints."""
-        B = np.zeros((24, 6))
-        for i in range(6):
-            B[8 + 3 * i, i] = 1.0
-        return B
-
-    def projected_inverse_dynamics(self, dyn, x, xd, xdd):
-        """Leg forces by the generic core: tree inverse dynamics projected onto the closure null space
-        (:func:`rtctl.dynamics.constrained.projected_inverse_dynamics`). Returns the result object."""
-        from rtctl.dynamics.constrained import projected_inverse_dynamics
-
-        q, v, a, Jc = self.tree_state(dyn, x, xd, xdd)
-        return projected_inverse_dynamics(dyn, q, v, a, Jc, actuation=self.actuation_matrix())
 
     def __repr__(self):
         return (f"StewartPlatform(r_B={self.r_B}, r_P={self.r_P}, phi_B={math.degrees(self.phi_B):g} deg, "

@@ -12,7 +12,7 @@ generalized-momentum model,
 
 (section 3.5 of the paper solved for xdd, leg friction added), by classical
 RK4 in one compiled, allocation-free call per step
-(:func:`rtctl.plants.stewart.kernels.plant_step`), and rewrites ``q`` and
+(:func:`rtctl.plants.stewart.steps.plant_step`), and rewrites ``q`` and
 ``v`` from the new pose after every step -- so the ``sim`` driver works
 unchanged. ``reset(q)`` takes leg lengths (forward kinematics from the home
 pose); :meth:`reset_pose` takes a pose.
@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from rtctl.plants.integrate import WORK_ROWS
 from rtctl.plants.stewart import kernels as _k
+from rtctl.plants.stewart import steps as _steps
 from rtctl.plants.stewart.model import StewartPlatform
 from rtctl.model import Model
 
@@ -74,7 +76,7 @@ class StewartPlant(Plant):
                               coulomb_velocity_scale=scale, **model_errors)
         self.x = np.zeros(6)
         self.xd = np.zeros(6)
-        self._rk = np.zeros((6, 6))
+        self._rk = np.zeros((WORK_ROWS, 6))
         self._wk = np.zeros((_k.NWK, 6, 6))
         self._wv = np.zeros((_k.NWV, 6))
         self.reset_pose(self.mechanism.home)
@@ -100,14 +102,14 @@ class StewartPlant(Plant):
         input, a singular inertia or divergence."""
         dt = time_step(dt)
         try:
-            st = _k.plant_step(self.mechanism.pts, self.mechanism.par, self.x, self.xd, effort, dt,
+            st = _steps.plant_step(self.mechanism.pts, self.mechanism.par, self.x, self.xd, effort, dt,
                                self._substeps, self._visc, self._coul, self._scale, self.q, self.v, self._rk,
                                self._wk, self._wv)
         except TypeError:
             eff = np.ascontiguousarray(effort, dtype=np.float64)
             if eff.shape != (6,):
                 raise ValueError(f"effort must have shape (6,), got {np.shape(effort)}") from None
-            st = _k.plant_step(self.mechanism.pts, self.mechanism.par, self.x, self.xd, eff, dt,
+            st = _steps.plant_step(self.mechanism.pts, self.mechanism.par, self.x, self.xd, eff, dt,
                                self._substeps, self._visc, self._coul, self._scale, self.q, self.v, self._rk,
                                self._wk, self._wv)
         if st == _k.NOT_FINITE:

@@ -36,7 +36,9 @@ naming the argument. The hot path for compiled control code is the kernels
 in :mod:`rtctl.dynamics.kernels`, called with ``model.packed_int``,
 ``model.packed_float`` and ``Dynamics.ws``: they skip shape checks (wrong
 shapes are undefined behaviour) and report non-finite inputs through their
-return status instead of raising.
+return status instead of raising. Joints enter every kernel only through the
+joint model :func:`rtctl.dynamics.joints.jcalc` (joint transform and motion
+subspace, Featherstone's jcalc); ``kernels`` lists the modules the kernels live in.
 """
 from __future__ import annotations
 
@@ -60,7 +62,7 @@ class Dynamics:
         self.model = model
         self.mi = model.packed_int
         self.mf = model.packed_float
-        self.ws = np.zeros((model.nbodies + 1, _k.WS_WIDTH))
+        self.ws = np.zeros((model.nbodies, _k.WS_WIDTH))
         self._mat = np.zeros((model.nv, model.nv))
         self._zero_v = np.zeros(model.nv)
         self._six = np.zeros(6)
@@ -179,11 +181,14 @@ class Dynamics:
         ``a[n_base:]`` are the desired joint accelerations (``a[:n_base]`` is
         ignored); returns ``(tau, acc)``: joint forces with a zero base part,
         and the full acceleration including the base acceleration they cause.
-        ``n_base`` defaults to 6 (free-flyer or Euler-angle chain).
+        ``n_base`` defaults to the DOFs of the model's declared base
+        (``model.n_base_dofs``); a fixed-base model needs it given.
         """
         m = self.model
-        n0 = 6 if n_base is None else int(n_base)
-        prefix = np.concatenate([[0], np.cumsum(np.where(m.joint_type == 2, 6, 1))])
+        if n_base is None and m.base == "fixed":
+            raise ValueError(f"model '{m.name}' has a fixed base: give n_base, the number of unactuated DOFs")
+        n0 = m.n_base_dofs if n_base is None else int(n_base)
+        prefix = np.append(m.idx_v, m.nv)
         if n0 not in prefix[1:]:
             raise ValueError(f"n_base={n0} does not end a prefix of the tree's bodies (DOF boundaries: "
                              f"{prefix[1:8].tolist()}...)")

@@ -23,81 +23,45 @@ Frames and conventions (SI units throughout):
   (Shah, Saha & Dutt) is a chain of three prismatic and three revolute 1-DOF
   joints through massless bodies; :meth:`ModelBuilder.add_euler_floating_base`
   creates it.
+* Every model declares its base (``Model.base``, one of :data:`BASE_KINDS`):
+  ``"fixed"`` (root bodies hang from the world, every joint is actuated),
+  ``"free_flyer"`` (body 0 on a free-flyer joint), ``"euler"`` (bodies 0-5: the
+  Euler-angle chain) or ``"planar"`` (bodies 0-2: prismatic x, prismatic z,
+  revolute y). Whoever builds the model declares it -- the URDF loader's
+  ``floating_base`` argument, :meth:`ModelBuilder.add_euler_floating_base`,
+  :meth:`ModelBuilder.add_planar_floating_base` or a free-flyer root joint --
+  and the model checks that its first bodies form that chain. The base bodies
+  (``n_base_bodies``) and their DOFs (``n_base_dofs``, the first ones of v) are
+  unactuated; joint names play no part.
 """
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from .body import (ModelError, check_inertia, combine_inertias, inertia_scale_factor, payload_mass,  # noqa: F401
+                   payload_offset, quaternion_to_matrix, rpy_to_matrix)  # re-exported: part of rtctl.model
 
 REVOLUTE = 0
 PRISMATIC = 1
 FREE_FLYER = 2
 JOINT_TYPE_NAMES = {REVOLUTE: "revolute", PRISMATIC: "prismatic", FREE_FLYER: "free_flyer"}
+# Coordinates (nq) and DOFs (nv) of each joint type.
+JOINT_NQ = {REVOLUTE: 1, PRISMATIC: 1, FREE_FLYER: 7}
+JOINT_NV = {REVOLUTE: 1, PRISMATIC: 1, FREE_FLYER: 6}
+
+# The base kinds and the joint types of the serial chain of bodies each one is, from the root.
+BASE_JOINTS = {
+    "fixed": (),
+    "free_flyer": (FREE_FLYER,),
+    "euler": (PRISMATIC, PRISMATIC, PRISMATIC, REVOLUTE, REVOLUTE, REVOLUTE),
+    "planar": (PRISMATIC, PRISMATIC, REVOLUTE),
+}
+BASE_KINDS = tuple(BASE_JOINTS)
 
 DEFAULT_GRAVITY = (0.0, 0.0, -9.81)
-
-
-class ModelError(ValueError):
-    """A model description is malformed; the message names the offending element."""
-
-
-def rpy_to_matrix(rpy) -> np.ndarray:
-    """URDF roll-pitch-yaw (fixed axes X, Y, Z) to a rotation matrix: Rz(y) Ry(p) Rx(r)."""
-    r, p, y = (float(a) for a in rpy)
-    cr, sr, cp, sp, cy, sy = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(y), np.sin(y)
-    return np.array(
-        [
-            [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
-            [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
-            [-sp, cp * sr, cp * cr],
-        ]
-    )
-
-
-def quaternion_to_matrix(quat_xyzw) -> np.ndarray:
-    """Unit quaternion ``[x, y, z, w]`` (Pinocchio/Eigen storage order) to a rotation matrix."""
-    x, y, z, w = (float(a) for a in quat_xyzw)
-    return np.array(
-        [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-        ]
-    )
-
-
-def check_inertia(inertia, mass, where: str) -> np.ndarray:
-    """Validate a rotational inertia about the centre of mass; return it as a symmetric array.
-
-    A physical inertia is symmetric positive semi-definite and satisfies the
-    triangle inequalities of its principal moments. A point mass (zero
-    inertia) is allowed; a massless body must have zero inertia.
-    """
-    inertia = np.asarray(inertia, dtype=float)
-    if inertia.shape != (3, 3) or not np.all(np.isfinite(inertia)):
-        raise ModelError(f"{where}: inertia must be a finite 3x3 matrix, got {inertia.tolist()}")
-    if not np.allclose(inertia, inertia.T, rtol=1e-9, atol=1e-12):
-        raise ModelError(f"{where}: inertia is not symmetric: {inertia.tolist()}")
-    if not np.isfinite(mass) or mass < 0:
-        raise ModelError(f"{where}: mass must be finite and >= 0, got {mass}")
-    inertia = 0.5 * (inertia + inertia.T)
-    scale = max(float(np.abs(inertia).max()), 1e-300)
-    eig = np.linalg.eigvalsh(inertia)
-    if eig[0] < -1e-9 * scale:
-        raise ModelError(
-            f"{where}: inertia is not positive definite (eigenvalues {eig.tolist()})"
-        )
-    if eig[0] + eig[1] < eig[2] * (1 - 1e-9) - 1e-12 * scale:
-        raise ModelError(
-            f"{where}: principal moments {eig.tolist()} violate the triangle inequality "
-            "(no rigid body has this inertia)"
-        )
-    if mass == 0 and np.abs(inertia).max() > 0:
-        raise ModelError(f"{where}: a massless body cannot have a non-zero inertia")
-    return inertia
 
 
 @dataclass(frozen=True)
@@ -141,6 +105,7 @@ class ModelBuilder:
     def __init__(self, name: str = "robot", gravity=DEFAULT_GRAVITY):
         self.name = name
         self.gravity = np.asarray(gravity, dtype=float)
+        self.base = "fixed"
         self._bodies: list[_Body] = []
         self._frames: list[Frame] = []
 
@@ -168,7 +133,11 @@ class ModelBuilder:
         velocity_limit: float = np.inf,
         effort_limit: float = np.inf,
     ) -> int:
-        """Add a body connected to ``parent`` (index, name, or -1 for the world); return its index."""
+        """Add a body connected to ``parent`` (index, name, or -1 for the world); return its index.
+
+        A free-flyer joint makes the model's base ``"free_flyer"``; its coordinates are the
+        body's world pose, so ``rotation`` and ``translation`` do not apply to it.
+        """
         where = f"body '{name}'"
         if isinstance(parent, str):
             try:
@@ -202,6 +171,9 @@ class ModelBuilder:
             raise ModelError(f"{where}: joint lower limit {lower} exceeds upper limit {upper}")
         if velocity_limit < 0 or effort_limit < 0:
             raise ModelError(f"{where}: velocity and effort limits must be >= 0")
+        if jtype == FREE_FLYER:
+            rot, trans = np.eye(3), np.zeros(3)
+            self.base = "free_flyer"
         self._bodies.append(
             _Body(
                 name=name,
@@ -256,8 +228,10 @@ class ModelBuilder:
         about the axes named by ``sequence`` (each about the moving frame), so
         ``sequence="zyx"`` gives ``R = Rz(a) Ry(b) Rx(c)``, i.e. roll-pitch-yaw
         about fixed axes. The last revolute joint carries ``body_name``.
-        Returns the index of that body.
+        Returns the index of that body. The model's base is then ``"euler"``;
+        the chain must be the first bodies added.
         """
+        self._check_base_first("an Euler-angle floating base", body_name)
         if len(sequence) != 3 or any(a == b for a, b in zip(sequence, sequence[1:])):
             raise ModelError(f"Euler sequence must be three axis letters, no two consecutive alike; got '{sequence}'")
         unit = {"x": (1, 0, 0), "y": (0, 1, 0), "z": (0, 0, 1)}
@@ -275,6 +249,7 @@ class ModelBuilder:
                 mass=mass if last else 0.0, com=com if last else (0, 0, 0),
                 inertia=inertia if last else None,
             )
+        self.base = "euler"
         return parent
 
     def add_planar_floating_base(self, body_name: str, *, mass=0.0, com=(0, 0, 0), inertia=None) -> int:
@@ -282,31 +257,26 @@ class ModelBuilder:
 
         Prismatic joints along world x and z (``{body}_px``, ``{body}_pz``) through
         massless bodies, then a revolute joint about y (``{body}_ry``) carrying
-        ``body_name``. Returns the index of that body.
+        ``body_name``. Returns the index of that body. The model's base is then
+        ``"planar"``; the chain must be the first bodies added.
         """
+        self._check_base_first("a planar floating base", body_name)
         parent = self.add_body(f"{body_name}_Tx", -1, PRISMATIC, axis=(1, 0, 0), joint_name=f"{body_name}_px")
         parent = self.add_body(f"{body_name}_Tz", parent, PRISMATIC, axis=(0, 0, 1), joint_name=f"{body_name}_pz")
-        return self.add_body(body_name, parent, REVOLUTE, axis=(0, 1, 0), joint_name=f"{body_name}_ry",
+        body = self.add_body(body_name, parent, REVOLUTE, axis=(0, 1, 0), joint_name=f"{body_name}_ry",
                              mass=mass, com=com, inertia=inertia)
+        self.base = "planar"
+        return body
+
+    def _check_base_first(self, what: str, body_name: str) -> None:
+        if self._bodies:
+            raise ModelError(f"body '{body_name}': {what} must be the first bodies of the model "
+                             f"({len(self._bodies)} already added)")
 
     def build(self) -> "Model":
         if not self._bodies:
             raise ModelError(f"model '{self.name}' has no moving bodies")
-        return Model(self.name, self._bodies, self._frames, self.gravity)
-
-
-def combine_inertias(m1, c1, i1, m2, c2, i2):
-    """Mass, centre of mass and inertia about it of two rigid bodies fused together."""
-    m = m1 + m2
-    if m == 0:
-        return 0.0, np.zeros(3), np.zeros((3, 3))
-    c = (m1 * np.asarray(c1) + m2 * np.asarray(c2)) / m
-
-    def shifted(mi, ci, ii):
-        d = np.asarray(ci) - c
-        return ii + mi * (d @ d * np.eye(3) - np.outer(d, d))
-
-    return m, c, shifted(m1, c1, i1) + shifted(m2, c2, i2)
+        return Model(self.name, self._bodies, self._frames, self.gravity, base=self.base)
 
 
 def _parse_joint_type(joint_type, where):
@@ -322,51 +292,20 @@ def _parse_joint_type(joint_type, where):
     return int(joint_type)
 
 
-# Column layout of the packed float model (one row per body; the last row holds gravity).
+# Column layout of the packed float model (one row per body; the last row holds gravity): joint placement
+# in the parent (rotation, translation), joint axis, mass, centre of mass, inertia about the body origin
+# (xx yy zz xy xz yz), armature of each of the joint's DOFs (zero for a free-flyer).
 MF_ROT, MF_TRANS, MF_AXIS, MF_MASS, MF_COM, MF_INERTIA, MF_ARMATURE = 0, 9, 12, 15, 16, 19, 25
 MF_WIDTH = 26
-# Columns of the packed integer model.
-MI_PARENT, MI_TYPE, MI_IQ, MI_IV = 0, 1, 2, 3
-MI_WIDTH = 4
-
-
-def inertia_scale_factor(factor) -> float:
-    """``factor`` as a float if it is a finite number > 0 (the one check of every ``with_inertia_scaled``)."""
-    try:
-        f = float(factor)
-    except (TypeError, ValueError):
-        raise ModelError(f"inertia scale factor must be a number > 0, got {factor!r}") from None
-    if not (math.isfinite(f) and f > 0):
-        raise ModelError(f"inertia scale factor must be finite and > 0, got {factor!r}")
-    return f
-
-
-def payload_mass(mass) -> float:
-    """``mass`` (kg) as a float if it is a finite number >= 0 (the one check of every ``with_payload``)."""
-    try:
-        m = float(mass)
-    except (TypeError, ValueError):
-        raise ModelError(f"payload mass must be a number of kg >= 0, got {mass!r}") from None
-    if not (math.isfinite(m) and m >= 0):
-        raise ModelError(f"payload mass must be finite and >= 0 kg, got {mass!r}")
-    return m
-
-
-def payload_offset(offset) -> np.ndarray:
-    """``offset`` (m) as a 3-vector if it is 3 finite numbers (the one check of every payload offset)."""
-    try:
-        off = np.array(offset, dtype=float).reshape(3)
-    except (TypeError, ValueError):
-        off = np.full(3, np.nan)
-    if not np.all(np.isfinite(off)):
-        raise ModelError(f"payload offset must be 3 finite numbers (m), got {offset!r}")
-    return off
+# Columns of the packed integer model: parent body, joint type, first index in q and v, joint nq and nv.
+MI_PARENT, MI_TYPE, MI_IQ, MI_IV, MI_NQ, MI_NV = 0, 1, 2, 3, 4, 5
+MI_WIDTH = 6
 
 
 class Model:
     """A kinematic tree as flat arrays (see the module docstring for conventions)."""
 
-    def __init__(self, name: str, bodies: list[_Body], frames: list[Frame], gravity):
+    def __init__(self, name: str, bodies: list[_Body], frames: list[Frame], gravity, base: str = "fixed"):
         self.name = name
         self.nbodies = len(bodies)
         self.body_names = [b.name for b in bodies]
@@ -385,8 +324,9 @@ class Model:
         self.gravity = np.asarray(gravity, dtype=float).copy()
         self.frames = list(frames)
 
-        nq_joint = np.where(self.joint_type == FREE_FLYER, 7, 1)
-        nv_joint = np.where(self.joint_type == FREE_FLYER, 6, 1)
+        self._declare_base(base)
+        nq_joint = np.array([JOINT_NQ[t] for t in self.joint_type], dtype=np.int64)
+        nv_joint = np.array([JOINT_NV[t] for t in self.joint_type], dtype=np.int64)
         self.idx_q = np.concatenate([[0], np.cumsum(nq_joint)[:-1]]).astype(np.int64)
         self.idx_v = np.concatenate([[0], np.cumsum(nv_joint)[:-1]]).astype(np.int64)
         self.nq = int(nq_joint.sum())
@@ -401,9 +341,27 @@ class Model:
                 self.upper[self.idx_q[i]] = b.upper
                 self.velocity_limit[self.idx_v[i]] = b.velocity_limit
                 self.effort_limit[self.idx_v[i]] = b.effort_limit
-        self.has_free_flyer = bool(self.nbodies and self.joint_type[0] == FREE_FLYER)
+        self.n_base_dofs = int(nv_joint[:self.n_base_bodies].sum())
         self.armature = np.zeros(self.nv)
         self.packed_int, self.packed_float = self._pack()
+
+    def _declare_base(self, base: str) -> None:
+        """Set ``base``, ``n_base_bodies`` and ``has_free_flyer`` after checking that the first bodies are
+        the serial chain of joints ``BASE_JOINTS[base]`` hanging from the world."""
+        if base not in BASE_JOINTS:
+            raise ModelError(f"model '{self.name}': base must be one of {BASE_KINDS}, got {base!r}")
+        chain = BASE_JOINTS[base]
+        expected = ", ".join(JOINT_TYPE_NAMES[t] for t in chain)
+        if len(chain) > self.nbodies or any(self.joint_type[k] != t or self.parent[k] != k - 1
+                                            for k, t in enumerate(chain)):
+            raise ModelError(f"model '{self.name}': a '{base}' base is the serial chain ({expected}) of the "
+                             f"first {len(chain)} bodies from the world; the model's bodies do not start so")
+        if np.any(self.joint_type[len(chain):] == FREE_FLYER):
+            raise ModelError(f"model '{self.name}': a free-flyer joint is the root of a 'free_flyer' base, "
+                             f"not part of a '{base}' model")
+        self.base = base
+        self.n_base_bodies = len(chain)
+        self.has_free_flyer = base == "free_flyer"
 
     @property
     def total_mass(self) -> float:
@@ -415,6 +373,8 @@ class Model:
         mi[:, MI_TYPE] = self.joint_type
         mi[:, MI_IQ] = self.idx_q
         mi[:, MI_IV] = self.idx_v
+        mi[:, MI_NQ] = [JOINT_NQ[t] for t in self.joint_type]
+        mi[:, MI_NV] = [JOINT_NV[t] for t in self.joint_type]
         mf = np.zeros((self.nbodies + 1, MF_WIDTH))
         for i in range(self.nbodies):
             mf[i, MF_ROT:MF_ROT + 9] = self.joint_rotation[i].ravel()
@@ -426,8 +386,7 @@ class Model:
             c = self.com[i]
             i_o = self.inertia_com[i] + self.mass[i] * (c @ c * np.eye(3) - np.outer(c, c))
             mf[i, MF_INERTIA:MF_INERTIA + 6] = [i_o[0, 0], i_o[1, 1], i_o[2, 2], i_o[0, 1], i_o[0, 2], i_o[1, 2]]
-            if self.joint_type[i] != FREE_FLYER:
-                mf[i, MF_ARMATURE] = self.armature[self.idx_v[i]]
+            mf[i, MF_ARMATURE] = self.armature[self.idx_v[i]]
         mf[self.nbodies, 0:3] = self.gravity
         return mi, mf
 
@@ -447,9 +406,7 @@ class Model:
         if self.has_free_flyer and np.any(arm[0:6] != 0):
             raise ModelError("armature of the free-flyer DOFs must be zero")
         self.armature = arm.copy()
-        for i in range(self.nbodies):
-            if self.joint_type[i] != FREE_FLYER:
-                self.packed_float[i, MF_ARMATURE] = arm[self.idx_v[i]]
+        self.packed_float[:self.nbodies, MF_ARMATURE] = arm[self.idx_v]
 
     def with_inertia_scaled(self, factor: float) -> "Model":
         """A copy with every body's mass and inertia times ``factor`` (a model error for robustness tests);
@@ -534,8 +491,9 @@ class Model:
     def describe(self) -> str:
         """Human-readable tree: bodies, joints, masses, DOF."""
         lines = [
-            f"model '{self.name}': {self.nbodies} bodies, nq = {self.nq}, nv (DOF) = {self.nv}, "
-            f"total mass = {self.total_mass:.4g} kg, gravity = {self.gravity.tolist()} m/s^2"
+            (f"model '{self.name}': {self.nbodies} bodies, nq = {self.nq}, nv (DOF) = {self.nv}, "
+             f"total mass = {self.total_mass:.4g} kg, gravity = {self.gravity.tolist()} m/s^2"),
+            f"base: {self.base} ({self.n_base_bodies} bodies, {self.n_base_dofs} unactuated DOFs)",
         ]
         depth = np.zeros(self.nbodies, dtype=int)
         for i in range(self.nbodies):

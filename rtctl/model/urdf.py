@@ -50,7 +50,7 @@ import numpy as np
 
 from . import FREE_FLYER, PRISMATIC, REVOLUTE, Model, ModelBuilder, ModelError, check_inertia, rpy_to_matrix
 
-FLOATING_BASES = (None, "fixed", "free_flyer", "euler")
+FLOATING_BASES = (None, "fixed", "free_flyer", "euler", "planar")
 
 # URDF parsers (urdfdom) reject "inf", so an unbounded limit is written as the largest double
 # and read back as infinite.
@@ -153,8 +153,12 @@ def load_urdf(source: str | bytes | os.PathLike, floating_base: str | None = Non
     ``floating_base``: ``None``/``"fixed"`` fixes the root link to the world;
     ``"free_flyer"`` adds a 6-DOF free-flyer root joint (Pinocchio's q/v
     convention); ``"euler"`` adds the 3-prismatic + 3-revolute Euler-angle
-    joint chain. A URDF whose root is a ``world`` link joined by a
-    ``floating`` joint gets a free-flyer whatever this argument says.
+    joint chain; ``"planar"`` the x-z planar base (prismatic x, z, revolute y).
+    A URDF whose root is a ``world`` link joined by a ``floating`` joint gets a
+    free-flyer whatever this argument says. The model's ``base`` is the one
+    added (``"fixed"`` without), so joints written out in the URDF -- an Euler
+    chain saved by :func:`model_to_urdf` included -- are all actuated joints of
+    a fixed-base model.
     """
     if floating_base not in FLOATING_BASES:
         raise ModelError(f"floating_base must be one of {FLOATING_BASES}, got {floating_base!r}")
@@ -251,6 +255,24 @@ class _UrdfReader:
     def build(self) -> Model:
         if self.root.tag != "robot":
             raise self.error(f"root element is <{self.root.tag}>, expected <robot>")
+        links = self.read_links()
+        joints, child_of, children = self.read_joints(links)
+        root = self.root_link(links, child_of, joints)
+        b = ModelBuilder(self.root.get("name") or "robot")
+        placement = {}  # link name -> (body index, rotation, translation) of the link frame in the body
+        base_link = self.add_base(b, root, links, joints, children, placement)
+        seen = self.add_tree(b, base_link, links, joints, children, placement)
+        unreached = set(links) - seen - {root}
+        if unreached:
+            raise self.error(f"links not connected to the root '{root}' form a cycle: "
+                             f"{self.cycle_from(sorted(unreached)[0], child_of, joints)}")
+        try:
+            return b.build()
+        except ModelError as exc:
+            raise self.error(str(exc)) from None
+
+    def read_links(self) -> dict:
+        """The ``<link>`` elements by name."""
         links = {}
         for link in self.root.findall("link"):
             name = link.get("name")
@@ -259,6 +281,11 @@ class _UrdfReader:
             if name in links:
                 raise self.error(f"link '{name}' is defined twice")
             links[name] = link
+        return links
+
+    def read_joints(self, links):
+        """``(joints, child_of, children)``: the ``<joint>`` elements by name, the parent joint of each
+        child link, and the ``(joint, child link)`` pairs leaving each link, in file order."""
         joints, child_of, children = {}, {}, {name: [] for name in links}
         for joint in self.root.findall("joint"):
             jname = joint.get("name")
@@ -291,6 +318,10 @@ class _UrdfReader:
                 self.limits(joint, jtype, f"joint '{jname}'")
             child_of[ends["child"]] = jname
             children[ends["parent"]].append((jname, ends["child"]))
+        return joints, child_of, children
+
+    def root_link(self, links, child_of, joints) -> str:
+        """The one link without a parent joint."""
         if not links:
             raise self.error("no <link> elements")
         roots = [name for name in links if name not in child_of]
@@ -298,44 +329,52 @@ class _UrdfReader:
             raise self.error(f"the joint graph has a cycle: {self.cycle_from(next(iter(links)), child_of, joints)}")
         if len(roots) > 1:
             raise self.error(f"more than one root link (links without a parent joint): {roots}")
+        return roots[0]
 
-        b = ModelBuilder(self.root.get("name") or "robot")
-        root = roots[0]
-        placement = {}  # link name -> (body index, rotation, translation) of the link frame in the body
+    def add_base(self, b, root, links, joints, children, placement) -> str:
+        """Attach the root link to the world as the declared base; return the link the base carries.
+
+        A root link whose only joint is ``floating`` is the world: its child gets a
+        free-flyer, whatever ``floating_base`` says.
+        """
         root_joints = children[root]
         floating = self.floating_base
         floating_at_root = [j for j, _ in root_joints if joints[j].get("type") == "floating"]
         if floating_at_root and len(root_joints) > 1:
             raise self.error(f"joint '{floating_at_root[0]}': a floating joint must be the only joint of the "
                              f"root link '{root}' ({len(root_joints)} joints leave it)")
-        if len(root_joints) == 1 and joints[root_joints[0][0]].get("type") == "floating":
+        root_joint_name = "root_joint"
+        if floating_at_root:
             floating = "free_flyer"
             b.add_frame(root, -1)
             placement[root] = (-1, np.eye(3), np.zeros(3))
-            jname, root = root_joints[0]
-            root_joint_name = jname
-        else:
-            root_joint_name = "root_joint"
+            root_joint_name, root = root_joints[0]
         mass, com, inertia = self.inertial(links[root], root)
         try:
             if floating == "free_flyer":
                 idx = b.add_body(root, -1, FREE_FLYER, joint_name=root_joint_name, mass=mass, com=com,
                                  inertia=inertia)
-                placement[root] = (idx, np.eye(3), np.zeros(3))
             elif floating == "euler":
                 idx = b.add_euler_floating_base(root, sequence=self.euler_sequence, mass=mass, com=com,
                                                 inertia=inertia)
-                placement[root] = (idx, np.eye(3), np.zeros(3))
+            elif floating == "planar":
+                idx = b.add_planar_floating_base(root, mass=mass, com=com, inertia=inertia)
             else:
+                idx = -1
                 b.add_frame(root, -1)
-                placement[root] = (-1, np.eye(3), np.zeros(3))
         except ModelError as exc:
             raise self.error(f"link '{root}' -> {exc}") from None
         except _NUMERIC_FAILURES as exc:
             raise self.error(f"link '{root}': numeric overflow ({exc})") from None
+        placement[root] = (idx, np.eye(3), np.zeros(3))
+        return root
 
-        # Depth-first pre-order, children in file order, so each serial chain gets contiguous
-        # indices; an explicit stack, so chains of any length load.
+    def add_tree(self, b, root, links, joints, children, placement) -> set:
+        """Add the links below ``root``; return the names of the links reached (``root`` included).
+
+        Depth-first pre-order, children in file order, so each serial chain gets contiguous
+        indices; an explicit stack, so chains of any length load.
+        """
         seen = {root}
         stack = [(jname, child, root) for jname, child in reversed(children[root])]
         while stack:
@@ -346,14 +385,7 @@ class _UrdfReader:
             body, p_rot, p_trans = placement[parent_link]
             placement[child] = self.add_joint(b, joints[jname], jname, child, links[child], body, p_rot, p_trans)
             stack.extend((j, c, child) for j, c in reversed(children[child]))
-        unreached = set(links) - seen - {roots[0]}
-        if unreached:
-            raise self.error(f"links not connected to the root '{roots[0]}' form a cycle: "
-                             f"{self.cycle_from(sorted(unreached)[0], child_of, joints)}")
-        try:
-            return b.build()
-        except ModelError as exc:
-            raise self.error(str(exc)) from None
+        return seen
 
     def cycle_from(self, link, child_of, joints):
         """Follow parent joints up from ``link`` until a link repeats; describe that cycle."""

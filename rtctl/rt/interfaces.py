@@ -47,20 +47,11 @@ class Command:
 
 
 def actuated_indices(model: Model):
-    """(q indices, v indices, names) of the 1-DOF joints that are not part of a floating base.
+    """(q indices, v indices, names) of the joints that are not part of the model's floating base.
 
-    The base is the free-flyer root, the Euler-angle chain (the bodies before the
-    first body whose parent is not the previous one, when the chain starts with three
-    prismatic joints named ``*_p{x,y,z}``), or the planar base (joints ``*_px``,
-    ``*_pz``, ``*_ry``: the first three DOFs).
+    The base is what the model declares (``model.base``, ``model.n_base_bodies``,
+    see :mod:`rtctl.model`): its first ``n_base_bodies`` bodies. Every other
+    joint is actuated, whatever its name.
     """
-    first = 1 if model.has_free_flyer else 0
-    names = model.joint_names
-    if not model.has_free_flyer and len(names) >= 6 and all(
-            names[k].endswith(f"_p{axis}") for k, axis in enumerate("xyz")):
-        first = 6
-    elif not model.has_free_flyer and len(names) >= 3 and all(
-            names[k].endswith(suffix) for k, suffix in enumerate(("_px", "_pz", "_ry"))):
-        first = 3
-    idx = np.arange(first, model.nbodies)
-    return model.idx_q[idx].copy(), model.idx_v[idx].copy(), [names[i] for i in idx]
+    idx = np.arange(model.n_base_bodies, model.nbodies)
+    return model.idx_q[idx].copy(), model.idx_v[idx].copy(), [model.joint_names[i] for i in idx]

@@ -1,5 +1,9 @@
 """The fixed-rate control loop: read -> trajectory -> controller -> safety -> write, every period.
 
+The loop owns its hardware components (:class:`~rtctl.rt.hardware.Hardware`: one or several drivers,
+each over its own joints) and activates the controller (``on_activate``) before its first cycle and
+again on a re-arm, so a controller with internal state (an integrator, a clock) starts clean.
+
 Timing uses absolute deadlines on the monotonic clock: the loop sleeps until
 ``spin_margin`` before the next deadline and busy-waits the rest, so compute
 time never accumulates into drift. Each cycle records its period, wake-up
@@ -25,9 +29,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from ..safety import MIN_JERK_PEAK_ACCELERATION, MIN_JERK_PEAK_VELOCITY
+from .hardware import Hardware
 from .interfaces import Command, RobotState
-from .lifecycle import Lifecycle, LifecycleState
+from .limits import MIN_JERK_PEAK_ACCELERATION, MIN_JERK_PEAK_VELOCITY, SafetyError
+from .lifecycle import Lifecycle
 from .realtime import RealtimeSettings, apply_realtime, restore_scheduler
 from .stats import CycleStats
 
@@ -144,9 +149,9 @@ class LoopReport:
 
 
 class ControlLoop:
-    """Runs a driver, a trajectory, a controller and a safety monitor at a fixed rate."""
+    """Runs drivers, a trajectory, a controller and a safety monitor at a fixed rate."""
 
-    def __init__(self, *, model, driver, controller, trajectory, safety, rate_hz: float = 1000.0,
+    def __init__(self, *, model, drivers, controller, trajectory, safety, rate_hz: float = 1000.0,
                  overrun_policy: str = "count", max_consecutive_overruns: int = 10, pace: bool = True,
                  realtime: RealtimeSettings | None = None, spin_margin: float = 2e-4,
                  stats_capacity: int = 100_000, hooks=(), telemetry=None, boundary_hooks=()):
@@ -157,7 +162,8 @@ class ControlLoop:
         if max_consecutive_overruns < 1:
             raise ValueError(f"max_consecutive_overruns must be >= 1, got {max_consecutive_overruns}")
         self.model = model
-        self.driver = driver
+        self.hardware = Hardware(model, drivers)
+        self.drivers = self.hardware.drivers
         self.controller = controller
         self.trajectory = trajectory
         self.safety = safety
@@ -185,7 +191,7 @@ class ControlLoop:
         self._recovery_vmax = np.ascontiguousarray(safety.velocity_bound)
         self._recovery_amax = np.ascontiguousarray(RECOVERY_SHARE * safety.acceleration_limit, dtype=float)
         self.failures: list[str] = []
-        self._driver_ok = True
+        self._controller_active = False
         self._consecutive_overruns = 0
         self._stop_requested = False
         self.realtime_message = ""
@@ -196,13 +202,18 @@ class ControlLoop:
         state, command = self.state, self.command
         for hook in self.boundary_hooks:
             hook(self)
-        if self._driver_ok:
-            try:
-                self.driver.read(state, t)
-            except Exception as exc:  # a driver must not raise; if it does, it is finished
-                self._component_failed(self.driver, "read", exc)
-        else:
-            state.fresh = False
+        hardware = self.hardware
+        fresh = True
+        for k, driver in enumerate(self.drivers):
+            if hardware.ok[k]:
+                try:
+                    fresh = driver.read(state, t) and fresh
+                except Exception as exc:  # a driver must not raise; if it does, it is finished
+                    self._component_failed(driver, "read", exc)
+                    fresh = False
+            else:
+                fresh = False
+        state.fresh = fresh
         try:
             self.trajectory.sample(t, self.q_d, self.qd_d, self.qdd_d)
             if self._recovery_state != R_IDLE:
@@ -211,21 +222,23 @@ class ControlLoop:
                                            self.qdd_d, self._recovery_offset, self._recovery, self._recovery_vmax,
                                            self._recovery_amax)
                 self._recovery_state = R_ACTIVE if going_on else R_IDLE
-            self.controller.update(state.q, state.v, self.q_d, self.qd_d, self.qdd_d, command.effort)
+            self.controller.update(t, self.period, state.q, state.v, self.q_d, self.qd_d, self.qdd_d,
+                                   command.effort)
         except Exception as exc:
             self._component_failed(self.controller, "update", exc)
         for hook in self.hooks:
             hook(self.cycle, t, state, command)
-        health = self.driver.health
-        if health.fault:
-            self.safety.check(state, command, driver_fault=True, reason=health.fault_reason)
+        fault = hardware.fault()
+        if fault:
+            self.safety.check(state, command, driver_fault=True, reason=fault)
         else:
             self.safety.check(state, command)
-        if self._driver_ok:
-            try:
-                self.driver.write(command, t)
-            except Exception as exc:
-                self._component_failed(self.driver, "write", exc)
+        for k, driver in enumerate(self.drivers):
+            if hardware.ok[k]:
+                try:
+                    driver.write(command, t)
+                except Exception as exc:
+                    self._component_failed(driver, "write", exc)
         _accumulate_tracking(state.q, self.controller.q_index, self.q_d, self.tracking_max, self.tracking_sum_sq)
         if self.telemetry is not None:
             self.telemetry.sample(self, t)
@@ -236,12 +249,8 @@ class ControlLoop:
         self.failures.append(reason)
         if isinstance(component, Lifecycle):
             component.fail(reason)
-        if component is self.driver:
-            self._driver_ok = False
-            try:
-                self.driver.safe_stop()
-            except Exception:  # noqa: BLE001  (best effort on the way to the safe state)
-                pass
+        if component in self.drivers:
+            self.hardware.failed(component)
         self.command.effort[:] = 0.0
         if not self.safety.tripped:
             self.safety.estop(reason)
@@ -258,11 +267,11 @@ class ControlLoop:
         :class:`rtctl.safety.SafetyError` naming what blocks it."""
         if not self.safety.tripped:
             return "armed already"
-        if not self._driver_ok:
-            from ..safety import SafetyError
-            raise SafetyError(f"cannot re-arm: the driver failed ({self.failures[-1] if self.failures else ''}); "
+        if not self.hardware.all_ok:
+            raise SafetyError(f"cannot re-arm: a driver failed ({self.failures[-1] if self.failures else ''}); "
                               "restart the run")
         recovering = self.safety.rearm(self.state, estop_count)
+        self._activate_controller(again=True)
         bound = self.safety.velocity_bound
         peak = getattr(self.trajectory, "peak_velocity", None)  # a trajectory that knows its own peak
         if peak is None:
@@ -271,6 +280,21 @@ class ControlLoop:
             self._recovery_vmax[:] = np.maximum(bound - np.asarray(peak(), dtype=float), RECOVERY_FLOOR * bound)
         self._recovery_state = R_START
         return "re-armed" + (f"; recovery move for {recovering}" if recovering else "; rejoining the trajectory")
+
+    def _activate_controller(self, again: bool = False) -> None:
+        """``on_activate`` before the first cycle; ``on_deactivate`` then ``on_activate`` on a re-arm (a
+        controller's integrators and clocks restart from the measured state, not from before the stop)."""
+        if again and self._controller_active:
+            self.controller.on_deactivate()
+        self.controller.on_activate()
+        self._controller_active = True
+
+    @property
+    def driver(self):
+        """The loop's driver when it has exactly one (``drivers`` otherwise)."""
+        if len(self.drivers) != 1:
+            raise AttributeError(f"this loop has {len(self.drivers)} drivers: use loop.drivers")
+        return self.drivers[0]
 
     @property
     def recovering(self) -> bool:
@@ -299,15 +323,14 @@ class ControlLoop:
             print(f"rtctl: {self.realtime_message}; running without them", flush=True)
         gc_was_enabled = gc.isenabled()
         if self.realtime.disable_gc:
-            if not self.driver.active:  # collecting next to live hardware would stall it
+            if not self.hardware.any_active:  # collecting next to live hardware would stall it
                 gc.collect()
             gc.freeze()
             gc.disable()
         try:
-            if self.driver.lifecycle_state == LifecycleState.UNCONFIGURED:
-                self.driver.configure()
-            if self.driver.lifecycle_state == LifecycleState.INACTIVE:
-                self.driver.activate()
+            self.hardware.bring_up()
+            if not self._controller_active:
+                self._activate_controller()
             if self.pace:
                 self._run_paced(n_cycles)
             else:
@@ -319,10 +342,7 @@ class ControlLoop:
                 if gc_was_enabled:
                     gc.enable()
             restore_scheduler()
-            try:
-                self.driver.deactivate()
-            except Exception as exc:  # noqa: BLE001
-                self.failures.append(f"driver.deactivate: {exc}")
+            self.failures += self.hardware.shut_down()
         return self.report()
 
     def _run_unpaced(self, n_cycles: int) -> None:
@@ -386,7 +406,6 @@ class ControlLoop:
     def report(self) -> LoopReport:
         n = max(self.cycle, 1)
         summary = self.stats.summary()
-        health = self.driver.health
         return LoopReport(
             cycles=self.cycle,
             duration=self.cycle * self.period,
@@ -401,8 +420,7 @@ class ControlLoop:
             trip_reason=self.safety.trip_reason,
             operator_stop=bool(self.safety.tripped and self.safety.operator_stop),
             safety_events=[str(e) for e in self.safety.events],
-            driver_health={"reads": health.reads, "writes": health.writes, "timeouts": health.timeouts,
-                           "corrupt": health.corrupt, "fault": health.fault},
+            driver_health=self.hardware.health(),
             realtime=self.realtime_message,
             failures=list(self.failures),
         )

@@ -59,7 +59,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import SCHEMA, ConfigError, read_toml, validate
+from ..config import ConfigError, read_toml, section_keys, validate
 
 METHODS = ("grid", "zip", "random", "latin_hypercube")
 BACKENDS = ("local", "dask", "sequential")
@@ -179,7 +179,7 @@ def _number(value, where: str) -> float:
     return value
 
 
-def _parameter(entry, index: int, method: str, source: str) -> Parameter:
+def _parameter(entry, index: int, method: str, source: str, base: dict) -> Parameter:
     where = f"{source}: [[sweep.parameter]] {index}"
     if not isinstance(entry, dict):
         raise SweepError(f"{where}: must be a table with 'path' and values or a range")
@@ -190,12 +190,14 @@ def _parameter(entry, index: int, method: str, source: str) -> Parameter:
     if not isinstance(path, str) or path.count(".") != 1:
         raise SweepError(f"{where}: 'path' must be SECTION.KEY of the run config, got {path!r}")
     section, key = path.split(".")
-    if section not in SCHEMA:
-        raise SweepError(f"{where}: path '{path}': unknown section [{section}]; sections: {sorted(SCHEMA)}")
-    if key not in SCHEMA[section]:
-        raise SweepError(f"{where}: path '{path}': [{section}] has no key '{key}'; keys: {sorted(SCHEMA[section])}")
+    try:
+        keys = section_keys(base, section)
+    except ConfigError:
+        raise SweepError(f"{where}: path '{path}': unknown section [{section}] for the base config") from None
+    if key not in keys:
+        raise SweepError(f"{where}: path '{path}': [{section}] has no key '{key}'; keys: {sorted(keys)}")
     where = f"{where} ({path})"
-    kind = SCHEMA[section][key].kind
+    kind = keys[key].kind
     p = Parameter(path=path, integer=kind in ("int", "ints"))
     if method in ("grid", "zip"):
         if "values" not in entry or set(entry) & {"low", "high", "log"}:
@@ -256,7 +258,7 @@ def load_sweep(path: str | Path) -> Sweep:
     entries = sw.get("parameter")
     if not isinstance(entries, list) or not entries:
         raise SweepError(f"{source}: give at least one [[sweep.parameter]]")
-    params = [_parameter(e, i, method, source) for i, e in enumerate(entries)]
+    params = [_parameter(e, i, method, source, base) for i, e in enumerate(entries)]
     if len({p.path for p in params}) != len(params):
         raise SweepError(f"{source}: a parameter path appears twice")
     if method == "zip" and len({len(p.values) for p in params}) != 1:

@@ -1,0 +1,1 @@
+"""rtctl components from outside rtctl: see entry_points.txt."""
