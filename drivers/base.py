@@ -76,14 +76,18 @@ class ActuatorDriver(Lifecycle, abc.ABC):
         return Transmission(n, ratio=options["gear_ratio"], coupling=options["coupling"],
                             rotor_inertia=options["rotor_inertia"])
 
+    @staticmethod
+    def own_options(options: dict) -> dict:
+        """The keys of a backend's table beyond those every backend takes (given, not None)."""
+        common = {f.name for f in fields(ActuatorDriver.Options)}
+        return {k: v for k, v in options.items() if k not in common and v is not None}
+
     @classmethod
     def from_config(cls, options: dict, context) -> "ActuatorDriver":
-        """Built from its table: the backend's own keys (given, not None) as keyword arguments, with the
-        joints, mode and ``context.transmission``."""
-        common = {f.name for f in fields(ActuatorDriver.Options)}
-        own = {k: v for k, v in options.items() if k not in common and v is not None}
+        """Built from its table: the backend's own keys as keyword arguments, with the joints, mode and
+        ``context.transmission``."""
         return cls(context.model, joints=options["joints"], mode=options["mode"],
-                   transmission=context.transmission, **own)
+                   transmission=context.transmission, **cls.own_options(options))
 
     def __init__(self, model: Model, joints: list[str] | None = None, mode: str = EFFORT_MODE):
         super().__init__()

@@ -30,6 +30,8 @@ from .transmission import Transmission
 class SimDriver(ActuatorDriver):
     """A simulated plant (any :class:`rtctl.plants.base.Plant`: ``q``, ``v``, ``step``) seen as hardware."""
 
+    shares_plant = True  # several over one plant: the config builds the last of them with steps_plant
+
     @dataclass(frozen=True)
     class Options(ActuatorDriver.Options):
         torque_limit: object = setting("floats", None, positive=True)   # N m (N) per actuator
@@ -42,11 +44,9 @@ class SimDriver(ActuatorDriver):
 
     @classmethod
     def from_config(cls, options: dict, context):
-        common = {name for name in ("joints", "mode", "gear_ratio", "coupling", "rotor_inertia")}
-        own = {k: v for k, v in options.items() if k not in common}
         return cls(context.model, plant=context.plant, period=context.period, joints=options["joints"],
                    mode=options["mode"], transmission=context.transmission,
-                   steps_plant=context.steps_plant, **own)
+                   steps_plant=context.steps_plant, **cls.own_options(options))
 
     def __init__(self, model, *, plant, period: float, joints=None, mode: str = EFFORT_MODE,
                  transmission: Transmission | None = None, torque_limit=None, position_noise: float = 0.0,

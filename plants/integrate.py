@@ -45,14 +45,14 @@ WORK_ROWS = 8
 inlined = njit(cache=True, inline="always")
 
 
-def specialise(template, name: str, **functions):
-    """``njit(cache=True)`` of a copy of ``template`` whose global names ``functions`` are bound to the
-    given compiled functions (or None); cached under ``<template>__<name>``, one entry per plant."""
+def specialise(template, name: str, inline: str = "never", **functions):
+    """``njit(cache=True, inline=inline)`` of a copy of ``template`` whose global names ``functions`` are bound
+    to the given compiled functions (or None); cached under ``<template>__<name>``, one entry per plant."""
     copy = types.FunctionType(template.__code__, {**template.__globals__, **functions}, template.__name__,
                               template.__defaults__)
     copy.__qualname__ = f"{template.__qualname__}__{name}"
     copy.__doc__ = template.__doc__
-    return njit(cache=True)(copy)
+    return njit(cache=True, inline=inline)(copy)
 
 
 @njit(cache=True)
@@ -79,59 +79,41 @@ def _restore(q, v, work):
         v[k] = work[W_V0, k]
 
 
-def _rk4_advance_template(q, v, dt, substeps, work, diverged, args):
-    """Advance ``(q, v)`` in place by ``dt`` in ``substeps`` classical Runge-Kutta steps on R^nq x R^nv with
-    ``rates(q, v, dq, a, args)``, each followed by ``finish(q, v, h, work, args)`` when given.
-
-    Returns 0, the first non-zero status of ``rates`` or ``finish``, or ``diverged`` when a step leaves q or
-    v with a NaN or inf; on any non-zero status q and v are restored to their values at the call."""
+def _rk4_step_template(q, v, h, work, args):
+    """One classical Runge-Kutta step of ``h`` on R^nq x R^nv with ``rates(q, v, dq, a, args)``, in place;
+    returns the first non-zero status of ``rates`` (then q and v are not yet changed) or 0."""
     nq, nv = q.shape[0], v.shape[0]
     qs, vs = work[W_QS, :nq], work[W_VS, :nv]
     dq, a = work[W_DQ, :nq], work[W_A, :nv]
     kq, kv = work[W_KQ, :nq], work[W_KV, :nv]
-    _save(q, v, work)
-    h = dt / substeps
-    status = 0
-    for _ in range(substeps):
-        status = rates(q, v, dq, a, args)  # noqa: F821 - bound by specialise
-        if status != 0:
-            break
-        for k in range(nq):
-            kq[k] = dq[k]
-            qs[k] = q[k] + 0.5 * h * dq[k]
-        for k in range(nv):
-            kv[k] = a[k]
-            vs[k] = v[k] + 0.5 * h * a[k]
-        for stage in range(2):
-            status = rates(qs, vs, dq, a, args)  # noqa: F821
-            if status != 0:
-                break
-            c = 0.5 * h if stage == 0 else h
-            for k in range(nq):
-                kq[k] += 2.0 * dq[k]
-                qs[k] = q[k] + c * dq[k]
-            for k in range(nv):
-                kv[k] += 2.0 * a[k]
-                vs[k] = v[k] + c * a[k]
-        if status != 0:
-            break
+    status = rates(q, v, dq, a, args)  # noqa: F821 - bound by specialise
+    if status != 0:
+        return status
+    for k in range(nq):
+        kq[k] = dq[k]
+        qs[k] = q[k] + 0.5 * h * dq[k]
+    for k in range(nv):
+        kv[k] = a[k]
+        vs[k] = v[k] + 0.5 * h * a[k]
+    for stage in range(2):
         status = rates(qs, vs, dq, a, args)  # noqa: F821
         if status != 0:
-            break
+            return status
+        c = 0.5 * h if stage == 0 else h
         for k in range(nq):
-            q[k] += h / 6.0 * (kq[k] + dq[k])
+            kq[k] += 2.0 * dq[k]
+            qs[k] = q[k] + c * dq[k]
         for k in range(nv):
-            v[k] += h / 6.0 * (kv[k] + a[k])
-        if finish is not None:  # noqa: F821 - bound by specialise
-            status = finish(q, v, h, work, args)  # noqa: F821
-            if status != 0:
-                break
-        if not (_finite(q) and _finite(v)):
-            status = diverged
-            break
+            kv[k] += 2.0 * a[k]
+            vs[k] = v[k] + c * a[k]
+    status = rates(qs, vs, dq, a, args)  # noqa: F821
     if status != 0:
-        _restore(q, v, work)
-    return status
+        return status
+    for k in range(nq):
+        q[k] += h / 6.0 * (kq[k] + dq[k])
+    for k in range(nv):
+        v[k] += h / 6.0 * (kv[k] + a[k])
+    return 0
 
 
 def _advance_template(q, v, dt, substeps, work, diverged, args):
@@ -162,7 +144,8 @@ def _advance_template(q, v, dt, substeps, work, diverged, args):
 def rk4_advance(name: str, rates, finish=None):
     """The compiled ``advance(q, v, dt, substeps, work, diverged, args) -> status`` of classical RK4 on the
     rate function ``rates`` (module docstring), with ``finish`` after every step."""
-    return specialise(_rk4_advance_template, name, rates=rates, finish=finish)
+    step = specialise(_rk4_step_template, f"{name}_step", inline="always", rates=rates)
+    return advance_with_rollback(name, step, finish)
 
 
 def advance_with_rollback(name: str, step, finish=None):

@@ -350,7 +350,7 @@ def build(cfg: dict):
         context.plant = cls.from_config(options, context)
     context.q0 = context.plant.q.copy()
     drivers = []
-    last_sim = max((k for k, plan in enumerate(driver_plans) if hasattr(plan[1].Options, "position_noise")),
+    last_sim = max((k for k, plan in enumerate(driver_plans) if getattr(plan[1], "shares_plant", False)),
                    default=-1)
     for k, (where, cls, options, joints, transmission) in enumerate(driver_plans):
         context.transmission, context.steps_plant = transmission, k == last_sim

@@ -139,7 +139,7 @@ class BuildContext:
     q0: Any = None                                 # the plant's initial configuration
     transmission: Any = None                       # the driver being built: its joints' transmission
     dynamics: Any = None                           # rtctl.dynamics.Dynamics of ``model``, shared
-    steps_plant: bool = True                       # the sim driver being built advances the plant
+    steps_plant: bool = True                       # the plant-sharing driver being built advances the plant
 
     @property
     def n(self) -> int:

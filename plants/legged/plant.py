@@ -52,7 +52,7 @@ from numba import njit, types
 from scipy.integrate import solve_ivp
 
 from rtctl.dynamics.contact import (INFO_POWER, INFO_SPRING_ENERGY, ContactModel, check_contact_points,
-                                    contact_wrenches)
+                                    refresh_contact)
 from rtctl.dynamics.kernels import OK, SINGULAR, W_FEXT, WRONG_LENGTH, model_sizes
 from rtctl.model import FREE_FLYER, PRISMATIC, Model
 
@@ -90,14 +90,7 @@ _NO_STOPS = np.zeros((STOP_ROWS, 0))  # the legs run without end stops: the gait
 def _powers(mi, mf, ws, q, v, effort, viscous, coulomb, scale, contact):
     """(contact dissipation, joint-friction dissipation, effort power) in W at (q, v); refreshes the
     contact wrenches in ``ws``, ``grf`` and ``info`` for this state."""
-    params, bodies, points, grf, info, mat = contact
-    nb = mi.shape[0]
-    for i in range(nb):
-        for j in range(6):
-            ws[i, W_FEXT + j] = 0.0
-    power, spring = contact_wrenches(mi, mf, ws, q, v, params, bodies, points, ws[:nb, W_FEXT:W_FEXT + 6], grf)
-    info[INFO_POWER] = power
-    info[INFO_SPRING_ENERGY] = spring
+    power, _ = refresh_contact(mi, mf, ws, q, v, contact)
     joint = 0.0
     work = 0.0
     for k in range(v.shape[0]):

@@ -246,6 +246,21 @@ def contact_wrenches(mi, mf, ws, q, v, params, bodies, points, f_ext, grf):
 
 
 @njit(cache=True)
+def refresh_contact(mi, mf, ws, q, v, contact):
+    """Replace every external wrench in ``ws`` by the contact wrenches at (q, v) and write ``(P_diss, E_s)``
+    into ``info`` of ``contact`` (the tuple of :func:`contact_dynamics`); returns them."""
+    params, bodies, points, grf, info, mat = contact
+    nb = mi.shape[0]
+    for i in range(nb):
+        for j in range(6):
+            ws[i, W_FEXT + j] = 0.0
+    power, spring = contact_wrenches(mi, mf, ws, q, v, params, bodies, points, ws[:nb, W_FEXT:W_FEXT + 6], grf)
+    info[INFO_POWER] = power
+    info[INFO_SPRING_ENERGY] = spring
+    return power, spring
+
+
+@njit(cache=True)
 def contact_dynamics(mi, mf, ws, q, v, tau, qdd, contact):
     """Forward dynamics under the ground contact: qdd = FD(q, v, tau, w^F) (eqs. 23-24 with tau^F).
 
@@ -257,14 +272,8 @@ def contact_dynamics(mi, mf, ws, q, v, tau, qdd, contact):
     every external wrench in ``ws`` by the contact wrenches. Returns the
     forward-dynamics status code.
     """
-    params, bodies, points, grf, info, mat = contact
-    nb = mi.shape[0]
-    for i in range(nb):
-        for j in range(6):
-            ws[i, W_FEXT + j] = 0.0
-    power, spring = contact_wrenches(mi, mf, ws, q, v, params, bodies, points, ws[:nb, W_FEXT:W_FEXT + 6], grf)
-    info[INFO_POWER] = power
-    info[INFO_SPRING_ENERGY] = spring
+    refresh_contact(mi, mf, ws, q, v, contact)
+    mat = contact[5]
     if mat.shape[0] == 0:
         return aba(mi, mf, ws, q, v, tau, qdd)
     return forward_dynamics_cholesky(mi, mf, ws, mat, q, v, tau, qdd)
