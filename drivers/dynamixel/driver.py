@@ -211,6 +211,7 @@ class DynamixelDriver(ActuatorDriver):
 
     def _drain(self) -> bool:
         """Discard bytes that arrived outside a transaction (late replies); False on an I/O error."""
+        self.health.extra["late_bytes"] += len(self.decoder.buf)    # decoded after the last transaction ended
         self.decoder.clear()
         self.decoder.junk = 0
         try:
@@ -227,7 +228,7 @@ class DynamixelDriver(ActuatorDriver):
 
     def _receive(self, deadline: float, want: int, on_packet) -> int:
         """Read until ``want`` accepted packets or ``deadline``; returns accepted count, -1 on I/O error."""
-        got = 0
+        got, last_look = 0, False
         dec = self.decoder
         fd, clock = self._fd, self._clock
         while got < want:
@@ -238,9 +239,12 @@ class DynamixelDriver(ActuatorDriver):
                 else:
                     self.health.extra["unexpected_packets"] += 1
                 continue
+            if last_look:
+                break
             remaining = deadline - clock()
             if remaining <= 0:
-                break
+                # One last look without waiting: a reply that came while this thread was preempted is not lost.
+                last_look, remaining = True, 0.0
             try:
                 if not select.select((fd,), (), (), remaining)[0]:
                     break
