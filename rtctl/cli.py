@@ -2,20 +2,35 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import sys
 from pathlib import Path
 
-from . import __version__, bundled_model_path
+from . import MODELS_DIR, __version__, bundled_model_path
 from .model import ModelError
 
 
 def _load_model(spec: str, floating_base: str | None):
+    """A URDF file, a bundled URDF by name, or a named robot model (:data:`rtctl.registry.ROBOTS`)."""
     from .model.urdf import load_urdf
+    from .options import did_you_mean
+    from .registry import ROBOTS, robot_model
 
     path = Path(spec)
-    if not path.suffix and not path.exists():
-        path = bundled_model_path(spec)
-    return load_urdf(path, floating_base)
+    if path.exists() or path.suffix:
+        return load_urdf(path, floating_base)
+    bundled = sorted(p.stem for p in MODELS_DIR.glob("*.urdf"))
+    if spec in bundled:
+        return load_urdf(bundled_model_path(spec), floating_base)
+    robots = ROBOTS.names()
+    if spec in robots:
+        if floating_base is not None:
+            raise ValueError(f"robot model {spec!r} declares its own base; --floating-base is for URDF files")
+        return robot_model(spec)
+    raise FileNotFoundError(f"no URDF file, bundled model or robot model named {spec!r}"
+                            f"{did_you_mean(spec, bundled + robots)}; bundled models: {bundled}; "
+                            f"robot models: {robots}")
 
 
 def _cmd_info(args) -> int:
@@ -168,15 +183,33 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; a mistake ends in one line on stderr and a non-zero exit, never a traceback
+    (``RTCTL_TRACEBACK=1`` shows the traceback of an unexpected error)."""
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ModelError, FileNotFoundError, ValueError) as exc:
-        print(f"rtctl: error: {exc}", file=sys.stderr)
-        return 2
     except BrokenPipeError:  # e.g. `rtctl info humanoid | head`
         sys.stderr.close()
         return 0
+    except KeyboardInterrupt:
+        print(f"rtctl {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001  (one line for the operator; the traceback on request)
+        if os.environ.get("RTCTL_TRACEBACK"):
+            raise
+        print(f"rtctl {args.command}: error: {_explain(exc)}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(exc, (ModelError, ValueError, FileNotFoundError)) else 1
+
+
+def _explain(exc: BaseException) -> str:
+    """One line for an exception: the expected kinds by their message, others with their type."""
+    if getattr(exc, "errno", None) == errno.EADDRINUSE:       # OSError, or ZeroMQ's ZMQError
+        return f"address already in use ({exc}): another program (another rtctl?) is serving there; " \
+               f"stop it or choose another port/endpoint"
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, (ModelError, ValueError, FileNotFoundError, PermissionError)):
+        return text
+    return f"{type(exc).__name__}: {text} (RTCTL_TRACEBACK=1 shows where)"
 
 
 if __name__ == "__main__":

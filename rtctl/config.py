@@ -27,7 +27,7 @@ import tomllib
 from pathlib import Path
 
 from . import bundled_model_path
-from .options import BuildContext, ConfigError, Key, check_number, check_table, schema_keys
+from .options import BuildContext, ConfigError, Key, check_number, check_table, did_you_mean, schema_keys
 from .registry import CONTROLLERS, DRIVERS, PLANTS, ROBOTS, TRAJECTORIES
 
 DEMO_CONFIG = Path(__file__).parent / "data" / "configs" / "demo.toml"
@@ -234,6 +234,9 @@ def read_toml(path: str | Path, what: str = "config", error: type[ValueError] = 
 def load_config(path: str | Path) -> dict:
     path = Path(path)
     raw = read_toml(path)
+    if "sweep" in raw:
+        raise ConfigError(f"{path}: is a sweep file, not a run config: run it with "
+                          f"`rtctl sweep {path} --out results.parquet`")
     cfg = validate(raw, str(path))
     cfg["_dir"] = str(path.resolve().parent)
     cfg["_source"] = str(path)
@@ -248,8 +251,9 @@ def bundled_config_path(name: str) -> Path:
     for path in candidates:
         if path.is_file():
             return path
-    known = sorted({p.stem for p in DEMO_CONFIG.parent.glob("*.toml")} | {p.stem for p in robots.glob("*/*.toml")})
-    raise FileNotFoundError(f"no bundled config {name!r}; bundled configs: {known}")
+    known = sorted({p.stem for p in [*DEMO_CONFIG.parent.glob("*.toml"), *robots.glob("*/*.toml")]
+                    if "sweep" not in read_toml(p)})
+    raise FileNotFoundError(f"no bundled config {name!r}{did_you_mean(name, known)}; bundled run configs: {known}")
 
 
 def _resolve_model_path(spec: str, base_dir: str | None) -> Path:

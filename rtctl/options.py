@@ -25,6 +25,12 @@ class ConfigError(ValueError):
     """A configuration problem; the message names the file, section and key."""
 
 
+def did_you_mean(name, known, n: int = 3) -> str:
+    """``" (did you mean 'a', 'b'?)"`` with the names of ``known`` nearest to a misspelt ``name``, or ``""``."""
+    near = difflib.get_close_matches(str(name), [str(k) for k in known], n=n)
+    return f" (did you mean {', '.join(repr(x) for x in near)}?)" if near else ""
+
+
 @dataclass(frozen=True)
 class Key:
     kind: str                      # "float", "int", "bool", "str", "floats" (scalar or list), "ints", "matrix"
@@ -106,10 +112,9 @@ def check_table(given, keys: dict[str, Key], where: str, owner: str = "") -> dic
         raise ConfigError(f"{where} must be a table, got {type(given).__name__}")
     for name in given:
         if name not in keys:
-            near = difflib.get_close_matches(str(name), list(keys), n=1)
-            hint = f" (did you mean '{near[0]}'?)" if near else ""
             of = f" for {owner}" if owner else ""
-            raise ConfigError(f"{where} unknown key '{name}'{of}{hint}; allowed: {sorted(keys)}")
+            raise ConfigError(f"{where} unknown key '{name}'{of}{did_you_mean(name, keys, 1)}; "
+                              f"allowed: {sorted(keys)}")
     out = {}
     for name, key in keys.items():
         if given.get(name) is not None:  # None: absent (TOML has no null; a validated table holds defaults)

@@ -17,9 +17,10 @@ builds itself from it with ``from_config(options, context)``.
 """
 from __future__ import annotations
 
-import difflib
 import inspect
 from importlib.metadata import entry_points
+
+from .options import did_you_mean
 
 
 class Registry:
@@ -62,9 +63,7 @@ class Registry:
                                  f"failed to load: {type(exc).__name__}: {exc}") from None
             return self.register(name)(obj) if name not in self.classes else self.classes[name]
         known = self.names()
-        near = difflib.get_close_matches(name, known, n=3)
-        hint = f"; did you mean {', '.join(repr(n) for n in near)}?" if near else ""
-        raise ValueError(f"unknown {self.kind} {name!r}{hint} (available: {known})")
+        raise ValueError(f"unknown {self.kind} {name!r}{did_you_mean(name, known)}; available: {known}")
 
     def create(self, name: str, *args, **options):
         """Instantiate ``name`` with Python arguments; arguments it does not take are refused naming it."""

@@ -80,7 +80,7 @@ def test_info_malformed_urdf_exits_2_naming_file_and_joint(capsys, bad_urdf):
     assert main(["info", str(bad_urdf)]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err.startswith("rtctl: error:")
+    assert captured.err.startswith("rtctl info: error:")
     assert str(bad_urdf) in captured.err and "joint 'elbow'" in captured.err
     assert "Traceback" not in captured.err
 

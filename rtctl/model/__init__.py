@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..options import did_you_mean
 from .body import (ModelError, check_inertia, combine_inertias, inertia_scale_factor, payload_mass,  # noqa: F401
                    payload_offset, quaternion_to_matrix, rpy_to_matrix)  # re-exported: part of rtctl.model
 
@@ -466,7 +467,9 @@ class Model:
         for f in self.frames:
             if f.name == name:
                 return f
-        raise ModelError(f"model '{self.name}' has no link or frame named '{name}'")
+        known = self.body_names + [f.name for f in self.frames]
+        raise ModelError(f"model '{self.name}' has no link or frame named '{name}'{did_you_mean(name, known)}; "
+                         f"links and frames: {known}")
 
     def kinematic_modules(self) -> list[list[int]]:
         """The serial chains of the legged-robot paper's modularisation (Fig. 1).

@@ -164,6 +164,12 @@ def read_rows(path: str | Path) -> list[dict]:
 
 def read_columns(path: str | Path) -> dict[str, list]:
     """The columns of a results file (``{name: values}``)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    return pq.read_table(path).to_pydict()
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{path}: no such results file (write one with `rtctl sweep SWEEP.toml --out {path}`)")
+    try:
+        return pq.read_table(path).to_pydict()
+    except (pa.ArrowException, OSError) as exc:
+        raise ValueError(f"{path}: not a results file written by rtctl sweep ({exc})") from None

@@ -7,7 +7,8 @@
 * :mod:`.dashboard` -- the browser dashboard (websocket bridge + static page).
 """
 from .control import ControlServer, Refused, request
-from .publisher import EndpointError, Telemetry, check_endpoint
+from .endpoints import EndpointError, check_endpoint
+from .publisher import Telemetry
 from .schema import SCHEMA_VERSION, SchemaError, SchemaVersionError, decode
 
 __all__ = ["SCHEMA_VERSION", "ControlServer", "EndpointError", "Refused", "SchemaError", "SchemaVersionError",

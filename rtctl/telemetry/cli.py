@@ -15,17 +15,17 @@ def _echo(args) -> int:
 
 def _stats(args) -> int:
     from .tools import stats
-    stats(args.endpoint, duration=args.duration)
-    return 0
+    return 0 if stats(args.endpoint, duration=args.duration)["samples"] else 1
 
 
 def _record(args) -> int:
     from .tools import record
     res = record(args.endpoint, args.out, duration=args.duration, samples=args.samples,
                  progress=not args.no_progress, idle_timeout=args.idle_timeout)
-    print(f"rtctl record: {res['samples']} samples ({res['lost']} lost by this subscriber, "
+    before = f", {res['before_first']} published before the first one recorded" if res["before_first"] else ""
+    print(f"rtctl record: {res['samples']} samples ({res['lost']} lost by this subscriber{before}, "
           f"{res['publisher_dropped']} dropped by the publisher), {res['events']} events -> {res['path']}")
-    return 0
+    return 0 if res["samples"] else 1
 
 
 def _replay(args) -> int:
@@ -44,7 +44,8 @@ def _plot(args) -> int:
 
 def _dashboard(args) -> int:
     from .dashboard import Dashboard
-    Dashboard(args.endpoint, args.control, host=args.host, port=args.port).run_forever()
+    Dashboard(args.endpoint, args.control, host=args.host, port=args.port,
+              allow_remote=args.allow_remote).run_forever()
     return 0
 
 
@@ -118,8 +119,11 @@ def add_commands(sub) -> None:
     d.add_argument("--control", default=None,
                    help=f"control endpoint for the e-stop and re-arm buttons (e.g. {DEFAULT_CONTROL}); the dashboard "
                         "holds no token: re-arm sends the one typed into the page")
-    d.add_argument("--host", default="127.0.0.1")
+    d.add_argument("--host", default="127.0.0.1", help="address to serve on (default: loopback only)")
     d.add_argument("--port", type=int, default=8050)
+    d.add_argument("--allow-remote", action="store_true",
+                   help="serve on a --host beyond this machine (anyone who reaches it sees the robot and can "
+                        "press e-stop)")
     d.set_defaults(func=_dashboard)
 
     c = sub.add_parser("control", help="send one control-channel request, e.g. `rtctl control set_gains kp=300`",

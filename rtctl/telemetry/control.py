@@ -66,7 +66,7 @@ import zmq
 
 from .client import ServerNotTrusted, request
 from .commands import CommandValidation
-from .publisher import LOOPBACK_HOSTS, check_endpoint
+from .endpoints import LOOPBACK_HOSTS, check_endpoint
 from .requests import (COMMANDS, COMMON, INT64_MAX, INT64_MIN, MAX_DEPTH, MAX_ELEMENTS, MAX_REQUEST_BYTES, MAX_STRING,
                        OPEN_COMMANDS, Refused, check_command, check_request_structure, decode_request, encode_reply)
 

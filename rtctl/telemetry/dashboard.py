@@ -64,7 +64,7 @@ import zmq
 import zmq.asyncio
 
 from .auth import MAX_TOKEN_BYTES
-from .publisher import LOOPBACK_HOSTS
+from .endpoints import LOOPBACK_HOSTS
 from .schema import TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, SchemaError, decode
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "data" / "dashboard"
@@ -102,8 +102,9 @@ class Dashboard:
                  port: int = 8050, rate_hz: float = 30.0, points_per_frame: int = 40, queue_size: int = 8,
                  allow_remote: bool = False, max_clients: int = 16):
         if host not in LOOPBACK_HOSTS and not allow_remote:
-            raise ValueError(f"dashboard host {host!r} is not loopback; pass allow_remote to serve beyond this "
-                             "machine on purpose")
+            raise ValueError(f"dashboard host {host!r} is not loopback: the page shows the robot live and has its "
+                             "e-stop and re-arm buttons, so by default only this machine may open it; add "
+                             "--allow-remote (allow_remote=True) to serve it beyond this machine on purpose")
         if host in WILDCARD_HOSTS:
             raise ValueError(f"dashboard host {host!r} binds every address, so requests cannot be checked against "
                              "the address browsers use (DNS-rebinding defence); bind that address itself")

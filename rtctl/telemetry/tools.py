@@ -10,6 +10,8 @@ back into the live schema-v1 stream (re-batched, paced at ``speed``).
 from __future__ import annotations
 
 import json
+import os
+import struct
 import sys
 import time
 
@@ -23,6 +25,9 @@ CH_SAMPLES, CH_META, CH_EVENT = "/rtctl/samples", "/rtctl/meta", "/rtctl/event"
 
 
 def _subscriber(endpoint: str, ctx=None, rcvhwm: int = 100_000):
+    from .endpoints import check_connect_endpoint
+
+    check_connect_endpoint(endpoint, "telemetry endpoint")
     ctx = ctx or zmq.Context.instance()
     sub = ctx.socket(zmq.SUB)
     sub.setsockopt(zmq.LINGER, 0)
@@ -42,19 +47,39 @@ def rows_of(msg: dict):
         yield row
 
 
+class PublisherWait:
+    """Says once, after ``after`` s with nothing received, that the tool is waiting for a publisher."""
+
+    def __init__(self, endpoint: str, out, after: float = 1.0):
+        self.endpoint, self.out = endpoint, out
+        self.deadline = time.monotonic() + after
+
+    def idle(self) -> None:
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            print(f"waiting for a publisher on {self.endpoint} ...", file=self.out or sys.stderr, flush=True)
+            self.deadline = None
+
+    def received(self) -> None:
+        self.deadline = None
+
+
 class StreamCounter:
-    """Counts samples received and samples lost (gaps in sample indices) of one stream."""
+    """Counts samples received and samples lost (gaps in sample indices) of one stream; ``before_first``:
+    samples the publisher sent before the first one received (the subscription was not yet in place)."""
 
     def __init__(self):
         self.received = 0
         self.lost = 0
+        self.before_first = 0
         self.next_index = None
         self.publisher_dropped = 0
         self.batches = 0
 
     def add(self, msg: dict) -> None:
         first, count = msg["first"], msg["count"]
-        if self.next_index is not None and first > self.next_index:
+        if self.next_index is None:
+            self.before_first = first
+        elif first > self.next_index:
             self.lost += first - self.next_index
         self.next_index = first + count
         self.received += count
@@ -67,15 +92,18 @@ def echo(endpoint: str, count: int | None = None, timeout: float | None = None, 
     """Print messages as JSON lines: ``TOPIC {...}``; a samples batch prints one line per sample."""
     out = out or sys.stdout
     sub = _subscriber(endpoint, ctx)
+    waiting = PublisherWait(endpoint, sys.stderr)
     printed = 0
     deadline = None if timeout is None else time.monotonic() + timeout
     try:
         while count is None or printed < count:
-            wait = 200 if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
+            wait = 200 if deadline is None else max(0, min(200, int((deadline - time.monotonic()) * 1000)))
             if not sub.poll(wait):
                 if deadline is not None and time.monotonic() >= deadline:
                     break
+                waiting.idle()
                 continue
+            waiting.received()
             topic, payload = sub.recv_multipart()[:2]
             try:
                 msg = decode(topic, payload)
@@ -94,6 +122,9 @@ def echo(endpoint: str, count: int | None = None, timeout: float | None = None, 
             out.flush()
     finally:
         sub.close(linger=0)
+    if not printed:
+        print(f"no message from {endpoint} within {timeout:g} s", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -106,11 +137,14 @@ def stats(endpoint: str, duration: float = 5.0, out=None, ctx=None) -> dict:
     latencies = []
     loop_latency = []
     errors = 0
+    waiting = PublisherWait(endpoint, sys.stderr)
     end = time.monotonic() + duration
     try:
         while time.monotonic() < end:
-            if not sub.poll(max(1, int((end - time.monotonic()) * 1000))):
+            if not sub.poll(max(1, min(200, int((end - time.monotonic()) * 1000)))):
+                waiting.idle()
                 continue
+            waiting.received()
             topic, payload = sub.recv_multipart()[:2]
             now = time.time()
             try:
@@ -178,6 +212,7 @@ def record(endpoint: str, path: str, duration: float | None = None, samples: int
         bar = tqdm(total=samples, unit="sample", desc="recording", disable=not progress, file=out)
         start = time.monotonic()
         last_rx = start
+        waiting = PublisherWait(endpoint, out)
         try:
             while True:
                 now = time.monotonic()
@@ -188,7 +223,9 @@ def record(endpoint: str, path: str, duration: float | None = None, samples: int
                 if idle_timeout is not None and now - last_rx >= idle_timeout:
                     break
                 if not sub.poll(100):
+                    waiting.idle()
                     continue
+                waiting.received()
                 topic, payload = sub.recv_multipart()[:2]
                 last_rx = time.monotonic()
                 try:
@@ -217,13 +254,30 @@ def record(endpoint: str, path: str, duration: float | None = None, samples: int
             bar.close()
             writer.finish()
             sub.close(linger=0)
-    return {"samples": counter.received, "lost": counter.lost, "publisher_dropped": counter.publisher_dropped,
-            "meta": metas, "events": events, "path": str(path)}
+    return {"samples": counter.received, "lost": counter.lost, "before_first": counter.before_first,
+            "publisher_dropped": counter.publisher_dropped, "meta": metas, "events": events, "path": str(path)}
 
 
 # -- reading recordings ------------------------------------------------------------------------
 def read_recording(path: str, progress: bool = True, out=None) -> dict:
     """Load an MCAP recording: ``{"meta": last meta, "events": [...], "samples": {field: array}}``."""
+    from mcap.exceptions import McapError
+
+    if os.path.getsize(path) == 0:
+        raise ValueError(f"{path}: the file is empty (a recording that never started?)")
+    try:
+        rows, events, meta = _read_mcap_rows(path, progress, out)
+    except (McapError, EOFError, struct.error, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not a readable MCAP recording ({type(exc).__name__}: {exc}); "
+                         f"record one with `rtctl record FILE.mcap`") from None
+    if not rows:
+        raise ValueError(f"{path}: the recording holds no telemetry samples")
+    samples = {name: np.asarray([r[name] for r in rows], dtype=np.int64
+                                if name in INTEGER_FIELDS or name == "index" else np.float64) for name in rows[0]}
+    return {"meta": meta, "events": events, "samples": samples}
+
+
+def _read_mcap_rows(path: str, progress: bool, out):
     from mcap.reader import make_reader
     from tqdm import tqdm
 
@@ -246,12 +300,7 @@ def read_recording(path: str, progress: bool = True, out=None) -> dict:
                 events.append(obj)
             bar.update(1)
         bar.close()
-    samples = {}
-    if rows:
-        for name in rows[0]:
-            samples[name] = np.asarray([r[name] for r in rows],
-                                       dtype=np.int64 if name in INTEGER_FIELDS or name == "index" else np.float64)
-    return {"meta": meta, "events": events, "samples": samples}
+    return rows, events, meta
 
 
 # -- replay ---------------------------------------------------------------------------------------
@@ -263,7 +312,7 @@ def replay(path: str, endpoint: str, speed: float = 1.0, batch_period: float = 0
     """
     from tqdm import tqdm
 
-    from .publisher import check_endpoint
+    from .endpoints import check_endpoint
 
     rec = read_recording(path, progress=False)
     s = rec["samples"]
@@ -297,7 +346,10 @@ def replay(path: str, endpoint: str, speed: float = 1.0, batch_period: float = 0
                 if delay > 0:
                     time.sleep(delay)
             fields = {name: s[name][i:j].tolist() for name in names}
-            msg = envelope(seq=seq, first=int(s["index"][i]), count=j - i, dropped=0, sent=time.time(),
+            sent = time.time()
+            # Stamped as handed off now (as a live loop does), keeping the recorded spacing at this speed.
+            fields["stamp"] = (sent - (t_rec[j - 1] - t_rec[i:j]) / speed).tolist() if speed > 0 else [sent] * (j - i)
+            msg = envelope(seq=seq, first=int(s["index"][i]), count=j - i, dropped=0, sent=sent,
                            fields=fields, replay=True)
             pub.send_multipart([TOPIC_SAMPLES, pack(msg)])
             while ev_i < len(events) and events[ev_i].get("cycle", -1) <= s["cycle"][j - 1]:

@@ -1,0 +1,173 @@
+"""The command line answers each common mistake with one line on stderr and a non-zero exit, never a traceback.
+
+Each case is one mistake a user makes on a first day (issue list: port already in use, a file that is not
+what the command reads, a malformed endpoint, a sweep file given to ``run``, a misspelt name).
+"""
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+
+import pytest
+import zmq
+
+from rtctl.cli import main
+from rtctl.config import DEMO_CONFIG, bundled_config_path
+
+
+def one_error_line(capsys, argv, code=None):
+    """Run ``rtctl ARGV`` in-process; return its single stderr line (asserting there is exactly one)."""
+    status = main(argv)
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert status != 0, (argv, err)
+    if code is not None:
+        assert status == code, (argv, status, err)
+    assert len(err) == 1, (argv, err)
+    assert "Traceback" not in err[0]
+    return err[0]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_recording(path, rows):
+    """A minimal MCAP in the recorder's layout: ``rows`` on /rtctl/samples (JSON)."""
+    from mcap.writer import Writer
+
+    with open(path, "wb") as fh:
+        writer = Writer(fh)
+        writer.start()
+        schema = writer.register_schema(name="rtctl.telemetry.Sample", encoding="jsonschema", data=b"{}")
+        channel = writer.register_channel("/rtctl/samples", "json", schema)
+        for row in rows:
+            ns = int(row["stamp"] * 1e9)
+            writer.add_message(channel, log_time=ns, publish_time=ns, data=json.dumps(row).encode())
+        writer.finish()
+    return path
+
+
+def sample_rows(n=5):
+    return [{"index": i, "t": i * 1e-3, "cycle": i, "stamp": 1.7e9 + i * 1e-3, "period": 1e-3, "latency": 0.0,
+             "compute": 1e-4, "overruns": 0, "tripped": 0, "fresh": 1, "q": [0.0], "v": [0.0], "q_d": [0.0],
+             "qd_d": [0.0], "effort_cmd": [0.0], "effort": [0.0], "kp": [1.0], "kd": [1.0], "extra": []}
+            for i in range(n)]
+
+
+def test_replay_on_a_port_in_use_says_so(capsys, tmp_path):
+    rec = write_recording(tmp_path / "r.mcap", sample_rows())
+    port = free_port()
+    squatter = zmq.Context.instance().socket(zmq.PUB)
+    squatter.bind(f"tcp://127.0.0.1:{port}")
+    try:
+        line = one_error_line(capsys, ["replay", str(rec), "--endpoint", f"tcp://127.0.0.1:{port}",
+                                       "--no-progress"], 1)
+    finally:
+        squatter.close(linger=0)
+    assert "address already in use" in line
+
+
+def test_dashboard_on_a_port_in_use_says_so(capsys):
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        line = one_error_line(capsys, ["dashboard", "--port", str(port)], 1)
+    assert "address already in use" in line
+
+
+def test_plot_on_a_file_that_is_not_mcap(capsys, tmp_path):
+    bad = tmp_path / "notes.mcap"
+    bad.write_text("these are notes, not a recording\n")
+    line = one_error_line(capsys, ["plot", str(bad), "--out", str(tmp_path / "o.png"), "--no-progress"], 2)
+    assert "not a readable MCAP recording" in line and str(bad) in line
+
+
+def test_plot_on_an_empty_file_and_on_a_recording_without_samples(capsys, tmp_path):
+    empty = tmp_path / "empty.mcap"
+    empty.write_bytes(b"")
+    assert "the file is empty" in one_error_line(capsys, ["plot", str(empty), "--out", str(tmp_path / "o.png"),
+                                                          "--no-progress"], 2)
+    none = write_recording(tmp_path / "none.mcap", [])
+    assert "no telemetry samples" in one_error_line(capsys, ["plot", str(none), "--out", str(tmp_path / "o.png"),
+                                                             "--no-progress"], 2)
+
+
+@pytest.mark.parametrize("endpoint", ["foo", "tcp://127.0.0.1", "tcp://127.0.0.1:0", "udp://127.0.0.1:5557"])
+def test_control_with_a_malformed_endpoint(capsys, endpoint):
+    line = one_error_line(capsys, ["control", "status", "--endpoint", endpoint], 2)
+    assert "control endpoint" in line and repr(endpoint) in line
+
+
+def test_run_on_a_sweep_file_points_to_rtctl_sweep(capsys):
+    line = one_error_line(capsys, ["run", "sweep_jaw"], 2)
+    assert "is a sweep file" in line and "rtctl sweep" in line
+
+
+def test_run_with_a_misspelt_bundled_config_suggests_the_name(capsys):
+    line = one_error_line(capsys, ["run", "stewrt"], 2)
+    assert "did you mean 'stewart'" in line and "sweep_jaw" not in line
+
+
+def test_sweep_report_on_a_missing_file(capsys, tmp_path):
+    missing = tmp_path / "results.parquet"
+    line = one_error_line(capsys, ["sweep-report", str(missing), "--out", str(tmp_path / "o.png")], 2)
+    assert "no such results file" in line and str(missing) in line
+
+
+def test_info_knows_robot_models_and_lists_the_names_that_exist(capsys):
+    assert main(["info", "stewart"]) == 0
+    assert "model 'stewart'" in capsys.readouterr().out
+    line = one_error_line(capsys, ["info", "stewrt"], 2)
+    assert "did you mean 'stewart'" in line and "arm7" in line and "quadruped_tail" in line
+
+
+def test_a_payload_frame_typo_suggests_the_nearest_names(capsys, tmp_path):
+    config = tmp_path / "payload.toml"
+    text = DEMO_CONFIG.read_text()
+    assert "[plant]" in text
+    config.write_text(text.replace("[plant]", '[plant]\npayload_mass = 1.0\npayload_frame = "lnk7"', 1))
+    line = one_error_line(capsys, ["run", str(config), "--duration", "0.01", "--offline"], 2)
+    assert "'lnk7'" in line and "did you mean 'link7'" in line
+
+
+def test_dashboard_beyond_loopback_explains_allow_remote(capsys):
+    line = one_error_line(capsys, ["dashboard", "--host", "10.11.12.13"], 2)
+    assert "--allow-remote" in line and "e-stop" in line
+
+
+def test_telemetry_tools_say_they_wait_for_a_publisher(capsys):
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    status = main(["telemetry", "echo", "--endpoint", endpoint, "--timeout", "1.5"])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert f"waiting for a publisher on {endpoint}" in err and "no message from" in err
+
+
+def test_record_with_no_publisher_exits_non_zero(capsys, tmp_path):
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    status = main(["record", str(tmp_path / "r.mcap"), "--endpoint", endpoint, "--duration", "1.5",
+                   "--no-progress"])
+    captured = capsys.readouterr()
+    assert status == 1
+    assert f"waiting for a publisher on {endpoint}" in captured.err and "0 samples" in captured.out
+
+
+def test_an_unexpected_error_is_one_line_naming_its_type():
+    """Outside pytest's capture: the real process prints one line, and the traceback only on request."""
+    code = ("import rtctl.cli as c\n"
+            "def boom(*args): raise RuntimeError('bus exploded')\n"
+            "c._load_model = boom\n"
+            "raise SystemExit(c.main(['info', 'arm7']))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == ["rtctl info: error: RuntimeError: bus exploded "
+                                                "(RTCTL_TRACEBACK=1 shows where)"]
+
+
+def test_bundled_config_names_are_run_configs():
+    assert bundled_config_path("jaw").name == "jaw.toml"
