@@ -28,6 +28,8 @@ MODELS_DIR = Path(__file__).parent / "data" / "models"
 # _private_dir); when there is none, rtctl's kernels run uncached (compiled at every start).
 _SOURCE_FOLDERS = ("rtctl", "drivers", "plants", "loops", "hil")  # installed: all inside rtctl/
 _CACHE_PRUNE_AGE_S = 24 * 3600.0   # numba-<hash> siblings of the current one unused this long are removed
+_CACHE_KEEP_OTHERS = 2             # ... and beyond the 2 most recently used, those unused for an hour
+_CACHE_BUSY_AGE_S = 3600.0
 _WRITE_BY_OTHERS = stat.S_IWGRP | stat.S_IWOTH
 
 
@@ -127,21 +129,25 @@ def _cache_root() -> str:
 
 
 def _prune_stale(root: str, keep: str) -> None:
-    """Remove ``numba-*`` directories in ``root`` other than ``keep`` that no process has imported for
-    :data:`_CACHE_PRUNE_AGE_S` (each import touches its own directory). Symlinks and files are left alone;
-    ``shutil.rmtree`` does not follow symlinks inside the trees it removes."""
+    """Remove ``numba-*`` directories in ``root`` other than ``keep`` (each import touches its own): those no
+    process has imported for :data:`_CACHE_PRUNE_AGE_S`, and beyond the :data:`_CACHE_KEEP_OTHERS` most
+    recently used, those unused for an hour, so the cache holds about three source versions, not every
+    one ever run. Symlinks and files are left alone; ``shutil.rmtree`` does not follow symlinks inside."""
     now = time.time()
-    stale = []
+    others = []
     try:
         with os.scandir(root) as entries:
             for entry in entries:
                 if not entry.name.startswith("numba-") or entry.name == keep:
                     continue
                 st = entry.stat(follow_symlinks=False)
-                if stat.S_ISDIR(st.st_mode) and now - st.st_mtime > _CACHE_PRUNE_AGE_S:
-                    stale.append(entry.path)
+                if stat.S_ISDIR(st.st_mode):
+                    others.append((now - st.st_mtime, entry.path))
     except OSError:
         return
+    others.sort()
+    stale = [path for rank, (age, path) in enumerate(others)
+             if age > _CACHE_PRUNE_AGE_S or (rank >= _CACHE_KEEP_OTHERS and age > _CACHE_BUSY_AGE_S)]
     if stale:
         import shutil
         for path in stale:

@@ -5,7 +5,11 @@ import argparse
 import errno
 import os
 import sys
+import time
 from pathlib import Path
+
+import numba
+from numba.core import event
 
 from . import MODELS_DIR, __version__, bundled_model_path
 from .model import ModelError
@@ -40,6 +44,45 @@ def _cmd_info(args) -> int:
 
 
 EXIT_OK, EXIT_USAGE, EXIT_TRIPPED, EXIT_OPERATOR_STOP = 0, 2, 3, 4
+
+
+class CompileProgress(event.Listener):
+    """Says on ``stream`` what numba compiles for rtctl while a command runs (the first run of a version
+    compiles for about a minute; later runs load the cache and print nothing). On a terminal one line is
+    rewritten per kernel; elsewhere one line when compiling starts and one when the command is done."""
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.count, self.start = 0, None
+
+    def __enter__(self):
+        event.register("numba:compile", self)
+        return self
+
+    def __exit__(self, *exc):
+        event.unregister("numba:compile", self)
+        if self.count:
+            end = "\n" if self.tty else ""
+            print(f"{end}rtctl: compiled {self.count} kernel{'s' if self.count != 1 else ''} in {time.monotonic() - self.start:.0f} s; the next "
+                  f"run of this rtctl version loads them from the cache", file=self.stream, flush=True)
+
+    def on_start(self, ev) -> None:
+        func = getattr(ev.data["dispatcher"], "py_func", None)
+        module = getattr(func, "__module__", "") or ""
+        if module.partition(".")[0] != "rtctl":
+            return
+        if self.start is None:
+            self.start = time.monotonic()
+            print(f"rtctl: compiling the numba kernels of this rtctl version (once, about a minute; cached in "
+                  f"{numba.config.CACHE_DIR or 'memory only'})", file=self.stream, flush=True)
+        self.count += 1
+        if self.tty:
+            line = f"  [{self.count:3d}] {time.monotonic() - self.start:5.1f} s  {module}.{func.__name__}"
+            print(f"\r{line[:100]:<100}", end="", file=self.stream, flush=True)
+
+    def on_end(self, ev) -> None:
+        pass
 
 
 def _run_config(path, duration: float | None, pace: bool | None) -> int:
@@ -187,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     (``RTCTL_TRACEBACK=1`` shows the traceback of an unexpected error)."""
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        with CompileProgress():
+            return args.func(args)
     except BrokenPipeError:  # e.g. `rtctl info humanoid | head`
         sys.stderr.close()
         return 0

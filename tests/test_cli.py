@@ -195,3 +195,28 @@ def test_unpermitted_realtime_settings_are_reported_once_and_the_loop_runs(capsy
     out = capsys.readouterr().out
     assert out.count("NOT applied: CPU affinity [100000]") == 1
     assert report.cycles == 50 and not report.tripped
+
+
+def test_compiling_is_announced_with_a_count_and_cache_hits_are_silent():
+    """The first run of a version compiles for about a minute: the command says so instead of going silent."""
+    import io
+
+    from numba import njit
+
+    from rtctl.cli import CompileProgress
+
+    namespace = {"__name__": "rtctl.compile_probe"}
+    exec("def square_plus_one(x):\n    return x * x + 1.0\n", namespace)
+    kernel = njit(namespace["square_plus_one"])
+    out = io.StringIO()
+    with CompileProgress(out):
+        assert kernel(3.0) == 10.0
+        assert kernel(2.0) == 5.0                   # same signature: no second compile
+        assert njit(lambda x: x)(1) == 1            # not an rtctl function: not counted
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("rtctl: compiling the numba kernels of this rtctl version")
+    assert lines[-1].startswith("rtctl: compiled 1 kernel in ")
+    silent = io.StringIO()
+    with CompileProgress(silent):
+        kernel(4.0)
+    assert silent.getvalue() == ""

@@ -140,6 +140,25 @@ def test_stale_siblings_are_pruned_without_following_symlinks(tmp_path):
     assert os.path.isdir(current) and time.time() - os.stat(current).st_mtime < 3600
 
 
+def test_the_cache_keeps_two_other_source_versions_beyond_an_hour(tmp_path):
+    """Every edited source tree gets its own directory; without a bound they pile up (115 MB seen)."""
+    xdg = tmp_path / "xdg"
+    first, _ = probe(tmp_path, xdg)
+    root = xdg / "rtctl"
+    now = time.time()
+    ages_h = {"numba-a000000000000001": 0.1, "numba-a000000000000002": 2, "numba-a000000000000003": 3,
+              "numba-a000000000000004": 5, "numba-a000000000000005": 30}
+    for name, age in ages_h.items():
+        (root / name).mkdir()
+        os.utime(root / name, (now - age * 3600, now - age * 3600))
+    second, _ = probe(tmp_path, xdg)
+    kept = sorted(p.name for p in root.iterdir() if p.name.startswith("numba-"))
+    # The two most recently used stay; beyond them a version goes once unused for an hour (a process
+    # may still be using a more recent one), and any version unused for a day goes.
+    current = os.path.basename(first["cache_dir"])
+    assert kept == sorted([current, "numba-a000000000000001", "numba-a000000000000002"])
+
+
 def test_explicit_numba_cache_dir_is_respected(tmp_path):
     mine = tmp_path / "mine"
     result, stderr = probe(tmp_path, tmp_path / "xdg", NUMBA_CACHE_DIR=str(mine))
