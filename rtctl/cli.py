@@ -15,7 +15,7 @@ from . import MODELS_DIR, __version__, bundled_model_path
 from .model import ModelError
 
 
-def _load_model(spec: str, floating_base: str | None):
+def _load_model(spec: str, floating_base: str | None, inertia: str = "warn"):
     """A URDF file, a bundled URDF by name, or a named robot model (:data:`rtctl.registry.ROBOTS`)."""
     from .model.urdf import load_urdf
     from .options import did_you_mean
@@ -23,10 +23,10 @@ def _load_model(spec: str, floating_base: str | None):
 
     path = Path(spec)
     if path.exists() or path.suffix:
-        return load_urdf(path, floating_base)
+        return load_urdf(path, floating_base, inertia=inertia)
     bundled = sorted(p.stem for p in MODELS_DIR.glob("*.urdf"))
     if spec in bundled:
-        return load_urdf(bundled_model_path(spec), floating_base)
+        return load_urdf(bundled_model_path(spec), floating_base, inertia=inertia)
     robots = ROBOTS.names()
     if spec in robots:
         if floating_base is not None:
@@ -38,7 +38,16 @@ def _load_model(spec: str, floating_base: str | None):
 
 
 def _cmd_info(args) -> int:
-    model = _load_model(args.model, args.floating_base)
+    """The model report (what was warned, repaired, coupled or missing), then the tree."""
+    import warnings
+
+    from .model.report import model_report
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")             # the report lists what the warnings would say
+        model = _load_model(args.model, args.floating_base, args.inertia)
+    print(model_report(model))
+    print()
     print(model.describe())
     return 0
 
@@ -181,10 +190,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rtctl", description="Real-time robot controller framework.")
     parser.add_argument("--version", action="version", version=f"rtctl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    info = sub.add_parser("info", help="print a model's tree: bodies, joints, masses, DOF")
-    info.add_argument("model", help="URDF file, or the name of a bundled model (arm7, quadruped12, humanoid, planar_biped, spatial_quadruped)")
+    info = sub.add_parser("info", help="print a model's report (DOFs, mass, base, massless subtrees, inertias "
+                          "warned or repaired, mimic joints, missing limits) and its tree")
+    info.add_argument("model", help="URDF file, a bundled model (arm7, quadruped12, humanoid, planar_biped, "
+                                    "spatial_quadruped) or a robot model (stewart, jaw, grm3, quadruped_tail)")
     info.add_argument("--floating-base", choices=["free_flyer", "euler"], default=None,
                       help="give the root link a floating base (default: fixed to the world)")
+    info.add_argument("--inertia", choices=["warn", "strict", "repair"], default="warn",
+                      help="physically inconsistent inertias: keep and list them (warn), refuse the file "
+                           "(strict), or replace each by the nearest consistent one (repair)")
     info.set_defaults(func=_cmd_info)
     for name, helptext, func in (
             ("demo", "run the bundled demo: 7-DOF arm, simulated plant, computed torque at 1 kHz", _cmd_demo),

@@ -22,6 +22,7 @@ raise :class:`ConfigError` naming the file, section and key. Units are SI. A min
 """
 from __future__ import annotations
 
+import copy
 import importlib.util
 import tomllib
 from pathlib import Path
@@ -36,6 +37,7 @@ CORE_SCHEMA: dict[str, dict[str, Key]] = {
     "robot": {
         "model": Key("str", "arm7"),
         "floating_base": Key("str", "fixed", choices=("fixed", "free_flyer", "euler", "planar")),
+        "inertia": Key("str", "warn", choices=("warn", "strict", "repair")),   # a URDF's inconsistent inertias
     },
     "loop": {
         "rate_hz": Key("float", 1000.0, positive=True, high=100_000.0),
@@ -277,7 +279,8 @@ def _robot_models(robot: dict, context: BuildContext):
             return factory(), factory()
         path = _resolve_model_path(robot["model"], context.base_dir)
         base = None if robot["floating_base"] == "fixed" else robot["floating_base"]
-        return load_urdf(path, base), load_urdf(path, base)
+        model = load_urdf(path, base, inertia=robot["inertia"])          # one load: one inertia warning
+        return model, copy.deepcopy(model)
     except (ModelError, FileNotFoundError, ValueError) as exc:
         raise ConfigError(f"{context.source}: [robot] model: {exc}") from None
 

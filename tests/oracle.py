@@ -177,3 +177,71 @@ def worst_relative_error(ours, ref):
     ours, ref = np.asarray(ours, dtype=float), np.asarray(ref, dtype=float)
     scale = np.maximum(np.abs(ref), max(1e-3 * np.abs(ref).max(), 1e-12))
     return float(np.max(np.abs(ours - ref) / scale))
+
+
+class NamedPair:
+    """An rtctl model and Pinocchio's model of the same URDF file, matched by joint name.
+
+    Unlike :class:`Pair` it takes Pinocchio's continuous joints (nq = 2: cos, sin of the angle) and
+    mimic joints (``mimic=True``: nq = nv = 0, driven by their leader). ``coupled`` compares the
+    independent coordinates of ``model.mimic`` (leaders only) against Pinocchio's mimic model;
+    otherwise every joint of the rtctl model against Pinocchio's model without mimic.
+    """
+
+    def __init__(self, model: Model, pin_model: "pin.Model", coupled: bool = False):
+        self.model, self.pin_model = model, pin_model
+        names = model.mimic.joint_names if coupled and model.mimic is not None else model.joint_names
+        self.joints = []  # (pin joint id, our first q, our first v, our nq, our nv)
+        iq = iv = 0
+        for i, name in enumerate(model.joint_names):
+            if name not in names:
+                continue
+            nq, nv = (7, 6) if model.joint_type[i] == FREE_FLYER else (1, 1)
+            if not pin_model.existJointName(name):
+                raise KeyError(f"Pinocchio model has no joint '{name}'")
+            j = pin_model.getJointId(name)
+            assert pin_model.nvs[j] == nv and pin_model.nqs[j] in ((nq, 2) if nq == 1 else (nq,)), name
+            self.joints.append((j, iq, iv, nq, nv))
+            iq, iv = iq + nq, iv + nv
+        self.nq, self.nv = iq, iv
+        assert pin_model.nv == self.nv, (pin_model.nv, self.nv)
+        self.v_index = np.zeros(self.nv, dtype=int)
+        for j, _, iv, _, nv in self.joints:
+            self.v_index[iv:iv + nv] = np.arange(pin_model.idx_vs[j], pin_model.idx_vs[j] + nv)
+        self.pin_model.gravity.linear = model.gravity
+
+    def _data(self):
+        """Fresh Pinocchio data for every call: with mimic joints, Pinocchio 4.1's rnea and crba give answers
+        that depend on which of them ran before on the same data."""
+        return self.pin_model.createData()
+
+    def q_to_pin(self, q):
+        out = pin.neutral(self.pin_model)
+        for j, iq, _, nq, _ in self.joints:
+            start = self.pin_model.idx_qs[j]
+            if self.pin_model.nqs[j] == 2 and nq == 1:
+                out[start:start + 2] = np.cos(q[iq]), np.sin(q[iq])
+            else:
+                out[start:start + nq] = q[iq:iq + nq]
+        return out
+
+    def v_to_pin(self, v):
+        out = np.zeros(self.pin_model.nv)
+        out[self.v_index] = v
+        return out
+
+    def rnea(self, q, v, a):
+        tau = pin.rnea(self.pin_model, self._data(), self.q_to_pin(q), self.v_to_pin(v), self.v_to_pin(a))
+        return np.asarray(tau)[self.v_index]
+
+    def crba(self, q):
+        m = pin.crba(self.pin_model, self._data(), self.q_to_pin(q))
+        m = np.triu(m) + np.triu(m, 1).T
+        return m[np.ix_(self.v_index, self.v_index)]
+
+    def forward_dynamics(self, q, v, tau):
+        """Pinocchio's ABA, or (mimic models, which ABA does not take) M^-1 (tau - h) from CRBA and RNEA."""
+        if not len(self.pin_model.mimicking_joints):
+            acc = pin.aba(self.pin_model, self._data(), self.q_to_pin(q), self.v_to_pin(v), self.v_to_pin(tau))
+            return np.asarray(acc)[self.v_index]
+        return np.linalg.solve(self.crba(q), tau - self.rnea(q, v, np.zeros(self.nv)))

@@ -5,7 +5,7 @@
 * gravity forces equal the gradient of the potential energy (central differences, 1e-6);
 * O(n) articulated-module forward dynamics equals the O(n^3) Cholesky reference, 1e-9;
 * an unforced simulation conserves energy (RK4, 1 ms steps): relative drift < 1e-7 over 1 s;
-* bad inputs raise ValueError naming the argument.
+* bad inputs raise ValueError naming the argument; what numba refuses (lists, views, other dtypes) is converted.
 """
 import numpy as np
 import pytest
@@ -155,6 +155,37 @@ def test_bad_inputs_raise_value_error_naming_the_argument():
         dyn.inverse_dynamics(good, good, good, f_ext=np.zeros((3, 6)))
     with pytest.raises(ValueError, match=r"^out must be"):
         dyn.inverse_dynamics(good, good, good, out=np.zeros(n, dtype=np.float32))
+
+
+def test_python_api_converts_what_numba_refuses_and_checks_outputs():
+    """The fast path hands arrays straight to the kernels; anything else is converted (or refused) by name."""
+    dyn = Dynamics(load_urdf(bundled_model_path("arm7")))
+    n = dyn.model.nv
+    rng = np.random.default_rng(7)
+    q, v, a = rng.normal(size=n), rng.normal(size=n), rng.normal(size=n)
+    tau, mass, acc = dyn.inverse_dynamics(q, v, a), dyn.mass_matrix(q), dyn.forward_dynamics(q, v, a)
+    strided = np.zeros(2 * n)
+    strided[::2] = v
+    for args in [(list(q), v, a), (q, strided[::2], a), (q, v, a.astype(np.float32).astype(np.float64))]:
+        expected = tau if args[2] is a else dyn.inverse_dynamics(q, v, args[2])
+        assert np.array_equal(dyn.inverse_dynamics(*args), expected)
+    assert np.array_equal(dyn.inverse_dynamics(q.astype(int), v, a), dyn.inverse_dynamics(q.astype(int) * 1.0, v, a))
+    assert np.array_equal(dyn.mass_matrix(list(q)), mass)
+    assert np.array_equal(dyn.forward_dynamics(q, v, tuple(a)), acc)
+    out, mat = np.empty(n), np.empty((n, n))
+    assert dyn.inverse_dynamics(q, v, a, out=out) is out and np.array_equal(out, tau)
+    assert dyn.mass_matrix(q, out=mat) is mat and np.array_equal(mat, mass)
+    assert dyn.forward_dynamics(q, v, a, out=out) is out and np.array_equal(out, acc)
+    with pytest.raises(ValueError, match=r"^out must have shape \(7,\)"):
+        dyn.inverse_dynamics(q, v, a, out=np.empty(n + 1))
+    with pytest.raises(ValueError, match=r"^out must have shape \(7, 7\)"):
+        dyn.mass_matrix(q, out=np.empty((n, n + 1)))
+    with pytest.raises(ValueError, match=r"^out must be a C-contiguous float64 array"):
+        dyn.mass_matrix(q, out=np.empty((n, n)).T[:, :])  # Fortran order
+    with pytest.raises(ValueError, match=r"^out must be a C-contiguous float64 array"):
+        dyn.forward_dynamics(q, v, a, out=np.empty((n, 1)))
+    with pytest.raises(ValueError, match=r"^tau must have shape \(7,\)"):
+        dyn.forward_dynamics(q, v, np.zeros((n, 1)))
 
 
 def test_kernels_report_non_finite_inputs_by_status():

@@ -136,38 +136,46 @@ def test_negative_mass_names_the_link(load_error):
     assert "link 'forearm'" in message and "negative mass" in message
 
 
-def test_inertia_with_negative_eigenvalue_names_the_link(load_error):
+def strict_error(urdf, *args) -> str:
+    with pytest.raises(ModelError) as info:
+        load_urdf(urdf, *args, inertia="strict")
+    return str(info.value)
+
+
+def test_inertia_with_negative_eigenvalue_names_the_link_under_strict():
     bad = '<inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0.05" ixz="0" iyz="0"/>'
-    message = load_error(arm(forearm=link("forearm", inertia=bad)))
-    assert "'forearm'" in message and "positive definite" in message
+    message = strict_error(arm(forearm=link("forearm", inertia=bad)))
+    # principal moments 0.01 -+ 0.05 and 0.01: the smallest, -0.04, is 66.7 % of the largest, 0.06
+    assert "link 'forearm': inertia is not positive semi-definite" in message and "66.7% of the largest" in message
 
 
-def test_inertia_violating_triangle_inequality_names_the_link(load_error):
+def test_inertia_violating_triangle_inequality_names_the_link_and_by_how_much_under_strict():
     bad = '<inertia ixx="0.01" iyy="0.01" izz="0.05" ixy="0" ixz="0" iyz="0"/>'
-    message = load_error(arm(forearm=link("forearm", inertia=bad)))
-    assert "'forearm'" in message and "triangle inequality" in message
+    message = strict_error(arm(forearm=link("forearm", inertia=bad)))
+    # 0.01 + 0.01 falls short of 0.05 by 0.03, 60 % of it
+    assert "link 'forearm': principal moments [0.01, 0.01, 0.05] violate the triangle inequality" in message
+    assert "by 60% of l3" in message
 
 
-def test_bad_inertia_of_link_fixed_to_a_moving_body_names_the_link(load_error):
+def test_bad_inertia_of_link_fixed_to_a_moving_body_names_the_link_under_strict():
     bad = '<inertia ixx="-0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/>'
     wrist = joint("wrist", "forearm", "hand", type="fixed", body="")
-    message = load_error(arm(None, None, link("hand", inertia=bad), wrist))
-    assert "'hand'" in message and "positive definite" in message
+    message = strict_error(arm(None, None, link("hand", inertia=bad), wrist))
+    assert "link 'hand': inertia is not positive semi-definite" in message
 
 
-def test_bad_root_inertia_with_free_flyer_names_the_file(tmp_path):
+def test_bad_root_inertia_with_free_flyer_names_the_file_under_strict(tmp_path):
     bad = '<inertia ixx="-0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/>'
     path = tmp_path / "bad_root.urdf"
     path.write_text(robot(link("base", inertia=bad), link("upper_arm"), joint("shoulder", "base", "upper_arm")))
-    with pytest.raises(ModelError) as info:
-        load_urdf(path, "free_flyer")
-    assert "'base'" in str(info.value) and str(path) in str(info.value)
+    message = strict_error(path, "free_flyer")
+    assert "link 'base'" in message and message.startswith(str(path))
 
 
-def test_bad_root_inertia_is_rejected_for_a_fixed_base_too():
+def test_bad_root_inertia_is_rejected_for_a_fixed_base_too_under_strict():
     bad = '<inertia ixx="-0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/>'
-    with pytest.raises(ModelError, match="'base'"):
-        load_urdf(robot(link("base", inertia=bad), link("upper_arm"), joint("shoulder", "base", "upper_arm")))
+    message = strict_error(robot(link("base", inertia=bad), link("upper_arm"), joint("shoulder", "base", "upper_arm")))
+    assert "link 'base'" in message
 
 
 def test_revolute_joint_without_limit_names_the_joint(load_error):
@@ -432,9 +440,19 @@ def test_builder_rejects_zero_axis(builder):
         builder.add_body("forearm", 0, "revolute", axis=(0, 0, 0))
 
 
-def test_builder_rejects_massless_body_with_inertia(builder):
-    with pytest.raises(ModelError, match="body 'forearm'.*massless"):
-        builder.add_body("forearm", 0, "revolute", mass=0.0, inertia=np.eye(3) * 0.1)
+def test_builder_accepts_massless_body_with_inertia_and_keeps_it(builder):
+    builder.add_body("forearm", 0, "revolute", mass=0.0, inertia=np.eye(3) * 0.1)
+    model = builder.build()
+    assert model.mass[1] == 0 and np.array_equal(model.inertia_com[1], np.eye(3) * 0.1)
+
+
+def test_builder_rejects_inconsistent_inertia_unless_told_not_to():
+    rod_beyond_thin = np.diag([0.01, 0.01, 0.05])
+    with pytest.raises(ModelError, match="body 'link'.*triangle inequality"):
+        ModelBuilder("m").add_body("link", -1, "revolute", mass=1.0, inertia=rod_beyond_thin)
+    lenient = ModelBuilder("m", require_physical_inertia=False)
+    lenient.add_body("link", -1, "revolute", mass=1.0, inertia=rod_beyond_thin)
+    assert np.array_equal(lenient.build().inertia_com[0], rod_beyond_thin)
 
 
 def test_builder_accepts_massless_body_without_inertia(builder):

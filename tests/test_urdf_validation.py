@@ -10,7 +10,8 @@
   never expand; XML and I/O errors become ModelError naming the file.
 * Fuzz (Hypothesis, bounded): mutated copies of the bundled arm7.urdf and
   random bytes either load into a model with finite arrays or raise
-  ModelError -- no other exception, no warning.
+  ModelError -- no other exception, and no warning but the loader's own
+  reports (an inconsistent inertia, a dangling ``<mimic>``) naming the file.
 """
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ from hypothesis import strategies as st
 
 from rtctl import bundled_model_path
 from rtctl.model import Model, ModelError
+from rtctl.model.inertia import InertiaWarning
+from rtctl.model.mimic import MimicWarning
 from rtctl.model.urdf import UNBOUNDED, load_urdf, parse_xs_double
 
 BUNDLED_FILES = sorted(bundled_model_path("arm7").parent.glob("*.urdf"))
@@ -379,14 +382,19 @@ def mutate(mutations):
 
 
 def assert_loads_or_model_error(source, label=None):
-    """``load_urdf(source)`` gives a Model with finite arrays or a ModelError (naming ``label``)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # an overflow warning would be an unreported bad number
+    """``load_urdf(source)`` gives a Model with finite arrays or a ModelError (naming ``label``); the only
+    warnings are the loader's reports of what it accepted (inconsistent inertias, dangling mimics), naming
+    the file."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # an overflow warning would be an unreported bad number
         try:
             model = load_urdf(source)
         except ModelError as exc:
             assert label is None or str(exc).startswith(f"{label}: "), str(exc)
             return
+    for w in caught:
+        assert issubclass(w.category, (InertiaWarning, MimicWarning)), str(w.message)
+        assert str(w.message).startswith(f"{label or '<urdf string>'}: "), str(w.message)
     for attr in ("mass", "com", "inertia_com", "joint_translation", "joint_rotation", "axis"):
         assert np.all(np.isfinite(getattr(model, attr))), attr
     np.testing.assert_allclose(np.linalg.norm(model.axis, axis=1), 1.0, rtol=1e-12)
@@ -427,3 +435,51 @@ def test_fuzz_random_bytes_raise_model_error_naming_the_file(tmp_path_factory, g
         load_urdf(path)
     assert str(info.value).startswith(f"{path}: ")
     assert_loads_or_model_error(b"<" + garbage)
+
+
+# ---------------------------------------------------------------- joints as real files have them
+
+LIMIT = '<limit lower="-1" upper="1" effort="10" velocity="2"/>'
+
+
+def test_planar_joint_is_refused_naming_the_joint():
+    with pytest.raises(ModelError, match="joint 'elbow': planar joints are not supported"):
+        load_urdf(arm("planar", LIMIT))
+
+
+def test_floating_joint_inside_the_tree_is_refused_naming_the_joint():
+    with pytest.raises(ModelError, match="joint 'elbow': a floating joint is only supported at the root"):
+        load_urdf(arm("floating", ""))
+
+
+def test_dynamics_element_is_read_per_dof_with_zero_defaults():
+    model = load_urdf(arm("revolute", LIMIT + '<dynamics damping="0.7" friction="0.25"/>'))
+    elbow = model.idx_v[model.body_index("forearm")]
+    assert model.damping[elbow] == 0.7 and model.friction[elbow] == 0.25
+    assert model.damping.sum() == 0.7 and model.friction.sum() == 0.25
+    only_damping = load_urdf(arm("revolute", LIMIT + '<dynamics damping="2"/>'))
+    assert only_damping.friction.sum() == 0 and only_damping.damping.sum() == 2
+
+
+def test_negative_damping_is_refused_naming_joint_and_value(tmp_path):
+    path = tmp_path / "arm.urdf"
+    path.write_text(arm("revolute", LIMIT + '<dynamics damping="-0.5"/>'))
+    with pytest.raises(ModelError) as info:
+        load_urdf(path)
+    assert str(info.value) == f"{path}: joint 'elbow' <dynamics>: attribute damping='-0.5' must be >= 0"
+
+
+def test_continuous_joint_has_no_position_limits_even_with_a_limit_element():
+    model = load_urdf(arm("continuous", LIMIT))
+    iq = model.idx_q[model.body_index("forearm")]
+    assert model.lower[iq] == -math.inf and model.upper[iq] == math.inf
+    assert model.velocity_limit[model.idx_v[model.body_index("forearm")]] == 2
+
+
+def test_a_tree_with_no_movable_joint_loads_only_with_a_floating_base():
+    single = '<robot name="drone"><link name="body"><inertial><mass value="1.5"/>' \
+             '<inertia ixx="0.02" iyy="0.02" izz="0.03" ixy="0" ixz="0" iyz="0"/></inertial></link></robot>'
+    with pytest.raises(ModelError, match="no movable joint: the tree below root link 'body' is one rigid body"):
+        load_urdf(single)
+    model = load_urdf(single, "free_flyer")
+    assert (model.nv, model.base, model.total_mass) == (6, "free_flyer", 1.5)

@@ -54,13 +54,15 @@ class GearPair:
     sign: int | None = None           # bevel pairs: +1 or -1 (required)
 
 
+MECHANISM_KEYS = {"name", "base", "end_effector", "inputs", "link", "turning_pair", "gear_pair", "gravity"}
+
+
 def parse_description(d: dict) -> dict:
     """The :class:`~rtctl.plants.geared.model.GearedMechanism` arguments a plain dict (the ``[mechanism]`` table of a
     TOML file) describes."""
-    known = {"name", "base", "end_effector", "inputs", "link", "turning_pair", "gear_pair", "gravity"}
-    bad = sorted(set(d) - known)
+    bad = sorted(set(d) - MECHANISM_KEYS)
     if bad:
-        raise GearedMechanismError(f"mechanism: unknown key '{bad[0]}'; allowed: {sorted(known)}")
+        raise GearedMechanismError(f"mechanism: unknown key '{bad[0]}'; allowed: {sorted(MECHANISM_KEYS)}")
     for key in ("base", "end_effector", "inputs", "link", "turning_pair"):
         if key not in d:
             raise GearedMechanismError(f"mechanism: missing '{key}'")

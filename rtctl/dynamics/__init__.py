@@ -45,11 +45,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import Model
+from ..model.massless import massless_note
 from . import kernels as _k
 
 __all__ = ["Dynamics"]
 
 _F64 = np.dtype(np.float64)
+_rnea, _crba, _aba = _k.rnea, _k.crba, _k.aba
+_ID_NAMES, _FD_NAMES = ("q", "v", "a"), ("q", "v", "tau")
 
 
 class Dynamics:
@@ -64,6 +67,7 @@ class Dynamics:
         self.mf = model.packed_float
         self.ws = np.zeros((model.nbodies, _k.WS_WIDTH))
         self._mat = np.zeros((model.nv, model.nv))
+        self._nv = model.nv
         self._zero_v = np.zeros(model.nv)
         self._six = np.zeros(6)
         self._has_fext = False
@@ -103,25 +107,27 @@ class Dynamics:
         self.ws[:nb, _k.W_FEXT:_k.W_FEXT + 6] = arr
         self._has_fext = True
 
-    def _call(self, kernel, names, vectors, out):
-        """Run an entry kernel on (q, v, a-or-tau, out); convert the inputs only if numba rejects them."""
-        try:
-            status = kernel(self.mi, self.mf, self.ws, *vectors, out)
-        except TypeError:
-            sizes = (self.model.nq, self.model.nv, self.model.nv)
-            vectors = [self._vec(x, n, name) for x, n, name in zip(vectors, sizes, names)]
-            status = kernel(self.mi, self.mf, self.ws, *vectors, self._out(out, (self.model.nv,), "out"))
+    def _converted(self, kernel, names, vectors, out):
+        """Run an entry kernel on (q, v, a-or-tau, out) after converting what numba rejected (lists, int
+        arrays, views), or raise ValueError naming the argument that cannot be converted."""
+        sizes = (self.model.nq, self.model.nv, self.model.nv)
+        vectors = [self._vec(x, n, name) for x, n, name in zip(vectors, sizes, names)]
+        out = self._out(out, (self.model.nv,), "out")
+        status = kernel(self.mi, self.mf, self.ws, *vectors, out)
         if status != _k.OK:
             self._raise(status, names + ("out",))
         return out
 
-    def _raise(self, status, names):
+    def _raise(self, status, names, out_shape=None):
         if status == _k.SINGULAR:
-            raise ValueError("singular inertia (articulated-body inertia or mass matrix not positive definite)")
+            raise ValueError("singular inertia (articulated-body inertia or mass matrix not positive definite)"
+                             + massless_note(self.model))
         if status > _k.WRONG_LENGTH:
             name = names[status - _k.WRONG_LENGTH - 1]
-            n = self.model.nq if name == "q" else self.model.nv
-            raise ValueError(f"{name} must have shape ({n},)")
+            shape = (self.model.nq,) if name == "q" else (self.model.nv,)
+            if name == "out" and out_shape is not None:
+                shape = out_shape
+            raise ValueError(f"{name} must have shape {shape}")
         raise ValueError(f"{names[status - _k.NOT_FINITE - 1]} contains NaN or inf")
 
     def _finite(self, x, name):
@@ -129,11 +135,22 @@ class Dynamics:
             raise ValueError(f"{name} contains NaN or inf")
 
     # -- dynamics ----------------------------------------------------------
+    # The three entry points below are the Python hot path (a control loop calls them every cycle): one
+    # frame each, the kernel called straight away (numba's dispatcher checks dtype, rank and layout in C;
+    # the kernel checks lengths and finiteness and returns a status), conversions only when numba refuses.
     def inverse_dynamics(self, q, v, a, f_ext=None, out=None) -> np.ndarray:
         """Generalized forces tau = M(q) a + h(q, v) - sum_k J_k^T f_ext_k."""
         if f_ext is not None or self._has_fext:
             self._set_fext(f_ext)
-        return self._call(_k.rnea, ("q", "v", "a"), (q, v, a), np.empty(self.model.nv) if out is None else out)
+        if out is None:
+            out = np.empty(self._nv)
+        try:
+            status = _rnea(self.mi, self.mf, self.ws, q, v, a, out)
+        except TypeError:
+            return self._converted(_rnea, _ID_NAMES, (q, v, a), out)
+        if status:
+            self._raise(status, _ID_NAMES + ("out",))
+        return out
 
     def nonlinear_effects(self, q, v, out=None) -> np.ndarray:
         """h(q, v): Coriolis, centrifugal and gravity generalized forces."""
@@ -145,22 +162,30 @@ class Dynamics:
 
     def mass_matrix(self, q, out=None) -> np.ndarray:
         """Generalized inertia matrix M(q) (nv x nv, symmetric positive definite)."""
-        nv = self.model.nv
-        out = np.empty((nv, nv)) if out is None else out
+        if out is None:
+            out = np.empty((self._nv, self._nv))
         try:
-            status = _k.crba(self.mi, self.mf, self.ws, q, out)
+            status = _crba(self.mi, self.mf, self.ws, q, out)
         except TypeError:
-            status = _k.crba(self.mi, self.mf, self.ws, self._vec(q, self.model.nq, "q"),
-                             self._out(out, (nv, nv), "out"))
-        if status != _k.OK:
-            self._raise(status, ("q", "out"))
+            out = self._out(out, (self._nv, self._nv), "out")
+            status = _crba(self.mi, self.mf, self.ws, self._vec(q, self.model.nq, "q"), out)
+        if status:
+            self._raise(status, ("q", "out"), (self._nv, self._nv))
         return out
 
     def forward_dynamics(self, q, v, tau, f_ext=None, out=None) -> np.ndarray:
         """Joint accelerations by the O(n) articulated-module (UDU^T) recursion."""
         if f_ext is not None or self._has_fext:
             self._set_fext(f_ext)
-        return self._call(_k.aba, ("q", "v", "tau"), (q, v, tau), np.empty(self.model.nv) if out is None else out)
+        if out is None:
+            out = np.empty(self._nv)
+        try:
+            status = _aba(self.mi, self.mf, self.ws, q, v, tau, out)
+        except TypeError:
+            return self._converted(_aba, _FD_NAMES, (q, v, tau), out)
+        if status:
+            self._raise(status, _FD_NAMES + ("out",))
+        return out
 
     def forward_dynamics_cholesky(self, q, v, tau, f_ext=None, out=None) -> np.ndarray:
         """Joint accelerations by the O(n^3) reference: M(q) qdd = tau - h(q, v)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from numba import njit
 
 from ..model import MF_ARMATURE, MF_MASS, MI_IV, MI_NV, MI_PARENT
-from .kinematics import kinematics
+from .kinematics import bias_twist_rate, forward_kinematics, propagate_velocity, set_twist_rate
 from .mass_matrix import composite_inertias, inertia_columns
 from .spatial import cholesky_solve, cross, sym_mul
 from .workspace import (DOF_WIDTH, OK, SIG_Q_V_A_OUT, SINGULAR, W_ACC, W_ALPHA, W_D, W_FEXT, W_I, W_O, W_OMEGA, W_S,
@@ -90,9 +90,11 @@ def rnea(mi, mf, ws, q, v, a, tau):
     status = check_vectors(mi, q, v, a, tau)
     if status != OK:
         return status
-    kinematics(mi, mf, ws, q, v, a, 1.0)
+    forward_kinematics(mi, mf, ws, q)
     nb = mi.shape[0]
-    for i in range(nb):
+    for i in range(nb):  # kinematics(..., gravity_scale=1) and the body wrenches in one pass over the tree
+        propagate_velocity(mi, ws, i, v)
+        set_twist_rate(mi, ws, i, bias_twist_rate(mi, mf, ws, i, 1.0), a)
         _body_wrench(mf, ws, i)
     for i in range(nb - 1, -1, -1):
         _project_and_propagate(mi, mf, ws, i, a, tau)

@@ -91,6 +91,8 @@ class _Body:
     upper: float
     velocity_limit: float
     effort_limit: float
+    damping: float = 0.0
+    friction: float = 0.0
 
 
 class ModelBuilder:
@@ -103,12 +105,19 @@ class ModelBuilder:
     1
     """
 
-    def __init__(self, name: str = "robot", gravity=DEFAULT_GRAVITY):
+    def __init__(self, name: str = "robot", gravity=DEFAULT_GRAVITY, *, require_physical_inertia: bool = True):
+        """``require_physical_inertia=False`` accepts physically inconsistent inertias (the URDF loader
+        applies its own ``inertia`` policy first); shapes, symmetry and masses are checked either way."""
         self.name = name
+        self.require_physical_inertia = require_physical_inertia
         self.gravity = np.asarray(gravity, dtype=float)
         self.base = "fixed"
         self._bodies: list[_Body] = []
         self._frames: list[Frame] = []
+
+    @property
+    def nbodies(self) -> int:
+        return len(self._bodies)
 
     def body_index(self, name: str) -> int:
         for i, b in enumerate(self._bodies):
@@ -133,6 +142,8 @@ class ModelBuilder:
         upper: float = np.inf,
         velocity_limit: float = np.inf,
         effort_limit: float = np.inf,
+        damping: float = 0.0,
+        friction: float = 0.0,
     ) -> int:
         """Add a body connected to ``parent`` (index, name, or -1 for the world); return its index.
 
@@ -166,12 +177,14 @@ class ModelBuilder:
                 raise ModelError(f"{where}: {label} must be a finite 3-vector, got {np.asarray(vec).tolist()}")
         mass = float(mass)
         inertia = np.zeros((3, 3)) if inertia is None else inertia
-        inertia = check_inertia(inertia, mass, where)
+        inertia = check_inertia(inertia, mass, where, self.require_physical_inertia)
         lower, upper = float(lower), float(upper)
         if lower > upper:
             raise ModelError(f"{where}: joint lower limit {lower} exceeds upper limit {upper}")
         if velocity_limit < 0 or effort_limit < 0:
             raise ModelError(f"{where}: velocity and effort limits must be >= 0")
+        if not (damping >= 0 and friction >= 0 and np.isfinite(damping) and np.isfinite(friction)):
+            raise ModelError(f"{where}: damping and friction must be finite and >= 0, got {damping}, {friction}")
         if jtype == FREE_FLYER:
             rot, trans = np.eye(3), np.zeros(3)
             self.base = "free_flyer"
@@ -191,22 +204,25 @@ class ModelBuilder:
                 upper=upper,
                 velocity_limit=float(velocity_limit),
                 effort_limit=float(effort_limit),
+                damping=float(damping),
+                friction=float(friction),
             )
         )
         return len(self._bodies) - 1
 
     def add_fixed(self, name: str, parent: int | str, *, rotation=None, translation=(0, 0, 0),
                   mass: float = 0.0, com=(0, 0, 0), inertia=None) -> None:
-        """Attach a rigid child to ``parent`` through a fixed joint: its mass merges into the parent.
-
-        The child survives as a :class:`Frame` named ``name``.
+        """Attach a rigid child to ``parent`` through a fixed joint: its mass, centre of mass and inertia
+        merge into the parent (parallel-axis), a massless child's inertia included; on the world they are
+        dropped. The child survives as a :class:`Frame` named ``name``.
         """
         if isinstance(parent, str):
             parent = self.body_index(parent) if parent != "world" else -1
         rot = np.eye(3) if rotation is None else np.asarray(rotation, dtype=float)
         trans = np.asarray(translation, dtype=float)
-        inertia = check_inertia(np.zeros((3, 3)) if inertia is None else inertia, float(mass), f"link '{name}'")
-        if parent >= 0 and mass > 0:
+        inertia = check_inertia(np.zeros((3, 3)) if inertia is None else inertia, float(mass), f"link '{name}'",
+                                self.require_physical_inertia)
+        if parent >= 0 and (mass > 0 or np.any(inertia != 0)):
             body = self._bodies[parent]
             c_child = trans + rot @ np.asarray(com, dtype=float)
             i_child = rot @ inertia @ rot.T
@@ -343,6 +359,14 @@ class Model:
                 self.velocity_limit[self.idx_v[i]] = b.velocity_limit
                 self.effort_limit[self.idx_v[i]] = b.effort_limit
         self.n_base_dofs = int(nv_joint[:self.n_base_bodies].sum())
+        self.damping = np.zeros(self.nv)
+        self.friction = np.zeros(self.nv)
+        for i, b in enumerate(bodies):
+            if b.joint_type != FREE_FLYER:
+                self.damping[self.idx_v[i]] = b.damping
+                self.friction[self.idx_v[i]] = b.friction
+        self.mimic = None  # a rtctl.model.mimic.MimicCoupling when some joints mimic others
+        self.inertia_findings = []  # rtctl.model.inertia.InertiaFinding of each link warned about or repaired
         self.armature = np.zeros(self.nv)
         self.packed_int, self.packed_float = self._pack()
 

@@ -36,42 +36,61 @@ def quaternion_to_matrix(quat_xyzw) -> np.ndarray:
     )
 
 
-def check_inertia(inertia, mass, where: str) -> np.ndarray:
+# Violations up to this fraction of a link's own inertia scale are round-off, not findings.
+RELATIVE_TOLERANCE = 1e-5
+
+
+def check_inertia(inertia, mass, where: str, physical: bool = True) -> np.ndarray:
     """Validate a rotational inertia about the centre of mass; return it as a symmetric array.
 
-    A physical inertia is symmetric positive semi-definite and satisfies the
-    triangle inequalities of its principal moments. A point mass (zero
-    inertia) is allowed; a massless body must have zero inertia.
+    Always: a finite symmetric 3x3 matrix and a finite mass >= 0. With ``physical``, also
+    physically consistent (see :func:`inertia_violation`) up to :data:`RELATIVE_TOLERANCE` of
+    its own scale. A point mass (zero inertia) and a massless body carrying an inertia are allowed.
     """
     inertia = np.asarray(inertia, dtype=float)
     if inertia.shape != (3, 3) or not np.all(np.isfinite(inertia)):
         raise ModelError(f"{where}: inertia must be a finite 3x3 matrix, got {inertia.tolist()}")
-    if not np.allclose(inertia, inertia.T, rtol=1e-9, atol=1e-12):
+    scale = float(np.abs(inertia).max())
+    if np.any(np.abs(inertia - inertia.T) > RELATIVE_TOLERANCE * scale):
         raise ModelError(f"{where}: inertia is not symmetric: {inertia.tolist()}")
     if not np.isfinite(mass) or mass < 0:
         raise ModelError(f"{where}: mass must be finite and >= 0, got {mass}")
     inertia = 0.5 * (inertia + inertia.T)
-    scale = max(float(np.abs(inertia).max()), 1e-300)
-    eig = np.linalg.eigvalsh(inertia)
-    if eig[0] < -1e-9 * scale:
-        raise ModelError(
-            f"{where}: inertia is not positive definite (eigenvalues {eig.tolist()})"
-        )
-    if eig[0] + eig[1] < eig[2] * (1 - 1e-9) - 1e-12 * scale:
-        raise ModelError(
-            f"{where}: principal moments {eig.tolist()} violate the triangle inequality "
-            "(no rigid body has this inertia)"
-        )
-    if mass == 0 and np.abs(inertia).max() > 0:
-        raise ModelError(f"{where}: a massless body cannot have a non-zero inertia")
+    violation = inertia_violation(inertia) if physical else None
+    if violation is not None:
+        raise ModelError(f"{where}: {violation[0]}")
     return inertia
 
 
+def inertia_violation(inertia: np.ndarray) -> tuple[str, float] | None:
+    """``(problem, relative amount)`` if a symmetric inertia is physically inconsistent beyond the tolerance."""
+    moments = np.linalg.eigvalsh(inertia)
+    scale = float(np.abs(moments).max())
+    if scale == 0.0:
+        return None
+    smallest, largest = moments[0], moments[2]
+    if -smallest > RELATIVE_TOLERANCE * scale:
+        amount = -smallest / scale
+        return (f"inertia is not positive semi-definite: principal moments {format_moments(moments)}, "
+                f"the smallest is "
+                f"{_percent(amount)} of the largest magnitude below zero"), amount
+    excess = largest - moments[0] - moments[1]
+    if excess > RELATIVE_TOLERANCE * scale:
+        amount = excess / largest
+        return (f"principal moments {format_moments(moments)} violate the triangle inequality "
+                f"(l1 + l2 >= l3) by {_percent(amount)} of l3 (no rigid body has this inertia)"), amount
+    return None
+
+
 def combine_inertias(m1, c1, i1, m2, c2, i2):
-    """Mass, centre of mass and inertia about it of two rigid bodies fused together."""
+    """Mass, centre of mass and inertia about it of two rigid bodies fused together.
+
+    Massless bodies keep their rotational inertia (no parallel-axis term: it scales with mass);
+    two massless bodies give a massless body with the sum of the inertias, centred at ``c1``.
+    """
     m = m1 + m2
     if m == 0:
-        return 0.0, np.zeros(3), np.zeros((3, 3))
+        return 0.0, np.asarray(c1, dtype=float).copy(), np.asarray(i1, dtype=float) + np.asarray(i2, dtype=float)
     c = (m1 * np.asarray(c1) + m2 * np.asarray(c2)) / m
 
     def shifted(mi, ci, ii):
@@ -112,3 +131,11 @@ def payload_offset(offset) -> np.ndarray:
     if not np.all(np.isfinite(off)):
         raise ModelError(f"payload offset must be 3 finite numbers (m), got {offset!r}")
     return off
+
+
+def format_moments(moments) -> str:
+    return "[" + ", ".join(f"{float(x):.6g}" for x in moments) + "]"
+
+
+def _percent(fraction: float) -> str:
+    return f"{100 * fraction:.3g}%"

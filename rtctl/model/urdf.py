@@ -1,10 +1,30 @@
 """Load a :class:`~rtctl.model.Model` from URDF (and write one back).
 
 Read: ``<link><inertial>`` (origin, mass, inertia), ``<joint>`` (parent, child,
-origin, axis, limit) of types revolute, continuous, prismatic, fixed and
-floating. Visual and collision geometry, ``<dynamics>``, ``<calibration>``,
-``<safety_controller>`` and ``<mimic>`` are ignored. Fixed joints are merged
-into their parent body; the merged links remain available as frames.
+origin, axis, limit, dynamics, mimic) of types revolute, continuous, prismatic,
+fixed and floating. Visual and collision geometry, ``<calibration>`` and
+``<safety_controller>`` are ignored. Fixed joints are merged into their parent
+body -- mass, centre of mass and inertia (parallel-axis), a massless child's
+inertia included; the merged links remain available as frames. Planar joints,
+and floating joints anywhere but at the root, are refused naming the joint.
+
+* Links without ``<inertial>``, massless links and massless links carrying an
+  inertia load; where they leave a joint moving nothing, inverse dynamics and
+  the mass matrix work and forward dynamics raises naming the joints
+  (:mod:`rtctl.model.massless`).
+* Physically inconsistent inertias follow the ``inertia`` policy of
+  :mod:`rtctl.model.inertia`: ``"warn"`` (default: load as written, one warning
+  listing every offending link), ``"strict"`` or ``"repair"``; the findings are
+  kept in ``model.inertia_findings``.
+* ``<mimic joint multiplier offset>`` (defaults 1 and 0) on a revolute,
+  continuous or prismatic joint couples it to its leader: ``model.mimic`` is the
+  :class:`~rtctl.model.mimic.MimicCoupling`; the model itself keeps every joint
+  (as Pinocchio without ``mimic=True``). A ``<mimic>`` on a fixed joint has no
+  coordinate to couple and is ignored.
+* ``<dynamics damping friction>`` (defaults 0, numbers >= 0) go to
+  ``model.damping`` and ``model.friction`` per DOF; the dynamics do not apply them.
+* The floating base is the caller's choice (``floating_base``) or the tree's
+  root (a ``floating`` joint leaving the root link); joint names play no part.
 
 Every problem raises :class:`~rtctl.model.ModelError` naming the file and the
 element (link or joint) at fault; nothing else escapes for any file content
@@ -43,108 +63,43 @@ from __future__ import annotations
 
 import math
 import os
-import re
-import xml.etree.ElementTree as ET
+import warnings
 
 import numpy as np
 
-from . import FREE_FLYER, PRISMATIC, REVOLUTE, Model, ModelBuilder, ModelError, check_inertia, rpy_to_matrix
+from . import (
+    FREE_FLYER,
+    PRISMATIC,
+    REVOLUTE,
+    Model,
+    ModelBuilder,
+    ModelError,
+    check_inertia,
+    rpy_to_matrix,
+)
+from .inertia import DEFAULT_INERTIA_POLICY, InertiaPolicy
+from .mimic import MimicCoupling, MimicJoint, MimicWarning
+
+# model_to_urdf, UNBOUNDED and parse_xs_double are part of this module's API.
+from .urdf_writer import UNBOUNDED, model_to_urdf  # noqa: F401
+from .urdf_xml import (  # noqa: F401
+    UNBOUNDED_HELP,
+    XML_SPACE,
+    looks_like_xml,
+    parse_xml,
+    parse_xs_double,
+    show,
+    xs_double,
+)
 
 FLOATING_BASES = (None, "fixed", "free_flyer", "euler", "planar")
 
-# URDF parsers (urdfdom) reject "inf", so an unbounded limit is written as the largest double
-# and read back as infinite.
-UNBOUNDED = float(np.finfo(np.float64).max)
-
-# The xs:double lexical space (XML Schema 1.1, which also allows "+INF"); [0-9] is ASCII only.
-_XS_DOUBLE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?INF|NaN")
-_XML_SPACE = re.compile(r"[ \t\r\n]+")
-_XS_DOUBLE_HELP = "optional sign, ASCII digits with an optional '.', optional exponent"
-_UNBOUNDED_HELP = "write an unbounded limit as 1.7976931348623157e+308"
 # What numpy raises under load_urdf's np.errstate when finite inputs overflow.
 _NUMERIC_FAILURES = (FloatingPointError, np.linalg.LinAlgError)
 
 
-def parse_xs_double(text: str) -> float:
-    """One xs:double literal (surrounding XML white space allowed) as a finite float.
-
-    Raises ``ValueError`` for text outside the xs:double lexical space and for
-    the non-finite values it contains (``INF``, ``-INF``, ``NaN``, or a literal
-    beyond the double range).
-    """
-    token = text.strip(" \t\r\n")
-    value, problem = _xs_double(token)
-    if problem:
-        raise ValueError(f"{_show(token)} {problem}")
-    return value
-
-
-def _xs_double(token: str):
-    """(value, None) for a finite xs:double token, else (None, what is wrong with it)."""
-    if not _XS_DOUBLE.fullmatch(token):
-        return None, f"is not numeric: not an xs:double ({_XS_DOUBLE_HELP})"
-    value = float(token)
-    if math.isnan(value):
-        return None, "is not finite: NaN is not allowed"
-    if math.isinf(value):
-        if token.lstrip("+-") == "INF":
-            return None, f"is not finite: {token} is not allowed ({_UNBOUNDED_HELP})"
-        return None, "is not finite: beyond the double range (+-1.7976931348623157e+308)"
-    return value, None
-
-
-def _show(text: str, limit: int = 64) -> str:
-    """``text`` quoted for an error message (control characters escaped, long text shortened)."""
-    if len(text) > limit:
-        return f"{text[:limit]!r}... ({len(text)} characters)"
-    return repr(text)
-
-
-class _DoctypeRefused(Exception):
-    def __init__(self, name):
-        super().__init__(name)
-        self.name = name
-
-
-class _NoDoctypeTreeBuilder(ET.TreeBuilder):
-    """Builds the element tree; refuses a document type declaration as soon as the parser meets it."""
-
-    def doctype(self, name, pubid, system):
-        # Called at the start of <!DOCTYPE, before its internal subset (where entities are declared)
-        # and before any element; once this raises, the tree gets no more events. (expat may still
-        # scan the rest of the buffer it was given; its own entity-amplification limit, expat >= 2.4,
-        # bounds that scan, and external entities are never fetched.)
-        raise _DoctypeRefused(name)
-
-
-def _parse_xml(source, label, text_source):
-    parser = ET.XMLParser(target=_NoDoctypeTreeBuilder())
-    try:
-        if text_source:
-            parser.feed(source)
-            return parser.close()
-        return ET.parse(source, parser=parser).getroot()
-    except _DoctypeRefused as exc:
-        raise ModelError(f"{label}: cannot read URDF: a document type declaration (<!DOCTYPE {exc.name} ...>) "
-                         "is not allowed; URDFs need none, and entity declarations are refused") from None
-    except ET.ParseError as exc:
-        raise ModelError(f"{label}: cannot read URDF: {exc}") from None
-    except (OSError, UnicodeError, LookupError, ValueError) as exc:
-        # unreadable file, undecodable text, unknown declared encoding, NUL in a path
-        raise ModelError(f"{label}: cannot read URDF: {type(exc).__name__}: {exc}") from None
-
-
-def _looks_like_xml(source) -> bool:
-    if isinstance(source, str):
-        return source.lstrip().startswith("<")
-    if isinstance(source, bytes):
-        return source.lstrip(b" \t\r\n").startswith(b"<") or source.startswith(
-            (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff"))
-    return False
-
-
 def load_urdf(source: str | bytes | os.PathLike, floating_base: str | None = None, *,
-              euler_sequence: str = "zyx") -> Model:
+              euler_sequence: str = "zyx", inertia: str = DEFAULT_INERTIA_POLICY) -> Model:
     """Parse a URDF file (or a document: a string or bytes starting with ``<``) into a Model.
 
     Bytes that are a document are decoded as its XML declaration says
@@ -159,32 +114,38 @@ def load_urdf(source: str | bytes | os.PathLike, floating_base: str | None = Non
     added (``"fixed"`` without), so joints written out in the URDF -- an Euler
     chain saved by :func:`model_to_urdf` included -- are all actuated joints of
     a fixed-base model.
+
+    ``inertia``: what to do with physically inconsistent inertias -- ``"warn"``,
+    ``"strict"`` or ``"repair"`` (see :mod:`rtctl.model.inertia`).
     """
     if floating_base not in FLOATING_BASES:
         raise ModelError(f"floating_base must be one of {FLOATING_BASES}, got {floating_base!r}")
     if isinstance(source, (bytearray, memoryview)):
         source = bytes(source)
-    text_source = _looks_like_xml(source)
+    text_source = looks_like_xml(source)
     if isinstance(source, bytes) and not text_source:
         source = os.fsdecode(source)
     label = "<urdf string>" if text_source else os.fspath(source)
-    root = _parse_xml(source, label, text_source)
+    policy = InertiaPolicy(inertia, label)
+    root = parse_xml(source, label, text_source)
     # Overflow and invalid operations become errors (turned into ModelError naming the element),
     # so absurd but finite numbers never give a model with inf/NaN in it or a warning.
     with np.errstate(over="raise", invalid="raise", divide="raise", under="ignore"):
         try:
-            return _UrdfReader(label, root, floating_base, euler_sequence).build()
+            return _UrdfReader(label, root, floating_base, euler_sequence, policy).build()
         except _NUMERIC_FAILURES as exc:
             raise ModelError(f"{label}: numeric overflow building the model (masses, inertias or "
                              f"offsets too large): {exc}") from None
 
 
 class _UrdfReader:
-    def __init__(self, label, root, floating_base, euler_sequence):
+    def __init__(self, label, root, floating_base, euler_sequence, inertia_policy):
         self.label = label
         self.root = root
         self.floating_base = floating_base
         self.euler_sequence = euler_sequence
+        self.inertia_policy = inertia_policy
+        self.mimics = []
 
     def error(self, msg):
         return ModelError(f"{self.label}: {msg}")
@@ -196,15 +157,15 @@ class _UrdfReader:
             if default is None:
                 raise self.error(f"{where}: missing attribute '{attr}'")
             return np.array(default, dtype=float)
-        shown = f"attribute {attr}={_show(raw)}"
-        tokens = [t for t in _XML_SPACE.split(raw) if t]
+        shown = f"attribute {attr}={show(raw)}"
+        tokens = [t for t in XML_SPACE.split(raw) if t]
         values = []
         for k, token in enumerate(tokens):
-            value, problem = _xs_double(token)
+            value, problem = xs_double(token)
             if problem:
                 if len(tokens) > 1:  # say which item: "... is not numeric: number 2 of 3, 'a', ..."
                     kind, reason = problem.split(": ", 1)
-                    problem = f"{kind}: number {k + 1} of {len(tokens)}, {_show(token)}, {reason}"
+                    problem = f"{kind}: number {k + 1} of {len(tokens)}, {show(token)}, {reason}"
                 raise self.error(f"{where}: {shown} {problem}")
             values.append(value)
         if len(values) != n:
@@ -234,7 +195,7 @@ class _UrdfReader:
             raise self.error(f"link '{name}': <inertial> has no <mass>")
         mass = self.number(mass_el, "value", where + "<mass>")
         if mass < 0:
-            raise self.error(f"{where}<mass>: negative mass value={_show(mass_el.get('value'))}")
+            raise self.error(f"{where}<mass>: negative mass value={show(mass_el.get('value'))}")
         i_el = inertial.find("inertia")
         if i_el is None:
             inertia = np.zeros((3, 3))
@@ -245,7 +206,7 @@ class _UrdfReader:
                                 [c["ixy"], c["iyy"], c["iyz"]],
                                 [c["ixz"], c["iyz"], c["izz"]]])
         try:
-            inertia = check_inertia(inertia, mass, f"link '{name}'")
+            inertia = self.inertia_policy.inspect(name, check_inertia(inertia, mass, f"link '{name}'", False))
             return mass, xyz, rot @ inertia @ rot.T
         except ModelError as exc:
             raise self.error(str(exc)) from None
@@ -258,7 +219,7 @@ class _UrdfReader:
         links = self.read_links()
         joints, child_of, children = self.read_joints(links)
         root = self.root_link(links, child_of, joints)
-        b = ModelBuilder(self.root.get("name") or "robot")
+        b = ModelBuilder(self.root.get("name") or "robot", require_physical_inertia=False)
         placement = {}  # link name -> (body index, rotation, translation) of the link frame in the body
         base_link = self.add_base(b, root, links, joints, children, placement)
         seen = self.add_tree(b, base_link, links, joints, children, placement)
@@ -266,10 +227,28 @@ class _UrdfReader:
         if unreached:
             raise self.error(f"links not connected to the root '{root}' form a cycle: "
                              f"{self.cycle_from(sorted(unreached)[0], child_of, joints)}")
+        if b.nbodies == 0:
+            raise self.error(f"no movable joint: the tree below root link '{root}' is one rigid body; load it with "
+                             "floating_base='free_flyer' (6 DOFs) or add joints")
         try:
-            return b.build()
+            model = b.build()
+            model.mimic = self.mimic_coupling(model)
         except ModelError as exc:
             raise self.error(str(exc)) from None
+        self.inertia_policy.finish()
+        model.inertia_findings = list(self.inertia_policy.findings)
+        return model
+
+    def mimic_coupling(self, model):
+        """The coupling of the mimic joints whose leader is a movable joint; the others load as independent
+        joints (what URDF readers that ignore <mimic> do), with one warning naming them."""
+        dangling = [m for m in self.mimics if m.leader not in model.joint_names]
+        if dangling:
+            listed = "".join(f"\n  joint '{m.name}' mimics '{m.leader}'" for m in dangling)
+            warnings.warn(f"{self.label}: {len(dangling)} <mimic> element(s) name no movable joint of the model; "
+                          f"those joints load as independent joints:{listed}", MimicWarning, stacklevel=4)
+        kept = [m for m in self.mimics if m not in dangling]
+        return MimicCoupling(model, kept) if kept else None
 
     def read_links(self) -> dict:
         """The ``<link>`` elements by name."""
@@ -297,6 +276,9 @@ class _UrdfReader:
             jtype = joint.get("type")
             if jtype is None:
                 raise self.error(f"joint '{jname}': missing attribute 'type'")
+            if jtype == "planar":
+                raise self.error(f"joint '{jname}': planar joints are not supported (use revolute and prismatic "
+                                 "joints through massless links, or floating_base='planar' for an x-z base)")
             if jtype not in ("revolute", "continuous", "prismatic", "fixed", "floating"):
                 raise self.error(f"joint '{jname}': unknown joint type '{jtype}'")
             ends = {}
@@ -408,7 +390,7 @@ class _UrdfReader:
         scale = float(np.abs(axis).max())
         norm = scale * float(np.linalg.norm(axis / scale)) if scale > 0 else 0.0
         if norm < 1e-12:
-            raise self.error(f"{where} <axis>: attribute xyz={_show(axis_el.get('xyz'))} is not a direction "
+            raise self.error(f"{where} <axis>: attribute xyz={show(axis_el.get('xyz'))} is not a direction "
                              "(zero or shorter than 1e-12)")
         return (axis / scale) / (norm / scale)
 
@@ -428,10 +410,12 @@ class _UrdfReader:
                 raise self.error(f"{where}: a floating joint is only supported at the root of the tree")
             axis = self.axis(joint, where)
             lo, hi, vel, eff = self.limits(joint, jtype, where)
+            damping, friction = self.joint_dynamics(joint, where)
+            self.read_mimic(joint, jname)
             idx = b.add_body(child, body, PRISMATIC if jtype == "prismatic" else REVOLUTE,
                              joint_name=jname, axis=axis, rotation=rot, translation=trans,
                              mass=mass, com=com, inertia=inertia, lower=lo, upper=hi,
-                             velocity_limit=vel, effort_limit=eff)
+                             velocity_limit=vel, effort_limit=eff, damping=damping, friction=friction)
             return idx, np.eye(3), np.zeros(3)
         except ModelError as exc:
             if str(exc).startswith(self.label):
@@ -440,6 +424,31 @@ class _UrdfReader:
         except _NUMERIC_FAILURES as exc:
             raise self.error(f"{where}: numeric overflow placing link '{child}' (origins, masses or "
                              f"inertias too large): {exc}") from None
+
+    def joint_dynamics(self, joint, where):
+        """(damping, friction) of ``<dynamics>``, 0 where absent; each a number >= 0."""
+        dyn = joint.find("dynamics")
+        values = []
+        for key in ("damping", "friction"):
+            value = self.number(dyn, key, where + " <dynamics>", 0.0) if dyn is not None else 0.0
+            if value < 0:
+                raise self.error(f"{where} <dynamics>: attribute {key}={show(dyn.get(key))} must be >= 0")
+            values.append(value)
+        return tuple(values)
+
+    def read_mimic(self, joint, jname):
+        """Record ``<mimic joint multiplier offset>`` of a movable joint (multiplier 1, offset 0 by default)."""
+        mimic = joint.find("mimic")
+        if mimic is None:
+            return
+        where = f"joint '{jname}' <mimic>"
+        leader = mimic.get("joint")
+        if not leader:
+            raise self.error(f"{where}: missing attribute 'joint' (the joint it mimics)")
+        if leader == jname:
+            raise self.error(f"{where}: a joint cannot mimic itself")
+        self.mimics.append(MimicJoint(jname, leader, self.number(mimic, "multiplier", where, 1.0),
+                                      self.number(mimic, "offset", where, 0.0)))
 
     def limits(self, joint, jtype, where):
         """(lower, upper, velocity, effort) of a joint; infinite where unbounded."""
@@ -452,7 +461,7 @@ class _UrdfReader:
         for key in ("effort", "velocity"):
             if lim.get(key) is None:
                 raise self.error(f"{where}: missing attribute '{key}' (the URDF spec requires effort and "
-                                 "velocity on every <limit>; " + _UNBOUNDED_HELP + ")")
+                                 "velocity on every <limit>; " + UNBOUNDED_HELP + ")")
 
         def get(key, default=None):
             value = self.number(lim, key, where, default)
@@ -462,71 +471,9 @@ class _UrdfReader:
         lo, hi = get("lower", 0.0), get("upper", 0.0)
         for key, value in (("effort", eff), ("velocity", vel)):
             if value < 0:
-                raise self.error(f"{where}: attribute {key}={_show(lim.get(key))} must be >= 0")
+                raise self.error(f"{where}: attribute {key}={show(lim.get(key))} must be >= 0")
         if jtype not in ("revolute", "prismatic"):
             return -np.inf, np.inf, vel, eff
         if lo > hi:
             raise self.error(f"{where}: lower={lo} exceeds upper={hi}")
         return lo, hi, vel, eff
-
-
-def model_to_urdf(model: Model) -> str:
-    """Write a Model as URDF text that :func:`load_urdf` reads back to the same arrays and frames.
-
-    Bodies hang from a ``world`` link (a free-flyer root as a ``floating``
-    joint); merged frames become massless links on fixed joints. Unbounded
-    joints are written with the largest double as limit -- URDF parsers reject
-    ``inf`` -- and revolute joints always as ``revolute``, so every joint keeps
-    one position coordinate in other URDF readers too.
-    """
-    lines = [f'<robot name="{model.name}">', '  <link name="world"/>']
-    fmt = lambda v: " ".join(f"{x:.17g}" for x in v)  # noqa: E731
-    for i in range(model.nbodies):
-        c = model.com[i]
-        inertia = model.inertia_com[i]
-        lines += [
-            f'  <link name="{model.body_names[i]}">',
-            "    <inertial>",
-            f'      <origin xyz="{fmt(c)}" rpy="0 0 0"/>',
-            f'      <mass value="{model.mass[i]:.17g}"/>',
-            f'      <inertia ixx="{inertia[0, 0]:.17g}" ixy="{inertia[0, 1]:.17g}" ixz="{inertia[0, 2]:.17g}" '
-            f'iyy="{inertia[1, 1]:.17g}" iyz="{inertia[1, 2]:.17g}" izz="{inertia[2, 2]:.17g}"/>',
-            "    </inertial>",
-            "  </link>",
-        ]
-
-    def joint(name, kind, parent, child, rotation, translation):
-        return [f'  <joint name="{name}" type="{kind}">',
-                f'    <parent link="{parent}"/>', f'    <child link="{child}"/>',
-                f'    <origin xyz="{fmt(translation)}" rpy="{fmt(_matrix_to_rpy(rotation))}"/>']
-
-    for i in range(model.nbodies):
-        p = model.parent[i]
-        jt = int(model.joint_type[i])
-        kind = {REVOLUTE: "revolute", PRISMATIC: "prismatic", FREE_FLYER: "floating"}[jt]
-        lines += joint(model.joint_names[i], kind, "world" if p < 0 else model.body_names[p], model.body_names[i],
-                       model.joint_rotation[i], model.joint_translation[i])
-        if jt != FREE_FLYER:
-            iq, iv = model.idx_q[i], model.idx_v[i]
-            bound = lambda x: float(np.clip(x, -UNBOUNDED, UNBOUNDED))  # noqa: E731
-            lines.append(f'    <axis xyz="{fmt(model.axis[i])}"/>')
-            lines.append(f'    <limit lower="{bound(model.lower[iq]):.17g}" upper="{bound(model.upper[iq]):.17g}" '
-                         f'effort="{bound(model.effort_limit[iv]):.17g}" '
-                         f'velocity="{bound(model.velocity_limit[iv]):.17g}"/>')
-        lines.append("  </joint>")
-    for f in model.frames:
-        if f.name == "world" or f.name in model.body_names:
-            continue
-        lines.append(f'  <link name="{f.name}"/>')
-        parent = "world" if f.body < 0 else model.body_names[f.body]
-        lines += joint(f"{f.name}_fixed", "fixed", parent, f.name, f.rotation, f.translation)
-        lines.append("  </joint>")
-    lines.append("</robot>")
-    return "\n".join(lines) + "\n"
-
-
-def _matrix_to_rpy(r: np.ndarray) -> np.ndarray:
-    pitch = np.arctan2(-r[2, 0], np.hypot(r[0, 0], r[1, 0]))
-    if abs(np.cos(pitch)) < 1e-12:
-        return np.array([np.arctan2(-r[1, 2], r[1, 1]), pitch, 0.0])
-    return np.array([np.arctan2(r[2, 1], r[2, 2]), pitch, np.arctan2(r[1, 0], r[0, 0])])
