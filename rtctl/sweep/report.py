@@ -14,6 +14,34 @@ import numpy as np
 
 from .results import read_columns
 
+METRIC_LABELS = {
+    "tracking_rms": "tracking RMS, worst joint (rad; m prismatic)",
+    "tracking_max": "tracking max, worst joint (rad; m prismatic)",
+    "peak_effort": "peak |effort| (N m; N prismatic)",
+    "actuator_energy": "actuator energy (J)",
+    "trips": "safety trips", "overruns": "overruns", "cycles": "cycles", "wall_s": "wall time (s)",
+    "compute_p50_us": "compute p50 (us)", "compute_p99_us": "compute p99 (us)",
+}
+PARAM_UNITS = {"kp": "1/s^2", "kd": "1/s", "mass_scale": "x nominal", "payload_mass": "kg", "viscous_friction":
+               "N m s/rad", "rate_hz": "Hz", "duration": "s", "frequency": "Hz", "amplitude": "rad"}
+
+
+def metric_label(name: str) -> str:
+    return METRIC_LABELS.get(name, name)
+
+
+def param_label(path: str) -> str:
+    unit = PARAM_UNITS.get(path.rsplit(".", 1)[-1])
+    return f"{path} ({unit})" if unit else path
+
+
+def spans_decades(values) -> bool:
+    """Positive values whose largest is more than 20 times the smallest: a log axis reads them right."""
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    return v.size > 1 and v.min() > 0 and v.max() > 20 * v.min()
+
+
 STATUS_COLOURS = {"ok": "tab:blue", "tripped": "tab:orange", "diverged": "tab:red", "error": "black",
                   "timeout": "tab:purple"}
 
@@ -74,14 +102,16 @@ def sweep_report(results: str | Path, out: str | Path, metrics=("tracking_rms", 
                 sel = status == st
                 if sel.any():
                     ax.scatter(pv[sel], mv[sel], s=14, color=colour, label=st, alpha=0.8)
-            finite = pv[np.isfinite(pv)]
-            if finite.size and finite.min() > 0 and finite.max() > 20 * finite.min():
+            if spans_decades(pv):
                 ax.set_xscale("log")
-            ax.set_xlabel(pname[len("param."):])
-            ax.set_ylabel(metric)
+            if spans_decades(mv):
+                ax.set_yscale("log")
+            ax.set_xlabel(param_label(pname[len("param."):]))
+            ax.set_ylabel(metric_label(metric), fontsize=8)
             ax.grid(True, alpha=0.3)
-            if r == 0 and c == 0:
-                ax.legend(fontsize=8)
+    shown = [st for st in STATUS_COLOURS if (status == st).any()]
+    if numeric_params and len(shown) > 1:
+        axes[0][-1].legend(fontsize=8, title="status", loc="upper left", bbox_to_anchor=(1.02, 1.0))
     if not numeric_params:
         for c in range(len(metrics)):
             axes[0][c].set_visible(False)
@@ -98,10 +128,15 @@ def sweep_report(results: str | Path, out: str | Path, metrics=("tracking_rms", 
         if idx.size:
             front = idx[pareto_front(x[idx], y[idx])]
             ax.plot(x[front], y[front], "o-", color="tab:green", label="Pareto front")
-        ax.set_xlabel(xname)
-        ax.set_ylabel(yname)
-        ax.set_title(f"{yname} vs {xname} ({int((~(status == 'ok')).sum())} failed runs not shown)", fontsize=9)
-        ax.legend(fontsize=8)
+        for name, scale in ((x[ok], ax.set_xscale), (y[ok], ax.set_yscale)):
+            if spans_decades(name):
+                scale("log")
+        ax.set_xlabel(metric_label(xname))
+        ax.set_ylabel(metric_label(yname), fontsize=8)
+        not_ok = int((status != "ok").sum())
+        ax.set_title(f"Pareto front ({front.size if idx.size else 0} of {idx.size} ok runs; "
+                     f"{not_ok} not ok, not shown)", fontsize=9)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
         ax.grid(True, alpha=0.3)
     counts = {s: int((status == s).sum()) for s in np.unique(status)}
     fig.suptitle(f"{Path(results).name}: {len(status)} runs ({', '.join(f'{k} {v}' for k, v in counts.items())})")

@@ -364,6 +364,26 @@ def replay(path: str, endpoint: str, speed: float = 1.0, batch_period: float = 0
     return n
 
 
+def _plot_timing(ax, s) -> None:
+    """Histogram of wake-up latency and period jitter; the title counts the recorded window's cycles and
+    overruns (``overruns`` is the loop's running count, so the window's is last minus the one before it)."""
+    lat = s["latency"] * 1e6
+    per = s["period"] * 1e6
+    cycles = s["cycle"]
+    before = 0 if cycles[0] == 0 else int(s["overruns"][0])          # a window from cycle 0 counts its first
+    overruns = int(s["overruns"][-1]) - before
+    span = int(cycles[-1] - cycles[0] + 1)
+    bins = np.logspace(-1, np.log10(max(10.0, np.nanmax(lat), np.nanmax(per)) * 1.1), 60)
+    ax.hist(np.clip(lat[np.isfinite(lat)], 0.1, None), bins=bins, alpha=0.7, label="wake-up latency")
+    if np.any(per > 0):
+        jitter = np.abs(per[per > 0] - np.median(per[per > 0]))
+        ax.hist(np.clip(jitter, 0.1, None), bins=bins, alpha=0.5, label="|period - median period|")
+    recorded = f", {len(cycles)} recorded" if len(cycles) != span else ""
+    ax.set(title=f"loop timing: cycles {int(cycles[0])}-{int(cycles[-1])} ({span}{recorded}), {overruns} overruns",
+           xlabel="time (us, log scale)", ylabel="cycles (log scale)", xscale="log", yscale="log")
+    ax.legend(fontsize=8, loc="upper right")
+
+
 # -- plot -------------------------------------------------------------------------------------------
 def plot(path: str, out_path: str, progress: bool = True, out=None) -> str:
     """Figure from a recording: q vs q_d, tracking error, effort, and the loop-timing histogram."""
@@ -378,26 +398,18 @@ def plot(path: str, out_path: str, progress: bool = True, out=None) -> str:
         raise ValueError(f"{path}: no samples recorded")
     joints = (rec["meta"] or {}).get("joints") or [f"j{k}" for k in range(s["q"].shape[1])]
     t = s["t"]
-    fig, ax = plt.subplots(2, 2, figsize=(13, 8), constrained_layout=True)
+    fig, ax = plt.subplots(2, 2, figsize=(14, 8), constrained_layout=True)
     for k, name in enumerate(joints):
         line, = ax[0, 0].plot(t, s["q"][:, k], lw=1.2, label=name)
         ax[0, 0].plot(t, s["q_d"][:, k], "--", lw=0.9, color=line.get_color())
         ax[0, 1].plot(t, s["error"][:, k], lw=1.0, label=name)
         ax[1, 0].plot(t, s["effort_cmd"][:, k], lw=1.0, label=name)
-    ax[0, 0].set(title="position q (solid) vs desired q_d (dashed)", xlabel="t (s)", ylabel="rad or m")
-    ax[0, 1].set(title="tracking error q_d - q", xlabel="t (s)", ylabel="rad or m")
-    ax[1, 0].set(title="commanded effort", xlabel="t (s)", ylabel="N m or N")
-    ax[0, 0].legend(fontsize=7, ncol=2)
-    lat = s["latency"] * 1e6
-    per = s["period"] * 1e6
-    bins = 60
-    ax[1, 1].hist(lat[np.isfinite(lat)], bins=bins, alpha=0.7, label="wake-up latency")
-    if np.any(per > 0):
-        ax[1, 1].hist(np.abs(per[per > 0] - np.median(per[per > 0])), bins=bins, alpha=0.5,
-                      label="|period - median|")
-    ax[1, 1].set(title=f"loop timing ({len(t)} cycles, {int(s['overruns'][-1])} overruns)", xlabel="us",
-                 ylabel="cycles", yscale="log")
-    ax[1, 1].legend(fontsize=8)
+    ax[0, 0].set(title="position q (solid) vs desired q_d (dashed)", xlabel="t (s)",
+                 ylabel="position (rad; m for prismatic joints)")
+    ax[0, 1].set(title="tracking error q_d - q", xlabel="t (s)", ylabel="error (rad; m for prismatic joints)")
+    ax[1, 0].set(title="commanded effort", xlabel="t (s)", ylabel="effort (N m; N for prismatic joints)")
+    ax[0, 0].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    _plot_timing(ax[1, 1], s)
     tripped = np.flatnonzero(s["tripped"])
     if tripped.size:
         for a in ax.flat[:3]:
