@@ -10,18 +10,17 @@ for servos ``--ids`` (default 1..n, one per actuated joint, the servo horn
 being the joint). On SIGTERM or SIGINT it prints one ``STATS {json}`` line
 (packets handled, replies sent, dropped, corrupted, delayed) and exits.
 
-Firmware model (per servo, the X-series control table of
-:mod:`drivers.dynamixel.control_table` as a byte array):
+Firmware (per servo, the X-series control table of :mod:`drivers.dynamixel.control_table` as a byte array):
+:mod:`hil.dynamixel_firmware` -- status packet errors, every Protocol 2.0 instruction, Status Return Level,
+Return Delay Time, ID and baud rate changes, Bus Watchdog, Hardware Error Status and Shutdown, as the
+ROBOTIS e-manual specifies them. Physics of the servo, here:
 
-* PING, READ, WRITE, SYNC_READ, SYNC_WRITE, BULK_READ, BULK_WRITE, broadcast
-  PING; status packets with the error byte (instruction, data range, data
-  length and access errors: EEPROM writes with torque on, writes to read-only
-  fields); the return delay time (2 us units) is honoured.
-* Current control (operating mode 0): ``tau = Kt * clamp(goal_current)``.
+* Current control (operating mode 0): ``tau = Kt * clamp(goal_current)``; PWM control (16): duty = Goal PWM.
 * Position control (3/4/5): the servo PID on counts (``KPP = P/128``,
   ``KPI = I/65536``, ``KPD = D/16``) produces a PWM duty (limit 885) that
   drives a DC motor model, ``tau = stall_torque * (duty - omega / omega_no_load)``
   clamped at the current limit -- so the servo's back-EMF damping is there too.
+  Velocity control (1): duty = goal / no-load speed + velocity P term (a simple model).
 * Torque disabled: no torque, and the joint is held where it is (the gear train's static friction;
   the 353.5:1 XM430-W350 does not back-drive under the HIL arm's gravity load).
 * Measured state is quantised like the servo: position in counts, velocity in
@@ -35,18 +34,23 @@ backlog is skipped and counted (``lag_skips``).
 Fault injection: ``--drop-rate p`` (each status packet lost with probability
 p), ``--corrupt-rate p`` (CRC byte flipped), ``--delay-sync-read N --delay-ms D``
 (the replies to the N-th SYNC_READ are sent D ms late, without stalling the
-emulator), all from a seeded RNG.
+emulator), all from a seeded RNG; ``--inject-error ID:KIND:SECONDS`` latches a hardware error
+(overload, overheating, input_voltage, electrical_shock, encoder) that long after the first packet.
+``--supply-voltage`` and ``--temperature`` set what the servos measure. The port's bit rate (as the
+master set it on the pty) is compared with each servo's Baud Rate item: a servo at another rate hears
+nothing. STATS also lists each Bus Watchdog expiry (``watchdog``: id, timeout, last packet and expiry
+times on the ``time.perf_counter`` clock, which is system-wide).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import random
 import select
 import signal
 import subprocess
 import sys
+import termios
 import time
 import tty
 from pathlib import Path
@@ -57,13 +61,17 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from rtctl.drivers.dynamixel import protocol as P  # noqa: E402
-from rtctl.drivers.dynamixel.control_table import (CURRENT_CONTROL, EEPROM, ServoModel)  # noqa: E402
+from rtctl.drivers.dynamixel import protocol as P
+from rtctl.drivers.dynamixel.control_table import (
+    CURRENT_CONTROL,
+    PWM_CONTROL,
+    VELOCITY_CONTROL,
+    ServoModel,
+)
+from rtctl.hil.dynamixel_firmware import READ_ONLY, Firmware, Servo, parse_injection  # noqa: F401  (re-exported)
 
-READ_ONLY = {"model_number", "model_information", "firmware_version", "registered_instruction",
-             "hardware_error_status", "realtime_tick", "moving", "moving_status", "present_pwm",
-             "present_current", "present_velocity", "present_position", "velocity_trajectory",
-             "position_trajectory", "present_input_voltage", "present_temperature"}
+BAUD_OF_SPEED = {getattr(termios, f"B{b}"): b for b in (9600, 57600, 115200, 1000000, 2000000, 3000000, 4000000)
+                 if hasattr(termios, f"B{b}")}
 
 
 def hil_arm(n: int = 2):
@@ -95,61 +103,15 @@ def load_robot(robot: str | None, urdf: str | None):
     return load_urdf(bundled_model_path(robot))
 
 
-class Servo:
-    def __init__(self, dxl_id: int, spec: ServoModel):
-        self.id = dxl_id
-        self.spec = spec
-        self.mem = bytearray(spec.table_size)
-        for f in spec.fields.values():
-            if f.default is not None:
-                self.mem[f.address:f.address + f.size] = P.to_bytes(int(f.default), f.size)
-        self.set("id", dxl_id)
-        self.integral = 0.0
-
-    def get(self, name: str) -> int:
-        f = self.spec[name]
-        return P.from_bytes(self.mem[f.address:f.address + f.size], f.signed)
-
-    def set(self, name: str, value: int) -> None:
-        f = self.spec[name]
-        self.mem[f.address:f.address + f.size] = P.to_bytes(int(value), f.size)
-
-    def check_write(self, address: int, length: int) -> int:
-        """Error code for a write of ``length`` bytes at ``address`` (0 if allowed)."""
-        if address + length > len(self.mem) or length < 1:
-            return P.ERROR_DATA_RANGE
-        torque_on = self.mem[self.spec["torque_enable"].address] != 0
-        for f in self.spec.fields.values():
-            if f.address < address + length and address < f.address + f.size:
-                if f.name in READ_ONLY:
-                    return P.ERROR_ACCESS
-                if f.area == EEPROM and torque_on:
-                    return P.ERROR_ACCESS
-        return 0
-
-    def write(self, address: int, data) -> int:
-        err = self.check_write(address, len(data))
-        if err:
-            return err
-        self.mem[address:address + len(data)] = data
-        if address <= self.spec["goal_position"].address < address + len(data) or \
-                address <= self.spec["torque_enable"].address < address + len(data):
-            self.integral = 0.0
-        return 0
-
-    def read(self, address: int, length: int):
-        if address + length > len(self.mem) or length < 1:
-            return P.ERROR_DATA_RANGE, b""
-        return 0, bytes(self.mem[address:address + length])
-
-
-class ServoChain:
-    """The firmware of all servos plus the plant they drive."""
+class ServoChain(Firmware):
+    """The firmware of all servos (:class:`hil.dynamixel_firmware.Firmware`) plus the plant they drive."""
 
     def __init__(self, model, ids=None, servo_model: str = "XM430-W350", viscous_friction: float = 0.02,
                  initial=None, dt: float = 5e-4, drop_rate: float = 0.0, corrupt_rate: float = 0.0,
-                 delay_sync_read: int = 0, delay_ms: float = 0.0, seed: int = 0):
+                 delay_sync_read: int = 0, delay_ms: float = 0.0, seed: int = 0, inject=(),
+                 supply_voltage: float = 12.0, temperature: float = 30.0):
         from rtctl.plants import create_plant
+
         from rtctl.rt.interfaces import actuated_indices
         self.model = model
         q_idx, v_idx, _ = actuated_indices(model)
@@ -159,8 +121,9 @@ class ServoChain:
         if len(ids) != n:
             raise SystemExit(f"dynamixel_emulator: {len(ids)} ids for {n} actuated joints")
         spec = ServoModel(servo_model)
-        self.servos = [Servo(i, spec) for i in ids]
-        self.by_id = {s.id: s for s in self.servos}
+        super().__init__([Servo(i, spec) for i in ids], drop_rate=drop_rate, corrupt_rate=corrupt_rate,
+                         delay_sync_read=delay_sync_read, delay_ms=delay_ms, seed=seed, inject=inject)
+        self.supply_units, self.temperature = int(round(supply_voltage * 10)), int(round(temperature))
         self.plant = create_plant("rigid_body", model, viscous_friction=viscous_friction)
         q0 = model.neutral_configuration()
         if initial is not None:
@@ -171,40 +134,52 @@ class ServoChain:
         self.dt = dt
         self.sim_t = 0.0
         self.t0 = None
-        self.rng = random.Random(seed)
-        self.drop_rate, self.corrupt_rate = drop_rate, corrupt_rate
-        self.delay_sync_read, self.delay_s = delay_sync_read, delay_ms * 1e-3
-        self.stats = dict(packets=0, replies=0, dropped=0, corrupted=0, delayed=0, sync_reads=0, sync_writes=0,
-                          bad_instruction=0, steps=0, lag_skips=0, crc_errors_in=0)
-        self.pending: list[tuple[float, bytes]] = []
         self._update_registers()
+        for s in self.servos:
+            s.set("goal_position", s.get("present_position"))
 
     # -- physics -----------------------------------------------------------------
-    def _torques(self) -> None:
+    def _duty(self, s: Servo, mode: int, counts: float, omega: float) -> float:
+        """Position/velocity/PWM control: the PWM duty (-1..1) before the PWM limit, in 885ths."""
+        spec = s.spec
+        if mode == PWM_CONTROL:
+            return 0.0 if s.stopped else float(s.get("goal_pwm"))
+        if mode == VELOCITY_CONTROL:
+            goal = 0 if s.stopped else s.get("goal_velocity")
+            return 885.0 * goal * spec.rad_s_per_unit / spec.no_load_speed + \
+                s.get("velocity_p_gain") / 128.0 * (goal - omega / spec.rad_s_per_unit)
+        err = (s.hold if s.stopped else s.get("goal_position")) - counts
+        s.integral += err * self.dt
+        return (s.get("position_p_gain") / 128.0 * err
+                + s.get("position_i_gain") / 65536.0 * s.integral * 1000.0
+                - s.get("position_d_gain") / 16.0 * omega / spec.rad_per_count * 1e-3)
+
+    def _servo_torque(self, s: Servo, theta: float, omega: float) -> tuple[float, bool]:
+        """(output torque, saturated) of one servo with torque on."""
+        spec = s.spec
+        mode, limit = s.get("operating_mode"), s.get("current_limit")
+        amp_torque = spec.amp_per_unit * spec.torque_constant
+        if mode == CURRENT_CONTROL:
+            goal = 0 if s.stopped else s.get("goal_current")
+            return max(-limit, min(limit, goal)) * amp_torque, abs(goal) >= limit > 0
+        counts = theta / spec.rad_per_count + spec.position_center + s.position_offset
+        duty = self._duty(s, mode, counts, omega)
+        pwm_limit = s.get("pwm_limit")
+        saturated = abs(duty) >= pwm_limit
+        tau = spec.stall_torque * (max(-pwm_limit, min(pwm_limit, duty)) / 885.0 - omega / spec.no_load_speed)
+        tau_max = limit * amp_torque
+        return max(-tau_max, min(tau_max, tau)), saturated or abs(tau) >= tau_max
+
+    def _torques(self, now: float | None = None) -> None:
         plant = self.plant
         for k, s in enumerate(self.servos):
-            spec = s.spec
-            theta = plant.q[self.q_index[k]]
-            omega = plant.v[self.v_index[k]]
-            tau = 0.0
-            if s.mem[64]:
-                mode = s.get("operating_mode")
-                limit = s.get("current_limit")
-                if mode == CURRENT_CONTROL:
-                    cur = max(-limit, min(limit, s.get("goal_current")))
-                    tau = cur * spec.amp_per_unit * spec.torque_constant
-                elif mode in (3, 4, 5):
-                    counts = theta / spec.rad_per_count + spec.position_center
-                    err = s.get("goal_position") - counts
-                    s.integral += err * self.dt
-                    duty = (s.get("position_p_gain") / 128.0 * err
-                            + s.get("position_i_gain") / 65536.0 * s.integral * 1000.0
-                            - s.get("position_d_gain") / 16.0 * omega / spec.rad_per_count * 1e-3)
-                    pwm_limit = s.get("pwm_limit")
-                    duty = max(-pwm_limit, min(pwm_limit, duty)) / 885.0
-                    tau = spec.stall_torque * (duty - omega / spec.no_load_speed)
-                    tau_max = limit * spec.amp_per_unit * spec.torque_constant
-                    tau = max(-tau_max, min(tau_max, tau))
+            tau, saturated = 0.0, False
+            if s.torque_on():
+                tau, saturated = self._servo_torque(s, plant.q[self.q_index[k]], plant.v[self.v_index[k]])
+            if not saturated:
+                s.saturated_since = None
+            elif s.saturated_since is None and now is not None:
+                s.saturated_since = now
             self.effort[self.v_index[k]] = tau
 
     def _update_registers(self) -> None:
@@ -212,11 +187,15 @@ class ServoChain:
         for k, s in enumerate(self.servos):
             spec = s.spec
             tau = self.effort[self.v_index[k]]
+            velocity = int(round(plant.v[self.v_index[k]] / spec.rad_s_per_unit))
             s.set("present_position", int(round(plant.q[self.q_index[k]] / spec.rad_per_count))
-                  + spec.position_center)
-            s.set("present_velocity", int(round(plant.v[self.v_index[k]] / spec.rad_s_per_unit)))
+                  + spec.position_center + s.position_offset)
+            s.set("present_velocity", velocity)
             s.set("present_current", int(round(tau / spec.torque_constant / spec.amp_per_unit)))
             s.set("realtime_tick", int(self.sim_t * 1000) % 32768)
+            s.set("moving", int(abs(velocity) > s.get("moving_threshold")))
+            s.set("present_input_voltage", self.supply_units)
+            s.set("present_temperature", self.temperature)
 
     def advance(self, now: float) -> None:
         if self.t0 is None:
@@ -228,10 +207,10 @@ class ServoChain:
             self.stats["lag_skips"] += 1
         stepped = False
         while self.sim_t + self.dt <= target:
-            self._torques()
+            self._torques(now)
             self.plant.step(self.dt, self.effort)
             for k, s in enumerate(self.servos):
-                if not s.mem[64]:       # torque off: the 353:1 gear train holds the joint
+                if not s.torque_on():       # torque off: the 353:1 gear train holds the joint
                     self.plant.q[self.q_index[k]] = self.held[k]
                     self.plant.v[self.v_index[k]] = 0.0
                 else:
@@ -241,100 +220,19 @@ class ServoChain:
             stepped = True
         if stepped:
             self._update_registers()
-
-    # -- protocol ------------------------------------------------------------------
-    def _reply(self, servo: Servo, error: int, params, now: float, extra_delay: float = 0.0) -> None:
-        if servo.get("status_return_level") == 0:
-            return
-        if self.drop_rate and self.rng.random() < self.drop_rate:
-            self.stats["dropped"] += 1
-            return
-        data = bytearray(P.encode_status(servo.id, error, params))
-        if self.corrupt_rate and self.rng.random() < self.corrupt_rate:
-            data[-1] ^= 0x5A
-            self.stats["corrupted"] += 1
-        delay = servo.get("return_delay_time") * 2e-6 + extra_delay
-        if extra_delay:
-            self.stats["delayed"] += 1
-        self.pending.append((now + delay, bytes(data)))
-        self.stats["replies"] += 1
-
-    def handle(self, pkt: P.Packet, now: float) -> None:
-        self.stats["packets"] += 1
-        inst, params = pkt.instruction, pkt.params
-        if inst == P.STATUS:
-            return
-        targets = self.servos if pkt.id == P.BROADCAST_ID else \
-            ([self.by_id[pkt.id]] if pkt.id in self.by_id else [])
-        if inst == P.PING:
-            for s in targets:
-                self._reply(s, 0, P.u16(s.get("model_number")) + bytes([s.get("firmware_version")]), now)
-        elif inst == P.READ and pkt.id != P.BROADCAST_ID:
-            for s in targets:
-                if len(params) != 4:
-                    self._reply(s, P.ERROR_DATA_LENGTH, b"", now)
-                    continue
-                err, data = s.read(params[0] | params[1] << 8, params[2] | params[3] << 8)
-                self._reply(s, err, data, now)
-        elif inst == P.WRITE:
-            for s in targets:
-                if len(params) < 3:
-                    err = P.ERROR_DATA_LENGTH
-                else:
-                    err = s.write(params[0] | params[1] << 8, params[2:])
-                if pkt.id != P.BROADCAST_ID:
-                    self._reply(s, err, b"", now)
-        elif inst == P.SYNC_WRITE and pkt.id == P.BROADCAST_ID:
-            self.stats["sync_writes"] += 1
-            if len(params) < 4:
-                return
-            address, length = params[0] | params[1] << 8, params[2] | params[3] << 8
-            for i in range(4, len(params) - length, length + 1):
-                s = self.by_id.get(params[i])
-                if s is not None:
-                    s.write(address, params[i + 1:i + 1 + length])
-        elif inst == P.SYNC_READ and pkt.id == P.BROADCAST_ID:
-            self.stats["sync_reads"] += 1
-            if len(params) < 5:
-                return
-            extra = self.delay_s if self.stats["sync_reads"] == self.delay_sync_read else 0.0
-            address, length = params[0] | params[1] << 8, params[2] | params[3] << 8
-            for dxl_id in params[4:]:
-                s = self.by_id.get(dxl_id)
-                if s is not None:
-                    err, data = s.read(address, length)
-                    self._reply(s, err, data, now, extra)
-        elif inst == P.BULK_READ and pkt.id == P.BROADCAST_ID:
-            for i in range(0, len(params) - 4, 5):
-                s = self.by_id.get(params[i])
-                if s is not None:
-                    err, data = s.read(params[i + 1] | params[i + 2] << 8, params[i + 3] | params[i + 4] << 8)
-                    self._reply(s, err, data, now)
-        elif inst == P.BULK_WRITE and pkt.id == P.BROADCAST_ID:
-            i = 0
-            while i + 5 <= len(params):
-                length = params[i + 3] | params[i + 4] << 8
-                s = self.by_id.get(params[i])
-                if s is not None:
-                    s.write(params[i + 1] | params[i + 2] << 8, params[i + 5:i + 5 + length])
-                i += 5 + length
-        else:
-            self.stats["bad_instruction"] += 1
-            for s in targets if pkt.id != P.BROADCAST_ID else []:
-                self._reply(s, P.ERROR_INSTRUCTION, b"", now)
-
-    def due(self, now: float):
-        """Pop the replies whose send time has come (in order)."""
-        out = []
-        keep = []
-        for t, data in self.pending:
-            (out if t <= now else keep).append((t, data))
-        self.pending = keep
-        return [d for _, d in sorted(out, key=lambda x: x[0])]
+        self.tick(now)
 
 
-def serve(chain: ServoChain, master: int, stop) -> None:
-    decoder = P.StreamDecoder()
+def line_baud(fd: int):
+    """The bit rate the master set on the pty (None if it is not a standard rate)."""
+    try:
+        return BAUD_OF_SPEED.get(termios.tcgetattr(fd)[5])
+    except (termios.error, OSError):
+        return None
+
+
+def serve(chain: ServoChain, master: int, stop, slave: int | None = None) -> None:
+    decoder = P.StreamDecoder(keep_corrupt=True)
     clock = time.perf_counter
     while not stop():
         now = clock()
@@ -353,13 +251,14 @@ def serve(chain: ServoChain, master: int, stop) -> None:
             except OSError:       # no slave open right now (EIO): wait for the next client
                 time.sleep(0.002)
                 continue
+            if slave is not None:
+                chain.line_baud = line_baud(slave)
             decoder.feed(data)
-            while True:
-                pkt = decoder.pop()
-                if pkt is None:
-                    break
+            while (pkt := decoder.pop()) is not None:
                 chain.handle(pkt, clock())
-            chain.stats["crc_errors_in"] = decoder.corrupt
+            for pkt in decoder.corrupt_packets:
+                chain.crc_error(pkt, clock())
+            decoder.corrupt_packets.clear()
         if chain.pending:
             for data in chain.due(clock()):
                 try:
@@ -382,13 +281,19 @@ def main(argv=None) -> int:
     ap.add_argument("--delay-sync-read", type=int, default=0, help="1-based SYNC_READ whose replies are late")
     ap.add_argument("--delay-ms", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--inject-error", action="append", default=[], metavar="ID:KIND:SECONDS",
+                    help="latch a hardware error (overload, overheating, input_voltage, electrical_shock, encoder)")
+    ap.add_argument("--supply-voltage", type=float, default=12.0, help="V, what Present Input Voltage reads")
+    ap.add_argument("--temperature", type=float, default=30.0, help="deg C, what Present Temperature reads")
     args = ap.parse_args(argv)
     model = load_robot(args.robot, args.urdf)
     chain = ServoChain(model, ids=None if args.ids is None else [int(x) for x in args.ids.split(",")],
                        servo_model=args.servo_model, viscous_friction=args.viscous_friction,
                        initial=None if args.initial is None else [float(x) for x in args.initial.split(",")],
                        dt=args.dt, drop_rate=args.drop_rate, corrupt_rate=args.corrupt_rate,
-                       delay_sync_read=args.delay_sync_read, delay_ms=args.delay_ms, seed=args.seed)
+                       delay_sync_read=args.delay_sync_read, delay_ms=args.delay_ms, seed=args.seed,
+                       inject=[parse_injection(x) for x in args.inject_error], supply_voltage=args.supply_voltage,
+                       temperature=args.temperature)
     chain._torques()
     chain.plant.step(1e-6, chain.effort)        # load the compiled plant kernel before announcing the port
     chain.plant.reset(chain.plant.q.copy(), np.zeros(model.nv))
@@ -400,9 +305,9 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGINT, lambda *a: stopping.append(1))
     print(f"PORT {os.ttyname(slave)}", flush=True)
     try:
-        serve(chain, master, lambda: bool(stopping))
+        serve(chain, master, lambda: bool(stopping), slave)
     finally:
-        print("STATS " + json.dumps(chain.stats), flush=True)
+        print("STATS " + json.dumps(dict(chain.stats, watchdog=chain.watchdog_events)), flush=True)
     return 0
 
 

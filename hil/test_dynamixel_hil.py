@@ -10,14 +10,19 @@ protocol makes them so.
 """
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
+import dynamixel_sdk as sdk
 import numpy as np
-
+import pytest
 from rtctl.drivers import create_driver
+from rtctl.drivers.dynamixel import protocol as P
 from rtctl.hil.dynamixel_emulator import EmulatorProcess, hil_arm
 from rtctl.loops.controllers import create_controller
 from rtctl.loops.trajectories import create_trajectory
+
 from rtctl.dynamics import Dynamics
 from rtctl.rt.loop import ControlLoop
 from rtctl.safety import SafetyMonitor
@@ -81,7 +86,9 @@ def test_loop_closes_at_500_hz_and_tracks_within_bounds():
     assert not h.fault
     # Every cycle is one SYNC_READ (plus a re-send per timeout) and one SYNC_WRITE of goal currents.
     assert h.writes == 1500
-    assert stats["sync_writes"] == 1500 + 3      # + torque on (first cycle), off at deactivate and close
+    # + torque on and Bus Watchdog armed (both after the first cycle's goals), torque off at deactivate and close
+    assert stats["sync_writes"] == 1500 + 4
+    assert stats["watchdog_expiries"] == 0 and stats["refused_writes"] == 0
     assert stats["sync_reads"] == 1500 + h.retries
     assert fresh.fresh >= 0.98 * 1500
     # Tracking: 2 ms sampling + one cycle of command latency + quantisation (0.0015 rad, 4.8 mN m).
@@ -211,3 +218,77 @@ def test_position_mode_uses_the_servo_pid():
     print("expected", expected, "steady-state error", target - q)
     assert np.all(np.abs(q - expected) < 3 * 2 * np.pi / 4096), (q, expected)
     assert target[0] - q[0] > 0.005            # joint 1 carries the arm: a real steady-state error (no I term)
+
+
+KILLED_CHILD = """
+import sys
+import numpy as np
+from rtctl.hil.test_dynamixel_hil import AMPLITUDE, CENTER, make_loop
+port, mode, watchdog = sys.argv[1], sys.argv[2], float(sys.argv[3])
+
+def hook(cycle, t, state, command):
+    command.position[:] = CENTER - AMPLITUDE * np.cos(np.pi * t)     # moving when the process dies
+    command.stiffness[:] = 1.0
+    if cycle == 250:
+        print("RUNNING", flush=True)
+
+make_loop(port, hooks=[hook], mode=mode, bus_watchdog=watchdog).run(duration=120.0)
+"""
+
+
+@pytest.mark.parametrize("mode", ["position", "effort"])
+def test_killed_control_process_each_servo_stops_by_its_bus_watchdog(mode):
+    """XM430-W350 e-manual, Bus Watchdog (98): with the control process SIGKILLed mid-run, each servo's own
+    watchdog expires after the kill, between 300 ms (the configured time: nothing can stop it earlier) and
+    300 ms + 50 ms (the emulator checks every 5 ms; the rest is margin for a busy machine) after the last packet
+    (the loop stalling for longer than 300 ms just before the kill would fail this test); the item
+    then reads -1, goal writes get Data Range Error and the servo has stopped: position control holds
+    (|Present Velocity| <= 1 unit = 0.024 rad/s), current control outputs 0 (Present Current 0)."""
+    watchdog, margin = 0.3, 0.05
+    with emulator() as emu:
+        child = subprocess.Popen([sys.executable, "-c", KILLED_CHILD, emu.port, mode, str(watchdog)],
+                                 stdout=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout.readline().strip() == "RUNNING"
+            time.sleep(0.3)
+        finally:
+            t_kill = time.perf_counter()
+            child.kill()
+            child.wait(10)
+        time.sleep(watchdog + 0.6)
+        port = sdk.PortHandler(emu.port)
+        assert port.openPort() and port.setBaudRate(57600)
+        ph = sdk.PacketHandler(2.0)
+        for dxl_id in (1, 2):
+            assert ph.read1ByteTxRx(port, dxl_id, 98) == (0xFF, sdk.COMM_SUCCESS, 0)          # -1
+            velocity, _, _ = ph.read4ByteTxRx(port, dxl_id, 128)
+            current, _, _ = ph.read2ByteTxRx(port, dxl_id, 126)
+            if mode == "position":
+                assert abs(P.from_bytes(P.u32(velocity))) <= 1, velocity
+                assert ph.write4ByteTxRx(port, dxl_id, 116, 2048) == (sdk.COMM_SUCCESS, P.ERROR_DATA_RANGE)
+            else:
+                assert current == 0, current
+                assert ph.write2ByteTxRx(port, dxl_id, 102, 0) == (sdk.COMM_SUCCESS, P.ERROR_DATA_RANGE)
+        port.closePort()
+    events = emu.stats["watchdog"]
+    print(events, t_kill)
+    assert sorted(e["id"] for e in events) == [1, 2]
+    for e in events:
+        assert e["timeout"] == pytest.approx(watchdog)
+        assert e["last_packet"] <= t_kill <= e["expired"] <= t_kill + watchdog + margin, (e, t_kill)
+        assert watchdog < e["expired"] - e["last_packet"] <= watchdog + margin, e
+
+
+def test_a_hardware_error_becomes_a_driver_fault_naming_servo_and_error():
+    """XM430-W350 e-manual, Hardware Error Status (70) and Shutdown (63); Protocol 2.0, Status Packet (Alert bit):
+    an overheating error latched by servo 2 one second into the run turns its torque off and sets the Alert bit;
+    the driver reads item 70 and faults naming servo 2 and the error, and the loop goes to the safe state."""
+    with emulator("--inject-error", "2:overheating:1.0") as emu:
+        loop = make_loop(emu.port)
+        report, _ = run(loop, 2.0)
+    h = loop.driver.health
+    print(report.format(), h, emu.stats)
+    assert emu.stats["hardware_errors"] == 1
+    assert h.fault and report.tripped
+    assert "servo 2: hardware error: overheating error (Hardware Error Status 0x04)" in h.fault_reason
+    assert h.extra["hardware_alerts"] >= 1

@@ -4,10 +4,9 @@ Known vectors are the example packets of the ROBOTIS e-manual (Protocol 2.0 page
 identity with the official ``dynamixel_sdk`` is checked by letting its PacketHandler write
 into a fake port that captures the bytes.
 """
+import dynamixel_sdk as sdk
 import numpy as np
 import pytest
-
-import dynamixel_sdk as sdk
 from rtctl.drivers import create_driver
 from rtctl.drivers.dynamixel import MODELS, DynamixelDriver, ServoModel
 from rtctl.drivers.dynamixel import protocol as P
@@ -202,15 +201,80 @@ def test_emulated_firmware_answers_and_enforces_access_rules():
 
 
 def test_emulated_current_mode_applies_kt_times_quantised_current():
+    """XM430-W350 e-manual, Goal Current (102): range -Current Limit ~ Current Limit; a goal beyond it is
+    refused (Protocol 2.0, Data Limit Error) and the torque stays Kt x the accepted current."""
     chain = ServoChain(hil_arm(2))
     for dxl_id in (1, 2):
         chain_reply(chain, P.write_packet(dxl_id, 11, b"\x00"))
-    chain_reply(chain, P.sync_write_packet(102, 2, [(1, P.u16(100)), (2, P.u16(-2000))]))
+    chain_reply(chain, P.sync_write_packet(102, 2, [(1, P.u16(100)), (2, P.u16(-1193))]))
     chain_reply(chain, P.sync_write_packet(64, 1, [(1, b"\x01"), (2, b"\x01")]))
+    (refused,) = chain_reply(chain, P.write_packet(2, 102, P.u16(-2000)))
+    assert refused.error == P.ERROR_DATA_LIMIT and chain.stats["refused_writes"] == 1
     chain._torques()
     kt = 4.1 / 2.3
     assert chain.effort[0] == pytest.approx(100 * 2.69e-3 * kt)
-    assert chain.effort[1] == pytest.approx(-1193 * 2.69e-3 * kt)     # clamped at the current limit
+    assert chain.effort[1] == pytest.approx(-1193 * 2.69e-3 * kt)
+
+
+def test_fast_sync_read_status_packet_is_the_emanual_example_byte_for_byte():
+    """Protocol 2.0, Fast Sync Read (0x8A) example: IDs 3, 7, 4 with Present Position 166, 2079, 1023 answer one
+    packet from 0xFE, each part ending in the CRC of the packet so far."""
+    chain = ServoChain(hil_arm(3), ids=[3, 7, 4])
+    for servo, position in zip(chain.servos, (166, 2079, 1023)):
+        servo.set("present_position", position)
+    request = bytes.fromhex("FF FF FD 00 FE 0A 00 8A 84 00 04 00 03 07 04 20 F2")
+    assert P.encode(P.BROADCAST_ID, P.FAST_SYNC_READ, P.u16(132) + P.u16(4) + bytes([3, 7, 4])) == request
+    chain.handle(P.decode(request), 0.0)
+    assert chain.due(1.0) == [bytes.fromhex("FF FF FD 00 FE 19 00 55 00 03 A6 00 00 00 84 08 00 07 1F 08 00 00 16 CA"
+                                            " 00 04 FF 03 00 00 D1 9E")]
+
+
+def test_status_packets_to_one_sync_read_leave_in_the_order_of_its_ids():
+    """Protocol 2.0, Sync Read (0x82): status packets are returned in the order of the IDs in the instruction,
+    whatever each servo's Return Delay Time (9)."""
+    chain = ServoChain(hil_arm(2))
+    chain.servos[0].set("return_delay_time", 250)         # 500 us
+    chain.servos[1].set("return_delay_time", 0)
+    chain.handle(P.decode(P.sync_read_packet(132, 4, [1, 2])), 0.0)
+    assert [t for t, _ in chain.pending] == [500e-6, 500e-6]
+    assert [P.decode(d).id for d in chain.due(1.0)] == [1, 2]
+
+
+def test_driver_bus_watchdog_is_si_converted_and_on_by_default():
+    """XM430-W350 e-manual, Bus Watchdog (98): 20 ms units, 1~127, 0 off. The driver takes seconds, rounds up."""
+    model = hil_arm(2)
+    assert create_driver("dynamixel", model, port="/dev/ttyUSB0").watchdog_units == 25          # 0.5 s
+    assert create_driver("dynamixel", model, port="/dev/ttyUSB0", bus_watchdog=0.05).watchdog_units == 3
+    assert create_driver("dynamixel", model, port="/dev/ttyUSB0", bus_watchdog=0.0).watchdog_units == 0
+    assert create_driver("dynamixel", model, port="/dev/ttyUSB0", bus_watchdog=2.54).watchdog_units == 127
+    for bad in (0.01, 2.6, float("nan")):
+        with pytest.raises(ValueError, match="bus_watchdog"):
+            create_driver("dynamixel", model, port="/dev/ttyUSB0", bus_watchdog=bad)
+
+
+def test_driver_clamps_goal_positions_to_the_position_limits():
+    """XM430-W350 e-manual, Goal Position (116): Min~Max Position Limit in position control; a SYNC WRITE has no
+    status packet, so the driver clamps (counting the saturated cycle) instead of sending a refused goal."""
+    model = hil_arm(2)
+    from rtctl.rt.interfaces import Command
+    drv = DynamixelDriver(model, port="/dev/null", mode="position")
+    drv._pos_min[:], drv._pos_max[:] = 1000, 3000
+    cmd = Command(model)
+    cmd.position[:] = [3.0, -0.1]                            # 3.0 rad = 4004 counts > 3000
+    cmd.stiffness[:] = 1.0
+    sent = []
+    drv._send = lambda data: sent.append(bytes(data)) or True
+    drv.write(cmd, 0.0)
+    pkt = P.decode(sent[0])
+    assert pkt.params == P.u16(116) + P.u16(4) + bytes([1]) + P.u32(3000) + bytes([2]) + P.u32(1983)
+    assert drv.saturated_cycles == 1
+
+
+def test_hardware_error_status_bits_are_named():
+    """XM430-W350 e-manual, Shutdown (63) / Hardware Error Status (70) bits 0, 2, 3, 4, 5."""
+    assert P.describe_hardware_error(0x24) == "overheating error + overload error"
+    assert P.describe_hardware_error(0x01) == "input voltage error"
+    assert P.describe_hardware_error(0x42) == "unknown bits 0x42"
 
 
 def test_driver_is_registered_and_validates_its_options():
@@ -223,6 +287,8 @@ def test_driver_is_registered_and_validates_its_options():
         create_driver("dynamixel", model, port="/dev/ttyUSB0", servo_model="XL999")
     with pytest.raises(ValueError, match="read_timeout"):
         create_driver("dynamixel", model, port="/dev/ttyUSB0", read_timeout=0.0)
+    with pytest.raises(ValueError, match="bus_watchdog"):
+        create_driver("dynamixel", model, port="/dev/ttyUSB0", bus_watchdog=-0.1)
 
 
 def test_config_selects_the_dynamixel_backend(tmp_path):
@@ -230,12 +296,14 @@ def test_config_selects_the_dynamixel_backend(tmp_path):
     path = tmp_path / "dxl.toml"
     path.write_text('[robot]\nmodel = "arm7"\n[driver]\nbackend = "dynamixel"\nport = "/dev/ttyUSB0"\n'
                     'baudrate = 4000000\nservo_ids = [11, 12, 13, 14, 15, 16, 17]\nread_timeout = 0.002\n'
+                    'bus_watchdog = 0.2\n'
                     '[trajectory]\ngoal = [0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]\nduration = 1.0\n')
     loop = build(load_config(path))
     drv = loop.driver
     assert isinstance(drv, DynamixelDriver)
     assert (drv.port, drv.baudrate, drv.ids, drv.read_timeout) == ("/dev/ttyUSB0", 4000000, list(range(11, 18)),
                                                                     0.002)
+    assert (drv.bus_watchdog, drv.watchdog_units) == (pytest.approx(0.2), 10)
     path.write_text('[driver]\nbackend = "dynamixel"\n[trajectory]\ngoal = [0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]\n'
                     'duration = 1.0\n')
     with pytest.raises(ConfigError, match=r"\[driver\] port is required for driver 'dynamixel'"):

@@ -34,26 +34,22 @@ from __future__ import annotations
 import struct
 import threading
 import time
+from dataclasses import dataclass
 
 import can
 import canopen
 import numpy as np
-from canopen import objectdictionary as cod
+
+from rtctl.options import setting
 
 from ..base import EFFORT_MODE, ActuatorDriver, DriverHealth, register_driver
 from ..transmission import Transmission
 from .bus import CAN_COUNTERS, CanOptions, can_arguments, drain, open_bus
 
-# Objects.
-CONTROLWORD, STATUSWORD, ERROR_CODE = 0x6040, 0x6041, 0x603F
-MODES_OF_OPERATION, MODES_DISPLAY, SUPPORTED_MODES = 0x6060, 0x6061, 0x6502
-POSITION_ACTUAL, VELOCITY_ACTUAL, TORQUE_ACTUAL = 0x6064, 0x606C, 0x6077
-TARGET_TORQUE, MAX_TORQUE, RATED_TORQUE, ENCODER_RESOLUTION = 0x6071, 0x6072, 0x6076, 0x608F
-HEARTBEAT_TIME = 0x1017
-CST = 10
-CSP = 8
-SUPPORTED_CST_BIT = 1 << 9
-FAULT_INJECTION = 0x2001  # manufacturer specific (emulator): write an error code to enter FAULT
+from .objects import (CONSUMER_HEARTBEAT, CONTROLWORD, CSP, CST, CSV, ENCODER_RESOLUTION, ERROR_CODE,  # noqa: F401
+                      FAULT_INJECTION, HEARTBEAT_TIME, MAX_TORQUE, MODES_DISPLAY, MODES_OF_OPERATION,
+                      POSITION_ACTUAL, RATED_TORQUE, STATUSWORD, SUPPORTED_CST_BIT, SUPPORTED_MODES, TARGET_TORQUE,
+                      TORQUE_ACTUAL, VELOCITY_ACTUAL, ABORT_CONNECTION, drive_object_dictionary)
 
 # Controlword commands.
 CW_DISABLE_VOLTAGE = 0x00
@@ -101,82 +97,26 @@ def next_controlword(statusword: int, last_controlword: int) -> int:
     return CW_ENABLE_OPERATION
 
 
-def _var(index, subindex, name, dtype, access="rw", default=0, parent=None):
-    v = cod.ODVariable(name, index, subindex)
-    v.data_type, v.access_type, v.default = dtype, access, default
-    v.parent = parent
-    return v
-
-
-def drive_object_dictionary(rated_torque_mnm: int = 1000, max_torque_permille: int = 3000,
-                            increments_per_rev: int = 1 << 17) -> cod.ObjectDictionary:
-    """The object dictionary of the emulated drive (and the master's view of it).
-
-    Communication profile (0x1000, 0x1001, 0x1017, 0x1018, PDO parameters
-    0x1400-0x1403/0x1600-0x1603 and 0x1800-0x1803/0x1A00-0x1A03 with the
-    predefined connection set as defaults: TPDO1 = statusword, RPDO1 =
-    controlword) and the CiA 402 objects used in CST. A lab would pass the
-    drive's own EDS instead (``object_dictionary="drive.eds"``).
-    """
-    od = cod.ObjectDictionary()
-    U8, U16, U32, I8, I16, I32 = cod.UNSIGNED8, cod.UNSIGNED16, cod.UNSIGNED32, cod.INTEGER8, cod.INTEGER16, \
-        cod.INTEGER32
-    od.add_object(_var(0x1000, 0, "Device type", U32, "ro", 0x00020192))
-    od.add_object(_var(0x1001, 0, "Error register", U8, "ro", 0))
-    od.add_object(_var(HEARTBEAT_TIME, 0, "Producer heartbeat time", U16, "rw", 0))
-    ident = cod.ODRecord("Identity object", 0x1018)
-    for sub, name, value in ((0, "Highest sub-index supported", 4), (1, "Vendor-ID", 0), (2, "Product code", 402),
-                             (3, "Revision number", 1), (4, "Serial number", 1)):
-        ident.add_member(_var(0x1018, sub, name, U8 if sub == 0 else U32, "ro", value, ident))
-    od.add_object(ident)
-    for k in range(4):
-        for com_index, map_index, base, kind, default_map in (
-                (0x1400 + k, 0x1600 + k, 0x200, "RPDO", [(CONTROLWORD, 0, 16)] if k == 0 else []),
-                (0x1800 + k, 0x1A00 + k, 0x180, "TPDO", [(STATUSWORD, 0, 16)] if k == 0 else [])):
-            com = cod.ODRecord(f"{kind}{k + 1} communication parameter", com_index)
-            cob = (base + 0x100 * k) | 0x80000000 if k else base  # (node ID added by the emulator)
-            for sub, name, dtype, value in ((0, "Highest sub-index supported", U8, 5), (1, "COB-ID", U32, cob),
-                                            (2, "Transmission type", U8, 1 if k == 0 else 255),
-                                            (3, "Inhibit time", U16, 0), (5, "Event timer", U16, 0)):
-                com.add_member(_var(com_index, sub, name, dtype, "ro" if sub == 0 else "rw", value, com))
-            od.add_object(com)
-            mapping = cod.ODRecord(f"{kind}{k + 1} mapping parameter", map_index)
-            mapping.add_member(_var(map_index, 0, "Number of mapped objects", U8, "rw", len(default_map), mapping))
-            for sub in range(1, 9):
-                value = 0
-                if sub <= len(default_map):
-                    i, s, bits = default_map[sub - 1]
-                    value = i << 16 | s << 8 | bits
-                mapping.add_member(_var(map_index, sub, f"Mapped object {sub}", U32, "rw", value, mapping))
-            od.add_object(mapping)
-    od.add_object(_var(FAULT_INJECTION, 0, "Inject fault (error code)", U16, "rw", 0))
-    od.add_object(_var(ERROR_CODE, 0, "Error code", U16, "ro", 0))
-    od.add_object(_var(CONTROLWORD, 0, "Controlword", U16, "rw", 0))
-    od.add_object(_var(STATUSWORD, 0, "Statusword", U16, "ro", 0))
-    od.add_object(_var(MODES_OF_OPERATION, 0, "Modes of operation", I8, "rw", 0))
-    od.add_object(_var(MODES_DISPLAY, 0, "Modes of operation display", I8, "ro", 0))
-    od.add_object(_var(POSITION_ACTUAL, 0, "Position actual value", I32, "ro", 0))
-    od.add_object(_var(VELOCITY_ACTUAL, 0, "Velocity actual value", I32, "ro", 0))
-    od.add_object(_var(TARGET_TORQUE, 0, "Target torque", I16, "rw", 0))
-    od.add_object(_var(MAX_TORQUE, 0, "Max torque", U16, "rw", max_torque_permille))
-    od.add_object(_var(RATED_TORQUE, 0, "Motor rated torque", U32, "ro", rated_torque_mnm))
-    od.add_object(_var(TORQUE_ACTUAL, 0, "Torque actual value", I16, "ro", 0))
-    res = cod.ODRecord("Position encoder resolution", ENCODER_RESOLUTION)
-    for sub, name, dtype, value in ((0, "Highest sub-index supported", U8, 2), (1, "Encoder increments", U32,
-                                                                                increments_per_rev),
-                                    (2, "Motor revolutions", U32, 1)):
-        res.add_member(_var(ENCODER_RESOLUTION, sub, name, dtype, "ro", value, res))
-    od.add_object(res)
-    od.add_object(_var(0x607A, 0, "Target position", I32, "rw", 0))
-    od.add_object(_var(0x60FF, 0, "Target velocity", I32, "rw", 0))
-    od.add_object(_var(SUPPORTED_MODES, 0, "Supported drive modes", U32, "ro", SUPPORTED_CST_BIT | (1 << 7)))
-    return od
-
-
 _TPDO1 = struct.Struct("<HiH")   # statusword, position actual, torque actual (as u16, sign fixed below)
 _TPDO1_SIGNED = struct.Struct("<Hih")
 _TPDO2 = struct.Struct("<ib")    # velocity actual, modes display
 _RPDO1 = struct.Struct("<Hh")    # controlword, target torque
+
+
+# 0x6007 abort connection option codes (CiA 402) by the name the config uses.
+CONNECTION_LOSS_REACTIONS = {"none": 0, "fault": 1, "disable_voltage": 2, "quick_stop": 3}
+
+
+@dataclass(frozen=True)
+class Cia402Options(CanOptions):
+    """``[driver]`` keys of the ``cia402`` backend beyond the CAN ones (seconds, converted to CANopen's ms here)."""
+
+    heartbeat_period: float = setting("float", 0.05, low=0.001, high=65.535)   # the drives' producer time 0x1017
+    heartbeat_timeout: float = setting("float", None, positive=True)            # default: two heartbeat periods
+    master_node_id: int = setting("int", 127, low=1, high=127)                  # this master's own heartbeat ID
+    master_heartbeat_period: float = setting("float", 0.05, low=0.001, high=65.535)
+    master_heartbeat_timeout: float = setting("float", 0.2, low=0.0, high=65.535)  # each drive's 0x1016 (0: off)
+    connection_loss_reaction: str = setting("str", "fault", choices=tuple(CONNECTION_LOSS_REACTIONS))  # 0x6007
 
 
 class _BusWatch(can.Listener):
@@ -199,17 +139,23 @@ class _BusWatch(can.Listener):
 class Cia402Driver(ActuatorDriver):
     """One CiA 402 drive per joint (node IDs ``node_ids``), torque commands in CST."""
 
-    Options = CanOptions
+    Options = Cia402Options
 
     @classmethod
     def from_config(cls, options: dict, context):
         ids = options["can_ids"]
-        return cls(context.model, node_ids=ids if isinstance(ids, list) else [ids], **can_arguments(options, context))
+        own = {k: options[k] for k in ("heartbeat_period", "heartbeat_timeout", "master_node_id",
+                                        "master_heartbeat_period", "master_heartbeat_timeout",
+                                        "connection_loss_reaction")}
+        return cls(context.model, node_ids=ids if isinstance(ids, list) else [ids], **can_arguments(options, context),
+                   **own)
 
     def __init__(self, model, *, node_ids, interface: str = "remote", channel=None, bus: can.BusABC | None = None,
                  joints=None, mode: str = EFFORT_MODE, transmission: Transmission | None = None,
-                 object_dictionary=None, reply_timeout: float = 1e-3, max_missed: int = 5, heartbeat_ms: int = 20,
-                 heartbeat_timeout: float = 0.1, max_bus_errors: int = 5, activate_timeout: float = 2.0,
+                 object_dictionary=None, reply_timeout: float = 1e-3, max_missed: int = 5,
+                 heartbeat_period: float = 0.05, heartbeat_timeout: float | None = None, master_node_id: int = 127,
+                 master_heartbeat_period: float = 0.05, master_heartbeat_timeout: float = 0.2,
+                 connection_loss_reaction: str = "fault", max_bus_errors: int = 5, activate_timeout: float = 2.0,
                  bus_options: dict | None = None):
         super().__init__(model, joints, mode)
         if mode != EFFORT_MODE:
@@ -218,12 +164,24 @@ class Cia402Driver(ActuatorDriver):
         ids = [int(i) for i in np.atleast_1d(node_ids)]
         if len(ids) != n or len(set(ids)) != n or not all(1 <= i <= 127 for i in ids):
             raise ValueError(f"{self.name}: node_ids must be {n} distinct CANopen node IDs 1..127, got {ids}")
-        if not reply_timeout > 0 or max_missed < 1 or max_bus_errors < 1 or not 0 < heartbeat_ms < 65536:
-            raise ValueError(f"{self.name}: reply_timeout > 0, max_missed >= 1, max_bus_errors >= 1 and "
-                             f"0 < heartbeat_ms < 65536 required")
-        if not heartbeat_timeout > heartbeat_ms / 1000.0:
-            raise ValueError(f"{self.name}: heartbeat_timeout ({heartbeat_timeout} s) must exceed the producer "
-                             f"time ({heartbeat_ms} ms)")
+        if not reply_timeout > 0 or max_missed < 1 or max_bus_errors < 1:
+            raise ValueError(f"{self.name}: reply_timeout > 0, max_missed >= 1, max_bus_errors >= 1 required")
+        heartbeat_timeout = 2.0 * heartbeat_period if heartbeat_timeout is None else heartbeat_timeout
+        for what, seconds in (("heartbeat_period", heartbeat_period), ("master_heartbeat_period",
+                                                                        master_heartbeat_period)):
+            if not 0.001 <= seconds <= 65.535:
+                raise ValueError(f"{self.name}: {what} must be 0.001..65.535 s (a whole number of ms), got {seconds}")
+        if not heartbeat_timeout > heartbeat_period:
+            raise ValueError(f"{self.name}: heartbeat_timeout ({heartbeat_timeout} s) must exceed the drives' "
+                             f"heartbeat_period ({heartbeat_period} s)")
+        if master_heartbeat_timeout and not master_heartbeat_period < master_heartbeat_timeout <= 65.535:
+            raise ValueError(f"{self.name}: master_heartbeat_timeout ({master_heartbeat_timeout} s) must exceed "
+                             f"master_heartbeat_period ({master_heartbeat_period} s) and be <= 65.535 s, or be 0")
+        if not 1 <= master_node_id <= 127 or master_node_id in ids:
+            raise ValueError(f"{self.name}: master_node_id {master_node_id} must be 1..127 and not a drive's node ID")
+        if connection_loss_reaction not in CONNECTION_LOSS_REACTIONS:
+            raise ValueError(f"{self.name}: connection_loss_reaction must be one of "
+                             f"{sorted(CONNECTION_LOSS_REACTIONS)}, got {connection_loss_reaction!r}")
         self.node_ids = ids
         self.transmission = transmission or Transmission(n)
         if self.transmission.n != n:
@@ -234,7 +192,17 @@ class Cia402Driver(ActuatorDriver):
         self.object_dictionary = object_dictionary
         self.reply_timeout, self.max_missed, self.max_bus_errors = float(reply_timeout), int(max_missed), \
             int(max_bus_errors)
-        self.heartbeat_ms, self.heartbeat_timeout = int(heartbeat_ms), float(heartbeat_timeout)
+        self.heartbeat_period, self.heartbeat_timeout = float(heartbeat_period), float(heartbeat_timeout)
+        self.master_node_id = int(master_node_id)
+        self.master_heartbeat_period = float(master_heartbeat_period)
+        self.master_heartbeat_timeout = float(master_heartbeat_timeout)
+        self.connection_loss_reaction = connection_loss_reaction
+        self._master_heartbeat = can.Message(arbitration_id=0x700 + self.master_node_id, data=bytes([5]),
+                                             is_extended_id=False)   # NMT state OPERATIONAL
+        self._heartbeat_stop = threading.Event()
+        self._heartbeat_thread: threading.Thread | None = None
+        self._booted = np.zeros(n, dtype=bool)
+        self._quick_stop = False
         self.activate_timeout = float(activate_timeout)
         self.network: canopen.Network | None = None
         self.nodes: list[canopen.BaseNode402] = []
@@ -310,7 +278,8 @@ class Cia402Driver(ActuatorDriver):
             self._configure_node(k, node)
         for node in self.nodes:
             node.nmt.state = "OPERATIONAL"
-        deadline = time.monotonic() + max(0.5, 3 * self.heartbeat_ms / 1000.0)
+        self._booted[:] = False
+        deadline = time.monotonic() + max(0.5, 3 * self.heartbeat_period)
         while time.monotonic() < deadline and not np.all(self._hb_state == 5):
             time.sleep(0.002)
         if not np.all(self._hb_state == 5):
@@ -323,7 +292,11 @@ class Cia402Driver(ActuatorDriver):
         if not supported & SUPPORTED_CST_BIT:
             raise ValueError(f"{self.name}: node {node.id} does not support cyclic synchronous torque "
                              f"(0x6502 = 0x{supported:08X})")
-        sdo[HEARTBEAT_TIME].raw = self.heartbeat_ms
+        sdo[HEARTBEAT_TIME].raw = int(round(self.heartbeat_period * 1000))
+        # The drive watches this master's heartbeat (0x1016) and reacts to its loss by 0x6007.
+        sdo[ABORT_CONNECTION].raw = CONNECTION_LOSS_REACTIONS[self.connection_loss_reaction]
+        ms = int(round(self.master_heartbeat_timeout * 1000))
+        sdo[CONSUMER_HEARTBEAT][1].raw = self.master_node_id << 16 | ms if ms else 0
         sdo[MODES_OF_OPERATION].raw = CST
         rated = sdo[RATED_TORQUE].raw
         increments = sdo[ENCODER_RESOLUTION][1].raw
@@ -373,6 +346,8 @@ class Cia402Driver(ActuatorDriver):
     def _on_heartbeat(self, k, state):
         self._hb_time[k] = time.monotonic()
         self._hb_state[k] = state
+        if state == 0:                    # boot-up: the drive was reset and lost its configuration
+            self._booted[k] = True
         self.health.extra["heartbeats"] += 1
 
     def _on_emcy(self, k, err):
@@ -420,6 +395,10 @@ class Cia402Driver(ActuatorDriver):
     def on_activate(self) -> None:
         """Walk every drive to OPERATION ENABLED through RPDO controlwords on SYNC (bounded wait)."""
         n = len(self.node_ids)
+        reset = [self.node_ids[k] for k in range(n) if self._booted[k]]
+        if reset:
+            raise RuntimeError(f"{self.name}: nodes {reset} sent a boot-up message since configure() (they were "
+                               f"reset and lost their configuration): configure again")
         zero = [0] * n
         deadline = time.monotonic() + self.activate_timeout
         cw = list(self._controlword)
@@ -437,6 +416,8 @@ class Cia402Driver(ActuatorDriver):
                     cw[k] = next_controlword(int(self.statusword[k]), cw[k])
             time.sleep(0.002)
         self._controlword = [CW_ENABLE_OPERATION] * n
+        self._quick_stop = False
+        self._start_master_heartbeat()
         self._missed[:] = 0
         self._awaiting = False
 
@@ -453,9 +434,9 @@ class Cia402Driver(ActuatorDriver):
                     fresh = True
                     sw = int(self.statusword[k])
                     if sw & SW_OPERATION_ENABLED_MASK != SW_OPERATION_ENABLED and not health.fault:
-                        what = "FAULT" if is_fault(sw) else state_of(sw)
                         code = f", EMCY error code 0x{int(self._emcy_code[k]):04X}" if self._emcy_code[k] else ""
-                        health.set_fault(f"{self.name}: node {self.node_ids[k]} in {what} "
+                        why = " after the quick stop this driver requested" if self._quick_stop else ""
+                        health.set_fault(f"{self.name}: node {self.node_ids[k]} in {state_of(sw)}{why} "
                                          f"(statusword 0x{sw:04X}{code})")
                 else:
                     self._missed[k] += 1
@@ -469,7 +450,10 @@ class Cia402Driver(ActuatorDriver):
             self._awaiting = False
         mono = time.monotonic()
         for k in range(len(self.node_ids)):
-            if mono - self._hb_time[k] > self.heartbeat_timeout:
+            if self._booted[k]:
+                health.set_fault(f"{self.name}: node {self.node_ids[k]} sent a boot-up message: it was reset "
+                                 f"and lost its configuration (configure again)")
+            elif mono - self._hb_time[k] > self.heartbeat_timeout:
                 health.set_fault(f"{self.name}: heartbeat of node {self.node_ids[k]} lost "
                                  f"({(mono - self._hb_time[k]) * 1e3:.0f} ms old)")
             elif self._hb_state[k] != 5:
@@ -494,12 +478,46 @@ class Cia402Driver(ActuatorDriver):
         self._exchange(self._controlword, cmd)
         self.health.writes += 1
 
+    def _start_master_heartbeat(self) -> None:
+        """The master's heartbeat (0x700 + master_node_id, state OPERATIONAL), from a thread of this process
+        while the driver is active: a dead control process is a lost master for every drive."""
+        if not self.master_heartbeat_timeout or self._heartbeat_thread is not None:
+            return
+        self._heartbeat_stop.clear()
+        bus, msg, period, stop = self.bus, self._master_heartbeat, self.master_heartbeat_period, self._heartbeat_stop
+
+        def beat():
+            while True:
+                try:
+                    bus.send(msg)
+                except Exception:  # noqa: BLE001  (a failed send is a missed heartbeat; the drives react)
+                    pass
+                if stop.wait(period):
+                    return
+        self._heartbeat_thread = threading.Thread(target=beat, daemon=True, name="cia402-master-heartbeat")
+        self._heartbeat_thread.start()
+
+    def _stop_master_heartbeat(self) -> None:
+        if self._heartbeat_thread is not None:
+            self._heartbeat_stop.set()
+            self._heartbeat_thread.join(1.0)
+            self._heartbeat_thread = None
+
+    def quick_stop(self) -> None:
+        """Send the quick stop command (controlword 0x02) now and in every later cycle: each drive stops as
+        its quick stop option code 0x605A says (QUICK STOP ACTIVE, then SWITCH ON DISABLED for codes 1-4),
+        and this driver reports the drives' leaving OPERATION ENABLED as its fault. ``activate`` again to
+        return to service."""
+        n = len(self.node_ids)
+        self._quick_stop = True
+        self._controlword = [CW_QUICK_STOP] * n
+        self._exchange(self._controlword, [0] * n)
+        self._awaiting = False
+
     def safe_stop(self) -> None:
-        """Disable operation on every drive (torque off, drive stays switched on)."""
+        """Quick stop every drive (the drives' own ramp and power-off, per 0x605A); never raises."""
         try:
-            n = len(self.node_ids)
-            self._exchange([CW_SWITCH_ON] * n, [0] * n)
-            self._awaiting = False
+            self.quick_stop()
         except Exception:  # noqa: BLE001
             pass
 
@@ -510,8 +528,18 @@ class Cia402Driver(ActuatorDriver):
             self._exchange(self._controlword, [0] * n)
             self._collect(0.02)
         self._awaiting = False
+        # Live drives stop watching the master's heartbeat before it stops (SDO, not real time).
+        mono = time.monotonic()
+        for k, node in enumerate(self.nodes):
+            if self.master_heartbeat_timeout and mono - self._hb_time[k] < self.heartbeat_timeout:
+                try:
+                    node.sdo[CONSUMER_HEARTBEAT][1].raw = 0
+                except Exception:  # noqa: BLE001  (a drive that does not answer will react to the lost master)
+                    pass
+        self._stop_master_heartbeat()
 
     def close(self) -> None:
+        self._stop_master_heartbeat()
         if self.network is not None:
             if self._own_bus:
                 self.network.disconnect()

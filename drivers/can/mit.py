@@ -67,6 +67,7 @@ class MitModel:
 
 # (name, p range rad, v range rad/s, kp range N m/rad, kd range N m s/rad, torque range N m)
 _MODEL_ROWS = [
+    ("mini-cheetah", 12.5, 65.0, 500.0, 5.0, 18.0),   # the mini-cheetah motor controller firmware's defaults
     ("AK80-9", 12.5, 25.64, 500.0, 5.0, 18.0),
     ("AK60-6", 12.5, 45.0, 500.0, 5.0, 15.0),
     ("AK10-9", 12.5, 50.0, 500.0, 5.0, 65.0),
@@ -251,7 +252,9 @@ class MitDriver(ActuatorDriver):
     def on_activate(self) -> None:
         """Enter motor mode on every motor and take the first sample from their replies (bounded wait)."""
         self._got[:] = False
-        attempts = 5  # a lost reply is retried: the enter frame is idempotent
+        # A lost reply is retried every 20 ms (the enter frame is idempotent): the motors are limp until they
+        # are in motor mode and commanded, so a long wait would let the robot sag.
+        attempts = max(5, int(self.activate_timeout / 0.02))
         for _ in range(attempts):
             for k, msg in enumerate(self._msgs):
                 if not self._got[k]:
@@ -290,7 +293,13 @@ class MitDriver(ActuatorDriver):
             self.bus = None
 
     def zero_position(self) -> None:
-        """Make every motor's present position its zero (not while active)."""
+        """Make every motor's present position its zero. The firmware takes the zero command only outside
+        motor mode (it is ignored there), so this refuses while the driver is active."""
+        if self.active:
+            raise RuntimeError(f"{self.name}: zero_position while active: the motors ignore the zero command in "
+                               f"motor mode; deactivate first")
+        if self.bus is None:
+            raise RuntimeError(f"{self.name}: zero_position before configure (no bus)")
         for msg in self._msgs:
             msg.data[:] = ZERO_POSITION
             self._send(msg)

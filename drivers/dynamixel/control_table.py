@@ -82,6 +82,32 @@ X_SERIES_TABLE = {
     "present_temperature": (146, 1, False, RAM, 30),
 }
 
+# Value range of writable items (e-manual, XM430-W350 control table): a value outside is a Data Range Error.
+# (low, high) inclusive, or a tuple of the allowed values. Items not named here accept any value of their size.
+X_SERIES_RANGES = {
+    "id": (0, 252), "baud_rate": (0, 7), "return_delay_time": (0, 254),
+    "operating_mode": (CURRENT_CONTROL, VELOCITY_CONTROL, POSITION_CONTROL, EXTENDED_POSITION_CONTROL,
+                       CURRENT_BASED_POSITION_CONTROL, PWM_CONTROL),
+    "protocol_type": (1, 2), "homing_offset": (-1_044_479, 1_044_479), "moving_threshold": (0, 1023),
+    "temperature_limit": (0, 100), "max_voltage_limit": (95, 160), "min_voltage_limit": (95, 160),
+    "pwm_limit": (0, 885), "current_limit": (0, 1193), "velocity_limit": (0, 1023),
+    "max_position_limit": (0, 4095), "min_position_limit": (0, 4095),
+    "torque_enable": (0, 1), "led": (0, 1), "status_return_level": (0, 2),
+    "velocity_i_gain": (0, 16383), "velocity_p_gain": (0, 16383), "position_d_gain": (0, 16383),
+    "position_i_gain": (0, 16383), "position_p_gain": (0, 16383), "feedforward_2nd_gain": (0, 16383),
+    "feedforward_1st_gain": (0, 16383), "bus_watchdog": (0, 127), "profile_acceleration": (0, 32767),
+    "profile_velocity": (0, 32767), "goal_position": (-1_048_575, 1_048_575),
+}
+# Goal items bounded by configured limit items: a value outside is a Data Limit Error.
+# name: (low limit item or None for -high, high limit item); goal_position only in position control mode.
+X_SERIES_LIMITS = {
+    "goal_pwm": (None, "pwm_limit"), "goal_current": (None, "current_limit"),
+    "goal_velocity": (None, "velocity_limit"), "goal_position": ("min_position_limit", "max_position_limit"),
+}
+GOAL_ITEMS = ("goal_pwm", "goal_current", "goal_velocity", "goal_position")
+BAUD_RATES = {0: 9600, 1: 57600, 2: 115200, 3: 1_000_000, 4: 2_000_000, 5: 3_000_000, 6: 4_000_000,
+              7: 4_500_000}
+
 MODELS = {
     "XM430-W350": {
         "model_number": 1020,
@@ -150,6 +176,11 @@ class ServoModel:
         self.no_load_speed = spec["no_load_speed_rpm"] * 2 * math.pi / 60.0   # rad/s
         self.current_limit = int(self.fields["current_limit"].default)
         self.table_size = max(f.address + f.size for f in self.fields.values())
+        self.ranges = dict(spec.get("ranges", X_SERIES_RANGES))
+        if "current_limit" in self.ranges:
+            self.ranges["current_limit"] = (0, self.current_limit)
+        self.limits = dict(spec.get("limits", X_SERIES_LIMITS))
+        self.seconds_per_watchdog_unit = 0.02
 
     def __getitem__(self, name: str) -> Field:
         return self.fields[name]

@@ -25,7 +25,21 @@ cycle, a cycle that still lacks a servo's reply is stale (``state.fresh`` is
 False, the joints keep their last values), and ``max_failed_cycles``
 consecutive stale cycles latch ``health.fault`` -- which the safety monitor
 turns into the safe state. A status packet with the hardware-alert bit (bit 7
-of its error byte: overload, overheating, ...) latches the fault at once.
+of its error byte) makes the driver read that servo's Hardware Error Status
+(item 70) and latch a fault naming the servo and the error (overload,
+overheating, ...); a servo already in that state refuses ``configure``.
+
+Goals are clamped before sending (goal current to the Current Limit, goal
+position to the Min/Max Position Limit read at ``configure``): the servo would
+refuse them, and a SYNC_WRITE has no status packet to say so.
+
+Bus Watchdog (``bus_watchdog`` seconds, default 0.5, 0 = off; item 98 in 20 ms
+units, rounded up): cleared (0) at ``configure``, armed by a SYNC_WRITE right
+after the first cycle's goals. If this process dies or stalls, each servo
+stops by its own firmware once no packet came for that long. A cycle that
+starts more than half that time after the previous packet asks the servos
+(READ of item 98); one that reads -1 (expired) latches a fault -- the servo
+refuses goals until the watchdog is cleared, which the next ``configure`` does.
 The per-cycle paths write into buffers preallocated at construction.
 """
 from __future__ import annotations
@@ -66,6 +80,7 @@ class DynamixelDriver(ActuatorDriver):
         retries: int = setting("int", 1, low=0, high=10)
         read_timeout: float = setting("float", 1e-3, positive=True, high=1.0)   # s per attempt
         max_failed_cycles: int = setting("int", 5, low=1)            # consecutive failed cycles -> fault
+        bus_watchdog: float = setting("float", 0.5, low=0.0, high=2.54)   # s without a packet -> servo stops; 0: off
 
     @classmethod
     def from_config(cls, options: dict, context):
@@ -74,13 +89,13 @@ class DynamixelDriver(ActuatorDriver):
                    mode=options["mode"], ids=None if ids is None else (ids if isinstance(ids, list) else [ids]),
                    servo_model=options["servo_model"], transmission=context.transmission,
                    read_timeout=options["read_timeout"], retries=options["retries"],
-                   max_failed_cycles=options["max_failed_cycles"])
+                   max_failed_cycles=options["max_failed_cycles"], bus_watchdog=options["bus_watchdog"])
 
     def __init__(self, model, *, port: str, baudrate: int = 57600, ids=None, servo_model="XM430-W350",
                  joints=None, mode: str = EFFORT_MODE, transmission: Transmission | None = None,
                  torque_constant=None, read_timeout: float = 1e-3, retries: int = 1, max_failed_cycles: int = 5,
                  return_delay_time: int | None = 0, position_gains=None, check_model: bool = True,
-                 rtt_capacity: int = 100_000):
+                 rtt_capacity: int = 100_000, bus_watchdog: float = 0.5):
         super().__init__(model, joints, mode)
         n = len(self.v_index)
         if not port or not isinstance(port, str):
@@ -88,6 +103,7 @@ class DynamixelDriver(ActuatorDriver):
         ids = self._servo_ids(ids, n)
         self.servos = self._servo_models(servo_model, n)
         self._check_bus_timing(read_timeout, retries, max_failed_cycles, return_delay_time)
+        self.bus_watchdog, self.watchdog_units = self._watchdog_units(bus_watchdog)
         self.port, self.baudrate, self.ids = port, int(baudrate), ids
         self.read_timeout, self.retries, self.max_failed_cycles = float(read_timeout), int(retries), \
             int(max_failed_cycles)
@@ -113,12 +129,17 @@ class DynamixelDriver(ActuatorDriver):
         self._fd = -1
         self._consecutive_failed = 0
         self._enable_pending = False
+        self._arm_pending = self._armed = False
+        self._last_tx = 0.0
+        self._alerted = np.zeros(n, dtype=bool)
+        self._pos_min = np.zeros(n)
+        self._pos_max = np.full(n, 4095.0)
         self._clock = time.perf_counter
         self.rtt = np.zeros(int(rtt_capacity))      # seconds, SYNC_READ sent -> last status packet in
         self.rtt_count = 0
         self.saturated_cycles = 0
         self.health.extra.update(missing_packets=0, io_errors=0, status_errors=0, hardware_alerts=0,
-                                 unexpected_packets=0, late_bytes=0, write_errors=0)
+                                 unexpected_packets=0, late_bytes=0, write_errors=0, watchdog_checks=0)
 
     def _servo_ids(self, ids, n: int) -> list[int]:
         ids = list(range(1, n + 1)) if ids is None else [int(i) for i in ids]
@@ -142,6 +163,15 @@ class DynamixelDriver(ActuatorDriver):
             raise ValueError(f"{self.name}: max_failed_cycles must be an integer >= 1, got {max_failed_cycles}")
         if return_delay_time is not None and not 0 <= return_delay_time <= 254:
             raise ValueError(f"{self.name}: return_delay_time must be 0..254 (x 2 us) or None")
+
+    def _watchdog_units(self, seconds) -> tuple[float, int]:
+        """Bus Watchdog (s, SI) -> item 98 units of 20 ms, rounded up (1..127; 0 disables)."""
+        unit = self.servos[0].seconds_per_watchdog_unit
+        if not (np.isfinite(seconds) and (seconds == 0 or unit <= seconds <= 127 * unit)):
+            raise ValueError(f"{self.name}: bus_watchdog must be 0 (off) or in [{unit}, {127 * unit:.2f}] s, "
+                             f"got {seconds}")
+        units = int(np.ceil(seconds / unit - 1e-9))
+        return units * unit, units
 
     def _torque_constants(self, torque_constant, n: int) -> np.ndarray:
         """N m per A at each joint's servo: the servo models' own, or ``torque_constant`` (one or one per joint)."""
@@ -203,6 +233,7 @@ class DynamixelDriver(ActuatorDriver):
             sent = os.write(self._fd, data)
             if sent != len(data):      # a short write on a tty: send the rest within the write timeout
                 self._ser.write(data[sent:])
+            self._last_tx = self._clock()
             return True
         except (OSError, ValueError, Exception) as exc:  # noqa: BLE001  serial.SerialException and OS errors
             self.health.extra["io_errors"] += 1
@@ -313,6 +344,15 @@ class DynamixelDriver(ActuatorDriver):
         f = self.servos[k][name]
         self.transact(P.write_packet(self.ids[k], f.address, P.to_bytes(int(value), f.size)), self.ids[k])
 
+    def _read_quiet(self, k: int, name: str) -> int | None:
+        """``read_field`` in the cycle: one attempt, None instead of raising."""
+        try:
+            f = self.servos[k][name]
+            pkt = self.transact(P.read_packet(self.ids[k], f.address, f.size), self.ids[k], attempts=1)
+            return P.from_bytes(pkt.params, f.signed) if len(pkt.params) == f.size else None
+        except BusError:
+            return None
+
     # -- lifecycle ------------------------------------------------------------------------
     def on_configure(self) -> None:
         self._open()
@@ -325,6 +365,8 @@ class DynamixelDriver(ActuatorDriver):
                 raise BusError(f"{self.name}: servo {dxl_id} reports model number {number}, expected "
                                f"{self.servos[k].model_number} ({self.servos[k].name})")
             self.write_field(k, "torque_enable", 0)          # EEPROM writes need torque off
+            self._check_hardware_error(k)
+            self.write_field(k, "bus_watchdog", 0)           # off, and clears an expiry of an earlier run
             if self.return_delay_time is not None and self.read_field(k, "return_delay_time") != \
                     self.return_delay_time:
                 self.write_field(k, "return_delay_time", self.return_delay_time)
@@ -336,6 +378,16 @@ class DynamixelDriver(ActuatorDriver):
                 self.write_field(k, "position_i_gain", i)
                 self.write_field(k, "position_d_gain", d)
             self._current_limit[k] = self.read_field(k, "current_limit")
+            self._pos_min[k] = self.read_field(k, "min_position_limit")
+            self._pos_max[k] = self.read_field(k, "max_position_limit")
+        self._armed = False
+
+    def _check_hardware_error(self, k: int) -> None:
+        bits = self.read_field(k, "hardware_error_status")
+        if bits:
+            raise BusError(f"{self.name}: servo {self.ids[k]}: hardware error: {P.describe_hardware_error(bits)} "
+                           f"(Hardware Error Status 0x{bits:02x}); the servo has shut down: remove the cause "
+                           "and REBOOT it")
 
     def on_activate(self) -> None:
         for k in range(self.n):
@@ -349,10 +401,14 @@ class DynamixelDriver(ActuatorDriver):
         # Effort mode: torque goes on together with the first goal currents (the first write), so the
         # robot does not sag at 0 A between activation and the first control cycle.
         self._enable_pending = self.mode == EFFORT_MODE
+        # The Bus Watchdog is armed right after the first cycle's goals, so that nothing slow before the first
+        # cycle (first-touch work in the controller) can expire it.
+        self._arm_pending = self.watchdog_units > 0
         self._consecutive_failed = 0
+        self._alerted[:] = False
 
     def on_deactivate(self) -> None:
-        self._enable_pending = False
+        self._enable_pending = self._arm_pending = self._armed = False
         self._torque_off()
 
     def _torque_off(self) -> None:
@@ -373,7 +429,7 @@ class DynamixelDriver(ActuatorDriver):
         if pkt.error:
             if pkt.error & P.ERROR_ALERT:
                 self.health.extra["hardware_alerts"] += 1
-                self.health.set_fault(f"servo {pkt.id}: hardware alert (error byte 0x{pkt.error:02x})")
+                self._alerted[k] = True         # named (Hardware Error Status read) at the end of the read
             if pkt.error & 0x7F:
                 self.health.extra["status_errors"] += 1
                 return False
@@ -403,6 +459,7 @@ class DynamixelDriver(ActuatorDriver):
 
     def read(self, state, now: float) -> bool:
         h = self.health
+        gap = self._clock() - self._last_tx if self._armed else 0.0
         complete = False
         for attempt in range(1 + (0 if h.fault else self.retries)):
             if attempt:
@@ -426,6 +483,10 @@ class DynamixelDriver(ActuatorDriver):
                 h.set_fault(f"no complete state from the servos for {self._consecutive_failed} consecutive "
                             f"cycles (timeouts {h.timeouts}, corrupt {h.corrupt}, io errors "
                             f"{h.extra['io_errors']})")
+        if not h.fault and self._alerted.any():
+            self._name_hardware_error()
+        if not h.fault and gap > 0.5 * self.bus_watchdog:
+            self._check_watchdog(gap)
         # Actuator space SI from the latest register values (stale joints keep their last values).
         np.subtract(self._raw_pos, self._center, out=self._a_pos)
         np.multiply(self._a_pos, self._rad_per_count, out=self._a_pos)
@@ -433,6 +494,26 @@ class DynamixelDriver(ActuatorDriver):
         np.multiply(self._raw_cur, self._nm_per_unit, out=self._a_tau)
         return self.publish_measurement(state, self.transmission, self._a_pos, self._a_vel, self._a_tau,
                                         self._j_vec, now, complete)
+
+    def _name_hardware_error(self) -> None:
+        """A status packet had the Alert bit: fault naming the servo and its Hardware Error Status."""
+        k = int(np.flatnonzero(self._alerted)[0])
+        self._alerted[:] = False
+        bits = self._read_quiet(k, "hardware_error_status")
+        what = "Hardware Error Status unreadable" if bits is None else \
+            f"{P.describe_hardware_error(bits)} (Hardware Error Status 0x{bits:02x})"
+        self.health.set_fault(f"servo {self.ids[k]}: hardware error: {what}; the servo turned its torque off "
+                              "(REBOOT it after removing the cause)")
+
+    def _check_watchdog(self, gap: float) -> None:
+        """The bus was silent long enough for a Bus Watchdog to expire: ask each servo (item 98 = -1)."""
+        self.health.extra["watchdog_checks"] += 1
+        for k, dxl_id in enumerate(self.ids):
+            if self._read_quiet(k, "bus_watchdog") == -1:
+                self.health.set_fault(f"servo {dxl_id}: Bus Watchdog expired ({gap * 1e3:.0f} ms without a packet, "
+                                      f"limit {self.bus_watchdog * 1e3:.0f} ms): the servo stopped itself and "
+                                      "refuses goals; reconfigure the driver to clear and re-arm it")
+                return
 
     def write(self, command, now: float) -> None:
         raw, offs, pack = self._sw_raw, self._sw_offset, self._goal_pack
@@ -456,8 +537,13 @@ class DynamixelDriver(ActuatorDriver):
             np.round(self._units, out=self._units)
             for k in range(self.n):
                 iv = self.v_index[k]
-                hold = not command.stiffness[iv] > 0 or not np.isfinite(self._units[k])
-                pack.pack_into(raw, offs[k], int(self._raw_pos[k]) if hold else int(self._units[k]))
+                if not command.stiffness[iv] > 0 or not np.isfinite(self._units[k]):
+                    self._units[k] = self._raw_pos[k]       # hold
+            if np.any(self._units < self._pos_min) or np.any(self._units > self._pos_max):
+                self.saturated_cycles += 1              # a goal beyond the limits would be refused: clamp it
+                np.clip(self._units, self._pos_min, self._pos_max, out=self._units)
+            for k in range(self.n):
+                pack.pack_into(raw, offs[k], int(self._units[k]))
         length = P.finish_into(raw, self._sw_n, self._sw_out)
         data = self._sw_view[:length] if length > 0 else self._sw_out_view[:-length]
         if self._send(data):
@@ -466,6 +552,11 @@ class DynamixelDriver(ActuatorDriver):
                 self._enable_pending = False
                 f = self.servos[0]["torque_enable"]
                 self._send(P.sync_write_packet(f.address, 1, [(i, b"\x01") for i in self.ids]))
+            if self._arm_pending:
+                self._arm_pending = False
+                f = self.servos[0]["bus_watchdog"]
+                self._armed = self._send(P.sync_write_packet(f.address, 1, [(i, bytes([self.watchdog_units]))
+                                                                            for i in self.ids]))
         else:
             self.health.extra["write_errors"] += 1
 

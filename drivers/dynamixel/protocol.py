@@ -37,11 +37,16 @@ ACTION = 0x05
 FACTORY_RESET = 0x06
 REBOOT = 0x08
 CLEAR = 0x10
+CONTROL_TABLE_BACKUP = 0x20
 STATUS = 0x55
 SYNC_READ = 0x82
 SYNC_WRITE = 0x83
+FAST_SYNC_READ = 0x8A
 BULK_READ = 0x92
 BULK_WRITE = 0x93
+FAST_BULK_READ = 0x9A
+CLEAR_MULTI_TURN = bytes([0x01, 0x44, 0x58, 0x4C, 0x22])       # CLEAR parameters: reset multi-turn position
+BACKUP_MAGIC = bytes([0x43, 0x54, 0x52, 0x4C])                 # CONTROL TABLE BACKUP parameters 2..5 ("CTRL")
 
 # Error byte of a status packet: bit 7 is the hardware alert, bits 0-6 the result.
 ERROR_ALERT = 0x80
@@ -63,6 +68,26 @@ ERROR_NAMES = {
 def describe_error(error: int) -> str:
     text = ERROR_NAMES.get(error & 0x7F, f"unknown error 0x{error & 0x7F:02x}")
     return text + (" + hardware alert" if error & ERROR_ALERT else "")
+
+
+# Hardware Error Status (X series, address 70) and Shutdown (63) bits.
+HW_INPUT_VOLTAGE = 0x01
+HW_OVERHEATING = 0x04
+HW_MOTOR_ENCODER = 0x08
+HW_ELECTRICAL_SHOCK = 0x10
+HW_OVERLOAD = 0x20
+HW_ERROR_NAMES = {HW_INPUT_VOLTAGE: "input voltage error", HW_OVERHEATING: "overheating error",
+                  HW_MOTOR_ENCODER: "motor encoder error", HW_ELECTRICAL_SHOCK: "electrical shock error",
+                  HW_OVERLOAD: "overload error"}
+
+
+def describe_hardware_error(bits: int) -> str:
+    """The names of the set bits of a Hardware Error Status value, e.g. ``"overheating error"``."""
+    names = [name for bit, name in HW_ERROR_NAMES.items() if bits & bit]
+    unknown = bits & ~sum(HW_ERROR_NAMES) & 0xFF
+    if unknown:
+        names.append(f"unknown bits 0x{unknown:02x}")
+    return " + ".join(names) if names else "no error"
 
 
 class ProtocolError(ValueError):
@@ -248,10 +273,12 @@ def decode(data) -> Packet:
 class StreamDecoder:
     """Splits a byte stream into CRC-checked packets; counts corrupt packets and junk bytes."""
 
-    def __init__(self):
+    def __init__(self, keep_corrupt: bool = False):
         self.buf = bytearray()
         self.corrupt = 0    # packets whose CRC did not match
         self.junk = 0       # bytes discarded outside any packet (noise, truncated packets)
+        self.keep_corrupt = keep_corrupt
+        self.corrupt_packets: list[Packet] = []   # (id, instruction) of CRC failures, when keep_corrupt
 
     def feed(self, data) -> None:
         self.buf += data
@@ -288,6 +315,8 @@ class StreamDecoder:
             crc = buf[total - 2] | (buf[total - 1] << 8)
             if crc16(buf, 0, total - 2) != crc:
                 self.corrupt += 1
+                if self.keep_corrupt:
+                    self.corrupt_packets.append(Packet(buf[4], buf[7], 0, b""))
                 self.junk += 4
                 del buf[:4]     # a header cannot occur inside a packet: rescan from here
                 continue
