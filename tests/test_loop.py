@@ -19,6 +19,7 @@ import pytest
 
 from rtctl.loops.trajectories import create_trajectory
 from rtctl.config import ConfigError, build, validate
+from rtctl.rt.loop import LoopReport
 
 GOAL = [0.6, 0.5, -0.4, -1.0, 0.5, 0.6, 0.3]
 BASE = {
@@ -295,3 +296,14 @@ def test_request_stop_ends_the_run_after_the_cycle_in_progress_and_only_that_run
     assert report.cycles == 41 and loop.cycle == 41 and not report.tripped
     loop.run(cycles=100)                        # the request does not outlive the run it ended
     assert loop.cycle == 141
+
+
+def test_a_run_with_more_than_one_percent_overruns_says_so_loudly():
+    def report(overruns):
+        return LoopReport(cycles=1000, duration=1.0, rate_hz=1000.0, joint_names=["j"], tracking_rms=np.zeros(1),
+                          tracking_max=np.zeros(1), timing={"compute": dict(min=100.0, mean=300.0, p50=280.0, p99=950.0, max=1500.0)}, overruns=overruns,
+                          skipped_cycles=0, tripped=False, trip_reason="")
+    assert report(10).overrun_warning() == "" and "WARNING" not in report(10).format()
+    warning = report(11).overrun_warning()
+    assert warning.startswith("WARNING: 11 of 1000 cycles (1.1 %) overran their 1 ms period")
+    assert "compute p99 950 us" in warning and warning in report(11).format()

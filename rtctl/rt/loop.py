@@ -120,6 +120,17 @@ class LoopReport:
     realtime: str = ""
     failures: list = field(default_factory=list)
 
+    OVERRUN_WARNING_FRACTION = 0.01
+
+    def overrun_warning(self) -> str:
+        """A loud line when more than 1 % of cycles overran (the loop did not keep its rate), else ``""``."""
+        if self.cycles and self.overruns > self.OVERRUN_WARNING_FRACTION * self.cycles:
+            return (f"WARNING: {self.overruns} of {self.cycles} cycles ({100.0 * self.overruns / self.cycles:.1f} %) "
+                    f"overran their {1e3 / self.rate_hz:g} ms period: this loop did not keep its rate on this "
+                    f"machine (compute p99 {self.timing.get('compute', {}).get('p99', float('nan')):.0f} us); "
+                    f"lower rate_hz, or free a CPU for it ([loop] cpus, realtime_priority)")
+        return ""
+
     def format(self) -> str:
         lines = [f"ran {self.cycles} cycles at {self.rate_hz:g} Hz ({self.duration:.3f} s of control time)",
                  self.realtime, "", "tracking error (rad or m)       RMS          max"]
@@ -132,6 +143,8 @@ class LoopReport:
                 cells = "".join(f"{m[k]:>10.1f}" for k in ("min", "mean", "p50", "p99", "max"))
                 lines.append(f"  {metric:<14}{cells}")
         lines.append(f"  overruns: {self.overruns}, skipped cycles: {self.skipped_cycles}")
+        if self.overrun_warning():
+            lines.append(f"  {self.overrun_warning()}")
         lines.append("")
         if self.tripped and self.operator_stop:
             lines.append(f"SAFE STATE: stopped by the operator ({self.trip_reason})")
