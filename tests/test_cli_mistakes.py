@@ -172,3 +172,25 @@ def test_an_unexpected_error_is_one_line_naming_its_type():
 
 def test_bundled_config_names_are_run_configs():
     assert bundled_config_path("jaw").name == "jaw.toml"
+
+
+def test_replayed_samples_are_stamped_when_sent_so_stats_latency_is_the_replays(tmp_path, capsys):
+    """A recording's stamps are hours old; the replayed stream's hand-off -> receive latency is not."""
+    import threading
+
+    from rtctl.telemetry.tools import replay, stats
+
+    rows = sample_rows(400)
+    for row in rows:
+        row["stamp"] -= 3 * 3600.0                      # recorded three hours ago
+    rec = write_recording(tmp_path / "old.mcap", rows)
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    ready = threading.Event()
+    sender = threading.Thread(target=replay, args=(str(rec), endpoint), daemon=True,
+                              kwargs=dict(speed=0.25, progress=False, ready=lambda ep: ready.set(), connect_wait=1.0))
+    sender.start()
+    assert ready.wait(30)
+    result = stats(endpoint, duration=2.5)
+    sender.join(30)
+    assert result["samples"] > 100
+    assert 0.0 <= result["latency_ms"]["p50"] < 1000.0, result["latency_ms"]   # not 3 h = 1.08e7 ms
