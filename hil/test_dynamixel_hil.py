@@ -7,6 +7,10 @@ has to dominate the servo's unmodelled gear friction), tracking a 0.5 Hz sinusoi
 0.3 rad amplitude that starts at rest where the plant starts. Bounds below are stated per test; timing margins are
 generous (the machine is shared), truths (counts, cycle numbers) are exact where the
 protocol makes them so.
+
+Bounds that depend on the machine's scheduling (a 1.5 ms read timeout, in real time, against another
+process) are marked ``wall_clock``: such a test runs once more when it fails, because a shared 2-core CI
+machine can deschedule the emulator for longer than that; a behaviour that is wrong fails both runs.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ from rtctl.dynamics import Dynamics
 from rtctl.rt.loop import ControlLoop
 from rtctl.safety import SafetyMonitor
 
+wall_clock = pytest.mark.flaky(reruns=1, reruns_delay=1)
 RATE_HZ = 500.0
 CENTER = np.array([0.4, -0.3])
 AMPLITUDE = np.array([0.3, 0.3])
@@ -70,6 +75,7 @@ class FreshCounter:
         self.fresh += bool(state.fresh)
 
 
+@wall_clock
 def test_loop_closes_at_500_hz_and_tracks_within_bounds():
     fresh = FreshCounter()
     with emulator() as emu:
@@ -97,6 +103,7 @@ def test_loop_closes_at_500_hz_and_tracks_within_bounds():
     assert loop.driver.rtt_count >= 0.98 * 1500
 
 
+@wall_clock
 def test_ten_percent_dropped_replies_are_tolerated_and_counted():
     with emulator("--drop-rate", "0.1", "--seed", "3") as emu:
         loop = make_loop(emu.port)
@@ -117,6 +124,7 @@ def test_ten_percent_dropped_replies_are_tolerated_and_counted():
     assert np.all(report.tracking_max < 0.08), report.tracking_max
 
 
+@wall_clock
 def test_corrupt_crcs_are_detected_counted_and_tolerated():
     with emulator("--corrupt-rate", "0.05", "--seed", "5") as emu:
         loop = make_loop(emu.port)
@@ -124,12 +132,16 @@ def test_corrupt_crcs_are_detected_counted_and_tolerated():
     h, stats = loop.driver.health, emu.stats
     print(report.format(), h, stats)
     assert stats["corrupted"] > 50
-    # A corrupted reply is detected by its CRC unless it arrived after the timeout (then drained as late bytes).
-    assert stats["corrupted"] - 3 <= h.corrupt <= stats["corrupted"]
+    # A corrupted reply is detected by its CRC unless it arrived after the timeout (then drained as late bytes,
+    # which counts whole state packets here): an undetected one must be among the late packets.
+    late_packets = h.extra["late_bytes"] // STATE_PACKET_BYTES
+    assert stats["corrupted"] - min(late_packets, stats["corrupted"]) <= h.corrupt <= stats["corrupted"]
+    assert h.corrupt >= 0.9 * stats["corrupted"]
     assert not report.tripped and not h.fault and not report.failures
     assert np.all(report.tracking_max < 0.08), report.tracking_max
 
 
+@wall_clock
 def test_a_delayed_reply_times_out_once_and_is_discarded():
     delay_ms, delayed_read = 40.0, 600
     per_cycle = []                                  # (retries, timeouts, stale cycles) after each cycle
@@ -164,6 +176,7 @@ def test_a_delayed_reply_times_out_once_and_is_discarded():
     assert np.all(report.tracking_max < 0.05), report.tracking_max
 
 
+@wall_clock
 def test_emulator_killed_mid_run_ends_in_the_safe_state_within_bound():
     # The kill is synchronous (the process is reaped before the loop goes on), but a reply the firmware wrote
     # before it died may still be in the pty, so the exact bound is stated from the last complete read.
@@ -196,6 +209,7 @@ def test_emulator_killed_mid_run_ends_in_the_safe_state_within_bound():
     assert h.extra["io_errors"] + h.timeouts >= MAX_FAILED
 
 
+@wall_clock
 def test_position_mode_uses_the_servo_pid():
     target = np.array([0.6, -0.5])
 
@@ -236,6 +250,7 @@ make_loop(port, hooks=[hook], mode=mode, bus_watchdog=watchdog).run(duration=120
 """
 
 
+@wall_clock
 @pytest.mark.parametrize("mode", ["position", "effort"])
 def test_killed_control_process_each_servo_stops_by_its_bus_watchdog(mode):
     """XM430-W350 e-manual, Bus Watchdog (98): with the control process SIGKILLed mid-run, each servo's own
