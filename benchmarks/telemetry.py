@@ -11,16 +11,28 @@
    ``--seconds`` s each with 0 subscribers, 3 subscriber processes decoding every
    message, and 1 stalled subscriber process (connects, never reads): wake-up
    latency p50/p99/max, overruns, and the samples the subscribers lost.
+4. Sinks off and on: the paced 1 kHz loop for ``--seconds`` s per case, the cases
+   alternated over ``--rounds`` rounds in one run (so that the machine's load
+   falls on every case alike): no telemetry; PUB + 1 subscriber; PlotJuggler JSON
+   + 1 reader; Foxglove server + 1 websocket client subscribed to everything;
+   the browser dashboard process + 1 browser-like websocket client; the MCAP
+   recorder process; all of them together (with the GIL switch interval the
+   publisher sets, and with CPython's default 5 ms). Reported per case: overruns
+   in each round, compute p99 and wake-up latency p99/max (us, worst round).
+   The load average before and after is printed: other processes on the
+   machine count.
 
-Usage: python benchmarks/telemetry.py [--seconds 3] [--burst 2]
+Usage: python benchmarks/telemetry.py [--seconds 3] [--burst 2] [--rounds 2] [--only-sinks]
 """
 from __future__ import annotations
 
 import argparse
 import copy
+import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np  # noqa: E402
@@ -53,7 +65,7 @@ print("ready", flush=True)
 if mode == "stalled":
     sys.stdin.readline()  # stall until told to read
 received, nxt, lost = 0, None, 0
-while s.poll(1500):
+while s.poll(3000):
     topic, payload = s.recv_multipart()
     m = decode(topic, payload)
     if topic == b"rtctl/samples":
@@ -138,13 +150,155 @@ def jitter(mode: str, seconds: float):
     return report, tel, lost
 
 
+PJ_READER = r"""
+import sys, zmq
+s = zmq.Context().socket(zmq.SUB)
+s.connect(sys.argv[1]); s.setsockopt(zmq.SUBSCRIBE, b"")
+print("ready", flush=True)
+s.recv()  # the stream has no metadata: wait for its first message however long the set-up takes
+n = 1
+while s.poll(3000):
+    s.recv(); n += 1
+print(n, 0, flush=True)
+"""
+
+FOXGLOVE_CLIENT = r"""
+import asyncio, json, sys
+from websockets.asyncio.client import connect
+async def main():
+    async with connect(sys.argv[1], subprotocols=["foxglove.sdk.v1"], max_size=None) as ws:
+        subs = []
+        while len(subs) < 3:
+            m = json.loads(await ws.recv())
+            if m.get("op") == "advertise":
+                subs += [{"id": c["id"], "channelId": c["id"]} for c in m["channels"]]
+        await ws.send(json.dumps({"op": "subscribe", "subscriptions": subs}))
+        print("ready", flush=True)
+        n = 0
+        try:
+            while True:
+                m = await asyncio.wait_for(ws.recv(), 3.0)
+                n += isinstance(m, bytes)
+        except (asyncio.TimeoutError, Exception):
+            pass
+        print(n, 0, flush=True)
+asyncio.run(main())
+"""
+
+DASHBOARD_CLIENT = r"""
+import asyncio, sys, threading
+from rtctl.telemetry.dashboard import Dashboard
+from websockets.asyncio.client import connect
+dash = Dashboard(sys.argv[1], port=0)
+dash.start()
+async def main():
+    async with connect(f"ws://127.0.0.1:{dash.port}/ws", origin=f"http://127.0.0.1:{dash.port}") as ws:
+        await ws.recv()
+        print("ready", flush=True)
+        n = 0
+        try:
+            while True:
+                await asyncio.wait_for(ws.recv(), 3.0); n += 1
+        except (asyncio.TimeoutError, Exception):
+            pass
+        print(dash.samples, dash.lost, flush=True)
+asyncio.run(main())
+"""
+
+RECORDER = r"""
+import sys, threading
+from rtctl.telemetry.tools import record
+print("ready", flush=True)
+res = record(sys.argv[1], sys.argv[2], progress=False, idle_timeout=3.0)
+print(res["samples"], res["lost"], flush=True)
+"""
+
+SINK_CASES = ("off", "pub", "plotjuggler", "foxglove", "dashboard", "record", "all", "all, 5 ms switch")
+
+
+def spawn_script(script, *argv):
+    p = subprocess.Popen([sys.executable, "-c", script, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+    line = p.stdout.readline().strip()
+    if line != "ready":
+        p.kill()
+        raise RuntimeError(f"helper process did not start: {line!r}")
+    return p
+
+
+def sink_case(case: str, seconds: float, tmp: str):
+    """One paced 1 kHz run with the sinks of ``case`` on; returns the loop report and the readers' counts."""
+    from rtctl.telemetry.foxglove import FoxgloveSink
+    from rtctl.telemetry.publisher import SWITCH_INTERVAL
+
+    loop = make_loop(True)
+    tel = None
+    procs = []
+    if case != "off":
+        every = case.startswith("all")
+        pj = every or case == "plotjuggler"
+        fox = every or case == "foxglove"
+        tel = Telemetry(endpoint="tcp://127.0.0.1:0", plotjuggler_endpoint="tcp://127.0.0.1:0" if pj else None,
+                        sinks=[FoxgloveSink(port=0)] if fox else [],
+                        switch_interval=None if "5 ms" in case else SWITCH_INTERVAL).attach(loop).start()
+        if every or case == "pub":
+            procs.append(spawn(tel.endpoint, "reader"))
+        if pj:
+            procs.append(spawn_script(PJ_READER, tel.plotjuggler_endpoint))
+        if fox:
+            procs.append(spawn_script(FOXGLOVE_CLIENT, tel.sinks[0].url))
+        if every or case == "dashboard":
+            procs.append(spawn_script(DASHBOARD_CLIENT, tel.endpoint))
+        if every or case == "record":
+            procs.append(spawn_script(RECORDER, tel.endpoint, os.path.join(tmp, f"bench-{case[:3]}.mcap")))
+        time.sleep(1.0)  # subscriptions in place, helper processes settled
+    report = loop.run(duration=seconds)
+    if tel is not None:
+        tel.close()
+    received = [tuple(int(x) for x in p.stdout.readline().split()[:2]) for p in procs]
+    for p in procs:
+        p.wait(15)
+    cost = (tel.flush_cpu / seconds * 1e3, tel.flush_max * 1e3) if tel is not None else (0.0, 0.0)
+    return report, received, cost
+
+
+def sinks_table(seconds: float, rounds: int):
+    print(f"4. sinks off and on, paced 1 kHz loop (arm7), {seconds:g} s per case, {rounds} rounds alternated; "
+          f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
+    results = {case: [] for case in SINK_CASES}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(rounds):
+            order = SINK_CASES if r % 2 == 0 else tuple(reversed(SINK_CASES))
+            for case in order:
+                results[case].append(sink_case(case, seconds, tmp))
+    print(f"   load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print("   publisher CPU: ms of publisher-thread CPU (GIL held) per s of loop; longest flush: wall ms")
+    print(f"   {'case':<18}{'overruns per round':>22}{'compute p99':>13}{'latency p99':>13}{'latency max':>13}"
+          f"{'publisher CPU':>15}{'longest flush':>15}  readers got (of {int(seconds * 1000)})")
+    for case, runs in results.items():
+        over = ", ".join(str(rep.overruns) for rep, _, _ in runs)
+        cp99 = max(rep.timing["compute"]["p99"] for rep, _, _ in runs)
+        lp99 = max(rep.timing["latency"]["p99"] for rep, _, _ in runs)
+        lmax = max(rep.timing["latency"]["max"] for rep, _, _ in runs)
+        cpu = max(c[0] for _, _, c in runs)
+        longest = max(c[1] for _, _, c in runs)
+        got = "; ".join(",".join(str(n) for n, _ in rec) for _, rec, _ in runs) or "-"
+        print(f"   {case:<18}{over:>22}{cp99:>13.1f}{lp99:>13.1f}{lmax:>13.0f}{cpu:>15.1f}{longest:>15.2f}  {got}")
+    return results
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--burst", type=float, default=2.0)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--only-sinks", action="store_true", help="run section 4 only")
     args = ap.parse_args()
     print(f"rtctl telemetry benchmark -- {platform.processor() or platform.machine()}, "
           f"Python {platform.python_version()}, pyzmq {zmq.__version__} (libzmq {zmq.zmq_version()})\n")
+    if args.only_sinks:
+        sinks_table(args.seconds, args.rounds)
+        return
     med, p99, empty = handoff_cost()
     print(f"1. hand-off (Telemetry.sample, arm7, {20000} calls): median {med:.2f} us, p99 {p99:.2f} us "
           f"(timer + loop overhead {empty:.2f} us; target median <= 5 us)\n")
@@ -159,6 +313,8 @@ def main():
         lat = report.timing["latency"]
         print(f"   {mode:<16}{lat['p50']:>8.1f}{lat['p99']:>9.1f}{lat['max']:>9.1f}{report.overruns:>10}"
               f"{tel.dropped:>12}{lost:>17}")
+    print()
+    sinks_table(args.seconds, args.rounds)
 
 
 if __name__ == "__main__":

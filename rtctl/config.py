@@ -71,6 +71,12 @@ CORE_SCHEMA: dict[str, dict[str, Key]] = {
         "meta_period": Key("float", 1.0, positive=True, high=60.0),
         "sndhwm": Key("int", 1000, low=1),
         "allow_remote": Key("bool", False),
+        "foxglove": Key("bool", False),                        # live Foxglove WebSocket server
+        "foxglove_host": Key("str", "127.0.0.1"),              # not loopback: needs allow_remote
+        "foxglove_port": Key("int", 8765, low=0, high=65535),   # 0: a free port
+        "foxglove_decimation": Key("int", 1, low=1, high=1000),
+        "foxglove_backlog": Key("int", 1024, low=1, high=1_000_000),  # messages per client, oldest dropped
+        "switch_interval": Key("float", 0.0002, low=0.0, high=0.1),   # s, while telemetry runs; 0: leave it
     },
     "control": {  # rtctl.telemetry.control: REQ/REP run-time commands, validated, applied at cycle boundaries
         "enabled": Key("bool", False),

@@ -9,17 +9,28 @@
   while the publisher's ring drops nothing.
 * record -> MCAP -> replay reproduces the exact values; plot writes a figure; echo
   and stats read a live stream.
+* The template JSON encoders (PlotJuggler, Foxglove/MCAP samples) equal the reference
+  encoders value for value; the PlotJuggler stream is decimated by sample index; MCAP
+  recordings and the Foxglove server share channels and schemas; a failing sink is
+  dropped and reported; the GIL switch interval is restored on close.
 """
 import io
+import json
+import sys
 import threading
 import time
 
 import msgpack
+import numpy as np
 import pytest
+import zmq
 
 from rtctl.telemetry import EndpointError, SchemaVersionError, Telemetry, check_endpoint, decode
-from rtctl.telemetry.schema import TOPIC_EVENT, TOPIC_SAMPLES, SchemaError, envelope, pack
-from rtctl.telemetry.tools import echo, read_recording, record, replay, rows_of, stats, plot
+from rtctl.telemetry.publisher import CHUNK_ROWS
+from rtctl.telemetry.schema import (CHANNEL_EVENT, CHANNEL_META, CHANNEL_SAMPLES, OBJECT_JSON_SCHEMA,
+                                    SAMPLE_SCHEMA_NAME, TOPIC_EVENT, TOPIC_SAMPLES, JsonRows, Layout, SchemaError,
+                                    envelope, pack, plotjuggler_objects, sample_json_schema)
+from rtctl.telemetry.tools import echo, plot, read_recording, record, replay, rows_of, stats
 from telemetry_helpers import Spy, assert_rows_equal, drain, make_loop, subscriber, wait_meta
 
 TEL = {"enabled": True, "endpoint": "tcp://127.0.0.1:0", "meta_period": 0.05}
@@ -146,6 +157,16 @@ def test_record_replay_plot_echo_stats(tmp_path):
     assert result["samples"] == 800 and result["lost"] == 0
     loaded = read_recording(str(path), progress=False)
     assert loaded["meta"]["joints"] == list(loop.controller.joint_names)
+    # the recording's channels and JSON Schemas are the live Foxglove server's (rtctl.telemetry.foxglove)
+    from mcap.reader import make_reader
+    with open(path, "rb") as fh:
+        summary = make_reader(fh).get_summary()
+    by_topic = {c.topic: (c.message_encoding, summary.schemas[c.schema_id]) for c in summary.channels.values()}
+    assert set(by_topic) == {CHANNEL_SAMPLES, CHANNEL_META, CHANNEL_EVENT}
+    encoding, sample_schema = by_topic[CHANNEL_SAMPLES]
+    assert encoding == "json" and sample_schema.encoding == "jsonschema"
+    assert (sample_schema.name, sample_schema.data) == (SAMPLE_SCHEMA_NAME, sample_json_schema())
+    assert by_topic[CHANNEL_META][1].data == OBJECT_JSON_SCHEMA
     assert loaded["samples"]["index"].tolist() == list(range(800))
 
     # replay as fast as possible; a subscriber decodes the original values exactly
@@ -190,3 +211,122 @@ def test_record_replay_plot_echo_stats(tmp_path):
     png = tmp_path / "fig.png"
     plot(str(path), str(png), progress=False)
     assert png.stat().st_size > 20_000
+
+
+# -- JSON encoders, PlotJuggler stream, sinks, GIL switch interval ------------------------------------------
+def _rows_after(cycles=300):
+    loop = make_loop()
+    tel = Telemetry(capacity=1024, endpoint="tcp://127.0.0.1:0").attach(loop)
+    for k in range(cycles):
+        loop.step(k * loop.period)
+    rows, first = tel._take()
+    return loop, tel, rows, first
+
+
+def test_json_rows_equal_the_reference_encoders_value_for_value():
+    _loop, tel, rows, first = _rows_after()
+    layout = tel.layout
+    pj = JsonRows(layout, tel.joints, [], style="plotjuggler").encode(rows)
+    assert [json.loads(t) for t in pj] == plotjuggler_objects(layout, rows, tel.joints, [])
+    batch = decode(TOPIC_SAMPLES, pack(envelope(seq=0, first=first, count=len(rows), dropped=0, sent=0.0,
+                                                fields=layout.columns(rows))))
+    samples = [json.loads(t) for t in JsonRows(layout, tel.joints, [], style="sample").encode(rows, first)]
+    assert samples == list(rows_of(batch))  # same keys, same order of fields, ints stay ints, floats exact
+    assert all(isinstance(s["cycle"], int) for s in samples)
+    # decimated indices, non-finite values (JSON has none: null) and awkward names
+    odd = Layout(1, 1)
+    row = np.arange(odd.width, dtype=float)[None, :].repeat(2, axis=0)
+    row[1, odd.slices["q"].start] = np.nan
+    row[1, odd.slices["latency"].start] = np.inf
+    texts = JsonRows(odd, ['j"0%d'], ["e\\%s"], style="sample").encode(row, 10, 5)
+    a, b = (json.loads(t) for t in texts)
+    assert a["index"] == 10 and b["index"] == 15 and a["extra"] == [float(odd.width - 1)]
+    assert b["q"] == [None] and b["latency"] is None and b["cycle"] == 1
+    flat = [json.loads(t) for t in JsonRows(odd, ['j"0%d'], ["e\\%s"]).encode(row)]
+    assert flat[0]['q/j"0%d'] == float(odd.slices["q"].start) and flat[1]['q/j"0%d'] is None
+    assert flat[0]["extra/e\\%s"] == float(odd.width - 1)
+
+
+
+
+def test_plotjuggler_stream_is_decimated_by_sample_index_and_exact():
+    loop = make_loop()
+    tel = Telemetry(endpoint="tcp://127.0.0.1:0", plotjuggler_endpoint="tcp://127.0.0.1:0",
+                    plotjuggler_decimation=3, meta_period=0.05).attach(loop).start()
+    pj = zmq.Context.instance().socket(zmq.SUB)
+    pj.setsockopt(zmq.LINGER, 0)
+    pj.connect(tel.plotjuggler_endpoint)
+    pj.setsockopt(zmq.SUBSCRIBE, b"")
+    sub = subscriber(tel.endpoint)
+    try:
+        wait_meta(sub)
+        time.sleep(0.3)  # PUB/SUB slow joiner on the PlotJuggler socket (it has no meta to wait for)
+        spy = Spy(tel)
+        loop.telemetry = spy
+        loop.run(cycles=700)
+        tel.close()
+        got = []
+        while pj.poll(500):
+            got.append(json.loads(pj.recv()))
+        batches = [m for topic, m in drain(sub) if topic == TOPIC_SAMPLES]
+    finally:
+        tel.close()
+        pj.close(linger=0)
+        sub.close(linger=0)
+    assert [int(o["cycle"]) for o in got] == list(range(0, 700, 3))
+    for o in got:
+        e = spy.rows[int(o["cycle"])]
+        assert o["timestamp"] == e["t"] and o["latency"] == e["latency"]
+        assert [o[f"q/{j}"] for j in tel.joints] == e["q"].tolist()
+    assert max(m["count"] for m in batches) <= CHUNK_ROWS  # a backlog is sent in bounded chunks
+
+
+class _BrokenSink:
+    def __init__(self):
+        self.closed = False
+
+    def open(self, telemetry):
+        pass
+
+    def write(self, rows, first):
+        raise RuntimeError("sink broke")
+
+    def meta(self, meta):
+        pass
+
+    def event(self, event):
+        pass
+
+    def close(self):
+        self.closed = True
+
+
+def test_a_failing_sink_is_dropped_and_reported_while_the_stream_goes_on():
+    loop = make_loop()
+    broken = _BrokenSink()
+    tel = Telemetry(endpoint="tcp://127.0.0.1:0", meta_period=0.05, sinks=[broken]).attach(loop).start()
+    sub = subscriber(tel.endpoint)
+    try:
+        wait_meta(sub)
+        loop.run(cycles=300)
+        tel.close()
+        msgs = drain(sub)
+    finally:
+        tel.close()
+    rows = [r for topic, m in msgs if topic == TOPIC_SAMPLES for r in rows_of(m)]
+    assert len(rows) == 300 and broken.closed and tel.sinks == []
+    assert tel.sink_errors == ["_BrokenSink: RuntimeError: sink broke"]
+    assert any(m["kind"] == "telemetry" and "sink broke" in m["detail"] for topic, m in msgs if topic == TOPIC_EVENT)
+
+
+def test_switch_interval_is_lowered_while_running_and_restored():
+    before = sys.getswitchinterval()
+    loop = make_loop()
+    tel = Telemetry(endpoint="tcp://127.0.0.1:0", switch_interval=2e-4).attach(loop).start()
+    try:
+        assert sys.getswitchinterval() == pytest.approx(min(before, 2e-4))
+    finally:
+        tel.close()
+    assert sys.getswitchinterval() == before
+    with pytest.raises(ValueError, match="switch_interval"):
+        Telemetry(switch_interval=1.0)

@@ -13,13 +13,34 @@ encodes them as one or more ``rtctl/samples`` batches (msgpack, schema in
 (ZeroMQ drops, per subscriber, what a slow subscriber cannot take: it never
 blocks the sender). It re-sends ``rtctl/meta`` every ``meta_period`` s, publishes
 ``rtctl/event`` messages (control-channel changes, safety events) and, when
-enabled, the flat-JSON PlotJuggler stream on its own endpoint. All sockets live
-in that thread.
+enabled, the flat-JSON PlotJuggler stream on its own endpoint, and hands the
+same rows to the extra sinks (:class:`~rtctl.telemetry.foxglove.FoxgloveSink`:
+the live Foxglove server). All sockets and servers live in that thread; nothing
+is encoded on the loop thread.
+
+Keeping the loop's GIL waits short. The loop thread and the publisher thread
+share the GIL: when the loop wakes for its next cycle while the publisher is
+encoding, the loop waits until the publisher lets go of the GIL -- by default
+up to CPython's 5 ms switch interval, five 1 kHz periods. So the publisher
+
+* encodes with few Python objects: msgpack of NumPy columns, and each JSON
+  text (PlotJuggler, Foxglove) from one preformatted template per row
+  (:class:`~rtctl.telemetry.schema.JsonRows`), each a C call of ~20 us;
+* works in chunks of at most :data:`CHUNK_ROWS` rows and sleeps
+  :data:`CHUNK_PAUSE` s between chunks (a backlog after a stall never becomes
+  one long stretch);
+* while it runs, lowers the interpreter's switch interval to
+  ``switch_interval`` (default :data:`SWITCH_INTERVAL`, 200 us; process-wide,
+  restored by :meth:`Telemetry.close`), so a loop thread asking for the GIL
+  gets it within about that much (plus one ~20 us C call) instead of 5 ms.
+
+What remains is the operating system's: if the publisher is preempted while it
+holds the GIL (a loaded machine), the loop waits for it to be scheduled again.
 """
 from __future__ import annotations
 
 import collections
-import json
+import sys
 import threading
 import time
 
@@ -28,10 +49,13 @@ import zmq
 from numba import njit
 
 from .endpoints import check_endpoint
-from .schema import (JOINT_FIELDS, SCALAR_FIELDS, SCALAR_UNITS, TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, Layout,
-                     envelope, pack, plotjuggler_objects)
+from .schema import (JOINT_FIELDS, SCALAR_FIELDS, SCALAR_UNITS, TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, JsonRows,
+                     Layout, envelope, pack)
 
-MAX_BATCH_ROWS = 250
+CHUNK_ROWS = 50          # rows encoded between two GIL releases of the publisher thread
+MAX_BATCH_ROWS = CHUNK_ROWS  # the most samples in one rtctl/samples message
+CHUNK_PAUSE = 50e-6      # s slept between chunks (the GIL is free meanwhile)
+SWITCH_INTERVAL = 2e-4   # s: sys.setswitchinterval while a Telemetry runs (None: leave it)
 
 
 @njit("void(float64[:, ::1], int64[::1], float64[::1], float64[::1], float64[::1], int64[:, ::1], float64[::1], "
@@ -75,12 +99,15 @@ class Telemetry:
     read the bound one from :attr:`endpoint` after :meth:`start`).
     ``plotjuggler_endpoint``: None, or the PlotJuggler JSON PUB bind address;
     ``plotjuggler_decimation`` sends every k-th sample there.
+    ``sinks``: extra sinks run by the publisher thread (``open(telemetry)``, ``write(rows, first)``,
+    ``meta(dict)``, ``event(dict)``, ``close()``), e.g. :class:`~rtctl.telemetry.foxglove.FoxgloveSink`.
+    ``switch_interval``: the interpreter switch interval (s) while running, None to leave it alone.
     """
 
     def __init__(self, *, endpoint: str = "tcp://127.0.0.1:5555", plotjuggler_endpoint: str | None = None,
                  capacity: int = 4096, batch_period: float = 0.01, meta_period: float = 1.0,
                  sndhwm: int = 1000, sndbuf: int = 0, allow_remote: bool = False, plotjuggler_decimation: int = 1,
-                 context: zmq.Context | None = None):
+                 context: zmq.Context | None = None, sinks=(), switch_interval: float | None = SWITCH_INTERVAL):
         if int(capacity) != capacity or capacity < 2:
             raise ValueError(f"telemetry capacity must be an integer >= 2, got {capacity!r}")
         if not (0 < batch_period <= 1.0):
@@ -89,6 +116,8 @@ class Telemetry:
             raise ValueError(f"meta_period must be in (0, 60] s, got {meta_period!r}")
         if int(plotjuggler_decimation) != plotjuggler_decimation or plotjuggler_decimation < 1:
             raise ValueError(f"plotjuggler_decimation must be an integer >= 1, got {plotjuggler_decimation!r}")
+        if switch_interval is not None and not (1e-5 <= switch_interval <= 0.1):
+            raise ValueError(f"switch_interval must be in [1e-5, 0.1] s or None, got {switch_interval!r}")
         self._bind = check_endpoint(endpoint, allow_remote, "telemetry endpoint")
         self._pj_bind = None if plotjuggler_endpoint is None else \
             check_endpoint(plotjuggler_endpoint, allow_remote, "plotjuggler endpoint")
@@ -117,6 +146,12 @@ class Telemetry:
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._started = 0.0
+        self.sinks = list(sinks)
+        self.switch_interval = switch_interval
+        self._saved_interval = None
+        self.sink_errors: list[str] = []
+        self.flush_cpu = 0.0       # s of publisher-thread CPU spent taking, encoding and sending samples
+        self.flush_max = 0.0       # s, wall time of the longest single flush
 
     # -- set-up --------------------------------------------------------------------------
     def attach(self, loop) -> "Telemetry":
@@ -168,7 +203,11 @@ class Telemetry:
         self._ready.wait(10.0)
         if self._error is not None:
             self._thread.join()
+            self._thread = None
             raise RuntimeError(f"telemetry: cannot bind: {self._error}") from self._error
+        if self.switch_interval is not None and sys.getswitchinterval() > self.switch_interval:
+            self._saved_interval = sys.getswitchinterval()
+            sys.setswitchinterval(self.switch_interval)
         return self
 
     def close(self, flush: bool = True) -> None:
@@ -179,6 +218,10 @@ class Telemetry:
         self._stop.set()
         self._thread.join(10.0)
         self._thread = None
+        if self._saved_interval is not None:
+            if sys.getswitchinterval() == self.switch_interval:  # nobody changed it since: put it back
+                sys.setswitchinterval(self._saved_interval)
+            self._saved_interval = None
 
     def __enter__(self):
         return self.start()
@@ -217,6 +260,8 @@ class Telemetry:
 
     # -- the publisher thread ---------------------------------------------------------------------
     def _run(self) -> None:
+        pub = pj = None
+        opened = []
         try:
             pub = self._ctx.socket(zmq.PUB)
             pub.setsockopt(zmq.LINGER, 0)
@@ -225,19 +270,26 @@ class Telemetry:
                 pub.setsockopt(zmq.SNDBUF, self.sndbuf)
             pub.bind(self._bind)
             self.endpoint = pub.getsockopt(zmq.LAST_ENDPOINT).decode()
-            pj = None
             if self._pj_bind:
                 pj = self._ctx.socket(zmq.PUB)
                 pj.setsockopt(zmq.LINGER, 0)
                 pj.setsockopt(zmq.SNDHWM, self.sndhwm)
                 pj.bind(self._pj_bind)
                 self.plotjuggler_endpoint = pj.getsockopt(zmq.LAST_ENDPOINT).decode()
-        except zmq.ZMQError as exc:
+                self._pj_json = JsonRows(self.layout, self.joints, self.extra_names, style="plotjuggler")
+            for sink in self.sinks:
+                sink.open(self)
+                opened.append(sink)
+        except (zmq.ZMQError, RuntimeError, ValueError, OSError) as exc:
+            for sink in opened:
+                sink.close()
+            for sock in (pub, pj):
+                if sock is not None:
+                    sock.close(linger=0)
             self._error = exc
             self._ready.set()
             return
         self._ready.set()
-        self._pj_count = 0
         self._flush_on_close = True
         meta_due = 0.0
         try:
@@ -245,17 +297,45 @@ class Telemetry:
                 stopping = self._stop.wait(self.batch_period)
                 now = time.monotonic()
                 if now >= meta_due:
-                    pub.send_multipart([TOPIC_META, pack(self.metadata())], flags=zmq.NOBLOCK)
+                    meta = self.metadata()
+                    pub.send_multipart([TOPIC_META, pack(meta)], flags=zmq.NOBLOCK)
+                    self._to_sinks("meta", meta)
                     meta_due = now + self.meta_period
                 if not stopping or self._flush_on_close:
+                    c0, w0 = time.thread_time(), time.perf_counter()
                     self._flush(pub, pj)
                     self._publish_events(pub)
+                    self.flush_cpu += time.thread_time() - c0
+                    self.flush_max = max(self.flush_max, time.perf_counter() - w0)
                 if stopping:
                     break
         finally:
             pub.close(linger=200 if self._flush_on_close else 0)
             if pj is not None:
-                pj.close(linger=0)
+                pj.close(linger=200 if self._flush_on_close else 0)
+            for sink in self.sinks:
+                try:
+                    sink.close()
+                except Exception as exc:  # noqa: BLE001  (closing one sink must not keep the others open)
+                    self._sink_failed(sink, exc)
+
+    def _to_sinks(self, method: str, *args) -> None:
+        """Call ``method`` on every sink; a sink that raises is reported once and dropped, never the thread."""
+        for sink in list(self.sinks):
+            try:
+                getattr(sink, method)(*args)
+            except Exception as exc:  # noqa: BLE001
+                self._sink_failed(sink, exc)
+                self.sinks.remove(sink)
+                try:
+                    sink.close()
+                except Exception as close_exc:  # noqa: BLE001
+                    self.sink_errors.append(f"{type(sink).__name__}.close: {type(close_exc).__name__}: {close_exc}")
+
+    def _sink_failed(self, sink, exc) -> None:
+        msg = f"{type(sink).__name__}: {type(exc).__name__}: {exc}"
+        self.sink_errors.append(msg)
+        self._events.append(("telemetry", f"sink stopped: {msg}", -1, float("nan"), time.time(), None))
 
     def _take(self):
         """New ring rows since the last call (drop-oldest accounting); None when there are none."""
@@ -281,20 +361,28 @@ class Telemetry:
         if rows is None:
             return
         layout = self.layout
-        for start in range(0, rows.shape[0], MAX_BATCH_ROWS):
-            chunk = rows[start:start + MAX_BATCH_ROWS]
-            msg = envelope(seq=self.batches, first=first + start, count=int(chunk.shape[0]), dropped=self.dropped,
+        total = rows.shape[0]
+        for start in range(0, total, CHUNK_ROWS):
+            if start:
+                time.sleep(CHUNK_PAUSE)  # the GIL is free for the loop thread between chunks
+            chunk = rows[start:start + CHUNK_ROWS]
+            k = int(chunk.shape[0])
+            msg = envelope(seq=self.batches, first=first + start, count=k, dropped=self.dropped,
                            sent=time.time(), fields=layout.columns(chunk))
             pub.send_multipart([TOPIC_SAMPLES, pack(msg)], flags=zmq.NOBLOCK)
             self.batches += 1
-            self.published += int(chunk.shape[0])
-        if pj is not None:
-            d = self.pj_decimation
-            offset = (-(first - self._pj_count)) % d if d > 1 else 0
-            picked = rows[offset::d] if d > 1 else rows
-            self._pj_count = first + rows.shape[0]
-            for obj in plotjuggler_objects(layout, picked, self.joints, self.extra_names):
-                pj.send(json.dumps(obj).encode(), flags=zmq.NOBLOCK)
+            self.published += k
+            if pj is not None:
+                self._plotjuggler(pj, chunk, first + start)
+            if self.sinks:
+                self._to_sinks("write", chunk, first + start)
+
+    def _plotjuggler(self, pj, rows, first: int) -> None:
+        d = self.pj_decimation
+        offset = (-first) % d  # samples whose index is a multiple of d, whatever the batch boundaries
+        picked = rows[offset::d] if d > 1 else rows
+        for text in self._pj_json.encode(picked):
+            pj.send(text, flags=zmq.NOBLOCK)
 
     def _publish_events(self, pub) -> None:
         safety = getattr(self.loop, "safety", None)
@@ -318,5 +406,7 @@ class Telemetry:
             pub.send_multipart([TOPIC_EVENT, pack(msg)], flags=zmq.NOBLOCK)
             self._event_seq += 1
             self.events_sent += 1
+            if self.sinks:
+                self._to_sinks("event", msg)
 
 

@@ -165,3 +165,95 @@ def plotjuggler_objects(layout: Layout, rows: np.ndarray, joints: list[str], ext
                 obj[f"extra/{label}"] = float(row[layout.slices["extra"].start + j])
         out.append(obj)
     return out
+
+
+# -- JSON per sample: PlotJuggler's flat objects and the Foxglove / MCAP sample messages ---------------------
+# The MCAP recorder (:func:`rtctl.telemetry.tools.record`) and the live Foxglove server
+# (:mod:`rtctl.telemetry.foxglove`) use the same channels, JSON Schemas and messages: one JSON
+# message per loop sample on ``/rtctl/samples`` (the fields of one row plus ``index``, the sample
+# index), log time = the sample's ``stamp`` (unix ns); ``/rtctl/meta`` and ``/rtctl/event`` carry the
+# metadata and event maps.
+CHANNEL_SAMPLES, CHANNEL_META, CHANNEL_EVENT = "/rtctl/samples", "/rtctl/meta", "/rtctl/event"
+SAMPLE_SCHEMA_NAME = f"rtctl.telemetry.v{SCHEMA_VERSION}.Sample"
+OBJECT_SCHEMA_NAME = "rtctl.telemetry.Object"
+OBJECT_JSON_SCHEMA = b'{"type": "object"}'
+
+
+def sample_json_schema() -> bytes:
+    """The JSON Schema (bytes) of one ``/rtctl/samples`` message."""
+    import json
+
+    props = {"index": {"type": "integer"}}
+    for name in SCALAR_FIELDS:
+        props[name] = {"type": "integer" if name in INTEGER_FIELDS else "number"}
+    for name in (*JOINT_FIELDS, "extra"):
+        props[name] = {"type": "array", "items": {"type": "number"}}
+    return json.dumps({"title": SAMPLE_SCHEMA_NAME, "type": "object", "properties": props}).encode()
+
+
+class JsonRows:
+    """Encodes ring rows (k, width) as JSON texts, one per row, with a template made once.
+
+    ``style="plotjuggler"``: the flat object of :func:`plotjuggler_objects` (``timestamp`` = t, then
+    ``cycle``, ..., ``q/<joint>``, ..., ``extra/<label>``); ``style="sample"``: the ``/rtctl/samples``
+    message (``index``, the scalars, per-joint arrays, ``extra`` when there are extras).
+
+    One C-level ``%`` per row (float ``repr``: the shortest text that reads back to the same
+    float64, as :func:`json.dumps` writes it), so an encoding thread holds the GIL in short stretches
+    and makes a few objects per row instead of a dict of ~80. Non-finite values, which JSON cannot
+    carry, are written as ``null`` (PlotJuggler and Foxglove skip them).
+    """
+
+    def __init__(self, layout: Layout, joints: list[str], extra: list[str], style: str = "plotjuggler"):
+        import json
+
+        if style not in ("plotjuggler", "sample"):
+            raise ValueError(f"JsonRows style must be 'plotjuggler' or 'sample', got {style!r}")
+        if len(joints) != layout.n or len(extra) != layout.n_extra:
+            raise ValueError("JsonRows: joints/extra do not match the layout")
+        self.style = style
+        self.layout = layout
+        def key(name: str) -> str:
+            return json.dumps(name).replace("%", "%%")
+
+        ints = {layout.slices[name].start for name in INTEGER_FIELDS} if style == "sample" else set()
+        self._ints = ints
+
+        def template(fmt_int: str, fmt_float: str) -> str:
+            conv = [fmt_int if c in ints else fmt_float for c in range(layout.width)]
+            if style == "plotjuggler":  # every value a float, as plotjuggler_objects writes them
+                names = ["timestamp", *SCALAR_FIELDS[1:]]
+                names += [f"{f}/{j}" for f in JOINT_FIELDS for j in joints] + [f"extra/{e}" for e in extra]
+                return "{" + ",".join(f"{key(n)}:{c}" for n, c in zip(names, conv)) + "}"
+            parts = [f"{key('index')}:{fmt_int}"]
+            parts += [f"{key(name)}:{conv[layout.slices[name].start]}" for name in SCALAR_FIELDS]
+            for name in ([*JOINT_FIELDS, "extra"] if layout.n_extra else JOINT_FIELDS):
+                sl = layout.slices[name]
+                parts.append(f"{key(name)}:[" + ",".join(conv[sl]) + "]")
+            return "{" + ",".join(parts) + "}"
+
+        self._template = template("%d", "%r")
+        self._null_template = template("%s", "%s")
+
+    def encode(self, rows: np.ndarray, first: int = 0, step: int = 1) -> list[bytes]:
+        """``rows`` (k, width) -> k UTF-8 JSON texts; row i is sample ``first + i * step`` (style "sample")."""
+        if rows.shape[0] == 0:
+            return []
+        tmpl = self._template
+        finite = np.isfinite(rows).all(axis=1)
+        values = rows.tolist()
+        if self.style == "sample":
+            out = []
+            for i, (row, ok) in enumerate(zip(values, finite.tolist())):
+                index = first + i * step
+                out.append((tmpl % (index, *row)).encode() if ok else self._slow(row, index))
+            return out
+        return [(tmpl % tuple(row)).encode() if ok else self._slow(row, None)
+                for row, ok in zip(values, finite.tolist())]
+
+    def _slow(self, row: list, index) -> bytes:
+        ints = self._ints
+        cells = ["null" if not np.isfinite(v) else (str(int(v)) if c in ints else repr(v)) for c, v in enumerate(row)]
+        if index is not None:
+            cells.insert(0, str(int(index)))
+        return (self._null_template % tuple(cells)).encode()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .auth import server_token
 from .control import ControlServer
-from .publisher import Telemetry
+from .publisher import SWITCH_INTERVAL, Telemetry
 from .schema import SCHEMA_VERSION
 
 
@@ -15,11 +15,21 @@ def wire(loop, tel: dict, ctl: dict):
     telemetry = control = None
     try:
         if tel.get("enabled"):
+            sinks = []
+            if tel.get("foxglove"):
+                from .foxglove import DEFAULT_BACKLOG, DEFAULT_PORT, FoxgloveSink
+                sinks.append(FoxgloveSink(host=tel.get("foxglove_host", "127.0.0.1"),
+                                          port=tel.get("foxglove_port", DEFAULT_PORT),
+                                          decimation=tel.get("foxglove_decimation", 1),
+                                          backlog=tel.get("foxglove_backlog", DEFAULT_BACKLOG),
+                                          allow_remote=tel["allow_remote"]))
+            switch = tel.get("switch_interval", SWITCH_INTERVAL)
             telemetry = Telemetry(endpoint=tel["endpoint"], capacity=tel["capacity"],
                                   plotjuggler_endpoint=tel["plotjuggler_endpoint"] if tel["plotjuggler"] else None,
                                   plotjuggler_decimation=tel["plotjuggler_decimation"],
                                   batch_period=tel["batch_period"], meta_period=tel["meta_period"],
-                                  sndhwm=tel["sndhwm"], allow_remote=tel["allow_remote"])
+                                  sndhwm=tel["sndhwm"], allow_remote=tel["allow_remote"], sinks=sinks,
+                                  switch_interval=switch if switch else None)
             telemetry.attach(loop).start()
         if ctl.get("enabled"):
             token, token_source = server_token(ctl["token_file"] or None)
@@ -51,6 +61,9 @@ def describe(loop) -> None:
     tel, ctl = getattr(loop, "telemetry", None), getattr(loop, "control", None)
     if tel is not None:
         extra = f", PlotJuggler JSON on {tel.plotjuggler_endpoint}" if tel.plotjuggler_endpoint else ""
+        for sink in tel.sinks:
+            if getattr(sink, "url", ""):
+                extra += f", Foxglove on {sink.url}"
         print(f"rtctl: telemetry on {tel.endpoint} (schema v{SCHEMA_VERSION}){extra}", flush=True)
     if ctl is not None:
         print(f"rtctl: control channel on {ctl.endpoint} (status and estop open; other commands need the token "
