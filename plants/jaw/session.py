@@ -108,6 +108,10 @@ def _phases(rec: SessionRecorder, changes, duration: float, t_start: float):
     return out
 
 
+def _change_text(request) -> str:
+    return ", ".join(f"{k}={v}" for k, v in request.items() if k != "cmd")
+
+
 def _plot(rec: SessionRecorder, mechanism, changes, out: Path) -> list[Path]:
     import matplotlib
     matplotlib.use("Agg")
@@ -116,14 +120,15 @@ def _plot(rec: SessionRecorder, mechanism, changes, out: Path) -> list[Path]:
     n = rec.k
     t = rec.t[:n]
     files = []
-    fig, axes = plt.subplots(3, 1, figsize=(11, 9), sharex=True)
+    # only the changes that happened within the recorded run (a shortened run must not stretch the axes)
+    changes = [(tc, req) for tc, req in changes if n and t[0] < tc <= t[-1]]
+    fig, axes = plt.subplots(3, 1, figsize=(11, 9.4), sharex=True, layout="constrained")
     for i in range(rec.q.shape[1]):
         line, = axes[0].plot(t, rec.q[:n, i] * 1e3, lw=0.8, label=f"leg {i + 1}")
         axes[0].plot(t, rec.q_d[:n, i] * 1e3, "--", lw=0.8, color=line.get_color())
         axes[1].plot(t, rec.effort[:n, i], lw=0.7, color=line.get_color())
         axes[2].plot(t, (rec.q_d[:n, i] - rec.q[:n, i]) * 1e3, lw=0.7, color=line.get_color())
     axes[0].set_ylabel("leg length (mm)\nsolid measured, dashed desired")
-    axes[0].legend(ncol=6, fontsize=8)
     axes[1].set_ylabel("leg force (N)")
     axes[2].set_ylabel("tracking error (mm)")
     axes[2].set_xlabel("time (s)")
@@ -131,32 +136,42 @@ def _plot(rec: SessionRecorder, mechanism, changes, out: Path) -> list[Path]:
         ax.grid(True, alpha=0.3)
         for tc, _ in changes:
             ax.axvline(tc, color="k", lw=0.8, alpha=0.5)
+    for tc, req in changes:   # name each scheduled change above the top panel
+        axes[0].annotate(f"t = {tc:g} s: {_change_text(req)}", (tc, 1.0), xycoords=("data", "axes fraction"),
+                         xytext=(3, 3), textcoords="offset points", fontsize=8, va="bottom")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right upper", fontsize=8, frameon=False)
     fig.suptitle("jaw rehabilitation session: legs (vertical lines: scheduled CPG changes)")
-    fig.tight_layout()
     files.append(out / "legs.png")
     fig.savefig(files[-1], dpi=110)
     plt.close(fig)
 
-    actual = np.array([mechanism.incisal_point(x) for x in rec.pose[:n:5]]) * 1e3
+    actual = np.array([mechanism.incisal_point(x) for x in rec.pose[:n:5]]).reshape(-1, 3) * 1e3
     desired = rec.incisal_d[:n:5] * 1e3
     ts = t[::5]
-    bounds = [ts[0] - 1] + [tc for tc, _ in changes] + [ts[-1] + 1]
-    labels = ["start"] + [", ".join(f"{k}={v}" for k, v in req.items() if k != "cmd") for _, req in changes]
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4.8))
+    bounds = [t[0] if n else 0.0] + [tc for tc, _ in changes] + [t[-1] if n else 0.0]
+    labels = ["initial CPG"] + [_change_text(req) for _, req in changes]
+    fig, axes = plt.subplots(1, 3, figsize=(14, 5.4), layout="constrained")
     views = (("frontal", 0, 2, "lateral x (mm)"), ("sagittal", 1, 2, "anterior y (mm)"),
              ("horizontal", 0, 1, "lateral x (mm)"))
     for ax, (name, a, b, xl) in zip(axes, views):
         for k, (t0, t1) in enumerate(zip(bounds[:-1], bounds[1:])):
-            sel = (ts >= t0) & (ts < t1)
-            line, = ax.plot(actual[sel, a], actual[sel, b], lw=0.8, label=f"actual: {labels[k]}")
-            ax.plot(desired[sel, a], desired[sel, b], "--", lw=0.6, color=line.get_color(), alpha=0.7)
-        ax.set_title(f"{name} projection (dashed: CPG)")
+            last = k == len(bounds) - 2
+            sel = (ts >= t0) & ((ts <= t1) if last else (ts < t1))
+            if not sel.any():
+                continue
+            ax.plot(actual[sel, a], actual[sel, b], lw=0.9, color=f"C{k}", zorder=3,
+                    label=f"{round(t0, 1):g}-{round(t1, 1):g} s: {labels[k]}")
+            ax.plot(desired[sel, a], desired[sel, b], "--", lw=0.9, color=f"C{k}", alpha=0.8, zorder=2)
+        ax.set_title(f"{name} projection", fontsize=10)
         ax.set_xlabel(xl)
         ax.set_ylabel("vertical z (mm)" if b == 2 else "anterior y (mm)")
         ax.axis("equal")
         ax.grid(True, alpha=0.3)
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
+    axes[0].plot([], [], "--", lw=0.9, color="0.3", label="dashed: commanded (CPG)")
+    handles, leg_labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, leg_labels, loc="outside lower center", ncol=len(leg_labels), fontsize=8, frameon=False)
+    fig.suptitle("jaw rehabilitation session: incisal path, actual (solid, by phase) vs commanded (dashed)")
     files.append(out / "incisal.png")
     fig.savefig(files[-1], dpi=110)
     plt.close(fig)

@@ -30,40 +30,99 @@ import numpy as np  # noqa: E402
 from rtctl.plants.legged.control import run_walk  # noqa: E402
 
 
-def joint_figure(path, title, t, q_d, runs, names, t_max=None):
-    fig, axes = plt.subplots(len(names), 1, figsize=(7, 2.4 * len(names)), sharex=True)
+# FF and CT agree with the plan to ~1e-4 rad: the plan is a wide grey band, FF a solid line and CT a dashed
+# line on top, so all three stay visible where they coincide
+STYLE = {"FF": {"lw": 1.6, "color": "C0"}, "CT": {"lw": 1.0, "ls": "--", "color": "C1"},
+         "simulated": {"lw": 1.2, "color": "C0"}}
+PLAN = {"lw": 4.0, "color": "0.75", "solid_capstyle": "butt"}
+
+
+def _finish(fig, path, title, axes):
+    """Shared legend below the axes (never over a curve), title, save."""
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=8, frameon=False)
+    fig.suptitle(title)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def tracking_error(runs, names, t_max=None):
+    """Largest |q - q_d| (rad) of each run over the plotted joints and time span."""
+    cols = [j for _, j in names]
+    out = {}
+    for label, (tr, q, q_d) in runs.items():
+        sel = np.ones(len(tr), bool) if t_max is None else tr <= t_max
+        out[label] = float(np.abs(q[sel][:, cols] - q_d[sel][:, cols]).max())
+    return out
+
+
+def joint_figure(path, title, t, q_d, runs, names, t_max=None, show_error=False):
+    """``runs``: label -> (t, joint angles, desired joint angles) drawn over the desired ``q_d`` at ``t``."""
+    fig, axes = plt.subplots(len(names), 1, figsize=(7, 2.4 * len(names) + 0.8), sharex=True,
+                             layout="constrained")
     for ax, (name, j) in zip(axes, names):
-        ax.plot(t, q_d[:, j], "k--", lw=1.2, label="desired")
-        for label, (tr, q) in runs.items():
-            ax.plot(tr, q[:, j], lw=1.0, label=label)
+        ax.plot(t, q_d[:, j], label="desired", **PLAN)
+        for label, (tr, q, _) in runs.items():
+            ax.plot(tr, q[:, j], label=label, **STYLE.get(label, {}))
         ax.set_ylabel(f"{name} (rad)")
         ax.grid(True, alpha=0.3)
         if t_max:
             ax.set_xlim(0, t_max)
-    axes[0].legend(fontsize=8, ncol=3)
     axes[-1].set_xlabel("time (s)")
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    if show_error:
+        err = tracking_error(runs, names, t_max)
+        title += "\nmax |q - q_d|: " + ", ".join(f"{k} {v:.1e} rad" for k, v in err.items())
+    _finish(fig, path, title, axes)
 
 
 def trunk_figure(path, title, recs, rows):
     ref = recs["CT"]
     planned, _ = ref.planned()
-    fig, axes = plt.subplots(len(rows), 1, figsize=(7, 2.2 * len(rows)), sharex=True)
+    fig, axes = plt.subplots(len(rows), 1, figsize=(7, 2.2 * len(rows) + 0.8), sharex=True,
+                             layout="constrained")
     for ax, (label, k, unit) in zip(axes, rows):
-        ax.plot(ref.t, planned[:, k], "k--", lw=1.2, label="planned")
+        ax.plot(ref.t, planned[:, k], label="planned", **PLAN)
         for name, rec in recs.items():
-            ax.plot(rec.t, rec.q[:, k], lw=1.0, label=name)
+            ax.plot(rec.t, rec.q[:, k], label=name, **STYLE.get(name, {}))
         ax.set_ylabel(f"{label} ({unit})")
         ax.grid(True, alpha=0.3)
-    axes[0].legend(fontsize=8, ncol=3)
     axes[-1].set_xlabel("time (s)")
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _finish(fig, path, title, axes)
+
+
+def biped_grf_figure(path, ct, t_max=4.0):
+    """Vertical and horizontal ground reaction of each foot (sum over its contact points), CT, first 4 s."""
+    fig, axes = plt.subplots(2, 1, figsize=(7, 5.4), sharex=True, layout="constrained")
+    for foot, idx in ct.robot.feet.items():
+        axes[0].plot(ct.t, ct.grf[:, idx, 2].sum(axis=1), label=foot.replace("_", " "))
+        axes[1].plot(ct.t, ct.grf[:, idx, 0].sum(axis=1), label=foot.replace("_", " "))
+    axes[0].axhline(ct.robot.weight, color="k", ls=":", lw=1, label=f"weight ({ct.robot.weight:.1f} N)")
+    axes[0].set_ylabel("vertical GRF (N)")
+    axes[1].set_ylabel("horizontal GRF (N)")
+    axes[1].set_xlabel("time (s)")
+    axes[0].set_xlim(0, t_max)
+    for ax in axes:
+        ax.grid(True, alpha=0.3)
+    _finish(fig, path, f"Biped ground reaction forces (CT, first {t_max:g} s)", axes)
+
+
+def quadruped_grf_figure(path, qct):
+    """Vertical ground reaction of each foot (CT), one panel per foot on a common scale."""
+    names = qct.robot.foot_names
+    fig, axes = plt.subplots(len(names), 1, figsize=(7, 1.6 * len(names) + 0.9), sharex=True, sharey=True,
+                             layout="constrained")
+    quarter, half = qct.robot.weight / len(names), qct.robot.weight / 2
+    for c, (ax, name) in enumerate(zip(axes, names)):
+        ax.plot(qct.t, qct.grf[:, c, 2], color=f"C{c}", lw=1.0)
+        ax.axhline(quarter, color="k", ls=":", lw=1)
+        ax.axhline(half, color="k", ls="-.", lw=0.8)
+        ax.set_ylabel("F_z (N)")
+        ax.set_title(name.replace("_", " "), loc="left", fontsize=9)
+        ax.grid(True, alpha=0.3)
+    axes[0].plot([], [], "k:", lw=1, label=f"weight / {len(names)} ({quarter:.1f} N, all feet down)")
+    axes[0].plot([], [], "k-.", lw=0.8, label=f"weight / 2 ({half:.1f} N, trot pair)")
+    axes[-1].set_xlabel("time (s)")
+    _finish(fig, path, "Quadruped vertical ground reaction forces (CT)", axes)
 
 
 def main(argv=None) -> int:
@@ -80,48 +139,25 @@ def main(argv=None) -> int:
     leg = [("hip", 0), ("knee", 1), ("ankle", 2)]
     ok = np.isfinite(open_loop.q).all(axis=1)
     joint_figure(out / "fig12_biped_without_control.png", "Fig. 12 -- support leg (M1) without control",
-                 open_loop.t, open_loop.q_d, {"simulated": (open_loop.t[ok], open_loop.q[ok, 3:])}, leg)
+                 open_loop.t, open_loop.q_d,
+                 {"simulated": (open_loop.t[ok], open_loop.q[ok, 3:], open_loop.q_d[ok])}, leg)
     trunk_figure(out / "fig13_biped_trunk.png", "Fig. 13 -- biped trunk (12 s)", biped,
                  [("x_0", 0, "m"), ("z_0", 1, "m"), ("pitch", 2, "rad")])
     ct = biped["CT"]
-    joint_figure(out / "fig14_biped_joints.png", "Fig. 14 -- support leg (M1) with control", ct.t, ct.q_d,
-                 {name: (rec.t, rec.q[:, 3:]) for name, rec in biped.items()}, leg, t_max=4.0)
+    joint_figure(out / "fig14_biped_joints.png", "Fig. 14 -- support leg (M1) with control (first 4 s)", ct.t, ct.q_d,
+                 {name: (rec.t, rec.q[:, 3:], rec.q_d) for name, rec in biped.items()}, leg, t_max=4.0,
+                 show_error=True)
 
-    fig, axes = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
-    for foot, idx in ct.robot.feet.items():
-        axes[0].plot(ct.t, ct.grf[:, idx, 2].sum(axis=1), label=foot)
-        axes[1].plot(ct.t, ct.grf[:, idx, 0].sum(axis=1), label=foot)
-    axes[0].axhline(ct.robot.weight, color="k", ls=":", lw=1, label="weight")
-    axes[0].set_ylabel("vertical GRF (N)")
-    axes[1].set_ylabel("horizontal GRF (N)")
-    axes[1].set_xlabel("time (s)")
-    axes[0].set_xlim(0, 4)
-    axes[0].legend(fontsize=8)
-    for ax in axes:
-        ax.grid(True, alpha=0.3)
-    fig.suptitle("Biped ground reaction forces (CT)")
-    fig.tight_layout()
-    fig.savefig(out / "biped_ground_reactions.png", dpi=120)
-    plt.close(fig)
+    biped_grf_figure(out / "biped_ground_reactions.png", ct)
 
-    trunk_figure(out / "fig16_quadruped_trunk.png", "Fig. 16 -- quadruped trunk", quad,
+    trunk_figure(out / "fig16_quadruped_trunk.png", "Fig. 16 -- quadruped trunk (6 s trot)", quad,
                  [("x", 0, "m"), ("y", 1, "m"), ("z", 2, "m"), ("yaw", 3, "rad"), ("pitch", 4, "rad"),
                   ("roll", 5, "rad")])
     qct = quad["CT"]
-    joint_figure(out / "fig17_quadruped_joints.png", "Fig. 17 -- front-left leg (M1) with control", qct.t,
-                 qct.q_d, {name: (rec.t, rec.q[:, 6:]) for name, rec in quad.items()},
-                 [("hip roll", 0), ("hip pitch", 1), ("knee", 2)])
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    for c, name in enumerate(qct.robot.foot_names):
-        ax.plot(qct.t, qct.grf[:, c, 2], label=name)
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("vertical GRF (N)")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, ncol=2)
-    fig.suptitle("Quadruped ground reaction forces (CT)")
-    fig.tight_layout()
-    fig.savefig(out / "quadruped_ground_reactions.png", dpi=120)
-    plt.close(fig)
+    joint_figure(out / "fig17_quadruped_joints.png", "Fig. 17 -- front-left leg (M1) with control (6 s trot)",
+                 qct.t, qct.q_d, {name: (rec.t, rec.q[:, 6:], rec.q_d) for name, rec in quad.items()},
+                 [("hip roll", 0), ("hip pitch", 1), ("knee", 2)], show_error=True)
+    quadruped_grf_figure(out / "quadruped_ground_reactions.png", qct)
 
     for name, rec in biped.items():
         planned, _ = rec.planned()
@@ -132,7 +168,9 @@ def main(argv=None) -> int:
     print(f"biped FF vs CT joint angles: max difference {np.abs(biped['FF'].q[:, 3:] - ct.q[:, 3:]).max():.1e} rad")
     planned, _ = open_loop.planned()
     pitch_err = np.abs(open_loop.q[:, 2] - planned[:, 2])
-    print(f"biped without control: pitch error exceeds 0.05 rad at t = {open_loop.t[np.argmax(pitch_err > 0.05)]:.2f} s")
+    over = pitch_err > 0.05
+    print("biped without control: pitch error " + (f"exceeds 0.05 rad at t = {open_loop.t[np.argmax(over)]:.2f} s"
+                                                   if over.any() else "stays within 0.05 rad"))
     for name, rec in quad.items():
         print(f"quadruped {name}: |z - 0.5| <= {np.abs(rec.q[:, 2] - 0.5).max() * 1e3:.1f} mm, "
               f"|yaw, pitch, roll| <= {np.abs(rec.q[:, 3:6]).max(axis=0).round(4).tolist()} rad, "

@@ -45,44 +45,46 @@ def compute(segment_time=2.0, n=801):
     return m, t, q, qd, qdd, tau, parts
 
 
+def _legend_right(fig, ax, labels):
+    """One legend for the six legs, outside the axes on the right (it never covers a curve)."""
+    fig.legend(ax.get_lines()[:len(labels)], labels, loc="outside right center", fontsize=8, frameon=False)
+
+
 def plot(out: Path, t, q, qd, qdd, tau, parts):
     out.mkdir(parents=True, exist_ok=True)
     labels = [f"leg {i + 1}" for i in range(6)]
-    fig, axes = plt.subplots(3, 1, figsize=(7, 9), sharex=True)
-    for ax, data, yl, tag in zip(axes, (q, qd, qdd), ("position (m)", "velocity (m/s)", "acceleration (m/s$^2$)"),
-                                 "abc"):
+    fig, axes = plt.subplots(3, 1, figsize=(7.5, 9), sharex=True, layout="constrained")
+    for ax, data, yl, tag in zip(axes, (q, qd, qdd), ("leg length (m)", "leg velocity (m/s)",
+                                                      "leg acceleration (m/s$^2$)"), "abc"):
         ax.plot(t, data)
         ax.set_ylabel(yl)
         ax.set_title(f"({tag})", loc="left")
         ax.grid(True, alpha=0.3)
-    axes[0].legend(labels, ncol=3, fontsize=8)
+    _legend_right(fig, axes[0], labels)
     axes[-1].set_xlabel("time (s)")
     fig.suptitle("Fig. 4 -- actuator trajectories (P1 -> P2 -> P1)")
-    fig.tight_layout()
     fig.savefig(out / "fig4_actuator_trajectories.png", dpi=120)
     plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(7.5, 4), layout="constrained")
     ax.plot(t, tau)
     ax.set_xlabel("time (s)")
-    ax.set_ylabel("force (N)")
-    ax.legend(labels, ncol=3, fontsize=8)
+    ax.set_ylabel("actuator force (N)")
+    _legend_right(fig, ax, labels)
     ax.grid(True, alpha=0.3)
     ax.set_title("Fig. 5 -- actuator forces")
-    fig.tight_layout()
     fig.savefig(out / "fig5_actuator_forces.png", dpi=120)
     plt.close(fig)
 
-    fig, axes = plt.subplots(3, 1, figsize=(7, 9), sharex=True)
+    fig, axes = plt.subplots(3, 1, figsize=(7.5, 9), sharex=True, layout="constrained")
     for ax, (name, data) in zip(axes, parts.items()):
         ax.plot(t, data)
         ax.set_ylabel("force (N)")
         ax.set_title(f"due to the {'moving platform' if name == 'platform' else 'six ' + name}", loc="left")
         ax.grid(True, alpha=0.3)
-    axes[0].legend(labels, ncol=3, fontsize=8)
+    _legend_right(fig, axes[0], labels)
     axes[-1].set_xlabel("time (s)")
-    fig.suptitle("Fig. 6 -- contributions to the actuator forces")
-    fig.tight_layout()
+    fig.suptitle("Fig. 6 -- contributions to the actuator forces (they sum to Fig. 5)")
     fig.savefig(out / "fig6_body_contributions.png", dpi=120)
     plt.close(fig)
 
