@@ -8,7 +8,11 @@ humanoid -- and each algorithm -- inverse dynamics (rtctl RNEA vs pin.rnea), mas
 (CRBA vs pin.crba), forward dynamics (O(n) ABA vs pin.aba) -- the two
 libraries are timed in alternating batches over the same pool of random
 states; the table shows the median microseconds per call and the ratio
-rtctl / Pinocchio (< 1: rtctl is faster). "api" is the checked Python method
+rtctl / Pinocchio (< 1: rtctl is faster). A round times one batch of each
+candidate back to back; the ratio is the median over rounds of the ratio
+within a round, so a change of the machine's load between rounds cancels (the
+ratio of the medians does not: on a shared machine one candidate's median can
+come from busier moments than the other's). "api" is the checked Python method
 with a preallocated output (what a Python control loop calls); "kernel" is
 the compiled kernel called directly (what compiled control code calls).
 Also shown: the O(n^3) forward dynamics (M + Cholesky) for comparison.
@@ -17,7 +21,7 @@ Joints are matched by name (rtctl.model.pinocchio_order), so the libraries
 may order them differently. The load average of the machine is printed before
 and after the run: the ratios are only meaningful on a quiet machine.
 
-Usage: python benchmarks/dynamics.py [--batches 31] [--calls 2000] [--models ur5,panda,...]
+Usage: python benchmarks/dynamics.py [--batches 301] [--calls 200] [--models ur5,panda,...]
 Needs Pinocchio (the `pin` package from the test extra); example-robot-data is optional.
 """
 from __future__ import annotations
@@ -90,15 +94,19 @@ def per_call_us(fn, states, calls):
     return (time.perf_counter() - t0) / calls * 1e6
 
 
-def compare(candidates, states, batches, calls):
-    """Alternate batches of each candidate; return the median per-call time of each."""
+def compare(candidates, states, batches, calls, reference="pin"):
+    """Alternate batches of each candidate; return the median per-call time of each, and the median over
+    rounds of each candidate's time relative to ``reference`` in the same round (key ``name + "/ref"``)."""
     for fn in candidates.values():
         per_call_us(fn, states, 200)  # warm-up (compilation, caches)
     samples = {name: [] for name in candidates}
     for _ in range(batches):
         for name, fn in candidates.items():
             samples[name].append(per_call_us(fn, states, calls))
-    return {name: float(np.median(v)) for name, v in samples.items()}
+    ref = np.array(samples[reference])
+    result = {name: float(np.median(v)) for name, v in samples.items()}
+    result.update({name + "/ref": float(np.median(np.array(v) / ref)) for name, v in samples.items()})
+    return result
 
 
 def bench_model(model, pm, order, rng, batches, calls):
@@ -145,8 +153,8 @@ def bench_model(model, pm, order, rng, batches, calls):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--batches", type=int, default=31)
-    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--batches", type=int, default=301)
+    parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--models", default=",".join(m[0] for m in MODELS),
                         help="comma-separated subset of " + ",".join(m[0] for m in MODELS))
     args = parser.parse_args(argv)
@@ -169,7 +177,7 @@ def main(argv=None) -> int:
             continue
         for algo, t in bench_model(*loaded, rng, args.batches, args.calls):
             print(f"{label:<18}{algo:<10}{t['api']:>10.2f}{t['kernel']:>13.2f}{t['pin']:>10.2f}"
-                  f"{t['api'] / t['pin']:>9.2f}{t['kernel'] / t['pin']:>11.2f}")
+                  f"{t['api/ref']:>9.2f}{t['kernel/ref']:>11.2f}")
     print("FD O(n^3) is rtctl's M + Cholesky reference; its 'pinocchio' column repeats pin.aba for scale.")
     print("load average (1, 5, 15 min) at end: " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
     return 0

@@ -166,7 +166,7 @@ FOXGLOVE_CLIENT = r"""
 import asyncio, json, sys
 from websockets.asyncio.client import connect
 async def main():
-    async with connect(sys.argv[1], subprotocols=["foxglove.sdk.v1"], max_size=None) as ws:
+    async with connect(sys.argv[1], subprotocols=["foxglove.websocket.v1"], max_size=None) as ws:
         subs = []
         while len(subs) < 3:
             m = json.loads(await ws.recv())

@@ -11,9 +11,11 @@ Fault injection (options): ``drop`` -- probability of not answering (a reply or 
 write of an error code to the manufacturer object 0x2001 (or ``fault_at_sync``) puts the drive into FAULT
 with an EMCY message.
 
-Run as a process: ``python -m rtctl.hil.can_emulator --protocol mit --channel ws://127.0.0.1:PORT/ --ids 1 2``
-(see ``--help``); it prints ``READY`` once on the bus and runs until killed or SIGTERM, then prints its
-counters and event log as one JSON line.
+Run as a process: ``rtctl-hil can-emulator --protocol mit --channel ws://127.0.0.1:PORT/ --ids 1 2`` (or
+``python -m rtctl.hil.can_emulator ...``; see ``--help``); it prints ``READY`` once on the bus and runs until
+killed or SIGTERM (or Ctrl-C), then prints its counters, its event log (``events``: monotonic time and what
+happened, per motor / drive) and each actuator's final state (``final``: torque it makes, mode / state) as one
+JSON line.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ import can
 import numpy as np
 
 from rtctl.drivers.can import objects as ob
+from rtctl.drivers.can.bus import shutdown_bus
 
 from .cia402_drive import Cia402Drive
 from .mit_firmware import MitEmulator
@@ -112,6 +115,27 @@ class Cia402Emulator:
                 "faults": self.fault_events, "plant_steps": self.clock.steps,
                 "events": {d.id: [[t, e] for t, e in d.log] for d in self.drives}}
 
+    def final(self):
+        """Each drive's state, the torque it makes (N m at the motor) and when its heartbeat consumer last
+        received the watched heartbeat (monotonic s; None: no consumer armed), by node ID."""
+        return {d.id: {"state": d.state, "torque": d.applied,
+                       "master_heartbeat_last": max((e[3] for e in d._consumer.values()), default=None)}
+                for d in self.drives}
+
+
+def final_state(emu) -> dict:
+    """What each actuator is doing now: a CiA 402 drive's state and torque, an MIT motor's mode and torque."""
+    if isinstance(emu, Cia402Emulator):
+        return emu.final()
+    return {i: {"state": emu.mode[k] + (" (CAN timeout)" if emu.timed_out[k] else ""),
+                "torque": float(emu.clock.motor_torque[k]), "last_command": float(emu.last_command[k])}
+            for k, i in enumerate(emu.ids)}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):   # one line, not the usage block
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
 
 def run_in_thread(emulator, stop: threading.Event, timeout=0.005) -> threading.Thread:
     """Serve ``emulator`` from a daemon thread until ``stop`` is set (in-process tests)."""
@@ -144,13 +168,13 @@ def build_plant(robot: str, urdf: str | None, initial):
     return plant, v_idx
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m hil.can_emulator", description=__doc__.split("\n")[0])
+def main(argv=None, prog="python -m rtctl.hil.can_emulator"):
+    p = _Parser(prog=prog, description=__doc__.split("\n")[0])
     p.add_argument("--protocol", choices=("mit", "cia402"), required=True)
     p.add_argument("--interface", default="remote")
     p.add_argument("--channel", required=True, help="e.g. ws://127.0.0.1:PORT/")
     p.add_argument("--ids", type=int, nargs="+", required=True, help="motor CAN IDs / CANopen node IDs")
-    p.add_argument("--robot", default="arm2")
+    p.add_argument("--robot", default="arm2", choices=("arm2",))
     p.add_argument("--urdf", default=None)
     p.add_argument("--initial", type=float, nargs="*", default=None)
     p.add_argument("--motor-model", default="AK80-9")
@@ -163,9 +187,16 @@ def main(argv=None):
                    help="MIT firmware CAN_TIMEOUT in 40 kHz loop cycles (0: none)")
     args = p.parse_args(argv)
     if not args.channel.startswith(("ws://127.", "ws://localhost")) and args.interface == "remote":
-        raise SystemExit("the emulator only talks to a loopback bus server")
-    plant, v_idx = build_plant(args.robot, args.urdf, args.initial)
-    bus = can.Bus(interface=args.interface, channel=args.channel)
+        p.error("the emulator only talks to a loopback bus server (--channel ws://127.0.0.1:PORT/)")
+    try:
+        plant, v_idx = build_plant(args.robot, args.urdf, args.initial)
+    except Exception as exc:  # noqa: BLE001  (a bad URDF: one line)
+        p.exit(1, f"{prog}: error: robot: {type(exc).__name__}: {' '.join(str(exc).split())}\n")
+    try:
+        bus = can.Bus(interface=args.interface, channel=args.channel)
+    except Exception as exc:  # noqa: BLE001  (no bus server there: one line)
+        p.exit(1, f"{prog}: error: cannot open the CAN bus (interface {args.interface!r}, channel {args.channel!r}; "
+                  f"is a bus server running there?): {type(exc).__name__}: {' '.join(str(exc).split())}\n")
     delay = (int(args.delay_reply[0]), args.delay_reply[1]) if args.delay_reply else None
     if args.protocol == "mit":
         emu = MitEmulator(bus, plant, v_idx, args.ids, args.motor_model, drop=args.drop, delay_reply=delay,
@@ -175,13 +206,15 @@ def main(argv=None):
                              seed=args.seed, fault_at_sync=args.fault_at_sync)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
     print("READY", flush=True)
     try:
         while not stop.is_set():
             emu.poll(0.005)
     finally:
-        print(json.dumps(emu.counters()), flush=True)
-        bus.shutdown()
+        print(json.dumps(dict(emu.counters(), final=final_state(emu))), flush=True)
+        shutdown_bus(bus)      # also when the bus server went first
+    return 0
 
 
 if __name__ == "__main__":

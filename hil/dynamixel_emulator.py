@@ -2,7 +2,7 @@
 
 Run as its own process from the repository root::
 
-    python -m hil.dynamixel_emulator --robot arm2 [--drop-rate 0.1] [--corrupt-rate 0.02] ...
+    rtctl-hil dynamixel-emulator --robot arm2 [--drop-rate 0.1] [--corrupt-rate 0.02] ...
 
 It opens a pty (``os.openpty()``), prints ``PORT /dev/pts/N`` on stdout once
 it is ready, and answers Protocol 2.0 instruction packets on the master side
@@ -53,13 +53,9 @@ import sys
 import termios
 import time
 import tty
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 from rtctl.drivers.dynamixel import protocol as P
 from rtctl.drivers.dynamixel.control_table import (
@@ -268,7 +264,7 @@ def serve(chain: ServoChain, master: int, stop, slave: int | None = None) -> Non
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m hil.dynamixel_emulator", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="rtctl-hil dynamixel-emulator", description=__doc__.split("\n")[0])
     ap.add_argument("--robot", default="arm2", help="arm2/arm3 (built-in HIL arm) or a bundled model name")
     ap.add_argument("--urdf", default=None, help="URDF file of the robot (instead of --robot)")
     ap.add_argument("--ids", default=None, help="comma-separated servo ids (default 1..n)")
@@ -312,10 +308,10 @@ def main(argv=None) -> int:
 
 
 class EmulatorProcess:
-    """Start ``python -m hil.dynamixel_emulator`` and wait for its port; ``stop()`` returns its STATS."""
+    """Start ``python -m rtctl.hil.dynamixel_emulator`` and wait for its port; ``stop()`` returns its STATS."""
 
     def __init__(self, *args: str, startup_timeout: float = 120.0):
-        self.proc = subprocess.Popen([sys.executable, "-m", "rtctl.hil.dynamixel_emulator", *args], cwd=str(ROOT),
+        self.proc = subprocess.Popen([sys.executable, "-m", "rtctl.hil.dynamixel_emulator", *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + startup_timeout
         self.port = None

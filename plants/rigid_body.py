@@ -44,8 +44,8 @@ from scipy.integrate import solve_ivp
 
 from rtctl.dynamics import Dynamics
 from rtctl.dynamics.contact import contact_dynamics
-from rtctl.dynamics.kernels import (NOT_FINITE, OK, SINGULAR, WRONG_LENGTH, aba, all_finite, configuration_rate,
-                                    integrate, model_sizes)
+from rtctl.dynamics.kernels import (NOT_FINITE, OK, SINGULAR, W_FEXT, WRONG_LENGTH, aba, all_finite,
+                                    configuration_rate, integrate, model_sizes)
 from rtctl.model import FREE_FLYER, MI_IQ, MI_TYPE, Model, inertia_scale_factor
 from rtctl.options import setting
 from rtctl.rt.interfaces import actuated_indices
@@ -389,6 +389,34 @@ class RigidBodyPlant(Plant):
                              f"{self._substeps} sub-step(s); reduce the step, add substeps or soften the friction "
                              "(larger coulomb_velocity_scale); the state is unchanged")
         raise ValueError(f"step failed with kernel status {status}")
+
+    def set_external_wrench(self, frame: str | int | None = None, wrench=None) -> None:
+        """Apply ``wrench`` = [n; f] (N m, N; world axes, moment about the origin of ``frame``, a link or
+        frame name or a body index) to that frame's body from the next :meth:`step` on, held constant in
+        world axes over each step (a frame off the body origin adds its lever arm at the current pose).
+        ``frame=None``: remove every external wrench. Between steps only (not real-time: allocates)."""
+        ws = self.dynamics.ws
+        nb = self.model.nbodies
+        if frame is None:
+            ws[:nb, W_FEXT:W_FEXT + 6] = 0.0
+            return
+        w = np.asarray(wrench, dtype=float)
+        if w.shape != (6,) or not np.all(np.isfinite(w)):
+            raise ValueError(f"wrench must be 6 finite values [n; f], got {wrench!r}")
+        if isinstance(frame, str):
+            f = self.model.frame(frame)
+            if f.body < 0:
+                raise ValueError(f"frame '{frame}' is fixed to the world: no body to push")
+            body, offset = f.body, f.translation
+        else:
+            body, offset = int(frame), np.zeros(3)
+        rot, _ = self.dynamics.frame_placement(self.q, body)
+        ws[body, W_FEXT:W_FEXT + 3] = w[:3] + np.cross(rot @ offset, w[3:])
+        ws[body, W_FEXT + 3:W_FEXT + 6] = w[3:]
+
+    def external_wrenches(self) -> np.ndarray:
+        """The applied external wrenches, (nbodies, 6): row k [n; f] about body k's origin, world axes (a copy)."""
+        return self.dynamics.ws[:self.model.nbodies, W_FEXT:W_FEXT + 6].copy()
 
     def friction_forces(self, v) -> np.ndarray:
         """Generalized friction forces at velocity ``v``: -viscous v - coulomb tanh(v / scale)."""

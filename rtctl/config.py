@@ -76,6 +76,8 @@ CORE_SCHEMA: dict[str, dict[str, Key]] = {
         "foxglove_port": Key("int", 8765, low=0, high=65535),   # 0: a free port
         "foxglove_decimation": Key("int", 1, low=1, high=1000),
         "foxglove_backlog": Key("int", 1024, low=1, high=1_000_000),  # messages per client, oldest dropped
+        "foxglove_allowed_origins": Key("strs", ["https://app.foxglove.dev", "file://"]),  # browser origins
+        "foxglove_max_clients": Key("int", 8, low=1, high=1000),
         "switch_interval": Key("float", 0.0002, low=0.0, high=0.1),   # s, while telemetry runs; 0: leave it
     },
     "control": {  # rtctl.telemetry.control: REQ/REP run-time commands, validated, applied at cycle boundaries
@@ -99,7 +101,14 @@ COMPONENTS = {
     "controller": (CONTROLLERS, "type", "computed_torque"),
     "trajectory": (TRAJECTORIES, "type", "min_jerk"),
 }
-TOP_LEVEL = (*CORE_SCHEMA, *COMPONENTS, "drivers", "schedule")
+TOP_LEVEL = (*CORE_SCHEMA, *COMPONENTS, "drivers", "schedule", "collision")
+
+
+def collision_keys() -> dict[str, Key]:
+    """``[collision]``: the external-torque observer's detection and reaction (schema beside its code)."""
+    from .loops.collision import CollisionMonitor
+
+    return schema_keys(CollisionMonitor.Options)
 
 
 def component(section: str, table: dict, where: str):
@@ -225,6 +234,7 @@ def validate(raw: dict, source: str = "<config>") -> dict:
         out[name] = check_table(raw.get(name, {}), schema_keys(options), f"{source}: [{name}]",
                                 owner=f"'{cls.registered_name}'")
     out["schedule"] = _validate_schedule(raw.get("schedule", []), source)
+    out["collision"] = check_table(raw.get("collision", {}), collision_keys(), f"{source}: [collision]")
     return out
 
 
@@ -409,6 +419,11 @@ def build(cfg: dict):
                                    pace=loop_cfg["pace"], realtime=realtime)
     except HardwareError as exc:
         raise ConfigError(f"{src}: [[drivers]] {exc}") from None
+    if cfg["collision"]["enabled"]:
+        from .loops.collision import CollisionMonitor
+
+        with _Section(context, "[collision]"):
+            CollisionMonitor.from_config(cfg["collision"], control_loop, context.dynamics)
     _wire_operator_surfaces(control_loop, cfg, context)
     return control_loop
 

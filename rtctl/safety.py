@@ -314,16 +314,14 @@ class SafetyMonitor:
         self._ctl[C_STATE_CODE] = NEVER_CHECKED
         self._val = np.zeros(V_WIDTH)
 
-        self.tripped = False
-        self.trip_reason = ""
-        self.trip_cycle = -1
-        self.operator_stop = False
+        self.tripped, self.trip_reason, self.trip_cycle, self.operator_stop = False, "", -1, False
         self.estop_count = 0  # every estop() call, latched or not: a re-arm sent before one must not undo it
         self._transition = threading.Lock()
         self.events: deque = deque(maxlen=int(event_capacity))
         self._fault_pending = False   # report_fault() since the last check
         self._fault_active = False    # the last check was told of a driver fault (or one is pending)
         self._fault_reason = ""
+        self._reaction = None         # estop(..., reaction): replaces the safe command while latched
 
     # -- counters ------------------------------------------------------------------
     @property
@@ -358,15 +356,17 @@ class SafetyMonitor:
         if code < CLAMP_NEW and not fault and not self.tripped:
             self._fault_active = False
             return True
-        return self._event(code, fault, driver_fault, reason)
+        return self._event(code, fault, driver_fault, reason, state, command)
 
-    def _event(self, code: int, fault: bool, driver_fault: bool, reason: str) -> bool:
+    def _event(self, code: int, fault: bool, driver_fault: bool, reason: str, state, command) -> bool:
         """The slow path of :meth:`check`: anything other than armed-and-quiet."""
         if driver_fault:
             self._fault_reason = reason or "driver reported a fault"
         self._fault_active = fault
         self._fault_pending = False
         if self.tripped:
+            if self._reaction is not None:  # an e-stop's reaction replaces the safe command while latched
+                self._reaction(state, command)
             return False
         if fault:
             self._trip(f"driver fault: {self._fault_reason}", self.cycles - 1)
@@ -383,16 +383,17 @@ class SafetyMonitor:
         return True
 
     # -- trips from outside the check ------------------------------------------------
-    def estop(self, reason: str = "software e-stop", operator: bool = False) -> None:
+    def estop(self, reason: str = "software e-stop", operator: bool = False, reaction=None) -> None:
         """Software e-stop: trip now; the next :meth:`check` writes the safe command.
 
         ``operator``: a person asked for it (control channel, dashboard, schedule), as opposed to
         the software stopping itself (a failing component, overruns); the run reports it as such.
-        Callable from any thread."""
+        ``reaction(state, command)``: run after each check while this trip is latched, it may replace the
+        safe effort (a collision reflex; within the effort limits, allocation-free). Callable from any thread."""
         with self._transition:
             self.estop_count += 1
             if not self.tripped:
-                self.operator_stop = bool(operator)
+                self.operator_stop, self._reaction = bool(operator), reaction
             self._trip(f"e-stop: {reason}", self.cycles)
 
     def report_fault(self, reason: str = "driver reported a fault") -> None:
@@ -485,9 +486,7 @@ class SafetyMonitor:
             if recovering:
                 detail += f"; recovering {recovering} from outside their soft limits"
             self.events.append((self.cycles, "rearm", detail))
-            self.tripped = False
-            self.trip_reason = ""
-            self.trip_cycle = -1
+            self.tripped, self._reaction, self.trip_reason, self.trip_cycle = False, None, "", -1
             self.operator_stop = False
             self._ctl[C_CLAMPING] = 0
         return recovering

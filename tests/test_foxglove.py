@@ -1,19 +1,23 @@
 """The live Foxglove server (``rtctl.telemetry.foxglove``) as a websocket surface.
 
-A plain websocket client speaking the Foxglove protocol checks, against a running
-loop: the handshake (subprotocol, ``serverInfo`` naming no capability that takes
-data from a client), the channel advertisement (topics, encodings, and the very
-JSON Schemas the MCAP recorder writes), and the data (binary ``messageData``
-frames whose log time is the sample's stamp and whose JSON equals, value for
-value, the sample the ZeroMQ stream carries). Also: loopback-only binding unless
-allowed, random and malformed client input never ends the server and the
-control channel's e-stop still works right after it, and the process's memory
-stays bounded at 1 kHz with no client and with a subscribed client that never reads.
+A plain websocket client speaking the Foxglove WebSocket protocol (``foxglove.websocket.v1``)
+checks, against a running loop: the handshake (subprotocol, ``serverInfo`` naming no capability
+that takes data from a client), the channel advertisement (topics, encodings, and the very JSON
+Schemas the MCAP recorder writes), and the data (binary ``messageData`` frames whose log time is
+the sample's stamp and whose JSON equals, value for value, the sample the ZeroMQ stream carries).
+Also: who may connect (loopback-only binding unless allowed; ``403`` for a foreign ``Origin``,
+``null`` included, and for a ``Host`` that is not the bound address; ``400`` without the
+subprotocol; ``503`` beyond ``max_clients``), subscribe/unsubscribe and the ``status`` replies to
+bad requests, the drop-oldest bounds of the hand-off and per-client queues, random and malformed
+client input never ending the server (with the control channel's e-stop working right after),
+and the process's memory staying bounded at 1 kHz with no client and with a subscribed client
+that never reads. Only the ``websockets`` package is needed: nothing here is skipped.
 """
 import asyncio
 import json
 import os
 import random
+import socket
 import struct
 import subprocess
 import sys
@@ -21,19 +25,19 @@ import textwrap
 import threading
 import time
 
+import numpy as np
 import pytest
 from websockets.asyncio.client import connect
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from rtctl.telemetry import Telemetry, request
 from rtctl.telemetry.auth import TOKEN_ENV
-from rtctl.telemetry.foxglove import SUBPROTOCOL, FoxgloveSink, check_host
+from rtctl.telemetry.foxglove import (DEFAULT_ALLOWED_ORIGINS, SAMPLES_ID, SUBPROTOCOL, FoxgloveSink,
+                                      _Client, check_host, check_origins)
 from rtctl.telemetry.schema import (CHANNEL_EVENT, CHANNEL_META, CHANNEL_SAMPLES, OBJECT_JSON_SCHEMA,
                                     SAMPLE_SCHEMA_NAME, TOPIC_SAMPLES, sample_json_schema)
 from rtctl.telemetry.tools import rows_of
 from telemetry_helpers import collect, make_loop, run_in_background, subscriber, wait_meta
-
-pytest.importorskip("foxglove")
 
 SINUSOID = {"type": "sinusoid", "center": [0.0] * 7, "amplitude": [0.2] * 7, "frequency": [1.0] * 7}
 TOKEN = "foxglove-test-token-0123456789"
@@ -50,9 +54,9 @@ def message_data(frame: bytes):
     return sub_id, log_time, frame[13:]
 
 
-async def handshake(url):
+async def handshake(url, origin=None):
     """Connect; return (ws, serverInfo, {topic: channel}) once every rtctl channel is advertised."""
-    ws = await connect(url, subprotocols=[SUBPROTOCOL], max_size=None)
+    ws = await connect(url, subprotocols=[SUBPROTOCOL], max_size=None, origin=origin)
     assert ws.subprotocol == SUBPROTOCOL
     info = json.loads(await asyncio.wait_for(ws.recv(), 5))
     channels = {}
@@ -107,6 +111,9 @@ def test_handshake_advertisement_and_data_equal_the_zeromq_stream():
 
     assert info["op"] == "serverInfo" and info["name"] == "rtctl"
     assert info["capabilities"] == []  # nothing a client could send data or commands through
+    assert isinstance(info["sessionId"], str) and info["sessionId"]
+    assert isinstance(info["metadata"], dict) and all(isinstance(v, str) for v in info["metadata"].values())
+    assert [c["id"] for c in channels.values()] == sorted({c["id"] for c in channels.values()})  # distinct ids
     for topic in (CHANNEL_SAMPLES, CHANNEL_META, CHANNEL_EVENT):
         assert channels[topic]["encoding"] == "json" and channels[topic]["schemaEncoding"] == "jsonschema"
     assert channels[CHANNEL_SAMPLES]["schemaName"] == SAMPLE_SCHEMA_NAME
@@ -197,6 +204,252 @@ def test_wiring_builds_the_sink_from_the_telemetry_section(capsys):
         close(loop)
     with pytest.raises(ValueError, match="allow_remote"):
         wire(make_loop(), {**tel_cfg, "foxglove_host": "192.0.2.10"}, {"enabled": False})
+
+
+# -- who may connect ---------------------------------------------------------------------------------------
+@pytest.fixture
+def server():
+    """A Foxglove sink served by a started (not running) loop's publisher: (sink, url)."""
+    sinks = []
+
+    def start(**kwargs):
+        sink = FoxgloveSink(port=0, **kwargs)
+        tel = Telemetry(endpoint="tcp://127.0.0.1:0", meta_period=0.2, sinks=[sink]).attach(make_loop()).start()
+        sinks.append((sink, tel))
+        return sink
+
+    yield start
+    for sink, tel in sinks:
+        thread = sink._thread
+        tel.close()
+        assert not thread.is_alive() and sink._thread is None and sink.clients == 0
+
+
+def raw_upgrade(port, hosts, origin=None, protocol=SUBPROTOCOL):
+    """Send a websocket upgrade by hand (any Host headers); return (status, headers text, body)."""
+    lines = ["GET / HTTP/1.1", *(f"Host: {h}" for h in hosts), "Upgrade: websocket", "Connection: Upgrade",
+             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version: 13"]
+    if protocol:
+        lines.append(f"Sec-WebSocket-Protocol: {protocol}")
+    if origin:
+        lines.append(f"Origin: {origin}")
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+
+        def need(n):
+            nonlocal body
+            while len(body) < n:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                body += chunk
+
+        if status != 101:
+            need(int(next((line.split(b":", 1)[1] for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length:")), b"0")))
+            return status, head.decode("latin-1"), body.decode()
+        need(2)  # upgraded: the body is the first websocket frame (a text frame from the server: unmasked)
+        assert body[0] == 0x81, body[:2]
+        size, start = body[1], 2
+        if size == 126:
+            need(4)
+            size, start = struct.unpack_from(">H", body, 2)[0], 4
+        elif size == 127:
+            need(10)
+            size, start = struct.unpack_from(">Q", body, 2)[0], 10
+        need(start + size)
+    return status, head.decode("latin-1"), body[start:start + size].decode()
+
+
+@pytest.mark.parametrize("origin", ["http://evil.example", "https://evil.example", "null",
+                                    "https://app.foxglove.dev.evil.example", "http://app.foxglove.dev"])
+def test_a_websocket_from_a_foreign_origin_is_refused(server, origin):
+    sink = server()
+
+    async def attempt():
+        await connect(sink.url, subprotocols=[SUBPROTOCOL], origin=origin)
+
+    with pytest.raises(InvalidStatus) as refused:
+        run(attempt())
+    response = refused.value.response
+    assert response.status_code == 403
+    assert b"Origin" in response.body and origin.encode() in response.body
+    assert sink.clients == 0 and sink.refused >= 1
+
+
+@pytest.mark.parametrize("origin", [None, "https://app.foxglove.dev", "file://", "HTTPS://APP.FOXGLOVE.DEV"])
+def test_clients_without_origin_and_the_foxglove_apps_connect(server, origin):
+    sink = server()
+
+    async def session():
+        ws, info, channels = await handshake(sink.url, origin=origin)
+        await ws.close()
+        return info, channels
+
+    info, channels = run(session())
+    assert info["op"] == "serverInfo" and set(channels) == {CHANNEL_SAMPLES, CHANNEL_META, CHANNEL_EVENT}
+
+
+def test_allowed_origins_are_configurable_and_never_null_or_any():
+    sink = FoxgloveSink(port=0, allowed_origins=["http://localhost:8080/", " HTTPS://Example.org "])
+    assert sink.allowed_origins == {"http://localhost:8080", "https://example.org"}
+    assert FoxgloveSink(port=0).allowed_origins == set(DEFAULT_ALLOWED_ORIGINS)
+    assert check_origins([]) == frozenset()
+    for bad in (["null"], ["*"], ["evil.example"], ["https://a.example/page"], ["https://"], "https://a.example",
+                [7]):
+        with pytest.raises(ValueError):
+            FoxgloveSink(port=0, allowed_origins=bad)
+
+
+def test_no_browser_origin_when_the_list_is_empty(server):
+    sink = server(allowed_origins=[])
+    status, _, body = raw_upgrade(sink.port, [f"127.0.0.1:{sink.port}"], origin="https://app.foxglove.dev")
+    assert status == 403 and "foxglove_allowed_origins is empty" in body
+    status, _, _ = raw_upgrade(sink.port, [f"127.0.0.1:{sink.port}"])  # a non-browser client still may
+    assert status == 101
+
+
+@pytest.mark.parametrize("host", ["evil.example:{port}", "evil.example", "127.0.0.1:1", "127.0.0.2:{port}",
+                                  "localhost.evil.example:{port}"])
+def test_an_upgrade_with_another_host_header_is_refused(server, host):
+    sink = server()
+    status, _, body = raw_upgrade(sink.port, [host.format(port=sink.port)])
+    assert status == 403 and "Host" in body and "DNS-rebinding" in body
+    status, _, body = raw_upgrade(sink.port, [host.format(port=sink.port)], origin="https://app.foxglove.dev")
+    assert status == 403 and "Host" in body
+
+
+def test_loopback_names_are_accepted_and_two_host_headers_are_refused(server):
+    sink = server()
+    for name in ("127.0.0.1", "localhost", "LOCALHOST", "[::1]"):
+        status, head, first = raw_upgrade(sink.port, [f"{name}:{sink.port}"])
+        assert status == 101, (name, head)
+        assert f"sec-websocket-protocol: {SUBPROTOCOL}" in head.lower()
+        assert json.loads(first)["op"] == "serverInfo"  # the first frame after the upgrade
+    status, _, body = raw_upgrade(sink.port, [f"127.0.0.1:{sink.port}", "evil.example"])
+    assert status == 403 and "one Host header" in body
+
+
+def test_a_client_without_the_subprotocol_is_refused(server):
+    sink = server()
+    status, _, body = raw_upgrade(sink.port, [f"127.0.0.1:{sink.port}"], protocol=None)
+    assert status == 400 and "subprotocol" in body
+    status, _, body = raw_upgrade(sink.port, [f"127.0.0.1:{sink.port}"], protocol="foxglove.sdk.v1")
+    assert status == 400 and "subprotocol" in body
+
+
+def test_clients_beyond_max_clients_are_refused(server):
+    sink = server(max_clients=2)
+
+    async def session():
+        first, _, _ = await handshake(sink.url)
+        second, _, _ = await handshake(sink.url)
+        with pytest.raises(InvalidStatus) as refused:
+            await handshake(sink.url)
+        status = refused.value.response.status_code
+        await first.close()
+        while sink.clients > 1:  # the server saw the close
+            await asyncio.sleep(0.01)
+        third, _, _ = await handshake(sink.url)
+        await second.close()
+        await third.close()
+        return status
+
+    assert run(session()) == 503
+
+
+def test_closing_the_telemetry_closes_clients_with_going_away_and_ends_the_server_thread():
+    sink = FoxgloveSink(port=0)
+    tel = Telemetry(endpoint="tcp://127.0.0.1:0", sinks=[sink]).attach(make_loop()).start()
+    thread = sink._thread
+
+    async def session():
+        ws, _, channels = await handshake(sink.url)
+        await ws.send(json.dumps({"op": "subscribe", "subscriptions": [
+            {"id": 1, "channelId": channels[CHANNEL_META]["id"]}]}))
+        while sink.clients == 0 or not sink._subscribers[channels[CHANNEL_META]["id"]]:
+            await asyncio.sleep(0.01)
+        await asyncio.get_running_loop().run_in_executor(None, tel.close)
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:
+                await ws.recv()
+        return closed.value.rcvd.code if closed.value.rcvd else None
+
+    assert run(session()) == 1001
+    assert not thread.is_alive() and sink.clients == 0
+    with pytest.raises(OSError):  # the port is free again: nothing listens
+        socket.create_connection(("127.0.0.1", sink.port), timeout=5).close()
+    sink.write(np.zeros((3, tel.layout.width)), 0)  # a late write after close: no error, nothing kept
+    assert len(sink._inbox) == 0
+
+
+# -- subscriptions and status replies ------------------------------------------------------------------------
+def test_subscribe_errors_get_a_status_and_unsubscribe_stops_the_data():
+    loop, tel, sink, runner = start_loop_with_foxglove()
+    try:
+        async def session():
+            ws, _, channels = await handshake(sink.url)
+            samples = channels[CHANNEL_SAMPLES]["id"]
+            assert samples == SAMPLES_ID
+
+            async def next_status():
+                while True:
+                    frame = await asyncio.wait_for(ws.recv(), 5)
+                    if isinstance(frame, str):
+                        return json.loads(frame)
+                    seen.append(message_data(frame)[0])
+
+            seen = []
+            await ws.send(json.dumps({"op": "subscribe", "subscriptions": [
+                {"id": 3, "channelId": samples}, {"id": 4, "channelId": 999}]}))
+            status = await next_status()
+            assert status["op"] == "status" and status["level"] == 2 and "999" in status["message"]
+            await ws.send(json.dumps({"op": "subscribe", "subscriptions": [{"id": 3, "channelId": samples}]}))
+            assert "already in use" in (await next_status())["message"]
+            await ws.send(json.dumps({"op": "subscribe", "subscriptions": [{"id": 9, "channelId": samples}]}))
+            assert "already subscribed" in (await next_status())["message"]
+            while len(seen) < 5:
+                frame = await asyncio.wait_for(ws.recv(), 5)
+                if isinstance(frame, bytes):
+                    seen.append(message_data(frame)[0])
+            assert set(seen) == {3}
+            await ws.send(json.dumps({"op": "unsubscribe", "subscriptionIds": [3]}))
+            await ws.send(json.dumps({"op": "unsubscribe", "subscriptionIds": [3]}))
+            assert "no subscription with id 3" in (await next_status())["message"]
+            seen.clear()
+            await ws.send(json.dumps({"op": "setParameters", "parameters": []}))
+            assert "unsupported op" in (await next_status())["message"]
+            assert seen == []  # nothing for subscription 3 was queued once it was unsubscribed
+            subscribers = sink._subscribers[SAMPLES_ID]
+            await ws.send(b"\x02\x00\x00\x00\x00")  # client message data: no clientPublish capability
+            assert "binary" in (await next_status())["message"]
+            await ws.close()
+            return subscribers
+
+        assert run(session()) == 0
+    finally:
+        stop(loop, tel, runner)
+
+
+def test_queues_are_bounded_and_drop_the_oldest():
+    sink = FoxgloveSink(port=0, backlog=4)
+    client = _Client(None, sink.backlog)
+    for i in range(10):
+        sink._offer(client, bytes([i]))
+    assert list(client.queue) == [bytes([i]) for i in range(6, 10)] and sink.dropped == 6
+    sink._wake_pending = True  # no server thread here: only the hand-off queue
+    for i in range(10):
+        sink._post(SAMPLES_ID, [i], [bytes([i])])
+    sink._post(SAMPLES_ID, [10, 11], [b"a", b"b"])
+    assert [m[1] for m in sink._inbox] == [8, 9, 10, 11] and sink.inbox_dropped == 8
 
 
 # -- fuzzing the server's input, then the e-stop ------------------------------------------------------
@@ -301,7 +554,8 @@ MEMORY_PROCESS = textwrap.dedent("""
     print(json.dumps({"port": sink.port}), flush=True)
     while True:
         time.sleep(0.5)
-        print(json.dumps({"cycles": loop.cycle, "sent": sink.sent, "dropped": tel.dropped}), flush=True)
+        print(json.dumps({"cycles": loop.cycle, "sent": sink.sent, "dropped": tel.dropped,
+                          "client_dropped": sink.dropped, "inbox_dropped": sink.inbox_dropped}), flush=True)
 """)
 
 
@@ -316,7 +570,8 @@ def _rss_kib(pid):
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs Linux /proc to read a process's RSS")
 def test_memory_stays_bounded_at_1khz_with_no_client_and_with_a_stalled_client():
     """10 s with no client, then 10 s with a client subscribed to everything that never reads: the loop
-    process's RSS grows less than 8 MiB after a 3 s warm-up (the SDK's backlog is 256 messages, ~0.4 MB)."""
+    process's RSS grows less than 8 MiB after a 3 s warm-up (the client's queue keeps at most 256 messages,
+    ~0.4 MB, plus the socket's write buffer)."""
     warm_up_s, phase_s = 3.0, 10.0
     here = os.path.dirname(os.path.abspath(__file__))
     proc = subprocess.Popen([sys.executable, "-c", MEMORY_PROCESS, here, "256"], stdout=subprocess.PIPE,
@@ -363,7 +618,7 @@ def test_memory_stays_bounded_at_1khz_with_no_client_and_with_a_stalled_client()
         assert proc.poll() is None and stalled.get("connected")
         assert no_client_sent == 0  # nothing encoded while nobody subscribed
         assert latest["cycles"] > 0.8 * 1000 * (warm_up_s + 2 * phase_s) and latest["dropped"] == 0, latest
-        assert latest["sent"] > 1000  # the sink kept logging to the stalled client (and the SDK dropped)
+        assert latest["sent"] > 1000  # the sink kept handing samples over for the stalled client
         assert max(series) - series[0] < 8 * 1024, series
     finally:
         stop_event.set()

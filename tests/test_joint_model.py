@@ -11,19 +11,30 @@ from scipy.spatial.transform import Rotation
 import rtctl.dynamics as dynamics_package
 from rtctl.dynamics import Dynamics
 from rtctl.dynamics import kernels as k
+from rtctl.dynamics.joints import _sincos
 from rtctl.dynamics.spatial import ldlt_factor
-from rtctl.model import FREE_FLYER, PRISMATIC, REVOLUTE, ModelBuilder
+from rtctl.model import (FREE_FLYER, MF_AXIS, MF_ROT, MF_TRANS, MF_WIDTH, MI_PARENT, MI_TYPE, MI_WIDTH, PRISMATIC,
+                         REVOLUTE, ModelBuilder)
 
 ALGORITHM_MODULES = ("__init__", "workspace", "spatial", "kinematics", "inverse", "mass_matrix", "forward", "contact",
                      "constrained")
 
 
-def joint_calc(jtype, axis, q):
-    """(R_J, p_J, S in body axes as 6 x nv) from jcalc, on a one-row workspace."""
+def joint_calc(jtype, axis, q, rotation=None, translation=None):
+    """(R, p, S in body axes as 6 x nv) from jcalc and motion_subspace on a one-body model row: (R, p) is the
+    placement (rotation, translation) composed with the joint transform, identity placement by default."""
+    mi = np.zeros((1, MI_WIDTH), dtype=np.int64)
+    mi[0, MI_TYPE], mi[0, MI_PARENT] = jtype, -1
+    mf = np.zeros((2, MF_WIDTH))
+    mf[0, MF_ROT:MF_ROT + 9] = np.ravel(np.eye(3) if rotation is None else rotation)
+    mf[0, MF_TRANS:MF_TRANS + 3] = 0.0 if translation is None else translation
+    mf[0, MF_AXIS:MF_AXIS + 3] = axis
     ws = np.zeros((1, k.WS_WIDTH))
-    nv = k.jcalc(jtype, *axis, np.asarray(q, dtype=float), 0, ws, 0)
+    rot, pos = k.jcalc(mi, mf, np.asarray(q, dtype=float), 0)
+    nv = 6 if jtype == FREE_FLYER else 1
+    k.motion_subspace(mi, mf, ws, 0, (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0))
     s = np.array([ws[0, k.W_S + k.DOF_WIDTH * j:k.W_S + k.DOF_WIDTH * j + 6] for j in range(nv)]).T
-    return ws[0, k.W_R:k.W_R + 9].reshape(3, 3), ws[0, k.W_O:k.W_O + 3].copy(), s
+    return np.reshape(rot, (3, 3)), np.array(pos), s
 
 
 def test_revolute_joint_rotates_about_its_axis():
@@ -36,6 +47,48 @@ def test_revolute_joint_rotates_about_its_axis():
         np.testing.assert_allclose(rot, Rotation.from_rotvec(th * axis).as_matrix(), atol=1e-14)
         assert np.array_equal(pos, np.zeros(3))
         np.testing.assert_array_equal(s[:, 0], np.r_[axis, 0, 0, 0])
+
+
+@pytest.mark.parametrize("axis", [(1, 0, 0), (0, 1, 0), (0, 0, 1), (-1, 0, 0), (0, -1, 0), (0, 0, -1), (0.6, 0, 0.8)])
+def test_revolute_joint_placed_in_its_parent(axis):
+    """jcalc's placed transform is X_tree X_J: R_tree Rot(a, theta) and t_tree (the coordinate-axis fast path
+    included), to round-off."""
+    rng = np.random.default_rng(3)
+    tree = Rotation.random(random_state=5).as_matrix()
+    t = rng.normal(size=3)
+    for th in rng.uniform(-7, 7, 5):
+        rot, pos, _ = joint_calc(REVOLUTE, np.asarray(axis, dtype=float), [th], tree, t)
+        np.testing.assert_allclose(rot, tree @ Rotation.from_rotvec(th * np.asarray(axis, dtype=float)).as_matrix(),
+                                   atol=1e-15)
+        assert np.array_equal(pos, t)
+
+
+def test_motion_subspace_is_in_world_axes():
+    rng = np.random.default_rng(4)
+    r = Rotation.random(random_state=6).as_matrix()
+    mi = np.zeros((3, MI_WIDTH), dtype=np.int64)
+    mi[:, MI_TYPE] = REVOLUTE, PRISMATIC, FREE_FLYER
+    mf = np.zeros((4, MF_WIDTH))
+    axis = rng.normal(size=3)
+    axis /= np.linalg.norm(axis)
+    mf[:2, MF_AXIS:MF_AXIS + 3] = axis
+    ws = np.zeros((3, k.WS_WIDTH))
+    for i in range(3):
+        k.motion_subspace(mi, mf, ws, i, tuple(r.ravel()))
+    col = [ws[i, k.W_S + k.DOF_WIDTH * j:k.W_S + k.DOF_WIDTH * j + 6] for i in range(3) for j in range(6 if i == 2 else 1)]
+    np.testing.assert_allclose(col[0], np.r_[r @ axis, 0, 0, 0], atol=1e-15)
+    np.testing.assert_allclose(col[1], np.r_[0, 0, 0, r @ axis], atol=1e-15)
+    swap = np.block([[np.zeros((3, 3)), r], [r, np.zeros((3, 3))]])
+    np.testing.assert_array_equal(np.array(col[2:]).T, swap)
+
+
+def test_joint_sincos_is_within_an_ulp_of_libm():
+    rng = np.random.default_rng(8)
+    x = np.concatenate([rng.uniform(-4, 4, 20000), rng.uniform(-1e5, 1e5, 20000), rng.uniform(-1e8, 1e8, 1000),
+                        np.arange(-2000, 2000) * np.pi / 4 + rng.choice([0.0, 1e-12, -1e-9], 4000), [0.0, 1e5, -1e5]])
+    got = np.array([_sincos(t) for t in x])
+    np.testing.assert_allclose(got[:, 0], np.sin(x), rtol=0, atol=1.2e-16)
+    np.testing.assert_allclose(got[:, 1], np.cos(x), rtol=0, atol=1.2e-16)
 
 
 def test_prismatic_joint_translates_along_its_axis():

@@ -12,7 +12,7 @@ import pytest
 
 from rtctl import MODELS_DIR
 from rtctl.cli import build_parser, main
-from rtctl.config import COMPONENTS, CORE_SCHEMA, DEMO_CONFIG, read_toml, validate
+from rtctl.config import COMPONENTS, CORE_SCHEMA, DEMO_CONFIG, collision_keys, read_toml, validate
 from rtctl.options import schema_keys
 from rtctl.registry import ROBOTS
 from rtctl.plants.geared.description import MECHANISM_KEYS
@@ -56,6 +56,8 @@ def keys_of(section: str) -> set[str]:
              for name, opts in getattr(cls, "sections", {}).items()}
     if section in owned:
         return set(schema_keys(owned[section]))
+    if section == "collision":
+        return set(collision_keys())
     if section == "schedule":
         return {"t", "cmd"}             # and the fields of that control-channel command
     return {"backend": set(BACKEND_KEYS), "sweep": SWEEP_KEYS, "mechanism": MECHANISM_KEYS}.get(section, set())
@@ -64,7 +66,8 @@ def keys_of(section: str) -> set[str]:
 def vocabulary() -> set[str]:
     """Names a backticked word may be: keys, component names, choices, model/robot/config names."""
     words = set()
-    sections = [*CORE_SCHEMA, *COMPONENTS, "drivers", "backend", "sweep", "contact", "patient", "therapist"]
+    sections = [*CORE_SCHEMA, *COMPONENTS, "drivers", "backend", "sweep", "contact", "patient", "therapist",
+                "collision"]
     for section in sections:
         words |= keys_of(section)
     for section in COMPONENTS:
@@ -73,7 +76,7 @@ def vocabulary() -> set[str]:
         for cls in component_classes(section):
             for key in schema_keys(cls.Options).values():
                 words |= {str(c) for c in (key.choices or ())}
-    for table in CORE_SCHEMA.values():
+    for table in (*CORE_SCHEMA.values(), collision_keys()):
         for key in table.values():
             words |= {str(c) for c in (key.choices or ())}
     words |= {p.stem for p in MODELS_DIR.glob("*.urdf")} | set(ROBOTS.names())
@@ -123,6 +126,7 @@ NOT_CONFIG_WORDS = {
     "rearm", "set_gains", "set_target", "set_cpg", "token", "rtctl", "kp", "kd", "q", "v", "tau", "hil",
     "build", "canopen", "json", "k", "ps", "socketcan", "timestamp", "dask",
     "error", "reason", "timeout",           # a sweep row's status and its reason
+    "null",                                 # an Origin header value
 }
 
 

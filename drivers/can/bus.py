@@ -4,10 +4,12 @@ The transport is whatever python-can interface the config names. On a lab
 machine that is ``socketcan`` (``can0``), ``pcan``, ``kvaser`` ...; in the HIL
 suite it is python-can-remote's ``remote`` interface talking to a websocket
 server on 127.0.0.1 that bridges every client onto one python-can ``virtual``
-channel inside the server process (see :mod:`hil.can_harness`).
+channel inside the server process (``rtctl-hil can-bus``, :mod:`rtctl.hil.cli`).
 """
 from __future__ import annotations
 
+import contextlib
+import weakref
 from dataclasses import dataclass
 
 import can
@@ -28,6 +30,28 @@ def open_bus(interface: str, channel, **options) -> can.BusABC:
         return can.Bus(interface=interface, channel=channel, **options)
     except Exception as exc:  # python-can raises many types depending on the interface
         raise ConnectionError(f"cannot open CAN bus interface={interface!r} channel={channel!r}: {exc}") from exc
+
+
+def shutdown_bus(bus: can.BusABC) -> None:
+    """``bus.shutdown()``, never raising: a transport already gone (a bus server that died) still leaves the
+    bus marked shut down, its socket closed."""
+    try:
+        bus.shutdown()
+    except Exception:  # noqa: BLE001  (python-can-remote: the websocket close fails on a dead server)
+        can.BusABC.shutdown(bus)
+    sock = getattr(bus, "remote_protocol", None) and getattr(bus, "socket", None)
+    if sock is not None:                    # python-can-remote leaves its socket open when the server went away
+        with contextlib.suppress(OSError):
+            sock.close()
+
+
+def release_with(owner, release, *args) -> weakref.finalize:
+    """Call ``release(*args)`` exactly once: when the returned finalizer is called (the driver's ``close()``),
+    when ``owner`` is garbage-collected, or at interpreter exit -- whichever comes first. A driver nobody
+    closed (``rtctl run`` leaves the drivers to the end of the process) shuts its bus down all the same
+    instead of python-can warning "... was not properly shut down". ``release`` and ``args`` must not
+    refer to ``owner``."""
+    return weakref.finalize(owner, release, *args)
 
 
 def drain(bus: can.BusABC, limit: int = 10_000) -> int:

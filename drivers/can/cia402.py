@@ -1,14 +1,20 @@
 """CANopen CiA 402 drives in cyclic synchronous torque mode (CST, mode 10): the ``cia402`` backend.
 
 The CANopen stack is the ``canopen`` package: NMT (pre-operational for
-configuration, operational to run), SDO for the configuration (heartbeat
-producer time 0x1017, mode of operation 0x6060, rated torque 0x6076, max
-torque 0x6072, encoder resolution 0x608F, supported modes 0x6502), its PDO
-API for the mapping, its NMT master as heartbeat consumer and its EMCY
-consumer. The real-time path is ours: per cycle one RPDO per drive
-(controlword 0x6040 + target torque 0x6071, synchronous) and one SYNC
-(this driver is the SYNC producer, so the drives sample and apply in step with
-the loop); every SYNC each drive answers with
+configuration, operational to run), SDO for the configuration, its PDO API for
+the mapping, its NMT master's heartbeat reception and its EMCY consumer. At
+``configure`` each drive gets, by SDO: its heartbeat producer time 0x1017
+(``heartbeat_period``), a heartbeat consumer entry 0x1016:01 watching this
+master (node ``master_node_id``, ``master_heartbeat_timeout``; 0 turns it
+off), the abort connection option code 0x6007 (``connection_loss_reaction``:
+none / fault / disable_voltage / quick_stop), mode of operation 0x6060 = CST;
+and it is read for rated torque 0x6076, max torque 0x6072, encoder resolution
+0x608F and supported modes 0x6502 (CST required).
+
+The real-time path is ours: per cycle one RPDO per drive (controlword 0x6040 +
+target torque 0x6071, synchronous) and one SYNC (this driver is the SYNC
+producer, so the drives sample and apply in step with the loop); every SYNC
+each drive answers with
 
 * TPDO1: statusword 0x6041 (u16), position actual 0x6064 (i32, increments), torque actual 0x6077 (i16, per mille);
 * TPDO2: velocity actual 0x606C (i32, increments/s), modes of operation display 0x6061 (i8).
@@ -22,12 +28,27 @@ The controlword/statusword state machine (CiA 402 figure "drive state
 machine") is walked by :meth:`Cia402Driver.on_activate`: fault reset (a rising
 edge of controlword bit 7), shutdown (0x06), switch on (0x07), enable
 operation (0x0F). While running, a statusword that leaves OPERATION ENABLED
-(a drive fault, a quick stop) latches a driver fault, as do ``max_missed``
-consecutive missing TPDOs of a drive, a heartbeat older than
-``heartbeat_timeout`` or one reporting another NMT state than operational,
-and ``max_bus_errors`` consecutive failed sends; error frames and frames with
-unknown IDs are counted. Re-configure and activate again to reset a drive
-fault.
+(a drive fault, a quick stop) latches a driver fault naming the state and the
+drive's last EMCY error code, as do ``max_missed`` consecutive missing TPDOs of
+a drive, a drive heartbeat older than ``heartbeat_timeout`` (default two
+``heartbeat_period``) or one reporting another NMT state than operational, a
+boot-up message since ``configure`` (the drive was reset and lost its
+configuration: configure again), and ``max_bus_errors`` consecutive failed
+sends; error frames and frames with unknown IDs are counted. Re-configure and
+activate again to reset a drive fault. :meth:`Cia402Driver.safe_stop` sends
+the quick stop command (controlword 0x02): each drive stops as its quick stop
+option code 0x605A says.
+
+Heartbeats both ways: while the driver is active a thread of this process sends
+the master's heartbeat (0x700 + ``master_node_id``, state OPERATIONAL) every
+``master_heartbeat_period``. A control process that dies (or loses the bus)
+stops it, and each drive's own consumer times out after
+``master_heartbeat_timeout`` and reacts by itself: EMCY 0x8130 and the 0x6007
+reaction (fault, disable voltage or quick stop) -- the drives stop without
+this process. A control *thread* that hangs while the process lives keeps the
+heartbeat going; that case is our loop's watchdog's. ``deactivate`` clears
+each live drive's consumer entry before the heartbeat stops (a planned stop is
+no lost master).
 """
 from __future__ import annotations
 
@@ -44,7 +65,7 @@ from rtctl.options import setting
 
 from ..base import EFFORT_MODE, ActuatorDriver, DriverHealth, register_driver
 from ..transmission import Transmission
-from .bus import CAN_COUNTERS, CanOptions, can_arguments, drain, open_bus
+from .bus import CAN_COUNTERS, CanOptions, can_arguments, drain, open_bus, release_with, shutdown_bus
 
 from .objects import (CONSUMER_HEARTBEAT, CONTROLWORD, CSP, CST, CSV, ENCODER_RESOLUTION, ERROR_CODE,  # noqa: F401
                       FAULT_INJECTION, HEARTBEAT_TIME, MAX_TORQUE, MODES_DISPLAY, MODES_OF_OPERATION,
@@ -189,6 +210,7 @@ class Cia402Driver(ActuatorDriver):
         self.interface, self.channel, self.bus_options = interface, channel, dict(bus_options or {})
         self.bus = bus
         self._own_bus = bus is None
+        self._release = None        # stops the network and shuts down the bus this driver opened (close or exit)
         self.object_dictionary = object_dictionary
         self.reply_timeout, self.max_missed, self.max_bus_errors = float(reply_timeout), int(max_missed), \
             int(max_bus_errors)
@@ -252,8 +274,10 @@ class Cia402Driver(ActuatorDriver):
             if self.bus is None:
                 self.bus = open_bus(self.interface, self.channel, **self.bus_options)
                 self._own_bus = True
-            drain(self.bus)
             net = canopen.Network(self.bus)
+            self._release = release_with(self, _release_network, net, self.bus if self._own_bus else None,
+                                         self._heartbeat_stop)
+            drain(self.bus)
             known = {0, 0x80}
             for i in self.node_ids:
                 known.update({0x80 + i, 0x180 + i, 0x280 + i, 0x380 + i, 0x480 + i, 0x200 + i, 0x300 + i,
@@ -539,11 +563,26 @@ class Cia402Driver(ActuatorDriver):
         self._stop_master_heartbeat()
 
     def close(self) -> None:
+        """Stop the master heartbeat and the receive thread, and shut the bus down if this driver opened it
+        (done at exit too if nobody calls this)."""
         self._stop_master_heartbeat()
-        if self.network is not None:
-            if self._own_bus:
-                self.network.disconnect()
-            elif self.network.notifier is not None:
-                self.network.notifier.stop(1.0)
-            self.network = None
+        if self._release is not None:
+            self._release()
+            self._release = None
+        elif self.bus is not None and self._own_bus:     # configure failed before the network existed
+            shutdown_bus(self.bus)
+        self.network = None
         self.bus = None
+
+
+def _release_network(net: canopen.Network, own_bus, heartbeat_stop: threading.Event) -> None:
+    """The driver's teardown without the driver (a finalizer's): master heartbeat thread told to stop, receive
+    thread stopped, then the bus shut down if the driver opened it."""
+    heartbeat_stop.set()
+    try:
+        if net.notifier is not None:
+            net.notifier.stop(1.0)
+    finally:
+        if own_bus is not None:
+            shutdown_bus(own_bus)
+        net.bus = None

@@ -35,7 +35,7 @@ from ..base import EFFORT_MODE, ActuatorDriver, register_driver
 from ..transmission import Transmission
 from rtctl.options import setting
 
-from .bus import CAN_COUNTERS, CanOptions, can_arguments, drain, open_bus
+from .bus import CAN_COUNTERS, CanOptions, can_arguments, drain, open_bus, release_with, shutdown_bus
 
 ENTER_MOTOR_MODE = bytes([0xFF] * 7 + [0xFC])
 EXIT_MOTOR_MODE = bytes([0xFF] * 7 + [0xFD])
@@ -211,6 +211,7 @@ class MitDriver(ActuatorDriver):
         self.interface, self.channel, self.bus_options = interface, channel, dict(bus_options or {})
         self.bus = bus
         self._own_bus = bus is None
+        self._release = None        # shuts down the bus this driver opened (close(), collection or exit)
         self.reply_timeout = float(reply_timeout)
         self.max_missed = int(max_missed)
         self.max_bus_errors = int(max_bus_errors)
@@ -242,6 +243,7 @@ class MitDriver(ActuatorDriver):
         if self.bus is None:
             self.bus = open_bus(self.interface, self.channel, **self.bus_options)
             self._own_bus = True
+            self._release = release_with(self, shutdown_bus, self.bus)
         from ..base import DriverHealth
         self.health = DriverHealth()
         self._reset_counters()
@@ -287,9 +289,10 @@ class MitDriver(ActuatorDriver):
         drain(self.bus)
 
     def close(self) -> None:
-        """Shut the bus down (if this driver opened it)."""
-        if self.bus is not None and self._own_bus:
-            self.bus.shutdown()
+        """Shut the bus down (if this driver opened it; done at exit too if nobody calls this)."""
+        if self._release is not None:
+            self._release()
+            self._release = None
             self.bus = None
 
     def zero_position(self) -> None:

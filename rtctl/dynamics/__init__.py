@@ -37,8 +37,9 @@ in :mod:`rtctl.dynamics.kernels`, called with ``model.packed_int``,
 ``model.packed_float`` and ``Dynamics.ws``: they skip shape checks (wrong
 shapes are undefined behaviour) and report non-finite inputs through their
 return status instead of raising. Joints enter every kernel only through the
-joint model :func:`rtctl.dynamics.joints.jcalc` (joint transform and motion
-subspace, Featherstone's jcalc); ``kernels`` lists the modules the kernels live in.
+joint model :mod:`rtctl.dynamics.joints` (``jcalc``, the placed joint transform,
+and ``motion_subspace``: Featherstone's jcalc); ``kernels`` lists the modules
+the kernels live in.
 """
 from __future__ import annotations
 

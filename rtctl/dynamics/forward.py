@@ -26,8 +26,8 @@ from .inverse import rnea, velocity_product_wrench
 from .kinematics import bias_twist_rate, forward_kinematics, propagate_velocity, set_twist_rate
 from .mass_matrix import crba
 from .spatial import cholesky_solve, dot6, ldlt_factor, shift_articulated, spatial_inertia
-from .workspace import (DOF_WIDTH, OK, SIG_MAT_Q_V_TAU_OUT, SIG_Q_V_A_OUT, SINGULAR, W_C, W_DLDL, W_FEXT, W_IA, W_PA,
-                        W_S, W_U, W_UU, check_vectors)
+from .workspace import (DOF_WIDTH, ENTRY_OPTIONS, OK, SIG_MAT_Q_V_TAU_OUT, SIG_Q_V_A_OUT, SINGULAR, W_C, W_DLDL,
+                        W_FEXT, W_IA, W_PA, W_S, W_U, W_UU, check_vectors)
 
 
 @njit(cache=True, forceinline=True)
@@ -167,7 +167,7 @@ def _acceleration_pass(mi, mf, ws, qdd):
         set_twist_rate(mi, ws, i, bias, qdd)
 
 
-@njit(SIG_Q_V_A_OUT, cache=True)
+@njit(SIG_Q_V_A_OUT, **ENTRY_OPTIONS)
 def aba(mi, mf, ws, q, v, tau, qdd):
     """Recursive O(n) forward dynamics by the articulated-module UDU^T decomposition.
 
@@ -190,7 +190,7 @@ def aba(mi, mf, ws, q, v, tau, qdd):
     return OK
 
 
-@njit(SIG_MAT_Q_V_TAU_OUT, cache=True)
+@njit(SIG_MAT_Q_V_TAU_OUT, **ENTRY_OPTIONS)
 def forward_dynamics_cholesky(mi, mf, ws, M, q, v, tau, qdd):
     """O(n^3) reference forward dynamics: M(q) qdd = tau - h(q, v), by Cholesky.
 

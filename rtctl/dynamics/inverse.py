@@ -12,8 +12,8 @@ from ..model import MF_ARMATURE, MF_MASS, MI_IV, MI_NV, MI_PARENT
 from .kinematics import bias_twist_rate, forward_kinematics, propagate_velocity, set_twist_rate
 from .mass_matrix import composite_inertias, inertia_columns
 from .spatial import cholesky_solve, cross, sym_mul
-from .workspace import (DOF_WIDTH, OK, SIG_Q_V_A_OUT, SINGULAR, W_ACC, W_ALPHA, W_D, W_FEXT, W_I, W_O, W_OMEGA, W_S,
-                        W_WRENCH, check_vectors)
+from .workspace import (DOF_WIDTH, ENTRY_OPTIONS, OK, SIG_Q_V_A_OUT, SINGULAR, W_ACC, W_ALPHA, W_D, W_FEXT, W_I, W_O,
+                        W_OMEGA, W_S, W_WRENCH, check_vectors)
 
 
 @njit(cache=True, forceinline=True)
@@ -76,7 +76,7 @@ def _project_and_propagate(mi, mf, ws, i, a, out):
         ws[p, W_WRENCH + 5] += fz
 
 
-@njit(SIG_Q_V_A_OUT, cache=True)
+@njit(SIG_Q_V_A_OUT, **ENTRY_OPTIONS)
 def rnea(mi, mf, ws, q, v, a, tau):
     """Recursive inverse dynamics, seed 004 Fig. A.1: tau = M(q) a + h(q, v) - J^T w_ext.
 
@@ -101,7 +101,7 @@ def rnea(mi, mf, ws, q, v, a, tau):
     return OK
 
 
-@njit(cache=True)
+@njit(**ENTRY_OPTIONS)
 def floating_base_rnea(mi, mf, ws, base_block, q, v, a, acc, tau):
     """Under-actuated inverse dynamics, seed 004 eqs. 26-27 (Fig. A.1 steps 1-3).
 

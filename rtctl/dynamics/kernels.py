@@ -4,7 +4,7 @@ The kernels live in modules along their meaning; this module re-exports their pu
 
 * :mod:`~rtctl.dynamics.workspace` -- workspace columns ``W_*``, status codes, argument checks;
 * :mod:`~rtctl.dynamics.spatial` -- 3-vector and small-matrix algebra;
-* :mod:`~rtctl.dynamics.joints` -- the joint model (``jcalc``: joint transform and motion subspace);
+* :mod:`~rtctl.dynamics.joints` -- the joint model (``jcalc``: placed joint transform; ``motion_subspace``);
 * :mod:`~rtctl.dynamics.kinematics` -- poses, twists, Jacobians, centre of mass, energy, integration;
 * :mod:`~rtctl.dynamics.inverse` -- recursive inverse dynamics (RNEA) and its floating-base variant;
 * :mod:`~rtctl.dynamics.mass_matrix` -- the mass matrix by composite modules (CRBA);
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from .forward import aba, forward_dynamics_cholesky
 from .inverse import floating_base_rnea, rnea
-from .joints import jcalc, joint_configuration_rate, joint_integrate
+from .joints import jcalc, joint_configuration_rate, joint_integrate, motion_subspace
 from .kinematics import (center_of_mass, configuration_rate, energy, forward_kinematics, integrate, kinematics,
                          point_acceleration, point_jacobian)
 from .mass_matrix import crba
@@ -34,5 +34,5 @@ __all__ = [
     "W_IA", "W_O", "W_OMEGA", "W_PA", "W_R", "W_S", "W_U", "W_UU", "W_VEL", "W_WRENCH", "aba", "all_finite",
     "center_of_mass", "check_vectors", "configuration_rate", "crba", "energy", "floating_base_rnea",
     "forward_dynamics_cholesky", "forward_kinematics", "integrate", "jcalc", "joint_configuration_rate",
-    "joint_integrate", "kinematics", "model_sizes", "point_acceleration", "point_jacobian", "rnea",
+    "joint_integrate", "kinematics", "model_sizes", "motion_subspace", "point_acceleration", "point_jacobian", "rnea",
 ]

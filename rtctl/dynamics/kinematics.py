@@ -4,17 +4,18 @@ Quantities are those of the module-DeNOC paper (seed 004): the twist
 ``t_k = [omega_k; odot_k]`` of body k is its angular velocity and the velocity
 of its origin O_k, both in world axes (eq. 1); ``A_{k,j}`` shifts a twist from
 O_j to O_k (eq. 2); the twist rate is the time derivative of the twist (the
-classical acceleration of O_k). Joints enter only through
-:func:`~rtctl.dynamics.joints.jcalc` and the motion subspace S_k it leaves in
-the workspace.
+classical acceleration of O_k). Joints enter only through the joint model:
+:func:`~rtctl.dynamics.joints.jcalc` (the placed joint transform) and
+:func:`~rtctl.dynamics.joints.motion_subspace` (S_k in world axes, left in the
+workspace).
 """
 from __future__ import annotations
 
 from numba import njit
 
-from ..model import MF_AXIS, MF_COM, MF_INERTIA, MF_MASS, MF_ROT, MF_TRANS, MI_IQ, MI_IV, MI_NV, MI_PARENT, MI_TYPE
-from .joints import jcalc, joint_configuration_rate, joint_integrate
-from .spatial import cross, rot_mul, rot_tmul, sym_mul
+from ..model import MF_COM, MF_INERTIA, MF_MASS, MI_IQ, MI_IV, MI_NV, MI_PARENT, MI_TYPE
+from .joints import jcalc, joint_configuration_rate, joint_integrate, motion_subspace
+from .spatial import cross, mat_mul, mat_vec, rot_mul, sym_mul, ws_rot
 from .workspace import DOF_WIDTH, W_ACC, W_ALPHA, W_C, W_D, W_I, W_O, W_OMEGA, W_R, W_S, W_VEL
 
 
@@ -22,53 +23,42 @@ from .workspace import DOF_WIDTH, W_ACC, W_ALPHA, W_C, W_D, W_I, W_O, W_OMEGA, W
 def forward_kinematics(mi, mf, ws, q):
     """Body poses, world-axes motion subspaces S_k, centre-of-mass offsets d_k and inertias about O_k.
 
-    The pose of body k is its parent's composed with the joint placement and
-    the joint transform, X_k = X_parent X_tree,k X_J,k(q) (RBDA Table 5.1,
+    The pose of body k is its parent's composed with the joint's placed
+    transform, X_k = X_parent (X_tree,k X_J,k(q)) (RBDA Table 5.1,
     ``X_i = X_J X_T``, here as poses rather than coordinate transforms).
     """
     for i in range(mi.shape[0]):
-        nv = jcalc(mi[i, MI_TYPE], mf[i, MF_AXIS], mf[i, MF_AXIS + 1], mf[i, MF_AXIS + 2], q, mi[i, MI_IQ], ws, i)
-        _compose_pose(mi, mf, ws, i)
-        s = W_S
-        while s < W_S + DOF_WIDTH * nv:
-            ws[i, s], ws[i, s + 1], ws[i, s + 2] = rot_mul(ws, i, W_R, ws[i, s], ws[i, s + 1], ws[i, s + 2])
-            ws[i, s + 3], ws[i, s + 4], ws[i, s + 5] = rot_mul(ws, i, W_R, ws[i, s + 3], ws[i, s + 4], ws[i, s + 5])
-            s += DOF_WIDTH
-        ws[i, W_D], ws[i, W_D + 1], ws[i, W_D + 2] = rot_mul(ws, i, W_R, mf[i, MF_COM], mf[i, MF_COM + 1],
-                                                             mf[i, MF_COM + 2])
-        _inertia_to_world(mf, ws, i)
+        rot, pos = jcalc(mi, mf, q, i)
+        r = _compose_pose(mi, ws, i, rot, pos)
+        motion_subspace(mi, mf, ws, i, r)
+        ws[i, W_D], ws[i, W_D + 1], ws[i, W_D + 2] = mat_vec(r, mf[i, MF_COM], mf[i, MF_COM + 1], mf[i, MF_COM + 2])
+        _inertia_to_world(mf, ws, i, r)
 
 
 @njit(cache=True, forceinline=True)
-def _compose_pose(mi, mf, ws, i):
-    """World pose of body i: parent pose, then placement X_tree, then the joint transform X_J that
-    :func:`~rtctl.dynamics.joints.jcalc` left in the pose columns (W_R, W_O), which it overwrites."""
-    l0, l1, l2 = rot_tmul(ws, i, W_R, mf[i, MF_ROT], mf[i, MF_ROT + 1], mf[i, MF_ROT + 2])
-    l3, l4, l5 = rot_tmul(ws, i, W_R, mf[i, MF_ROT + 3], mf[i, MF_ROT + 4], mf[i, MF_ROT + 5])
-    l6, l7, l8 = rot_tmul(ws, i, W_R, mf[i, MF_ROT + 6], mf[i, MF_ROT + 7], mf[i, MF_ROT + 8])
-    tx, ty, tz = rot_mul(mf, i, MF_ROT, ws[i, W_O], ws[i, W_O + 1], ws[i, W_O + 2])
-    tx, ty, tz = tx + mf[i, MF_TRANS], ty + mf[i, MF_TRANS + 1], tz + mf[i, MF_TRANS + 2]
+def _compose_pose(mi, ws, i, rot, pos):
+    """World pose of body i (W_R, W_O): the parent's pose composed with ``rot``, ``pos``, the pose of
+    body i in its parent's frame from :func:`~rtctl.dynamics.joints.jcalc` (the world's for a root).
+    Returns the world rotation as a row-major 9-tuple."""
     p = mi[i, MI_PARENT]
-    if p < 0:
-        ws[i, W_R + 0], ws[i, W_R + 1], ws[i, W_R + 2] = l0, l1, l2
-        ws[i, W_R + 3], ws[i, W_R + 4], ws[i, W_R + 5] = l3, l4, l5
-        ws[i, W_R + 6], ws[i, W_R + 7], ws[i, W_R + 8] = l6, l7, l8
-        ws[i, W_O], ws[i, W_O + 1], ws[i, W_O + 2] = tx, ty, tz
-        return
-    for r in range(3):
-        a0, a1, a2 = ws[p, W_R + 3 * r], ws[p, W_R + 3 * r + 1], ws[p, W_R + 3 * r + 2]
-        ws[i, W_R + 3 * r] = a0 * l0 + a1 * l3 + a2 * l6
-        ws[i, W_R + 3 * r + 1] = a0 * l1 + a1 * l4 + a2 * l7
-        ws[i, W_R + 3 * r + 2] = a0 * l2 + a1 * l5 + a2 * l8
-        ws[i, W_O + r] = ws[p, W_O + r] + a0 * tx + a1 * ty + a2 * tz
+    if p >= 0:
+        tx, ty, tz = pos
+        for r in range(3):
+            a0, a1, a2 = ws[p, W_R + 3 * r], ws[p, W_R + 3 * r + 1], ws[p, W_R + 3 * r + 2]
+            ws[i, W_O + r] = ws[p, W_O + r] + a0 * tx + a1 * ty + a2 * tz
+        rot = mat_mul(ws_rot(ws, p, W_R), rot)
+    else:
+        ws[i, W_O], ws[i, W_O + 1], ws[i, W_O + 2] = pos
+    ws[i, W_R], ws[i, W_R + 1], ws[i, W_R + 2] = rot[0], rot[1], rot[2]
+    ws[i, W_R + 3], ws[i, W_R + 4], ws[i, W_R + 5] = rot[3], rot[4], rot[5]
+    ws[i, W_R + 6], ws[i, W_R + 7], ws[i, W_R + 8] = rot[6], rot[7], rot[8]
+    return rot
 
 
 @njit(cache=True, forceinline=True)
-def _inertia_to_world(mf, ws, i):
+def _inertia_to_world(mf, ws, i, r):
     """Rotational inertia about O_k in world axes, R I_body R^T, from the body-axes one in the model row."""
-    r0, r1, r2, r3, r4, r5, r6, r7, r8 = (ws[i, W_R], ws[i, W_R + 1], ws[i, W_R + 2], ws[i, W_R + 3],
-                                          ws[i, W_R + 4], ws[i, W_R + 5], ws[i, W_R + 6], ws[i, W_R + 7],
-                                          ws[i, W_R + 8])
+    r0, r1, r2, r3, r4, r5, r6, r7, r8 = r
     a0, a1, a2 = sym_mul(mf, i, MF_INERTIA, r0, r1, r2)  # rows of R I (I symmetric)
     b0, b1, b2 = sym_mul(mf, i, MF_INERTIA, r3, r4, r5)
     c0, c1, c2 = sym_mul(mf, i, MF_INERTIA, r6, r7, r8)

@@ -6,8 +6,8 @@ from numba import njit
 from ..model import MF_ARMATURE, MF_MASS, MI_IV, MI_NV, MI_PARENT
 from .kinematics import forward_kinematics
 from .spatial import cross, sym_mul
-from .workspace import (DOF_WIDTH, NOT_FINITE, OK, SIG_Q_MAT, W_CH, W_CI, W_CM, W_D, W_I, W_O, W_S, WRONG_LENGTH,
-                        all_finite, model_sizes)
+from .workspace import (DOF_WIDTH, ENTRY_OPTIONS, NOT_FINITE, OK, SIG_Q_MAT, W_CH, W_CI, W_CM, W_D, W_I, W_O, W_S,
+                        WRONG_LENGTH, all_finite, model_sizes)
 
 
 @njit(cache=True, forceinline=True)
@@ -86,7 +86,7 @@ def inertia_columns(mi, mf, ws, M, n_dof):
             M[col, col] += mf[i, MF_ARMATURE]
 
 
-@njit(SIG_Q_MAT, cache=True)
+@njit(SIG_Q_MAT, **ENTRY_OPTIONS)
 def crba(mi, mf, ws, q, M):
     """Generalized inertia matrix by composite modules, seed 004 eqs. A.2-A.3.
 

@@ -36,11 +36,26 @@ def rot_mul(r, i, o, x, y, z):
 
 
 @njit(cache=True, forceinline=True)
-def rot_tmul(r, i, o, x, y, z):
-    """(row-major 3x3 at r[i, o:o+9])^T @ (x, y, z)."""
-    return (r[i, o] * x + r[i, o + 3] * y + r[i, o + 6] * z,
-            r[i, o + 1] * x + r[i, o + 4] * y + r[i, o + 7] * z,
-            r[i, o + 2] * x + r[i, o + 5] * y + r[i, o + 8] * z)
+def mat_vec(r, x, y, z):
+    """(row-major 3x3 as a 9-tuple) @ (x, y, z)."""
+    return (r[0] * x + r[1] * y + r[2] * z, r[3] * x + r[4] * y + r[5] * z, r[6] * x + r[7] * y + r[8] * z)
+
+
+@njit(cache=True, forceinline=True)
+def mat_mul(a, b):
+    """Product of two row-major 3x3 matrices given as 9-tuples."""
+    return (a[0] * b[0] + a[1] * b[3] + a[2] * b[6], a[0] * b[1] + a[1] * b[4] + a[2] * b[7],
+            a[0] * b[2] + a[1] * b[5] + a[2] * b[8], a[3] * b[0] + a[4] * b[3] + a[5] * b[6],
+            a[3] * b[1] + a[4] * b[4] + a[5] * b[7], a[3] * b[2] + a[4] * b[5] + a[5] * b[8],
+            a[6] * b[0] + a[7] * b[3] + a[8] * b[6], a[6] * b[1] + a[7] * b[4] + a[8] * b[7],
+            a[6] * b[2] + a[7] * b[5] + a[8] * b[8])
+
+
+@njit(cache=True, forceinline=True)
+def ws_rot(r, i, o):
+    """The row-major 3x3 at r[i, o:o+9] as a 9-tuple."""
+    return (r[i, o], r[i, o + 1], r[i, o + 2], r[i, o + 3], r[i, o + 4], r[i, o + 5], r[i, o + 6], r[i, o + 7],
+            r[i, o + 8])
 
 
 @njit(cache=True, forceinline=True)

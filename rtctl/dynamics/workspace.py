@@ -53,6 +53,14 @@ WRONG_LENGTH = 10  # + k: the k-th vector argument has the wrong length
 SINGULAR = 20     # an articulated inertia or the mass matrix is not positive definite
 
 # Explicit signatures: numba rejects wrong dtypes or ranks with TypeError instead of compiling a variant.
+# The entry kernels are compiled with ENTRY_OPTIONS, without numba's reference-counting runtime
+# (``_nrt=False``): they allocate nothing (compiling one that did would fail), and a call from Python then
+# does not give each array argument a runtime record (a heap block and a GIL round trip each, ~20 ns per
+# array) nor count references inside -- together about a quarter of a 6-DOF inverse dynamics call from
+# Python (benchmarks/dynamics.py). No fastmath: contraction to fused multiply-adds alone was 4-8 % faster
+# but moved the ill-conditioned forward dynamics of iCub (tests/test_real_urdfs.py) past the 1e-9
+# agreement with Pinocchio.
+ENTRY_OPTIONS = {"cache": True, "_nrt": False}
 _M = "int64[:, ::1], float64[:, ::1], float64[:, ::1]"
 SIG_Q_V_A_OUT = f"int64({_M}, float64[::1], float64[::1], float64[::1], float64[::1])"
 SIG_Q_MAT = f"int64({_M}, float64[::1], float64[:, ::1])"

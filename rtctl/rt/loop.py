@@ -342,6 +342,9 @@ class ControlLoop:
             gc.disable()
         try:
             self.hardware.bring_up()
+            for hook in self.hooks:  # a hook with a state (the collision observer) restarts with the hardware
+                if hasattr(hook, "on_start"):
+                    hook.on_start()
             if not self._controller_active:
                 self._activate_controller()
             if self.pace:

@@ -97,6 +97,48 @@ def _shown(value: str) -> str:
     return repr(value if len(value) <= 80 else value[:80] + "...")
 
 
+# -- request checks shared by the browser-reachable servers (this dashboard, the Foxglove server) --------
+def allowed_hosts(host: str, port: int) -> frozenset:
+    """The ``Host`` header values a server bound to ``host``:``port`` answers: ``HOST:PORT``, and for a
+    loopback bind any of ``127.0.0.1``, ``localhost``, ``[::1]`` with the port (port 80: also bare)."""
+    names = LOOPBACK_NAMES if host in LOOPBACK_HOSTS else (_url_host(host),)
+    hosts = {f"{name}:{port}" for name in names}
+    if port == 80:
+        hosts |= set(names)
+    return frozenset(hosts)
+
+
+def host_refusal(request, hosts: frozenset, own: str, what: str) -> str | None:
+    """Why ``request``'s ``Host`` header is refused (not exactly one, or not in ``hosts``), or None.
+
+    ``own``: the server's ``HOST:PORT``; ``what``: the server named in the message ("this dashboard").
+    """
+    found = request.headers.get_all("Host")
+    if len(found) != 1:
+        return f"refused: expected one Host header, got {len(found)}"
+    if found[0].strip().lower() not in hosts:
+        return f"refused: Host {_shown(found[0])} is not {what}'s address {own} (DNS-rebinding defence)"
+    return None
+
+
+def origin_refusal(request, origins: frozenset, expected: str, required: bool = True) -> str | None:
+    """Why a websocket upgrade's ``Origin`` header is refused, or None.
+
+    Browsers send one on every websocket upgrade; it must be in ``origins`` (lower case, no trailing
+    slash). ``required=False`` also lets through a request with none (a non-browser client: no page of
+    another site can make a browser omit it). ``expected`` ends the refusal message ("this dashboard's
+    own origin http://...").
+    """
+    found = request.headers.get_all("Origin")
+    if not found and not required:
+        return None
+    if len(found) != 1:
+        return f"refused: a websocket upgrade needs one Origin header, got {len(found)}"
+    if found[0].strip().lower() not in origins:
+        return f"refused: websocket Origin {_shown(found[0])} is not {expected}"
+    return None
+
+
 class Dashboard:
     def __init__(self, telemetry_endpoint: str, control_endpoint: str | None = None, host: str = "127.0.0.1",
                  port: int = 8050, rate_hz: float = 30.0, points_per_frame: int = 40, queue_size: int = 8,
@@ -141,32 +183,17 @@ class Dashboard:
         return self.pending_dropped + self.events_dropped
 
     def _allow(self, port: int) -> None:
-        names = LOOPBACK_NAMES if self.host in LOOPBACK_HOSTS else (_url_host(self.host),)
-        hosts = {f"{name}:{port}" for name in names}
-        if port == 80:
-            hosts |= set(names)
-        self.allowed_hosts = frozenset(hosts)
-        self.allowed_origins = frozenset(f"http://{h}" for h in hosts)
+        self.allowed_hosts = allowed_hosts(self.host, port)
+        self.allowed_origins = frozenset(f"http://{h}" for h in self.allowed_hosts)
 
     # -- HTTP ---------------------------------------------------------------------------------
     def _refusal(self, request, path: str) -> str | None:
         """Why ``request`` is refused (DNS rebinding, foreign origin), or None."""
         own = f"{_url_host(self.host)}:{self.port}"
-        hosts = request.headers.get_all("Host")
-        if len(hosts) != 1:
-            return f"refused: expected one Host header, got {len(hosts)}"
-        if hosts[0].strip().lower() not in self.allowed_hosts:
-            return (f"refused: Host {_shown(hosts[0])} is not this dashboard's address {own} "
-                    "(DNS-rebinding defence)")
-        if path != "/ws":
-            return None
-        origins = request.headers.get_all("Origin")
-        if len(origins) != 1:
-            return f"refused: a websocket upgrade needs one Origin header, got {len(origins)}"
-        if origins[0].strip().lower() not in self.allowed_origins:
-            return (f"refused: websocket Origin {_shown(origins[0])} is not this dashboard's own origin "
-                    f"http://{own}")
-        return None
+        refusal = host_refusal(request, self.allowed_hosts, own, "this dashboard")
+        if refusal is not None or path != "/ws":
+            return refusal
+        return origin_refusal(request, self.allowed_origins, f"this dashboard's own origin http://{own}")
 
     def _process_request(self, connection, request):
         from websockets.datastructures import Headers

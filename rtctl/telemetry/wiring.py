@@ -17,11 +17,15 @@ def wire(loop, tel: dict, ctl: dict):
         if tel.get("enabled"):
             sinks = []
             if tel.get("foxglove"):
-                from .foxglove import DEFAULT_BACKLOG, DEFAULT_PORT, FoxgloveSink
+                from .foxglove import (DEFAULT_ALLOWED_ORIGINS, DEFAULT_BACKLOG, DEFAULT_MAX_CLIENTS, DEFAULT_PORT,
+                                       FoxgloveSink)
                 sinks.append(FoxgloveSink(host=tel.get("foxglove_host", "127.0.0.1"),
                                           port=tel.get("foxglove_port", DEFAULT_PORT),
                                           decimation=tel.get("foxglove_decimation", 1),
                                           backlog=tel.get("foxglove_backlog", DEFAULT_BACKLOG),
+                                          allowed_origins=tel.get("foxglove_allowed_origins",
+                                                                  DEFAULT_ALLOWED_ORIGINS),
+                                          max_clients=tel.get("foxglove_max_clients", DEFAULT_MAX_CLIENTS),
                                           allow_remote=tel["allow_remote"]))
             switch = tel.get("switch_interval", SWITCH_INTERVAL)
             telemetry = Telemetry(endpoint=tel["endpoint"], capacity=tel["capacity"],

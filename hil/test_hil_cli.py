@@ -1,0 +1,118 @@
+"""``rtctl-hil``: the HIL tools' command line, run as the installed package runs it (``python -m rtctl.hil.cli``,
+the same ``main`` as the console script), from a directory that is not the repository."""
+import signal
+import socket
+import subprocess
+import sys
+
+import can
+import pytest
+
+from rtctl.drivers.can.bus import shutdown_bus
+from rtctl.hil.cli import main
+
+
+def rtctl_hil(*args, cwd):
+    return subprocess.Popen([sys.executable, "-m", "rtctl.hil.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=cwd)
+
+
+def test_can_bus_serves_frames_between_clients_and_stops_cleanly_on_sigterm(tmp_path):
+    proc = rtctl_hil("can-bus", cwd=tmp_path)
+    try:
+        url = proc.stdout.readline().strip()
+        assert url.startswith("ws://127.0.0.1:") and url.endswith("/"), url
+        a = can.Bus(interface="remote", channel=url)
+        b = can.Bus(interface="remote", channel=url)
+        lingering = can.Bus(interface="remote", channel=url)    # still connected when the server stops
+        try:
+            a.send(can.Message(arbitration_id=0x123, data=b"\x01\x02\x03", is_extended_id=False))
+            got = b.recv(5.0)
+            assert got is not None and got.arbitration_id == 0x123 and bytes(got.data) == b"\x01\x02\x03"
+            b.send(can.Message(arbitration_id=0x456, data=b"\xAA", is_extended_id=False))
+            got = a.recv(5.0)
+            assert got is not None and got.arbitration_id == 0x456 and bytes(got.data) == b"\xAA"
+        finally:
+            shutdown_bus(a)
+            shutdown_bus(b)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=15)
+        shutdown_bus(lingering)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert "not properly shut down" not in err and "Traceback" not in err and err.strip() == "", err
+    with pytest.raises(OSError):                                     # the port is closed
+        socket.create_connection(("127.0.0.1", int(url.rstrip("/").rsplit(":", 1)[1])), timeout=1.0).close()
+
+
+def test_can_bus_on_a_given_port_and_sigint(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = rtctl_hil("can-bus", "--port", str(port), "--channel", "bench", cwd=tmp_path)
+    try:
+        assert proc.stdout.readline().strip() == f"ws://127.0.0.1:{port}/"
+        bus = can.Bus(interface="remote", channel=f"ws://127.0.0.1:{port}/")
+        shutdown_bus(bus)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0 and err.strip() == "", err
+
+
+def test_can_bus_port_in_use_is_one_line(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        proc = rtctl_hil("can-bus", "--port", str(port), cwd=tmp_path)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode != 0 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "cannot listen on 127.0.0.1" in lines[0] and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("argv, says", [
+    ([], "required"),
+    (["nope"], "invalid choice"),
+    (["can-bus", "--port", "99999"], "0..65535"),
+    (["can-bus", "--port", "x"], "not a port number"),
+    (["can-bus", "--bogus"], "unrecognized arguments"),
+    (["can-emulator", "--protocol", "canopen"], "invalid choice"),
+    (["can-emulator", "--protocol", "mit", "--channel", "ws://10.0.0.1:80/", "--ids", "1"], "loopback"),
+])
+def test_bad_arguments_are_one_error_line_and_a_nonzero_exit(argv, says, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code != 0
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "error:" in lines[0] and says in lines[0], captured.err
+    assert captured.out == ""
+
+
+def test_help_of_each_subcommand(capsys):
+    for argv in (["--help"], ["can-bus", "--help"], ["can-emulator", "--help"], ["dynamixel-emulator", "--help"]):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 0
+        assert "usage:" in capsys.readouterr().out, argv
+
+
+def test_can_emulator_without_a_bus_server_is_one_line(tmp_path):
+    with socket.socket() as s:              # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = rtctl_hil("can-emulator", "--protocol", "mit", "--channel", f"ws://127.0.0.1:{port}/", "--ids", "1", "2",
+                     cwd=tmp_path)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1 and "READY" not in out
+    lines = err.strip().splitlines()
+    lines = [line for line in lines if not line.startswith("rtctl: compil")]
+    assert len(lines) == 1 and "cannot open the CAN bus" in lines[0] and "Traceback" not in err, err
