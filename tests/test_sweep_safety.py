@@ -145,6 +145,12 @@ def test_interrupt_finalizes_the_finished_rows(tmp_path):
     assert info.value.restored and out.read_bytes() == before and leftovers(out) == []
 
 
+def _sigint_as_in_a_terminal() -> None:
+    """A job started in the background of a non-interactive shell inherits SIGINT ignored (and Python then
+    never turns it into KeyboardInterrupt); a terminal's Ctrl-C reaches a process with the default."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupt_cli(tmp_path, extra, *, group: bool):
     """Start ``rtctl sweep`` on SLOW, send SIGINT once the first row is in the journal (to the process, or to
     its whole process group like a terminal's Ctrl-C), and return (exit code, stderr, results path)."""
@@ -153,7 +159,7 @@ def interrupt_cli(tmp_path, extra, *, group: bool):
     journal = tmp_path / "slow.parquet.journal.jsonl"
     proc = subprocess.Popen([sys.executable, "-m", "rtctl.cli", "sweep", str(sweep), "--out", str(out),
                              "--no-progress", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=tmp_path, start_new_session=True)
+                            cwd=tmp_path, start_new_session=True, preexec_fn=_sigint_as_in_a_terminal)
     try:
         deadline = time.monotonic() + 240   # generous: a cold numba cache compiles every kernel first
         while not (journal.exists() and journal.read_text().count("\n") >= 1):
