@@ -48,6 +48,9 @@ class Rig:
         self.drive = self.emu.drives[0]
         self.stop = threading.Event()
         run_in_thread(self.emu, self.stop, 0.002)
+        # Both drives' power-on boot-ups (CiA 301 7.3.2.2.1) are on the bus before a test starts, so a test
+        # that watches a node from its start never sees a late power-on message as a reaction to it.
+        assert self.wait(lambda: all(self.sniffer.of(0x700 + n) for n in (1, 2)), 5.0), "no power-on boot-up"
         self.node = canopen.BaseNode402(1, drive_object_dictionary())
         self.net.add_node(self.node)
         self.node.nmt.state = "PRE-OPERATIONAL"

@@ -120,14 +120,11 @@ class CollisionMonitor:
         return arr
 
     def attach(self, loop) -> CollisionMonitor:
-        """Run in ``loop`` (one of its ``hooks``), on its desired acceleration; the controller publishes
-        the monitor's telemetry values when it has none of its own."""
+        """Run in ``loop`` (one of its ``hooks``), on its desired acceleration; telemetry publishes the
+        monitor's ``telemetry_values`` after the controller's own (``extra``)."""
         self._qdd_d = loop.qdd_d
         loop.hooks.append(self)
         loop.collision = self
-        ctl = loop.controller
-        if not getattr(ctl, "telemetry_fields", ()):
-            ctl.telemetry_fields, ctl.telemetry_values = self.telemetry_fields, self.telemetry_values
         return self
 
     def on_start(self) -> None:

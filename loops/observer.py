@@ -58,6 +58,7 @@ from rtctl.dynamics.kernels import (
     point_jacobian,
 )
 from rtctl.dynamics.kinematics import propagate_velocity
+from rtctl.dynamics.spatial import cholesky_solve
 from rtctl.model import MF_ARMATURE, MF_MASS, MI_IV, MI_NV, MI_PARENT
 from rtctl.rt.interfaces import actuated_indices
 
@@ -140,37 +141,9 @@ def momentum_terms(mi, mf, ws, acc, q, v, p, beta):
 
 
 @njit(cache=True)
-def _solve_spd6(a, b):
-    """Solve ``a x = b`` in place (x in ``b``) for a symmetric positive definite 6 x 6 ``a`` (Cholesky,
-    overwriting ``a``); False when ``a`` is not positive definite."""
-    for j in range(6):
-        s = a[j, j]
-        for k in range(j):
-            s -= a[j, k] * a[j, k]
-        if not s > 0.0:
-            return False
-        a[j, j] = math.sqrt(s)
-        for i in range(j + 1, 6):
-            s = a[i, j]
-            for k in range(j):
-                s -= a[i, k] * a[j, k]
-            a[i, j] = s / a[j, j]
-    for i in range(6):
-        s = b[i]
-        for k in range(i):
-            s -= a[i, k] * b[k]
-        b[i] = s / a[i, i]
-    for i in range(5, -1, -1):
-        s = b[i]
-        for k in range(i + 1, 6):
-            s -= a[k, i] * b[k]
-        b[i] = s / a[i, i]
-    return True
-
-
-@njit(cache=True)
 def _frame_wrench(mi, ws, body, point, jac, normal, r, damping, wrench):
-    """Least-squares ``F`` of ``J^T F = r``: ``(J J^T + damping I) F = J r``, J of the frame origin."""
+    """Least-squares ``F`` of ``J^T F = r``: ``(J J^T + damping I) F = J r``, J of the frame origin
+    (``normal``: 36 scratch values, the 6 x 6 matrix row-major)."""
     point_jacobian(mi, ws, body, point[0], point[1], point[2], jac)
     nv = jac.shape[1]
     for i in range(6):
@@ -182,8 +155,8 @@ def _frame_wrench(mi, ws, body, point, jac, normal, r, damping, wrench):
             s = 0.0
             for c in range(nv):
                 s += jac[i, c] * jac[j, c]
-            normal[i, j] = s + (damping if i == j else 0.0)
-    if not _solve_spd6(normal, wrench):
+            normal[6 * i + j] = s + (damping if i == j else 0.0)
+    if not cholesky_solve(normal, 0, 6, wrench, 0):
         wrench[:] = 0.0
 
 
@@ -245,7 +218,7 @@ class MomentumObserver:
                 raise ValueError(f"observer: frame '{self.frame}' is fixed to the world; it has no Jacobian")
             self._body, self._point = int(f.body), np.ascontiguousarray(f.translation, dtype=float)
         self._jac = np.zeros((6, m.nv))
-        self._normal = np.zeros((6, 6))
+        self._normal = np.zeros(36)
         self._wrench_damping = float(wrench_damping)
         self._first = True
         self.samples = 0

@@ -265,3 +265,34 @@ def test_the_collision_section_of_a_run_config_builds_the_monitor_and_names_bad_
     (tmp_path / "typo.toml").write_text(text.replace("threshold =", "treshold ="))
     with pytest.raises(ConfigError, match=r"\[collision\] unknown key 'treshold' \(did you mean 'threshold'\?\)"):
         load_config(tmp_path / "typo.toml")
+
+
+def test_telemetry_publishes_the_controllers_extras_then_the_monitors():
+    """One ``extra`` field gathered from every provider (controller, then hooks), without allocating."""
+    from rtctl.config import DEMO_CONFIG, build, load_config
+    from rtctl.telemetry import Telemetry
+
+    path = DEMO_CONFIG.parent / "demo.toml"
+    loop = build(load_config(path))
+    mon = CollisionMonitor(Dynamics(loop.model), loop.safety, loop.period, threshold=1.0).attach(loop)
+    ctl = loop.controller
+    ctl.telemetry_fields, ctl.telemetry_values = ["gain_scale"], np.array([0.5])
+    tel = Telemetry(capacity=256, endpoint="tcp://127.0.0.1:0").attach(loop)
+    assert tel.extra_names == ["gain_scale", *mon.telemetry_fields]
+    for k in range(50):
+        ctl.telemetry_values[0] = k
+        loop.step(k * loop.period)
+    rows, _ = tel._take()
+    extra = rows[:, tel.layout.slices["extra"]]
+    assert np.array_equal(extra[:, 0], np.arange(50.0))
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    for k in range(50, 150):
+        tel.sample(loop, k * loop.period)                              # the gathering itself allocates nothing
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    ours = [tracemalloc.Filter(True, tel.sample.__code__.co_filename)]
+    assert not [d for d in after.filter_traces(ours).compare_to(before.filter_traces(ours), "lineno")
+                if d.size_diff > 0]
+    assert np.array_equal(extra[-1, 1:], mon.telemetry_values)        # the monitor's last residuals and wrench
+    assert np.any(extra[-1, 1:] != 0.0)

@@ -104,7 +104,7 @@ import numpy as np
 from numba import njit
 
 from rtctl.loops.controllers import _OK
-from rtctl.loops.trajectories import _CompiledTrajectory, _scalar
+from rtctl.loops.trajectories import _BAD_T, _CompiledTrajectory, _check_out, _scalar
 from rtctl.plants.legged.model import QUADRUPED_LEGS, LeggedRobot, planar_biped, spatial_quadruped
 from rtctl.options import setting
 from rtctl.registry import TRAJECTORIES
@@ -288,15 +288,11 @@ def _copy_joints(status, work, first, q, qd, qdd):
 
 @njit(cache=True)
 def _check(n, t, q, qd, qdd):
-    if q.shape[0] != n:
-        return 1
-    if qd.shape[0] != n:
-        return 2
-    if qdd.shape[0] != n:
-        return 3
-    if not math.isfinite(t) or t < 0.0:
-        return 4
-    return _OK
+    """The trajectories' own argument check (:func:`rtctl.loops.trajectories._check_out`), and a gait starts at t = 0."""
+    status = _check_out(n, t, q, qd, qdd)
+    if status == _OK and t < 0.0:
+        return _BAD_T
+    return status
 
 
 @njit(cache=True)
@@ -472,7 +468,7 @@ class _GaitTrajectory(_CompiledTrajectory):
     def _raise(self, status, t):
         if status == _IK_FAILED:
             raise ValueError(f"{type(self).__name__}.sample: a foot target at t = {t} s is out of reach")
-        if status == 4:
+        if status == _BAD_T:
             raise ValueError(f"{type(self).__name__}.sample: t must be finite and >= 0, got {t!r}")
         super()._raise(status, t)
 

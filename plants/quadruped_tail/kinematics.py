@@ -115,6 +115,21 @@ def _kin(par, A, D, r, q, qd, R, E, edot, xi, ang, angd, J, bias, Jtau):
 
 
 @kernel_part
+def _set_point_bias(bias, row, R, w0, w1, w2, r0, r1, r2, dx, dy, dz, ddx, ddy, ddz):
+    """``bias[row]`` = w x (w x r) + 2 w x (R d) + R dd: the bias acceleration of a point at ``r`` (world
+    axes, from the torso origin) that moves at ``d``, ``dd`` in the torso frame (eq. 31)."""
+    c0, c1, c2 = _cross3(w0, w1, w2, r0, r1, r2)
+    t0, t1, t2 = _cross3(w0, w1, w2, c0, c1, c2)
+    e0 = R[0, 0] * dx + R[0, 1] * dy + R[0, 2] * dz
+    e1 = R[1, 0] * dx + R[1, 1] * dy + R[1, 2] * dz
+    e2 = R[2, 0] * dx + R[2, 1] * dy + R[2, 2] * dz
+    d0, d1, d2 = _cross3(w0, w1, w2, e0, e1, e2)
+    bias[row, 0] = t0 + 2.0 * d0 + R[0, 0] * ddx + R[0, 1] * ddy + R[0, 2] * ddz
+    bias[row, 1] = t1 + 2.0 * d1 + R[1, 0] * ddx + R[1, 1] * ddy + R[1, 2] * ddz
+    bias[row, 2] = t2 + 2.0 * d2 + R[2, 0] * ddx + R[2, 1] * ddy + R[2, 2] * ddz
+
+
+@kernel_part
 def _cross3(a0, a1, a2, b0, b1, b2):
     """a x b of two vectors given by their components."""
     return a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0
@@ -250,15 +265,7 @@ def _leg_points(lth, A, R, w, i, cha, sha, chb, shb, dha, dhb, ddha, ddhb, jj, J
     bddx = cha * fx + sha * fz
     bddy = fy
     bddz = -sha * fx + cha * fz
-    c0, c1, c2 = _cross3(w0, w1, w2, r0, r1, r2)
-    t0, t1, t2 = _cross3(w0, w1, w2, c0, c1, c2)
-    e0 = R[0, 0] * bdx + R[0, 1] * bdy + R[0, 2] * bdz
-    e1 = R[1, 0] * bdx + R[1, 1] * bdy + R[1, 2] * bdz
-    e2 = R[2, 0] * bdx + R[2, 1] * bdy + R[2, 2] * bdz
-    d0, d1, d2 = _cross3(w0, w1, w2, e0, e1, e2)
-    bias[4 + i, 0] = t0 + 2.0 * d0 + R[0, 0] * bddx + R[0, 1] * bddy + R[0, 2] * bddz
-    bias[4 + i, 1] = t1 + 2.0 * d1 + R[1, 0] * bddx + R[1, 1] * bddy + R[1, 2] * bddz
-    bias[4 + i, 2] = t2 + 2.0 * d2 + R[2, 0] * bddx + R[2, 1] * bddy + R[2, 2] * bddz
+    _set_point_bias(bias, 4 + i, R, w0, w1, w2, r0, r1, r2, bdx, bdy, bdz, bddx, bddy, bddz)
 
 
 @kernel_part
@@ -285,15 +292,7 @@ def _tail_point(lt, r, q, qd, R, w, J, bias):
     t2x = -lt * stb * dtb * dtb
     t2y = lt * cta * ctb * (dta * dta + dtb * dtb) - 2.0 * lt * sta * stb * dta * dtb
     t2z = lt * sta * ctb * (dta * dta + dtb * dtb) + 2.0 * lt * cta * stb * dta * dtb
-    c0, c1, c2 = _cross3(w0, w1, w2, r0, r1, r2)
-    t0, t1, t2 = _cross3(w0, w1, w2, c0, c1, c2)
-    e0 = R[0, 0] * tdx + R[0, 1] * tdy + R[0, 2] * tdz
-    e1 = R[1, 0] * tdx + R[1, 1] * tdy + R[1, 2] * tdz
-    e2 = R[2, 0] * tdx + R[2, 1] * tdy + R[2, 2] * tdz
-    d0, d1, d2 = _cross3(w0, w1, w2, e0, e1, e2)
-    bias[8, 0] = t0 + 2.0 * d0 + R[0, 0] * t2x + R[0, 1] * t2y + R[0, 2] * t2z
-    bias[8, 1] = t1 + 2.0 * d1 + R[1, 0] * t2x + R[1, 1] * t2y + R[1, 2] * t2z
-    bias[8, 2] = t2 + 2.0 * d2 + R[2, 0] * t2x + R[2, 1] * t2y + R[2, 2] * t2z
+    _set_point_bias(bias, 8, R, w0, w1, w2, r0, r1, r2, tdx, tdy, tdz, t2x, t2y, t2z)
 
 
 @njit(cache=True)

@@ -88,17 +88,7 @@ def propagate_velocity(mi, ws, i, v):
         wx, wy, wz = ws[p, W_OMEGA], ws[p, W_OMEGA + 1], ws[p, W_OMEGA + 2]
         ux, uy, uz = ws[p, W_VEL], ws[p, W_VEL + 1], ws[p, W_VEL + 2]
         rx, ry, rz = ws[i, W_O] - ws[p, W_O], ws[i, W_O + 1] - ws[p, W_O + 1], ws[i, W_O + 2] - ws[p, W_O + 2]
-    iv = mi[i, MI_IV]
-    jax = jay = jaz = jlx = jly = jlz = 0.0
-    for k in range(mi[i, MI_NV]):
-        o = W_S + DOF_WIDTH * k
-        qd = v[iv + k]
-        jax += ws[i, o] * qd
-        jay += ws[i, o + 1] * qd
-        jaz += ws[i, o + 2] * qd
-        jlx += ws[i, o + 3] * qd
-        jly += ws[i, o + 4] * qd
-        jlz += ws[i, o + 5] * qd
+    jax, jay, jaz, jlx, jly, jlz = motion_times(mi, ws, i, v, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     sx, sy, sz = cross(wx, wy, wz, rx, ry, rz)
     ox, oy, oz = wx + jax, wy + jay, wz + jaz
     ws[i, W_OMEGA], ws[i, W_OMEGA + 1], ws[i, W_OMEGA + 2] = ox, oy, oz
@@ -107,6 +97,22 @@ def propagate_velocity(mi, ws, i, v):
     cx, cy, cz = cross(wx, wy, wz, sx, sy, sz)
     kx, ky, kz = cross(wx + ox, wy + oy, wz + oz, jlx, jly, jlz)
     ws[i, W_C + 3], ws[i, W_C + 4], ws[i, W_C + 5] = cx + kx, cy + ky, cz + kz
+
+
+@njit(cache=True, forceinline=True)
+def motion_times(mi, ws, i, x, ax, ay, az, lx, ly, lz):
+    """(ax, ay, az, lx, ly, lz) + S_i x_i: a joint's motion subspace (world axes, ``W_S``) times its DOFs of ``x``."""
+    iv = mi[i, MI_IV]
+    for k in range(mi[i, MI_NV]):
+        o = W_S + DOF_WIDTH * k
+        xk = x[iv + k]
+        ax += ws[i, o] * xk
+        ay += ws[i, o + 1] * xk
+        az += ws[i, o + 2] * xk
+        lx += ws[i, o + 3] * xk
+        ly += ws[i, o + 4] * xk
+        lz += ws[i, o + 5] * xk
+    return ax, ay, az, lx, ly, lz
 
 
 @njit(cache=True, forceinline=True)
@@ -133,17 +139,8 @@ def bias_twist_rate(mi, mf, ws, i, gravity_scale):
 @njit(cache=True, forceinline=True)
 def set_twist_rate(mi, ws, i, bias, qdd):
     """t'_i = ``bias`` + S_i qdd_i, with ``bias`` from :func:`bias_twist_rate`."""
-    iv = mi[i, MI_IV]
     alx, aly, alz, acx, acy, acz = bias
-    for k in range(mi[i, MI_NV]):
-        o = W_S + DOF_WIDTH * k
-        a = qdd[iv + k]
-        alx += ws[i, o] * a
-        aly += ws[i, o + 1] * a
-        alz += ws[i, o + 2] * a
-        acx += ws[i, o + 3] * a
-        acy += ws[i, o + 4] * a
-        acz += ws[i, o + 5] * a
+    alx, aly, alz, acx, acy, acz = motion_times(mi, ws, i, qdd, alx, aly, alz, acx, acy, acz)
     ws[i, W_ALPHA], ws[i, W_ALPHA + 1], ws[i, W_ALPHA + 2] = alx, aly, alz
     ws[i, W_ACC], ws[i, W_ACC + 1], ws[i, W_ACC + 2] = acx, acy, acz
 

@@ -163,16 +163,32 @@ class Telemetry:
         if index is None:
             index = np.array([ctl.q_index, ctl.v_index], dtype=np.int64).reshape(2, ctl.n)
         self._index = np.ascontiguousarray(index, dtype=np.int64)
-        self.extra_names = list(getattr(ctl, "telemetry_fields", ()))
-        values = getattr(ctl, "telemetry_values", None)
-        self._extra = np.zeros(0) if values is None else values
-        if self._extra.shape != (len(self.extra_names),):
-            raise ValueError("controller telemetry_values must match telemetry_fields")
+        self._attach_extras(loop)
         self.layout = Layout(ctl.n, len(self.extra_names))
         self._ring = np.zeros((self.capacity, self.layout.width))
         self._kp_ref, self._kd_ref = ctl.kp, ctl.kd
         loop.telemetry = self
         return self
+
+    def _attach_extras(self, loop) -> None:
+        """The ``extra`` field: the ``telemetry_fields`` / ``telemetry_values`` of the controller, then of each
+        loop hook that has them (e.g. the collision monitor), in that order. One provider's array is handed
+        off as it is; several are gathered each cycle into one preallocated array."""
+        providers = [p for p in (loop.controller, *loop.hooks) if getattr(p, "telemetry_fields", ())]
+        self.extra_names, parts, start = [], [], 0
+        for p in providers:
+            names, values = list(p.telemetry_fields), p.telemetry_values
+            if not isinstance(values, np.ndarray) or values.shape != (len(names),):
+                raise ValueError(f"{type(p).__name__}: telemetry_values must be an array matching its "
+                                 f"{len(names)} telemetry_fields")
+            self.extra_names += names
+            parts.append((slice(start, start + len(names)), values))
+            start += len(names)
+        if len(parts) == 1:
+            self._extra, self._extra_parts = parts[0][1], ()
+        else:
+            self._extra = np.zeros(start)
+            self._extra_parts = tuple((self._extra[s], values) for s, values in parts)
 
     def metadata(self) -> dict:
         loop = self.loop
@@ -184,7 +200,7 @@ class Telemetry:
         fields = {name: {"shape": [], "unit": SCALAR_UNITS[name]} for name in SCALAR_FIELDS}
         fields.update({name: {"shape": [len(self.joints)], "unit": joint_units[name]} for name in JOINT_FIELDS})
         if self.extra_names:
-            fields["extra"] = {"shape": [len(self.extra_names)], "unit": "controller-specific"}
+            fields["extra"] = {"shape": [len(self.extra_names)], "unit": "per name (controller, hooks)"}
         return envelope(robot=loop.model.name, joints=self.joints, rate_hz=loop.rate_hz, period=loop.period,
                         batch_period=self.batch_period, fields=fields, extra=self.extra_names,
                         controller=getattr(loop.controller, "name", type(loop.controller).__name__),
@@ -246,6 +262,8 @@ class Telemetry:
         st = loop.state
         sc[8] = st.fresh
         ctl = loop.controller
+        for dst, src in self._extra_parts:
+            np.copyto(dst, src)
         _handoff(self._ring, self._counter, sc, st.q, st.v, self._index, loop.q_d, loop.qd_d,
                  loop.command.effort, st.effort, ctl.kp, ctl.kd, self._extra)
 
