@@ -16,13 +16,17 @@
    falls on every case alike): no telemetry; PUB + 1 subscriber; PlotJuggler JSON
    + 1 reader; Foxglove server + 1 websocket client subscribed to everything;
    the browser dashboard process + 1 browser-like websocket client; the MCAP
-   recorder process; all of them together (with the GIL switch interval the
-   publisher sets, and with CPython's default 5 ms). Reported per case: overruns
-   in each round, compute p99 and wake-up latency p99/max (us, worst round).
-   The load average before and after is printed: other processes on the
-   machine count.
+   recorder process; all of them together. Each case with the publisher process
+   (what run configs use), and "all" also with the publisher thread (with the GIL
+   switch interval it sets, and with CPython's default 5 ms). Reported per case:
+   overruns in each round, compute p99 and wake-up latency p99/max (us, worst
+   round). The load average before and after is printed: other processes on the
+   machine count. ``--realtime-priority N`` runs the loop thread under SCHED_FIFO
+   priority N (``[loop] realtime_priority``, as on a control PC; needs the
+   privilege), every case alike.
 
 Usage: python benchmarks/telemetry.py [--seconds 3] [--burst 2] [--rounds 2] [--only-sinks]
+                                      [--realtime-priority N]
 """
 from __future__ import annotations
 
@@ -49,6 +53,8 @@ ARM = {
     "trajectory": {"type": "sinusoid", "center": [0.0] * 7, "amplitude": [0.3] * 7, "frequency": [0.5] * 7},
     "loop": {"rate_hz": 1000.0, "pace": False},
 }
+
+REALTIME = ""
 
 SUBSCRIBER = r"""
 import sys, time, zmq
@@ -213,7 +219,8 @@ res = record(sys.argv[1], sys.argv[2], progress=False, idle_timeout=3.0)
 print(res["samples"], res["lost"], flush=True)
 """
 
-SINK_CASES = ("off", "pub", "plotjuggler", "foxglove", "dashboard", "record", "all", "all, 5 ms switch")
+SINK_CASES = ("off", "pub", "plotjuggler", "foxglove", "dashboard", "record", "all", "all, thread",
+              "all, thread, 5 ms")
 
 
 def spawn_script(script, *argv):
@@ -240,7 +247,8 @@ def sink_case(case: str, seconds: float, tmp: str):
         fox = every or case == "foxglove"
         tel = Telemetry(endpoint="tcp://127.0.0.1:0", plotjuggler_endpoint="tcp://127.0.0.1:0" if pj else None,
                         sinks=[FoxgloveSink(port=0)] if fox else [],
-                        switch_interval=None if "5 ms" in case else SWITCH_INTERVAL).attach(loop).start()
+                        switch_interval=None if "5 ms" in case else SWITCH_INTERVAL,
+                        process="thread" not in case).attach(loop).start()
         if every or case == "pub":
             procs.append(spawn(tel.endpoint, "reader"))
         if pj:
@@ -272,7 +280,8 @@ def sinks_table(seconds: float, rounds: int):
             for case in order:
                 results[case].append(sink_case(case, seconds, tmp))
     print(f"   load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print("   publisher CPU: ms of publisher-thread CPU (GIL held) per s of loop; longest flush: wall ms")
+    print(f"   loop thread: {REALTIME or 'normal scheduling'}; publisher: a process, except the 'thread' cases")
+    print("   publisher CPU: ms of publisher-thread CPU per s of loop; longest flush: wall ms")
     print(f"   {'case':<18}{'overruns per round':>22}{'compute p99':>13}{'latency p99':>13}{'latency max':>13}"
           f"{'publisher CPU':>15}{'longest flush':>15}  readers got (of {int(seconds * 1000)})")
     for case, runs in results.items():
@@ -293,7 +302,12 @@ def main():
     ap.add_argument("--burst", type=float, default=2.0)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--only-sinks", action="store_true", help="run section 4 only")
+    ap.add_argument("--realtime-priority", type=int, default=0, help="SCHED_FIFO priority of the loop thread")
     args = ap.parse_args()
+    global REALTIME
+    if args.realtime_priority:
+        ARM["loop"]["realtime_priority"] = args.realtime_priority
+        REALTIME = f"SCHED_FIFO priority {args.realtime_priority}"
     print(f"rtctl telemetry benchmark -- {platform.processor() or platform.machine()}, "
           f"Python {platform.python_version()}, pyzmq {zmq.__version__} (libzmq {zmq.zmq_version()})\n")
     if args.only_sinks:

@@ -78,7 +78,8 @@ CORE_SCHEMA: dict[str, dict[str, Key]] = {
         "foxglove_backlog": Key("int", 1024, low=1, high=1_000_000),  # messages per client, oldest dropped
         "foxglove_allowed_origins": Key("strs", ["https://app.foxglove.dev", "file://"]),  # browser origins
         "foxglove_max_clients": Key("int", 8, low=1, high=1000),
-        "switch_interval": Key("float", 0.0002, low=0.0, high=0.1),   # s, while telemetry runs; 0: leave it
+        "switch_interval": Key("float", 0.0002, low=0.0, high=0.1),   # s, thread publisher only; 0: leave it
+        "publisher": Key("str", "process", choices=("process", "thread")),  # where samples are encoded and sent
     },
     "control": {  # rtctl.telemetry.control: REQ/REP run-time commands, validated, applied at cycle boundaries
         "enabled": Key("bool", False),

@@ -36,13 +36,31 @@ up to CPython's 5 ms switch interval, five 1 kHz periods. So the publisher
 
 What remains is the operating system's: if the publisher is preempted while it
 holds the GIL (a loaded machine), the loop waits for it to be scheduled again.
+
+The publisher process (``process=True``; what ``rtctl run`` uses, ``[telemetry]
+publisher = "process"``). The ring and its counter then live in a shared memory
+mapping, and the publisher thread above runs in a child process
+(:mod:`rtctl.telemetry.relay`) that maps the same ring: the loop's process keeps
+no encoding, no sockets of the stream and no GIL holder but one thread that wakes
+every ``batch_period`` to forward control-channel and safety events and, every
+``meta_period``, the metadata (a few microseconds of Python each time). The loop
+thread's cost is the same compiled copy; its wake-ups never wait for an encoder.
+The child exits when the parent closes it or dies (end of file on its socket);
+its counters (samples published, dropped, sink errors, each sink's public
+numbers) come back on :meth:`Telemetry.close`.
 """
 from __future__ import annotations
 
 import collections
+import mmap
+import os
+import socket
+import subprocess
 import sys
+import tempfile
 import threading
 import time
+from multiprocessing.connection import Connection
 
 import numpy as np
 import zmq
@@ -56,6 +74,8 @@ CHUNK_ROWS = 50          # rows encoded between two GIL releases of the publishe
 MAX_BATCH_ROWS = CHUNK_ROWS  # the most samples in one rtctl/samples message
 CHUNK_PAUSE = 50e-6      # s slept between chunks (the GIL is free meanwhile)
 SWITCH_INTERVAL = 2e-4   # s: sys.setswitchinterval while a Telemetry runs (None: leave it)
+RELAY_START_TIMEOUT = 30.0  # s for the publisher process to import, map the ring and bind
+HEADER_WORDS = 8         # int64 words before the ring rows in the shared mapping; word 0 counts hand-offs
 
 
 @njit("void(float64[:, ::1], int64[::1], float64[::1], float64[::1], float64[::1], int64[:, ::1], float64[::1], "
@@ -102,12 +122,15 @@ class Telemetry:
     ``sinks``: extra sinks run by the publisher thread (``open(telemetry)``, ``write(rows, first)``,
     ``meta(dict)``, ``event(dict)``, ``close()``), e.g. :class:`~rtctl.telemetry.foxglove.FoxgloveSink`.
     ``switch_interval``: the interpreter switch interval (s) while running, None to leave it alone.
+    ``process``: publish from a child process that maps the ring (see the module docstring) instead of a
+    thread of this one; ``switch_interval`` is then left alone (no encoder shares this process's GIL).
     """
 
     def __init__(self, *, endpoint: str = "tcp://127.0.0.1:5555", plotjuggler_endpoint: str | None = None,
                  capacity: int = 4096, batch_period: float = 0.01, meta_period: float = 1.0,
                  sndhwm: int = 1000, sndbuf: int = 0, allow_remote: bool = False, plotjuggler_decimation: int = 1,
-                 context: zmq.Context | None = None, sinks=(), switch_interval: float | None = SWITCH_INTERVAL):
+                 context: zmq.Context | None = None, sinks=(), switch_interval: float | None = SWITCH_INTERVAL,
+                 process: bool = False):
         if int(capacity) != capacity or capacity < 2:
             raise ValueError(f"telemetry capacity must be an integer >= 2, got {capacity!r}")
         if not (0 < batch_period <= 1.0):
@@ -118,6 +141,7 @@ class Telemetry:
             raise ValueError(f"plotjuggler_decimation must be an integer >= 1, got {plotjuggler_decimation!r}")
         if switch_interval is not None and not (1e-5 <= switch_interval <= 0.1):
             raise ValueError(f"switch_interval must be in [1e-5, 0.1] s or None, got {switch_interval!r}")
+        self.process = bool(process)
         self._bind = check_endpoint(endpoint, allow_remote, "telemetry endpoint")
         self._pj_bind = None if plotjuggler_endpoint is None else \
             check_endpoint(plotjuggler_endpoint, allow_remote, "plotjuggler endpoint")
@@ -152,6 +176,9 @@ class Telemetry:
         self.sink_errors: list[str] = []
         self.flush_cpu = 0.0       # s of publisher-thread CPU spent taking, encoding and sending samples
         self.flush_max = 0.0       # s, wall time of the longest single flush
+        self._shared: mmap.mmap | None = None   # process mode: the mapping holding the counter and the ring
+        self._relay: subprocess.Popen | None = None
+        self._relay_conn: Connection | None = None
 
     # -- set-up --------------------------------------------------------------------------
     def attach(self, loop) -> "Telemetry":
@@ -165,7 +192,10 @@ class Telemetry:
         self._index = np.ascontiguousarray(index, dtype=np.int64)
         self._attach_extras(loop)
         self.layout = Layout(ctl.n, len(self.extra_names))
-        self._ring = np.zeros((self.capacity, self.layout.width))
+        if self.process:
+            self._counter, self._ring = self._map_ring()
+        else:
+            self._ring = np.zeros((self.capacity, self.layout.width))
         self._kp_ref, self._kd_ref = ctl.kp, ctl.kd
         loop.telemetry = self
         return self
@@ -207,13 +237,44 @@ class Telemetry:
                         trajectory=type(loop.trajectory).__name__, started=self._started,
                         capacity=self.capacity)
 
+    def _map_ring(self):
+        """A shared mapping for the counter and the ring, backed by a file in a new private directory (in
+        ``/dev/shm`` where there is one) that :meth:`_start_relay` removes once the child has mapped it."""
+        size = 8 * (HEADER_WORDS + self.capacity * self.layout.width)
+        base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+        self._ring_dir = tempfile.mkdtemp(prefix="rtctl-telemetry-", dir=base)  # mode 0700
+        self._ring_path = os.path.join(self._ring_dir, "ring")
+        fd = os.open(self._ring_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.ftruncate(fd, size)
+            self._shared = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        return ring_views(self._shared, self.capacity, self.layout.width)
+
+    def _remove_ring_file(self) -> None:
+        path, self._ring_path = getattr(self, "_ring_path", None), None
+        if path:
+            for remove, target in ((os.unlink, path), (os.rmdir, self._ring_dir)):
+                try:
+                    remove(target)
+                except OSError:
+                    pass
+
     def start(self) -> "Telemetry":
-        """Bind the sockets and start the publisher thread (raises if a bind fails)."""
+        """Bind the sockets and start the publisher thread or process (raises if a bind fails)."""
         if self.loop is None:
             raise RuntimeError("Telemetry.start: attach(loop) first")
         if self._thread is not None:
             return self
         self._started = time.time()
+        if self.process:
+            self._start_relay()
+        else:
+            self._start_thread()
+        return self
+
+    def _start_thread(self) -> None:
         self._thread = threading.Thread(target=self._run, name="rtctl-telemetry", daemon=True)
         self._thread.start()
         self._ready.wait(10.0)
@@ -224,11 +285,101 @@ class Telemetry:
         if self.switch_interval is not None and sys.getswitchinterval() > self.switch_interval:
             self._saved_interval = sys.getswitchinterval()
             sys.setswitchinterval(self.switch_interval)
-        return self
+
+    def _start_relay(self) -> None:
+        """Start the publisher process, hand it the ring and the settings, and wait until it has bound."""
+        mine, theirs = socket.socketpair()
+        try:
+            self._relay = subprocess.Popen([sys.executable, "-m", "rtctl.telemetry.relay", str(theirs.fileno())],
+                                           pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, close_fds=True)
+        finally:
+            theirs.close()
+        self._relay_conn = Connection(mine.detach())
+        settings = dict(endpoint=self._bind, plotjuggler_endpoint=self._pj_bind, capacity=self.capacity,
+                        batch_period=self.batch_period, meta_period=self.meta_period, sndhwm=self.sndhwm,
+                        sndbuf=self.sndbuf, allow_remote=True, plotjuggler_decimation=self.pj_decimation,
+                        sinks=self.sinks)
+        self._relay_conn.send(dict(settings=settings, ring=self._ring_path, n=self.layout.n,
+                                   extra_names=self.extra_names, joints=self.joints, meta=self.metadata()))
+        reply = None
+        if self._relay_conn.poll(RELAY_START_TIMEOUT):
+            try:
+                reply = self._relay_conn.recv()
+            except (EOFError, OSError):
+                reply = None
+        self._remove_ring_file()
+        if not reply or "error" in reply:
+            self._stop_relay(kill=True)
+            why = reply["error"] if reply else "the publisher process did not start"
+            raise RuntimeError(f"telemetry: cannot bind: {why}")
+        self.endpoint, self.plotjuggler_endpoint = reply["endpoint"], reply["plotjuggler_endpoint"]
+        self._update_sinks(reply["sinks"])
+        self._thread = threading.Thread(target=self._forward, name="rtctl-telemetry-events", daemon=True)
+        self._thread.start()
+
+    def _forward(self) -> None:
+        """Process mode, in this process: pass events and, every ``meta_period``, the metadata to the child."""
+        meta_due = time.monotonic() + self.meta_period
+        try:
+            while not self._stop.wait(self.batch_period):
+                self._collect_safety_events()
+                while self._events:
+                    self._relay_conn.send(("event", self._events.popleft()))
+                if time.monotonic() >= meta_due:
+                    self._relay_conn.send(("meta", self.metadata()))
+                    meta_due = time.monotonic() + self.meta_period
+        except (OSError, EOFError) as exc:
+            self.sink_errors.append(f"publisher process: {type(exc).__name__}: {exc}")
+
+    def _update_sinks(self, numbers) -> None:
+        for sink, public in zip(self.sinks, numbers):
+            for name, value in public.items():
+                setattr(sink, name, value)
+
+    def _close_relay(self, flush: bool) -> None:
+        self._stop.set()
+        self._thread.join(10.0)
+        self._thread = None
+        self._collect_safety_events()
+        reply = None
+        try:
+            while self._events:
+                self._relay_conn.send(("event", self._events.popleft()))
+            self._relay_conn.send(("close", flush))
+            if self._relay_conn.poll(15.0):
+                reply = self._relay_conn.recv()
+        except (OSError, EOFError):
+            pass
+        if reply:
+            for name in ("published", "batches", "dropped", "events_sent", "flush_cpu", "flush_max"):
+                setattr(self, name, reply[name])
+            self.sink_errors += reply["sink_errors"]
+            self._update_sinks(reply["sinks"])
+            self._read = reply["read"]
+        else:
+            self.sink_errors.append("publisher process: no reply to close")
+        self._stop_relay(kill=reply is None)
+
+    def _stop_relay(self, kill: bool) -> None:
+        if self._relay_conn is not None:
+            self._relay_conn.close()
+            self._relay_conn = None
+        if self._relay is not None:
+            if kill:
+                self._relay.kill()
+            try:
+                self._relay.wait(10.0)
+            except subprocess.TimeoutExpired:
+                self._relay.kill()
+                self._relay.wait()
+            self._relay = None
 
     def close(self, flush: bool = True) -> None:
-        """Publish what is left (``flush``), stop the thread and close the sockets."""
+        """Publish what is left (``flush``), stop the thread (or process) and close the sockets."""
         if self._thread is None:
+            return
+        if self.process:
+            self._close_relay(flush)
             return
         self._flush_on_close = flush
         self._stop.set()
@@ -402,7 +553,8 @@ class Telemetry:
         for text in self._pj_json.encode(picked):
             pj.send(text, flags=zmq.NOBLOCK)
 
-    def _publish_events(self, pub) -> None:
+    def _collect_safety_events(self) -> None:
+        """Queue the loop's safety events not queued yet (none without a loop: the publisher process)."""
         safety = getattr(self.loop, "safety", None)
         if safety is not None and safety.events:
             events = list(safety.events)
@@ -416,6 +568,9 @@ class Telemetry:
                 self._events.append(("safety", f"{kind}: {detail}", int(cycle),
                                      float(cycle) * self.loop.period, time.time(), None))
             self._safety_last = events[-1]
+
+    def _publish_events(self, pub) -> None:
+        self._collect_safety_events()
         while self._events:
             kind, detail, cycle, t, stamp, request = self._events.popleft()
             msg = envelope(seq=self._event_seq, kind=kind, detail=detail, cycle=cycle, t=t, stamp=stamp)
@@ -428,3 +583,17 @@ class Telemetry:
                 self._to_sinks("event", msg)
 
 
+
+
+def ring_views(shared, capacity: int, width: int):
+    """The counter (``int64[1]``) and the ring (``float64[capacity, width]``) in a shared mapping."""
+    counter = np.frombuffer(shared, dtype=np.int64, count=1)
+    ring = np.frombuffer(shared, dtype=np.float64, count=capacity * width, offset=8 * HEADER_WORDS)
+    return counter, ring.reshape(capacity, width)
+
+
+def public_numbers(sink) -> dict:
+    """A sink's public scalar attributes (its counters, bound url and port): what crosses back from the
+    publisher process to the sink object the caller holds."""
+    return {k: v for k, v in vars(sink).items()
+            if not k.startswith("_") and isinstance(v, (bool, int, float, str))}

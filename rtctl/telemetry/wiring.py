@@ -33,7 +33,8 @@ def wire(loop, tel: dict, ctl: dict):
                                   plotjuggler_decimation=tel["plotjuggler_decimation"],
                                   batch_period=tel["batch_period"], meta_period=tel["meta_period"],
                                   sndhwm=tel["sndhwm"], allow_remote=tel["allow_remote"], sinks=sinks,
-                                  switch_interval=switch if switch else None)
+                                  switch_interval=switch if switch else None,
+                                  process=tel.get("publisher", "process") == "process")
             telemetry.attach(loop).start()
         if ctl.get("enabled"):
             token, token_source = server_token(ctl["token_file"] or None)

@@ -1,0 +1,168 @@
+"""The publisher process (``[telemetry] publisher = "process"``, the default of run configs).
+
+* Every sample, event and metadata message reaches a subscriber exactly as in the thread mode, and the
+  counters (published, dropped, each sink's numbers) come back on close.
+* The shared ring's file is removed as soon as the publisher process has mapped it: nothing is left in
+  the file system, even when both processes are killed.
+* A publisher process whose loop process dies exits by itself; a publisher process that dies leaves the
+  loop running, the loss reported, and the e-stop answering on the control channel.
+* A bind that fails in the publisher process is one clear error in the loop's process.
+"""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import msgpack
+import pytest
+import zmq
+
+from rtctl.telemetry import Telemetry
+from rtctl.telemetry.foxglove import FoxgloveSink
+from rtctl.telemetry.schema import TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES
+from rtctl.telemetry.tools import rows_of
+from telemetry_helpers import Spy, assert_rows_equal, drain, make_loop, subscriber, wait_meta
+
+TEL = {"enabled": True, "endpoint": "tcp://127.0.0.1:0", "meta_period": 0.05, "publisher": "process"}
+
+
+def _gone(pid: int) -> bool:
+    """The process has exited (a zombie waiting for its reaper counts as exited)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def _wait_gone(pid: int, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if _gone(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_the_process_publisher_delivers_every_sample_event_and_the_sinks_numbers():
+    loop = make_loop(telemetry=TEL)
+    tel = loop.telemetry
+    assert tel.process and tel._relay.poll() is None
+    fox = FoxgloveSink(port=0)
+    assert fox.url == ""
+    try:
+        sub = subscriber(tel.endpoint)
+        meta = wait_meta(sub)
+        assert meta["joints"] == list(loop.controller.joint_names)
+        spy = Spy(tel)
+        loop.telemetry = spy
+        loop.run(cycles=700)
+        tel.event("operator", "a note from the control channel", cycle=5)
+        loop.safety.estop("test trip")
+        tel.close()
+        msgs = drain(sub)
+    finally:
+        tel.close()
+    rows = [r for topic, m in msgs if topic == TOPIC_SAMPLES for r in rows_of(m)]
+    assert [r["index"] for r in rows] == list(range(700))
+    assert_rows_equal(spy.rows, rows)
+    assert tel.handed == 700 and tel.published == 700 and tel.dropped == 0 and tel.batches >= 14
+    events = [m for topic, m in msgs if topic == TOPIC_EVENT]
+    assert any(e["kind"] == "operator" and e["cycle"] == 5 for e in events)
+    assert any(e["kind"] == "safety" and "e-stop: test trip" in e["detail"] for e in events)
+    assert tel.events_sent == len(events) and sum(topic == TOPIC_META for topic, _ in msgs) >= 1
+
+
+def test_a_sink_in_the_publisher_process_reports_its_bound_url_and_counters_back():
+    loop = make_loop()
+    sink = FoxgloveSink(port=0)
+    tel = Telemetry(endpoint="tcp://127.0.0.1:0", plotjuggler_endpoint="tcp://127.0.0.1:0", sinks=[sink],
+                    process=True).attach(loop).start()
+    try:
+        assert sink.url.startswith("ws://127.0.0.1:") and sink.port > 0
+        assert tel.plotjuggler_endpoint.startswith("tcp://127.0.0.1:")
+        pj = subscriber(tel.plotjuggler_endpoint)
+        time.sleep(0.3)
+        loop.run(cycles=300)
+        time.sleep(0.3)
+        texts = []
+        while pj.poll(200):
+            texts.append(pj.recv())
+    finally:
+        tel.close()
+    assert len(texts) == 300 and b'"q/joint1"' in texts[0]
+    assert tel.published == 300 and sink.sent == 0 and sink.url  # no Foxglove client: nothing sent to one
+
+
+def test_the_ring_file_is_removed_once_the_publisher_process_has_mapped_it():
+    loop = make_loop()
+    tel = Telemetry(endpoint="tcp://127.0.0.1:0", process=True).attach(loop)
+    ring_dir = tel._ring_dir
+    assert os.path.isdir(ring_dir) and oct(os.stat(ring_dir).st_mode & 0o777) == "0o700"
+    tel.start()
+    try:
+        assert not os.path.exists(ring_dir)
+        loop.run(cycles=50)
+    finally:
+        tel.close()
+    assert tel.published == 50
+
+
+_LOOP_PROCESS = textwrap.dedent("""
+    import os, signal, sys, time
+    sys.path.insert(0, {tests!r})
+    from telemetry_helpers import make_loop
+    loop = make_loop(telemetry={{"enabled": True, "endpoint": "tcp://127.0.0.1:0", "publisher": "process"}})
+    print(loop.telemetry._relay.pid, flush=True)
+    loop.run(cycles=200)
+    os.kill(os.getpid(), signal.SIGKILL)
+""")
+
+
+def test_the_publisher_process_exits_when_the_loop_process_is_killed():
+    script = _LOOP_PROCESS.format(tests=os.path.dirname(__file__))
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert p.returncode == -signal.SIGKILL, p.stderr
+    relay = int(p.stdout.split()[0])
+    assert _wait_gone(relay, 10.0), "the publisher process outlived its loop process"
+
+
+def test_a_dead_publisher_process_leaves_the_loop_running_and_the_estop_answering():
+    loop = make_loop(telemetry=TEL, control={"enabled": True, "endpoint": "tcp://127.0.0.1:0"},
+                     loop={"pace": True})
+    tel, control = loop.telemetry, loop.control
+    try:
+        loop.run(cycles=100)
+        tel._relay.kill()
+        assert _wait_gone(tel._relay.pid, 10.0)
+        loop.run(cycles=200)
+        assert loop.cycle == 300 and not loop.safety.tripped
+        req = zmq.Context.instance().socket(zmq.REQ)
+        req.setsockopt(zmq.LINGER, 0)
+        req.connect(control.endpoint)
+        req.send(msgpack.packb({"cmd": "estop", "reason": "after the publisher died"}))
+        assert req.poll(2000)
+        reply = msgpack.unpackb(req.recv(), raw=False)
+        req.close()
+        assert reply["ok"] and loop.safety.tripped and loop.safety.operator_stop
+    finally:
+        control.close()
+        tel.close()
+    assert any("publisher process" in e for e in tel.sink_errors), tel.sink_errors
+
+
+def test_a_bind_that_fails_in_the_publisher_process_is_one_clear_error():
+    ctx = zmq.Context.instance()
+    taken = ctx.socket(zmq.PUB)
+    taken.setsockopt(zmq.LINGER, 0)
+    port = taken.bind_to_random_port("tcp://127.0.0.1")
+    loop = make_loop()
+    tel = Telemetry(endpoint=f"tcp://127.0.0.1:{port}", process=True).attach(loop)
+    try:
+        with pytest.raises(RuntimeError, match=r"telemetry: cannot bind: .*(in use|Address)"):
+            tel.start()
+        assert tel._relay is None and not os.path.exists(tel._ring_dir)
+    finally:
+        taken.close()
