@@ -425,6 +425,11 @@ def build(cfg: dict):
 
         with _Section(context, "[collision]"):
             CollisionMonitor.from_config(cfg["collision"], control_loop, context.dynamics)
+    for section, part in (("plant", context.plant), ("controller", controller), ("trajectory", trajectory)):
+        add_hooks = getattr(part, "add_loop_hooks", None)  # e.g. a monitor configured in a section it owns
+        if add_hooks is not None:
+            with _Section(context, f"[{section}] '{cfg[section][COMPONENTS[section][1]]}':"):
+                add_hooks(control_loop)
     _wire_operator_surfaces(control_loop, cfg, context)
     return control_loop
 

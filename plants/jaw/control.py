@@ -28,6 +28,7 @@ import numpy as np
 from rtctl.dynamics import Dynamics
 from rtctl.plants.jaw import kernels as _jk
 from rtctl.plants.jaw import steps as _steps
+from rtctl.plants.jaw.bite import BiteMonitor
 from rtctl.plants.jaw.model import JawRehabRobot, PatientImpedance
 from rtctl.plants.stewart.model import FK_ERRORS
 
@@ -43,7 +44,19 @@ class _JawController(Controller):
     """Shared machinery: packed model and state, the compiled step, status -> ValueError."""
 
     requires_model = "jaw"  # actuator-space model of rtctl.mechanisms (the robot's six legs)
+    sections = {"bite": BiteMonitor.Options}  # the bite-force limit and patient identification
     _step = None
+    _bite: dict = {}
+
+    @classmethod
+    def from_config(cls, options: dict, context) -> "_JawController":
+        controller = super().from_config(options, context)
+        controller._bite = dict(context.sections.get("bite", {}))
+        return controller
+
+    def add_loop_hooks(self, loop) -> None:
+        """The ``[bite]`` monitor on this controller's model, when enabled (called once the loop is built)."""
+        BiteMonitor.from_config(self._bite, loop, self.mechanism)
 
     def __init__(self, dyn: Dynamics, kp, kd=None, mechanism: JawRehabRobot | None = None,
                  include_impedance: bool = True, impedance: PatientImpedance | None = None,

@@ -20,6 +20,10 @@ For plotting: :attr:`x`, :attr:`xd` (pose and rate), :attr:`patient_force`
 (Euler-space generalized force of the patient), :meth:`patient_wrench`
 ([force; moment] in {B}), :attr:`jaw_leg_lengths`, :attr:`incisal`
 (incisal displacement from occlusion, m), :attr:`bolus_force` (N).
+
+:meth:`set_external_wrench` pushes the moving platform with a known wrench (at its centre or the
+incisal point): at the start of each step it becomes the robot leg forces ``J_C(x)^-T F`` that
+exert it, held over the step like the effort.
 """
 from __future__ import annotations
 
@@ -31,6 +35,8 @@ import numpy as np
 from rtctl.plants.jaw import kernels as _jk
 from rtctl.plants.jaw import steps as _steps
 from rtctl.plants.jaw.model import STATUS_REASONS, JawRehabRobot, PatientImpedance
+from rtctl.plants.stewart import kernels as _sk
+from rtctl.plants.stewart.solvers import solve6
 from rtctl.model import Model
 from rtctl.options import ConfigError, setting
 
@@ -112,7 +118,45 @@ class JawPlant(Plant):
         self.patient_force = self._S[_jk.S_FP]
         self.incisal = self._S[_jk.S_INC, :3]
         self._W, self._V = np.zeros((_jk.NW, 6, 6)), np.zeros((_jk.NV, 6))
+        self.frames = {"platform": np.zeros(3), "incisal": np.array(m.incisal_offset, dtype=float)}
+        self._wrench = np.zeros(6)          # [force; moment about the platform centre] in {B}
+        self._wrench_on = False
+        self._push, self._tau_wrench = np.zeros(6), np.zeros(6)
+        self._R, self._JC, self._LU, self._a, self._l = (np.zeros((3, 3)), np.zeros((6, 6)), np.zeros((6, 6)),
+                                                        np.zeros(3), np.zeros(3))
         self.reset_pose(m.rest_pose)
+
+    def set_external_wrench(self, frame: str | None = "incisal", wrench=None) -> None:
+        """Apply ``wrench`` = [n; f] (N m, N; base axes, moment about ``frame``: ``"platform"`` (the centre
+        of the moving platform) or ``"incisal"`` (the incisal point)) from the next :meth:`step` on.
+        ``frame=None``: remove it. Between steps only (allocates)."""
+        if frame is None:
+            self._wrench[:] = 0.0
+            self._wrench_on = False
+            return
+        if frame not in self.frames:
+            raise ValueError(f"frame '{frame}' does not exist on the jaw platform; frames: {sorted(self.frames)}")
+        w = np.asarray(wrench, dtype=float)
+        if w.shape != (6,) or not np.all(np.isfinite(w)):
+            raise ValueError(f"wrench must be 6 finite values [n; f], got {wrench!r}")
+        arm = self.mechanism.robot.rotation(self.x) @ self.frames[frame]
+        self._wrench[:3] = w[3:]
+        self._wrench[3:] = w[:3] + np.cross(arm, w[3:])
+        self._wrench_on = True
+
+    def external_wrench(self) -> np.ndarray:
+        """The applied wrench [n; f] about the platform centre, base axes (a copy; zero when none)."""
+        return np.concatenate([self._wrench[3:], self._wrench[:3]])
+
+    def _with_wrench(self, effort):
+        """``effort`` plus the robot leg forces exerting the wrench at the current pose (J_C^T tau = F)."""
+        pts = self.mechanism.pts2[_jk.ROBOT]
+        _sk.rotation(self.x, self._R)
+        _sk.jc_matrix(pts, self.x, self._R, self._JC, self._a, self._l)
+        if solve6(self._JC, self._wrench, self._tau_wrench, self._LU, True) != _sk.OK:
+            raise ValueError("J_C is singular at this pose: the external wrench cannot be applied")
+        np.add(effort, self._tau_wrench, out=self._push)
+        return self._push
 
     @property
     def bolus_force(self) -> float:
@@ -147,6 +191,8 @@ class JawPlant(Plant):
         """Advance by ``dt`` s with leg forces ``effort`` (6, N) held; ValueError (state unchanged) on bad
         input, a singular inertia or divergence."""
         dt = time_step(dt)
+        if self._wrench_on:
+            effort = self._with_wrench(np.asarray(effort, dtype=float))
         pts2 = self.mechanism.pts2
         try:
             st = _steps.plant_step(pts2, self.P, self._S, effort, dt, self._substeps, self._W, self._V)

@@ -31,6 +31,7 @@ from rtctl.dynamics import Dynamics
 from rtctl.plants.stewart import kernels as _k
 from rtctl.plants.stewart import steps as _steps
 from rtctl.plants.stewart.model import FK_ERRORS, StewartPlatform, paper_trajectory
+from rtctl.plants.stewart.observer import ObserverOptions, add_stewart_observer
 
 from rtctl.options import setting
 from rtctl.registry import CONTROLLERS, TRAJECTORIES
@@ -50,6 +51,18 @@ class StewartComputedTorque(Controller):
     name = "stewart_computed_torque"
     default_kp = 400.0
     requires_model = "stewart"  # actuator-space model of rtctl.mechanisms (six legs), not a generic robot
+    sections = {"observer": ObserverOptions}  # the platform's external-wrench observer
+    _observer: dict = {}
+
+    @classmethod
+    def from_config(cls, options: dict, context) -> "StewartComputedTorque":
+        controller = super().from_config(options, context)
+        controller._observer = dict(context.sections.get("observer", {}))
+        return controller
+
+    def add_loop_hooks(self, loop) -> None:
+        """The ``[observer]`` hook on this controller's model, when enabled (called once the loop is built)."""
+        add_stewart_observer(self._observer, loop, self.mechanism)
 
     def __init__(self, dyn: Dynamics, kp=400.0, kd=None, mechanism: StewartPlatform | None = None,
                  fk_tol: float = 1e-11, fk_max_iter: int = 20):

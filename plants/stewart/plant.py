@@ -16,6 +16,10 @@ RK4 in one compiled, allocation-free call per step
 ``v`` from the new pose after every step -- so the ``sim`` driver works
 unchanged. ``reset(q)`` takes leg lengths (forward kinematics from the home
 pose); :meth:`reset_pose` takes a pose.
+
+:meth:`set_external_wrench` pushes the moving platform with a known wrench (a contact, a
+test load): at the start of each step it becomes the leg forces ``J_C(x)^-T F`` that exert
+it (eq. 84), held over the step like the effort.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ import numpy as np
 from rtctl.plants.integrate import WORK_ROWS
 from rtctl.plants.stewart import kernels as _k
 from rtctl.plants.stewart import steps as _steps
+from rtctl.plants.stewart.solvers import solve6
 from rtctl.plants.stewart.model import StewartPlatform
 from rtctl.model import Model
 
@@ -79,7 +84,46 @@ class StewartPlant(Plant):
         self._rk = np.zeros((WORK_ROWS, 6))
         self._wk = np.zeros((_k.NWK, 6, 6))
         self._wv = np.zeros((_k.NWV, 6))
+        self._wrench = np.zeros(6)          # [force; moment about the platform centre] in {B}
+        self._wrench_on = False
+        self._push = np.zeros(6)            # effort + the leg forces of the wrench
+        self._R, self._JC, self._LU = np.zeros((3, 3)), np.zeros((6, 6)), np.zeros((6, 6))
+        self._a, self._l, self._tau_wrench = np.zeros(3), np.zeros(3), np.zeros(6)
         self.reset_pose(self.mechanism.home)
+
+    frames = {"platform": np.zeros(3)}
+
+    def set_external_wrench(self, frame: str | None = "platform", wrench=None) -> None:
+        """Apply ``wrench`` = [n; f] (N m, N; base axes, moment about ``frame``, a point of the moving
+        platform: ``"platform"``, its centre) from the next :meth:`step` on. ``frame=None``: remove it.
+        Between steps only (allocates)."""
+        if frame is None:
+            self._wrench[:] = 0.0
+            self._wrench_on = False
+            return
+        points = self.frames
+        if frame not in points:
+            raise ValueError(f"frame '{frame}' does not exist on the platform; frames: {sorted(points)}")
+        w = np.asarray(wrench, dtype=float)
+        if w.shape != (6,) or not np.all(np.isfinite(w)):
+            raise ValueError(f"wrench must be 6 finite values [n; f], got {wrench!r}")
+        arm = self.mechanism.rotation(self.x) @ points[frame]
+        self._wrench[:3] = w[3:]
+        self._wrench[3:] = w[:3] + np.cross(arm, w[3:])
+        self._wrench_on = True
+
+    def external_wrench(self) -> np.ndarray:
+        """The applied wrench [n; f] about the platform centre, base axes (a copy; zero when none)."""
+        return np.concatenate([self._wrench[3:], self._wrench[:3]])
+
+    def _with_wrench(self, effort):
+        """``effort`` plus the leg forces exerting the wrench at the current pose (J_C^T tau = F, eq. 84)."""
+        _k.rotation(self.x, self._R)
+        _k.jc_matrix(self.mechanism.pts, self.x, self._R, self._JC, self._a, self._l)
+        if solve6(self._JC, self._wrench, self._tau_wrench, self._LU, True) != _k.OK:
+            raise ValueError("J_C is singular at this pose: the external wrench cannot be applied")
+        np.add(effort, self._tau_wrench, out=self._push)
+        return self._push
 
     def reset_pose(self, x, xd=None) -> None:
         """Set the platform pose and rate (time to zero); q, v follow."""
@@ -101,6 +145,8 @@ class StewartPlant(Plant):
         """Advance by ``dt`` s with leg forces ``effort`` (6, N) held; ValueError (state unchanged) on bad
         input, a singular inertia or divergence."""
         dt = time_step(dt)
+        if self._wrench_on:
+            effort = self._with_wrench(np.asarray(effort, dtype=float))
         try:
             st = _steps.plant_step(self.mechanism.pts, self.mechanism.par, self.x, self.xd, effort, dt,
                                self._substeps, self._visc, self._coul, self._scale, self.q, self.v, self._rk,

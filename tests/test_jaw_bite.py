@@ -1,0 +1,127 @@
+"""Bite force against the therapist's limit and the patient impedance identified online (plants/jaw/bite.py).
+
+Identification: on the simulated robot + jaw model + patient (exact mechanism model, no leg friction), a
+patient with stiffness and damping other than the nominal ones, moved on every pose coordinate by a
+leg-space multi-sine, is identified by the RLS to within 0.5 %. Bite limit: chewing a simulated bolus
+(2 Hz open-close through the bolus band), the peak of the estimated force is within 3 % of the peak of the
+plant's true patient force (the estimate is that force through the 1/K_O first-order lag); a limit below it trips the safe state within the cycle the estimate
+crosses it, one above it does not. Bad limits are refused naming the key.
+"""
+import math
+
+import numpy as np
+import pytest
+
+from rtctl.config import build, validate
+from rtctl.plants.jaw.bite import BiteMonitor
+from rtctl.plants.jaw.model import JawRehabRobot
+
+MECH = JawRehabRobot()
+REST_LEGS = MECH.robot.leg_lengths(MECH.rest_pose)
+PATIENT = {"stiffness": [450.0, 200.0, 350.0, 5.0, 2.0, 4.0], "damping": [8.0, 3.0, 6.0, 0.1, 0.03, 0.08]}
+
+
+def jaw_loop(patient, trajectory):
+    raw = {"robot": {"model": "jaw"}, "plant": {"type": "jaw", "substeps": 2, "initial_position": REST_LEGS.tolist()},
+           "patient": patient, "driver": {"backend": "sim"},
+           "controller": {"type": "jaw_computed_torque", "kp": 10000.0}, "trajectory": trajectory,
+           "loop": {"rate_hz": 1000.0, "pace": False},
+           "safety": {"safe_mode": "damping", "position_margin": 0.002}}
+    loop = build(validate(raw))
+    return loop, loop.drivers[0].plant
+
+
+def chewing(opening=0.012, frequency=2.0):
+    """Legs of an open-close cycle of the incisal point between occlusion and ``opening`` m (leg-space
+    sinusoid through the incisal-point inverse kinematics of both ends)."""
+    legs = np.zeros((2, 6))
+    for k, pz in enumerate((0.0, -opening)):
+        MECH.incisal_to_legs(np.array([0.0, 0.0, pz]), np.zeros(3), np.zeros(3), legs[k], np.zeros(6), np.zeros(6))
+    center, half = legs.mean(axis=0), (legs[1] - legs[0]) / 2
+    return {"type": "sinusoid", "center": center.tolist(), "amplitude": np.abs(half).tolist(),
+            "frequency": frequency, "phase": np.where(half > 0, -np.pi / 2, np.pi / 2).tolist()}
+
+
+def test_the_patient_impedance_is_identified_online():
+    multi_sine = {"type": "sinusoid", "center": REST_LEGS.tolist(), "amplitude": [0.003] * 6,
+                  "frequency": [0.7, 0.9, 1.1, 1.3, 1.7, 1.9], "phase": [0.0] * 6}
+    loop, plant = jaw_loop(PATIENT, multi_sine)
+    mon = BiteMonitor(loop.controller.mechanism, loop.safety, loop.period, force_limit=100.0).attach(loop)
+    report = loop.run(duration=6.0)
+    assert not report.tripped, report.trip_reason
+    print("identified K", np.round(mon.stiffness, 4), "D", np.round(mon.damping, 5))
+    np.testing.assert_allclose(mon.stiffness, PATIENT["stiffness"], rtol=5e-3)
+    np.testing.assert_allclose(mon.damping, PATIENT["damping"], rtol=5e-3)
+    names = mon.telemetry_fields
+    assert np.array_equal(mon.telemetry_values[names.index("patient_stiffness/x"):][:6], mon.stiffness)
+    assert mon.telemetry_values[names.index("bite_force")] == mon.bite_force
+
+
+def bolus_run(limit):
+    loop, plant = jaw_loop({**PATIENT, "bolus_force": 20.0, "bolus_damping": 200.0, "bolus_band": [-0.010, 0.0]},
+                           chewing())
+    mon = BiteMonitor(loop.controller.mechanism, loop.safety, loop.period, force_limit=limit).attach(loop)
+    rows = []
+    loop.hooks.append(lambda c, t, s, cmd: rows.append((mon.bite_force, np.linalg.norm(plant.patient_wrench()[:3]),
+                                                        plant.bolus_force)))
+    return loop, mon, rows
+
+
+def test_the_bite_force_is_estimated_and_a_limit_below_it_trips_the_safe_state():
+    loop, mon, rows = bolus_run(limit=1e4)
+    loop.run(duration=2.0)
+    est, true, bolus = np.array(rows).T
+    assert bolus.max() > 15.0                                  # the bolus was bitten
+    peak = true.max()
+    lag = round(1.0 / 50.0 / loop.period)                      # the observer's time constant, in cycles
+    err = np.abs(est[lag:] - true[:-lag]).max() / peak
+    print(f"bite: true peak {peak:.2f} N, estimate peak {est.max():.2f} N, error (1/K_O lag) {err:.2%}")
+    assert abs(est.max() - peak) < 0.03 * peak
+    limit = 0.8 * est.max()
+    loop, mon, rows = bolus_run(limit=limit)
+    loop.run(duration=2.0)
+    assert loop.safety.tripped and mon.trips == 1
+    assert "bite force" in loop.safety.trip_reason and "above the therapist's limit" in loop.safety.trip_reason
+    crossed = int(np.argmax(np.array(rows)[:, 0] > limit))
+    assert loop.safety.trip_cycle == crossed
+    loop, mon, rows = bolus_run(limit=1.05 * peak)
+    loop.run(duration=2.0)
+    assert not loop.safety.tripped and mon.trips == 0
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -5.0, 0.0, "20"])
+def test_a_bad_force_limit_is_named(bad):
+    loop, _ = jaw_loop({}, {"type": "min_jerk", "goal": REST_LEGS.tolist(), "duration": 1.0})
+    with pytest.raises(ValueError, match=r"bite: force_limit must be a finite force > 0 N, got"):
+        BiteMonitor(loop.controller.mechanism, loop.safety, loop.period, force_limit=bad)
+    with pytest.raises(ValueError, match=r"frame 'molar' does not exist; frames of this platform"):
+        BiteMonitor(loop.controller.mechanism, loop.safety, loop.period, force_limit=20.0, frame="molar")
+
+
+def test_a_bite_section_in_a_run_config_attaches_the_monitor_and_bad_values_are_one_line():
+    from rtctl.config import ConfigError
+
+    hold = {"type": "min_jerk", "goal": REST_LEGS.tolist(), "duration": 1.0}
+    raw = {"robot": {"model": "jaw"}, "plant": {"type": "jaw", "initial_position": REST_LEGS.tolist()},
+           "controller": {"type": "jaw_computed_torque", "kp": 10000.0}, "trajectory": hold,
+           "loop": {"rate_hz": 1000.0, "pace": False}, "telemetry": {"enabled": True, "endpoint": "tcp://127.0.0.1:0"},
+           "safety": {"position_margin": 0.002}, "bite": {"enabled": True, "force_limit": 25.0}}
+    loop = build(validate(raw))
+    try:
+        monitors = [h for h in loop.hooks if isinstance(h, BiteMonitor)]
+        assert len(monitors) == 1 and monitors[0].force_limit == 25.0
+        assert "jaw/bite_force" in loop.telemetry.extra_names or any("bite_force" in n
+                                                                      for n in loop.telemetry.extra_names)
+        loop.run(cycles=50)
+        assert not loop.safety.tripped and monitors[0].bite_force < 25.0
+    finally:
+        loop.telemetry.close()
+    for bad, match in (({"enabled": True, "force_limit": math.nan}, r"\[bite\] force_limit"),
+                       ({"enabled": True}, r"\[controller\] 'jaw_computed_torque': bite: force_limit is required")):
+        with pytest.raises(ConfigError, match=match) as err:
+            build(validate(dict(raw, bite=bad, telemetry={})))
+        assert "\n" not in str(err.value)
+    arm = {"robot": {"model": "arm7"}, "controller": {"type": "computed_torque", "kp": 100.0},
+           "bite": {"enabled": True, "force_limit": 25.0}}
+    with pytest.raises(ConfigError, match=r"\[bite\] applies to controller 'jaw_computed_torque'|\[bite\] applies to"):
+        validate(arm)
