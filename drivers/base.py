@@ -109,6 +109,7 @@ class ActuatorDriver(Lifecycle, abc.ABC):
         self.q_index = np.asarray(q_idx, dtype=np.int64)
         self.v_index = np.asarray(v_idx, dtype=np.int64)
         self.health = DriverHealth()
+        self.plant_seconds = np.zeros(1)  # s spent stepping an in-process simulated plant in the last write
 
     @abc.abstractmethod
     def read(self, state: RobotState, now: float) -> bool:

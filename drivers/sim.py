@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import time
+
 import numpy as np
 
 from rtctl.options import setting
@@ -149,7 +151,9 @@ class SimDriver(ActuatorDriver):
         self.transmission.to_joint_effort(self._applied, self._j_tau)
         self._effort[self.v_index] = self._j_tau
         if self.steps_plant:
+            start = time.perf_counter()
             self.plant.step(self.period, self._effort)
+            self.plant_seconds[0] = time.perf_counter() - start
         self.health.writes += 1
 
     def safe_stop(self) -> None:

@@ -34,7 +34,7 @@ from .interfaces import Command, RobotState
 from .limits import MIN_JERK_PEAK_ACCELERATION, MIN_JERK_PEAK_VELOCITY, SafetyError
 from .lifecycle import Lifecycle
 from .realtime import RealtimeSettings, apply_realtime, restore_scheduler
-from .stats import CycleStats
+from .stats import PARTS, CycleStats
 
 OVERRUN_POLICIES = ("count", "skip", "trip")
 
@@ -123,12 +123,16 @@ class LoopReport:
     OVERRUN_WARNING_FRACTION = 0.01
 
     def overrun_warning(self) -> str:
-        """A loud line when more than 1 % of cycles overran (the loop did not keep its rate), else ``""``."""
+        """A loud line when more than 1 % of cycles overran (the loop did not keep its rate), else ``""``;
+        it names the part of the cycle that took the most time."""
         if self.cycles and self.overruns > self.OVERRUN_WARNING_FRACTION * self.cycles:
+            means = {part: self.timing[part]["mean"] for part in PARTS if part in self.timing}
+            worst = max(means, key=means.get) if means else ""
+            where = f", most of it in {worst} ({means[worst]:.0f} us mean)" if worst else ""
             return (f"WARNING: {self.overruns} of {self.cycles} cycles ({100.0 * self.overruns / self.cycles:.1f} %) "
                     f"overran their {1e3 / self.rate_hz:g} ms period: this loop did not keep its rate on this "
-                    f"machine (compute p99 {self.timing.get('compute', {}).get('p99', float('nan')):.0f} us); "
-                    f"lower rate_hz, or free a CPU for it ([loop] cpus, realtime_priority)")
+                    f"machine (compute p99 {self.timing.get('compute', {}).get('p99', float('nan')):.0f} us"
+                    f"{where}); lower rate_hz, or free a CPU for it ([loop] cpus, realtime_priority)")
         return ""
 
     def format(self) -> str:
@@ -137,11 +141,14 @@ class LoopReport:
         for name, rms, mx in zip(self.joint_names, self.tracking_rms, self.tracking_max):
             lines.append(f"  {name:<26}{rms:>11.3e}  {mx:>11.3e}")
         lines += ["", "loop timing (us)        min      mean       p50       p99       max"]
-        for metric in ("period", "latency", "compute"):
+        for metric in ("period", "latency", "compute", *PARTS):
             if metric in self.timing:
                 m = self.timing[metric]
+                if metric in PARTS and m["max"] == 0.0:
+                    continue  # e.g. no in-process plant, no telemetry
                 cells = "".join(f"{m[k]:>10.1f}" for k in ("min", "mean", "p50", "p99", "max"))
-                lines.append(f"  {metric:<14}{cells}")
+                label = f"  {metric:<14}" if metric not in PARTS else f"    {metric:<12}"
+                lines.append(f"{label}{cells}")
         lines.append(f"  overruns: {self.overruns}, skipped cycles: {self.skipped_cycles}")
         if self.overrun_warning():
             lines.append(f"  {self.overrun_warning()}")
@@ -177,6 +184,9 @@ class ControlLoop:
         self.model = model
         self.hardware = Hardware(model, drivers)
         self.drivers = self.hardware.drivers
+        self._plant_clocks = tuple(getattr(d, "plant_seconds", None) if isinstance(getattr(d, "plant_seconds", None),
+                                                                                   np.ndarray) else np.zeros(1)
+                                   for d in self.drivers)  # each driver's in-process plant time (s)
         self.controller = controller
         self.trajectory = trajectory
         self.safety = safety
@@ -211,7 +221,11 @@ class ControlLoop:
 
     # -- one cycle ---------------------------------------------------------------
     def step(self, t: float) -> None:
-        """One control cycle at control time ``t`` (no pacing, no timing)."""
+        """One control cycle at control time ``t`` (no pacing; the parts of its compute time go to
+        ``stats.parts``, see :mod:`rtctl.rt.stats`)."""
+        clock = time.perf_counter
+        parts, slot = self.stats.parts, self.stats._head
+        start = clock()
         state, command = self.state, self.command
         for hook in self.boundary_hooks:
             hook(self)
@@ -227,6 +241,7 @@ class ControlLoop:
             else:
                 fresh = False
         state.fresh = fresh
+        read_done = clock()
         try:
             self.trajectory.sample(t, self.q_d, self.qd_d, self.qdd_d)
             if self._recovery_state != R_IDLE:
@@ -246,15 +261,26 @@ class ControlLoop:
             self.safety.check(state, command, driver_fault=True, reason=fault)
         else:
             self.safety.check(state, command)
+        control_done = clock()
+        plant = 0.0
         for k, driver in enumerate(self.drivers):
             if hardware.ok[k]:
                 try:
                     driver.write(command, t)
                 except Exception as exc:
                     self._component_failed(driver, "write", exc)
+                plant += self._plant_clocks[k][0]
         _accumulate_tracking(state.q, self.controller.q_index, self.q_d, self.tracking_max, self.tracking_sum_sq)
+        write_done = clock()
+        parts[0, slot] = read_done - start
+        parts[1, slot] = control_done - read_done
+        parts[2, slot] = write_done - control_done - plant
+        parts[3, slot] = plant
         if self.telemetry is not None:
             self.telemetry.sample(self, t)
+            parts[4, slot] = clock() - write_done
+        else:
+            parts[4, slot] = 0.0
         self.cycle += 1
 
     def _component_failed(self, component, where: str, exc: Exception) -> None:

@@ -11,6 +11,15 @@ Metrics:
 * ``latency``: wake-up time minus the deadline (how late the loop woke up);
 * ``compute``: time from wake-up to the end of the cycle's work.
 
+Where the compute time goes (:data:`PARTS`, written by the loop into :attr:`CycleStats.parts` at
+``_head`` during the cycle, before :meth:`CycleStats.record` moves on):
+
+* ``driver_read``: the drivers' reads (bus I/O, a simulated driver's sensor model);
+* ``control``: trajectory, controller, loop hooks (observers, monitors) and the safety check;
+* ``driver_write``: the drivers' writes, without the simulated plant;
+* ``plant``: in-process simulation (a simulated driver stepping its plant);
+* ``telemetry``: the hand-off to the telemetry ring.
+
 Counters: ``cycles`` (recorded), ``overruns`` (cycles flagged as overrun),
 ``skipped`` (deadlines dropped by a skip policy; the loop may add to it directly),
 ``max_consecutive_overruns`` (longest run of consecutive overruns).
@@ -20,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 METRICS = ("period", "latency", "compute")
+PARTS = ("driver_read", "control", "driver_write", "plant", "telemetry")
 STATISTICS = ("min", "mean", "p50", "p99", "max")
 
 
@@ -33,6 +43,7 @@ class CycleStats:
         self._period = np.zeros(self.capacity)
         self._latency = np.zeros(self.capacity)
         self._compute = np.zeros(self.capacity)
+        self.parts = np.zeros((len(PARTS), self.capacity))  # s, per part of the compute time (module docstring)
         self._head = 0  # where the next sample goes
         self.reset()
 
@@ -70,17 +81,23 @@ class CycleStats:
         """Number of retained samples: min(cycles, capacity)."""
         return min(self.cycles, self.capacity)
 
-    def window(self, metric: str) -> np.ndarray:
-        """A copy of the retained samples of ``metric`` (seconds), oldest first."""
+    def _buffer(self, metric: str) -> np.ndarray:
+        if metric in PARTS:
+            return self.parts[PARTS.index(metric)]
         if metric not in METRICS:
-            raise ValueError(f"unknown metric {metric!r}; metrics: {METRICS}")
-        buf = getattr(self, "_" + metric)
+            raise ValueError(f"unknown metric {metric!r}; metrics: {METRICS + PARTS}")
+        return getattr(self, "_" + metric)
+
+    def window(self, metric: str) -> np.ndarray:
+        """A copy of the retained samples of ``metric`` (seconds; a metric or a part), oldest first."""
+        buf = self._buffer(metric)
         if self.cycles < self.capacity:
             return buf[:self.cycles].copy()
         return np.concatenate((buf[self._head:], buf[:self._head]))
 
     def summary(self) -> dict:
-        """``{metric: {min, mean, p50, p99, max}}`` in microseconds over the retained window, plus counters.
+        """``{metric: {min, mean, p50, p99, max}}`` in microseconds over the retained window (the metrics,
+        then the parts of the compute time), plus counters.
 
         Percentiles use NumPy's default (linear interpolation). With no samples
         the statistics are NaN. The counter entries are ``cycles``, ``window``
@@ -88,8 +105,8 @@ class CycleStats:
         """
         n = self.count
         out: dict = {}
-        for metric in METRICS:
-            data = getattr(self, "_" + metric)[:n] * 1e6  # order does not matter for these statistics
+        for metric in METRICS + PARTS:
+            data = self._buffer(metric)[:n] * 1e6  # order does not matter for these statistics
             if n == 0:
                 out[metric] = {k: float("nan") for k in STATISTICS}
                 continue
@@ -104,7 +121,7 @@ class CycleStats:
         """The summary as a readable table (microseconds)."""
         s = self.summary()
         lines = [f"{'metric (us)':<12}" + "".join(f"{k:>12}" for k in STATISTICS)]
-        for metric in METRICS:
+        for metric in METRICS + PARTS:
             lines.append(f"{metric:<12}" + "".join(f"{s[metric][k]:>12.2f}" for k in STATISTICS))
         ratio = f" ({100.0 * self.overruns / self.cycles:.3g}%)" if self.cycles else ""
         lines.append(f"cycles {self.cycles} (last {s['window']} summarised), overruns {self.overruns}{ratio}, "
