@@ -167,7 +167,7 @@ def row_incisal_to_legs(ctx):
 def _cpg_in_transition():
     from rtctl.loops.cpg import ChewingCPG
     cpg = ChewingCPG("normal")
-    cpg.set_pattern("hard_food")  # every filter moving: the costliest step
+    cpg.set_pattern("hard_food", frequency=1.0)  # every filter moving: the costliest step
     return cpg
 
 

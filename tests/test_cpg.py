@@ -15,7 +15,7 @@ from rtctl.loops.cpg import (
     learn_cycle, learn_pattern, load_pattern, save_pattern, shipped_patterns,
 )
 from rtctl.loops.cpg.learning import build_reference_pattern
-from rtctl.loops.cpg.patterns import REFERENCE_CYCLES, reference_samples, teardrop_cycle
+from rtctl.loops.cpg.patterns import REFERENCE_CYCLES, TEARDROP_PARAMETERS, reference_samples, teardrop_cycle
 
 from allocation_counter import run_with_allocation_counters
 
@@ -117,8 +117,8 @@ def test_learning_converges_from_a_wrong_frequency_to_the_fourier_series():
         assert np.all(peak < 1e-9)
         # the fixed point is the batch least-squares Fourier series of the cycle, in the pattern phase
         cos, sin = fourier_coefficients(p.reference, p.n_harmonics)
-        np.testing.assert_allclose(p.cos, cos, rtol=0, atol=1e-10)
-        np.testing.assert_allclose(p.sin, sin, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(p.cos, cos, rtol=0, atol=5e-10)
+        np.testing.assert_allclose(p.sin, sin, rtol=0, atol=5e-10)
     early = result.error_history[:20].max()  # first 2 s, m
     assert early > 1e-3  # the error really starts large (from 2.0 Hz) and decays
     assert p.sin[2, 1] == 0.0 and p.cos[2, 1] > 0  # phase origin: vertical fundamental highest at psi = 0
@@ -175,7 +175,9 @@ def test_save_and_reload_gives_identical_output(tmp_path):
     np.testing.assert_array_equal(out_a, out_b)
     c = ChewingCPG("normal", library=[loaded])
     assert "patient_a" in c.patterns
-    c.set_pattern("patient_a")
+    c.set_pattern("patient_a")  # the running frequency is kept through a pattern switch
+    assert c.targets["pattern"] == "patient_a" and c.target_frequency == pytest.approx(shipped_patterns()["normal"].frequency)
+    c.set_pattern("patient_a", frequency=learned.frequency)
     assert c.target_frequency == learned.frequency
 
 
@@ -237,8 +239,7 @@ def test_shipped_patterns_reproduce_their_reference_cycles():
         n = p.reference.shape[0]
         tau0 = p.metadata["fit"]["reference_fraction_at_psi0"]  # the model cycle, started at pattern phase 0...
         model = teardrop_cycle(2 * math.pi * (tau0 + np.arange(n) / n),
-                               **{k: c[k] for k in ("opening", "lateral", "posterior", "vertical_exponent",
-                                                    "lateral_exponent", "skew")})
+                               **{k: c[k] for k in TEARDROP_PARAMETERS})
         np.testing.assert_allclose(p.reference, model, rtol=0, atol=1e-8)
         assert np.max(np.abs(p.evaluate(2 * math.pi * np.arange(n) / n).T - p.reference)) < 1e-9  # ...in phase
 
@@ -411,7 +412,7 @@ def test_accepted_requests_keep_the_output_inside_the_limits(requests):
                 cpg.set_amplitude((b, 1.0, b))
             else:
                 name = names[int(a * 10) % 3]
-                predicted = cpg.predict(pattern=name, frequency=shipped_patterns()[name].frequency)
+                predicted = cpg.predict(pattern=name)  # at the running frequency, which a switch keeps
                 cpg.set_pattern(name)
         except Refused as exc:
             over = predicted.max_opening > limits.max_opening or predicted.max_speed > limits.max_speed
@@ -480,8 +481,10 @@ ALLOC_SCRIPT = textwrap.dedent("""
             bad += cpg_step(dt, st, coef, out)
         return bad
 
-    cpg = ChewingCPG("normal")
-    cpg.set_pattern("hard_food")
+    cpg = ChewingCPG("normal", feedback_gain=0.05, phase_offsets=(0.0, 0.2, -0.1))
+    cpg.set_pattern("hard_food", frequency=1.0)
+    cpg.set_feedback(30.0)
+    cpg.perturb(phase=(0.0, 0.5, 0.0), radius=(1.2, 0.8, 1.0))  # every term of the kernel at work
     st, coef, out = cpg.kernel_args
     assert cycles(1, 1e-3, st, coef, out) == 0
     counts = []

@@ -125,3 +125,28 @@ def test_a_bite_section_in_a_run_config_attaches_the_monitor_and_bad_values_are_
            "bite": {"enabled": True, "force_limit": 25.0}}
     with pytest.raises(ConfigError, match=r"\[bite\] applies to controller 'jaw_computed_torque'|\[bite\] applies to"):
         validate(arm)
+
+
+def test_the_cpg_phase_takes_the_estimated_bite_force_as_feedback(tmp_path):
+    from rtctl.config import ConfigError, bundled_config_path, load_config
+    from rtctl.loops.cpg.generator import ST_FEEDBACK_TARGET
+    from rtctl.plants.jaw.cpg_trajectory import BiteForceFeedback
+
+    text = bundled_config_path("jaw").read_text().replace(
+        't0 = 0.5', 't0 = 0.5\nfeedback_gain = 0.05\nfeedback_source = "bite_force"')
+    path = tmp_path / "jaw.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"feedback_source = 'bite_force' needs the bite monitor"):
+        build(load_config(path))
+    path.write_text(text + "\n[bite]\nenabled = true\nforce_limit = 200.0\n")
+    cfg = load_config(path)
+    cfg["loop"]["pace"] = False
+    cfg["schedule"] = []
+    loop = build(cfg)
+    feedback = [h for h in loop.hooks if isinstance(h, BiteForceFeedback)]
+    assert len(feedback) == 1 and loop.hooks.index(feedback[0]) > loop.hooks.index(feedback[0].monitor)
+    loop.run(duration=1.5)
+    monitor = feedback[0].monitor
+    assert not loop.safety.tripped and monitor.bite_force > 1.0   # the patient's tissue pushes back
+    cpg = loop.trajectory.cpg
+    assert cpg._st[ST_FEEDBACK_TARGET] == monitor.bite_force and 0.0 < cpg.feedback   # H2's input, then its filter

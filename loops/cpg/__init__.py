@@ -3,16 +3,20 @@
 The CPG produces the incisal point's displacement from occlusion -- [lateral
 x, anterior-posterior y, vertical z (up; opening is negative)] in m -- with its
 velocity, acceleration and jerk, one compiled allocation-free call per control
-cycle. Its output is a Fourier series over one oscillator phase, learned from
-a reference chewing cycle by an adaptive-frequency oscillator with a Fourier
-feedback layer (the seed paper's "Fourier-series tuning of the CPG"; Gams et
-al. 2009, Petric et al. 2011), and modulated online -- frequency, per-axis
+cycle. Its rhythm is three phase-coupled Hopf oscillators (one per axis, a
+stable limit cycle: perturbations decay, the axes phase-lock, sensory feedback
+shifts the phase; Righetti, Buchli & Ijspeert 2006; Righetti & Ijspeert 2006);
+each plays its axis of a Fourier series learned from a reference chewing cycle
+by an adaptive-frequency oscillator with a Fourier feedback layer (the seed
+paper's "Fourier-series tuning of the CPG"; Gams et al. 2009, Petric et al.
+2011), scaled by its amplitude, and is modulated online -- frequency, per-axis
 amplitude, pattern -- through critically damped filters so that the output
 stays smooth, within therapist limits checked before a request is accepted.
 
 * :class:`ChewingCPG` (:mod:`loops.cpg.generator`): ``step(dt)``, outputs
   ``p``/``pd``/``pdd``/``pjerk``, ``set_frequency``, ``set_amplitude``,
-  ``set_pattern``, ``stop``, ``reset``, ``predict``, ``patterns``, ``targets``.
+  ``set_pattern`` (keeps the frequency), ``set_feedback``, ``perturb``, ``stop``,
+  ``reset``, ``predict``, ``patterns``, ``targets``, ``phases``, ``radii``.
 * :class:`TherapistLimits`, :class:`Refused`, :class:`Envelope` (:mod:`loops.cpg.limits`).
 * :class:`ChewingPattern`, :func:`load_pattern`, :func:`save_pattern`,
   :func:`shipped_patterns` -- ``normal``, ``hard_food``, ``lateral_grinding``

@@ -1,12 +1,22 @@
-"""The chewing CPG: learned patterns played by the compiled oscillator, modulated online within limits.
+"""The chewing CPG: learned patterns played by coupled Hopf oscillators, modulated online within limits.
 
 :class:`ChewingCPG` owns the preallocated state of :mod:`loops.cpg.oscillators`
-and a library of :class:`~loops.cpg.patterns.ChewingPattern` (the shipped
-ones plus any added). Each control cycle :meth:`ChewingCPG.step` makes one
-compiled call that advances the oscillator by ``dt`` and writes the incisal
-point displacement from occlusion ``p`` (m; lateral x, anterior-posterior y,
+(three phase-coupled Hopf oscillators, one per axis of the incisal point, each
+playing its axis of the learned Fourier shape scaled by its amplitude) and a
+library of :class:`~loops.cpg.patterns.ChewingPattern` (the shipped ones plus
+any added). Each control cycle :meth:`ChewingCPG.step` makes one compiled
+call that advances the oscillators by ``dt`` and writes the incisal point
+displacement from occlusion ``p`` (m; lateral x, anterior-posterior y,
 vertical z up, opening negative), ``pd`` (m/s), ``pdd`` (m/s^2) and ``pjerk``
 (m/s^3) into arrays that stay the same objects for the generator's life.
+
+The oscillators have a stable limit cycle: a perturbation of an amplitude
+decays at the rate ``2 gamma`` (H1, H3) and a perturbation of the phase
+differences at the rate ``3 k`` (H2, H4), so the output returns to the
+learned cycle by itself; :meth:`~ChewingCPG.perturb` applies one.
+:meth:`~ChewingCPG.set_feedback` feeds a sensory signal (bite force or
+tracking error) into the phase (H2, H5): positive values hold the jaw longer
+around occlusion, negative ones hurry it.
 
 Modulation (:meth:`~ChewingCPG.set_frequency`, :meth:`~ChewingCPG.set_amplitude`,
 :meth:`~ChewingCPG.set_pattern`, :meth:`~ChewingCPG.stop`) only changes
@@ -14,7 +24,7 @@ Modulation (:meth:`~ChewingCPG.set_frequency`, :meth:`~ChewingCPG.set_amplitude`
 (O3) of ``omega`` and the phase integrates it (O2, O7); a new amplitude scale
 or pattern becomes new target coefficients ``scale_j * (a_jk, b_jk)`` reached
 through the same filter per coefficient, so the pattern is blended coefficient
-by coefficient. Position, velocity, acceleration and jerk stay continuous
+by coefficient; a new pattern keeps the running frequency unless one is given. Position, velocity, acceleration and jerk stay continuous
 whatever the requests and whenever they come. With the default filter rate
 ``lambda = 10/s`` the remaining fraction of a target step,
 ``exp(-s) (1 + s + s^2/2 + s^3/6)`` at ``s = lambda t``, is 1.0e-2 after
@@ -43,14 +53,24 @@ import numpy as np
 
 from .limits import Envelope, Refused, TherapistLimits
 from .oscillators import (
-    BAD_DT, OK, ST_LEN, ST_OMEGA, ST_OMEGA_STAGE, ST_OMEGA_TARGET, ST_PHASE, ST_RATE_COEF, ST_RATE_OMEGA, ST_TIME,
-    cpg_step, simulate_extremes,
+    BAD_DT, OK, ST_COUPLING, ST_FEEDBACK_GAIN, ST_FEEDBACK_STAGE, ST_FEEDBACK_TARGET, ST_GAMMA, ST_LEN, ST_OFFSET,
+    ST_OMEGA, ST_OMEGA_STAGE, ST_OMEGA_TARGET, ST_PHASE, ST_PHASE_RATE, ST_RADIUS, ST_RATE_COEF, ST_RATE_FEEDBACK,
+    ST_RATE_OMEGA, ST_TIME, cpg_step, simulate_extremes,
 )
 from .patterns import ChewingPattern, shipped_patterns
 
-__all__ = ["DEFAULT_FILTER_RATE", "ChewingCPG"]
+__all__ = ["DEFAULT_CONVERGENCE", "DEFAULT_COUPLING", "DEFAULT_FEEDBACK_RATE", "DEFAULT_FILTER_RATE", "ChewingCPG"]
 
 DEFAULT_FILTER_RATE = 10.0
+#: Hopf radial convergence ``gamma`` (1/s): amplitude errors decay at 2 gamma = 8/s (1 % left after 0.58 s).
+DEFAULT_CONVERGENCE = 4.0
+#: Phase coupling ``k`` (1/s): phase-difference errors decay at 3 k = 6/s (1 % left after 0.77 s).
+DEFAULT_COUPLING = 2.0
+#: ``lambda`` (1/s) of the feedback filter: a bite-force signal is smoothed over ~0.2 s.
+DEFAULT_FEEDBACK_RATE = 20.0
+#: Negative feedback may advance the phase by at most this fraction of ``omega`` (``sigma u >= -0.2 omega``),
+#: so the speed envelope checked against the therapist's limits holds (steady cycle at 1.2 x the frequency).
+MAX_FEEDBACK_ADVANCE = 0.2
 PREDICTION_DT = 1e-3
 PREDICTION_SETTLE = 20.0
 PREDICTION_MARGIN = 1e-3
@@ -66,6 +86,16 @@ class Modulation:
     envelope: Envelope
     request: str
     coef: np.ndarray   # the target Fourier coefficients (pattern x amplitude scale), ready to copy
+
+
+def _non_negative(name, value):
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"ChewingCPG: {name} must be a number, got {value!r}") from None
+    if not math.isfinite(x) or x < 0:
+        raise ValueError(f"ChewingCPG: {name} must be finite and >= 0, got {value!r}")
+    return x
 
 
 def _rate(name, value):
@@ -91,6 +121,12 @@ class ChewingCPG:
     the coefficient and frequency filters. ``start_at_rest``: the output
     starts at occlusion with zero velocity and ramps into the cycle through
     the filters (else it starts on the steady cycle at phase 0).
+    ``convergence``: ``gamma`` (1/s) of the Hopf amplitudes (H1);
+    ``coupling``: ``k`` (1/s) of the phase coupling (H2); ``phase_offsets``:
+    ``delta`` (rad) per axis, the phase differences the axes lock to (0: the
+    pattern's own timing); ``feedback_gain``: ``sigma`` (rad/s per unit of
+    feedback, 0: feedback ignored); ``feedback_filter_rate``: ``lambda``
+    (1/s) of the feedback filter.
     The initial request is checked like any other and may raise :class:`Refused`.
 
     ``p``, ``pd``, ``pdd``, ``pjerk`` are (3,) views into one (4, 3) array
@@ -101,7 +137,9 @@ class ChewingCPG:
     def __init__(self, pattern="normal", frequency=None, amplitude_scale=(1.0, 1.0, 1.0),
                  limits: TherapistLimits | None = None, *, library=None, harmonics: int | None = None,
                  filter_rate: float = DEFAULT_FILTER_RATE, frequency_filter_rate: float = DEFAULT_FILTER_RATE,
-                 start_at_rest: bool = True):
+                 start_at_rest: bool = True, convergence: float = DEFAULT_CONVERGENCE,
+                 coupling: float = DEFAULT_COUPLING, phase_offsets=(0.0, 0.0, 0.0), feedback_gain: float = 0.0,
+                 feedback_filter_rate: float = DEFAULT_FEEDBACK_RATE):
         if limits is not None and not isinstance(limits, TherapistLimits):
             raise ValueError(f"ChewingCPG: limits must be a TherapistLimits, got {type(limits).__name__}")
         self._limits = TherapistLimits() if limits is None else limits
@@ -119,6 +157,15 @@ class ChewingCPG:
         self._st = np.zeros(ST_LEN)
         self._st[ST_RATE_COEF] = _rate("filter_rate", filter_rate)
         self._st[ST_RATE_OMEGA] = _rate("frequency_filter_rate", frequency_filter_rate)
+        self._st[ST_GAMMA] = _rate("convergence", convergence)
+        self._st[ST_COUPLING] = _non_negative("coupling", coupling)
+        self._st[ST_FEEDBACK_GAIN] = _non_negative("feedback_gain", feedback_gain)
+        self._st[ST_RATE_FEEDBACK] = _rate("feedback_filter_rate", feedback_filter_rate)
+        offsets = np.broadcast_to(np.asarray(phase_offsets, dtype=np.float64), (3,)) \
+            if np.ndim(phase_offsets) <= 1 and np.size(phase_offsets) in (1, 3) else None
+        if offsets is None or not np.all(np.isfinite(offsets)):
+            raise ValueError(f"ChewingCPG: phase_offsets must be 3 finite angles (rad), got {phase_offsets!r}")
+        self._st[ST_OFFSET:ST_OFFSET + 3] = offsets
         self._coef = np.zeros((5, 3, 2 * self.harmonics + 1))
         self.output = np.zeros((4, 3))
         self.p, self.pd, self.pdd, self.pjerk = self.output
@@ -156,11 +203,12 @@ class ChewingCPG:
 
     def set_pattern(self, pattern, frequency=None) -> None:
         """Blend into ``pattern`` (a name or a :class:`ChewingPattern`, added to the library) at ``frequency``
-        (Hz; default the pattern's own), keeping the amplitude scale; :class:`Refused` if not executable."""
+        (Hz; default: the running target frequency, kept through the switch), keeping the amplitude scale;
+        :class:`Refused` if not executable."""
         target = self._resolve(pattern)
         if isinstance(pattern, ChewingPattern):
             self._register(pattern)
-        f = self._limits.check_frequency(target.frequency if frequency is None else frequency)
+        f = self._limits.check_frequency(self._frequency if frequency is None else frequency)
         self._commit(target, f, self._scale, f"pattern {target.name!r} at {f:g} Hz", "pattern", target.name)
 
     def stop(self) -> None:
@@ -200,8 +248,68 @@ class ChewingCPG:
         sc = self._scale if amplitude_scale is None else self._limits.check_amplitude(amplitude_scale)
         return self._predict(target, f, sc)
 
+    # -- feedback and perturbation -------------------------------------------------------
+    def set_feedback(self, value: float) -> None:
+        """The sensory feedback ``u`` (bite force in N, or tracking error in m: the unit ``feedback_gain`` is
+        per) that the phase follows from the next step on (H2, through its filter); allocation-free, for
+        every control cycle. A negative value is limited to ``sigma u >= -0.2 omega`` (at most 20 % faster)."""
+        u = float(value)
+        if not math.isfinite(u):
+            raise ValueError(f"ChewingCPG.set_feedback: value must be finite, got {value!r}")
+        sigma = self._st[ST_FEEDBACK_GAIN]
+        if sigma > 0.0 and sigma * u < -MAX_FEEDBACK_ADVANCE * self._st[ST_OMEGA_TARGET]:
+            u = -MAX_FEEDBACK_ADVANCE * self._st[ST_OMEGA_TARGET] / sigma
+        self._st[ST_FEEDBACK_TARGET] = u
+
+    def perturb(self, phase=(0.0, 0.0, 0.0), radius=None) -> None:
+        """Kick the oscillators off their limit cycle: add ``phase`` (rad, per axis or one number) to the
+        phases and set the amplitudes ``radius`` (> 0, per axis or one number; default unchanged). The
+        output jumps; the oscillators return to the cycle by themselves (H1-H4). For tests and
+        demonstrations, not while a robot follows the output."""
+        dphi = np.broadcast_to(np.asarray(phase, dtype=np.float64), (3,))
+        if not np.all(np.isfinite(dphi)):
+            raise ValueError(f"ChewingCPG.perturb: phase must be finite (rad), got {phase!r}")
+        if radius is not None:
+            r = np.broadcast_to(np.asarray(radius, dtype=np.float64), (3,))
+            if not np.all(np.isfinite(r)) or np.any(r <= 0):
+                raise ValueError(f"ChewingCPG.perturb: radius must be finite and > 0, got {radius!r}")
+            self._st[ST_RADIUS:ST_RADIUS + 3] = r
+        self._st[ST_PHASE:ST_PHASE + 3] += dphi
+        self.step(0.0)
+
+    @property
+    def phases(self) -> np.ndarray:
+        """Phase of each axis' oscillator (rad; a copy). Axis 0 is wrapped to [0, 2 pi), the others by the
+        same whole turns, so their differences are continuous."""
+        return self._st[ST_PHASE:ST_PHASE + 3].copy()
+
+    @property
+    def phase_rates(self) -> np.ndarray:
+        """``theta_i'`` (rad/s) of each axis at the last step (a copy)."""
+        return self._st[ST_PHASE_RATE:ST_PHASE_RATE + 3].copy()
+
+    @property
+    def radii(self) -> np.ndarray:
+        """Amplitude ``r_i`` of each Hopf oscillator (1 on the limit cycle; a copy)."""
+        return self._st[ST_RADIUS:ST_RADIUS + 3].copy()
+
+    @property
+    def feedback(self) -> float:
+        """The filtered feedback ``u`` the phase follows."""
+        return float(self._st[ST_FEEDBACK_STAGE + 3])
+
+    @property
+    def oscillator_parameters(self) -> dict:
+        """``convergence`` gamma (1/s), ``coupling`` k (1/s), ``phase_offsets`` delta (rad), ``feedback_gain``
+        sigma and ``feedback_filter_rate`` (1/s)."""
+        st = self._st
+        return {"convergence": float(st[ST_GAMMA]), "coupling": float(st[ST_COUPLING]),
+                "phase_offsets": st[ST_OFFSET:ST_OFFSET + 3].tolist(), "feedback_gain": float(st[ST_FEEDBACK_GAIN]),
+                "feedback_filter_rate": float(st[ST_RATE_FEEDBACK])}
+
     def reset(self, at_rest: bool = True) -> None:
-        """Restart at phase 0 with the frequency filter settled on its target; coefficients at rest (zero, the
+        """Restart at phase 0 (each axis at its offset), amplitudes on the cycle, no feedback, with the
+        frequency filter settled on its target; coefficients at rest (zero, the
         output ramps in from occlusion) or, with ``at_rest=False``, on their targets. This is a jump of the
         state: use it only while the robot is not following the output."""
         saved = self._st.copy(), self._coef.copy()
@@ -255,7 +363,8 @@ class ChewingCPG:
 
     @property
     def phase(self) -> float:
-        """Cycle phase (rad, in [0, 2 pi)); 0 is the closed side of the cycle."""
+        """Cycle phase (rad, in [0, 2 pi)) of the lateral axis' oscillator, which all axes lock to (minus their
+        offsets); 0 is the closed side of the cycle."""
         return float(self._st[ST_PHASE])
 
     @property
@@ -295,7 +404,9 @@ class ChewingCPG:
 
     def _set_state(self, target_coef, frequency, at_rest):
         w = 2.0 * math.pi * frequency
-        self._st[ST_PHASE] = 0.0
+        self._st[ST_PHASE:ST_PHASE + 3] = self._st[ST_OFFSET:ST_OFFSET + 3]
+        self._st[ST_RADIUS:ST_RADIUS + 3] = 1.0
+        self._st[ST_FEEDBACK_STAGE:ST_FEEDBACK_TARGET + 1] = 0.0
         self._st[ST_TIME] = 0.0
         self._st[ST_OMEGA_TARGET] = w
         self._st[ST_OMEGA_STAGE:ST_OMEGA_STAGE + 4] = w
@@ -313,11 +424,13 @@ class ChewingCPG:
         if status != OK:
             raise ValueError(f"ChewingCPG: envelope prediction failed (status {status})")
         env = target.envelope(frequency, scale).union(Envelope(*(float(x) for x in ext)))
+        if st[ST_FEEDBACK_GAIN] > 0.0:
+            env = env.union(target.envelope(frequency * (1.0 + MAX_FEEDBACK_ADVANCE), scale))
         return Envelope(*(x * (1.0 + PREDICTION_MARGIN) for x in env.as_tuple()))
 
     def check_request(self, frequency=None, amplitude_scale=None, pattern=None) -> "Modulation":
         """Check a combined modulation (any of frequency, per-axis amplitude scale, pattern; a new pattern
-        runs at ``frequency`` or its own) against the limits and the predicted envelope, without changing
+        runs at ``frequency`` or the running one) against the limits and the predicted envelope, without changing
         anything. Returns a :class:`Modulation` for :meth:`apply`; raises :class:`Refused` with the reason.
 
         This is how a control channel modulates a running CPG: the expensive check (a few ms of
@@ -325,7 +438,7 @@ class ChewingCPG:
         """
         target = self._pattern if pattern is None else self._resolve(pattern)
         if frequency is None:
-            frequency = target.frequency if pattern is not None else self._frequency
+            frequency = self._frequency
         f = self._limits.check_frequency(frequency)
         sc = self._scale if amplitude_scale is None else self._limits.check_amplitude(amplitude_scale)
         parts = [f"pattern {target.name!r}" if pattern is not None else "",

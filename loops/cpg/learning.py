@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from .patterns import REFERENCE_CYCLES, SHIPPED_LEARNING, ChewingPattern, reference_samples
+from .patterns import REFERENCE_CYCLES, SHIPPED_LEARNING, TEARDROP_PARAMETERS, ChewingPattern, reference_samples
 
 __all__ = ["LearningResult", "build_reference_pattern", "fourier_coefficients", "learn_cycle", "learn_pattern", "phase_origin", "rotate_phase"]
 
@@ -213,6 +213,7 @@ def learn_pattern(samples, dt: float, *, initial_frequency: float, n_harmonics: 
     shift = phase_origin(alpha, beta)
     cos, sin = rotate_phase(alpha * scale, beta * scale, shift)
     sin[:, 0] = 0.0
+    sin[2, 1] = 0.0  # b_z1 = 0 defines the phase origin: exact, not to rounding
     phase_end = float(state[0]) - shift
     phase_at_start = (phase_end - omega * n * dt) % (2.0 * math.pi)
     pattern = ChewingPattern(name, omega / (2.0 * math.pi), cos, sin, description, tuple(sources), None, {
@@ -276,7 +277,6 @@ def build_reference_pattern(name: str) -> ChewingPattern:
     p = result.pattern
     meta = dict(p.metadata)
     meta["reference_model"] = {"function": "rtctl.loops.cpg.patterns.teardrop_cycle",
-                               **{k: c[k] for k in ("frequency_hz", "opening", "lateral", "posterior",
-                                                    "vertical_exponent", "lateral_exponent", "skew")}}
+                               **{k: c[k] for k in ("frequency_hz", *TEARDROP_PARAMETERS)}}
     meta["kinematics"] = p.kinematics()
     return ChewingPattern(p.name, p.frequency, p.cos, p.sin, p.description, p.sources, p.reference, meta)

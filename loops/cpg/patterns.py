@@ -47,7 +47,7 @@ from .limits import Envelope
 
 __all__ = [
     "AXES", "DATA_DIR", "FORMAT", "PatternFileError", "REFERENCE_CYCLES", "SHIPPED_PATTERNS", "ChewingPattern",
-    "load_pattern", "save_pattern", "shipped_patterns", "teardrop_cycle",
+    "TEARDROP_PARAMETERS", "load_pattern", "save_pattern", "shipped_patterns", "teardrop_cycle",
 ]
 
 FORMAT = "rtctl-cpg-pattern"
@@ -299,23 +299,34 @@ def load_pattern(path) -> ChewingPattern:
 
 
 # -- shipped reference cycles -------------------------------------------------------
+#: ``max_s B(s) sin(s)`` = 3 sqrt(3) / 8 (at ``s = 2 pi / 3``), which normalises the sagittal loop term.
+SAGITTAL_LOOP_PEAK = 3.0 * math.sqrt(3.0) / 8.0
+
+
 def teardrop_cycle(phase, *, opening: float, lateral: float, posterior: float, vertical_exponent: int,
-                   lateral_exponent: int, skew: float) -> np.ndarray:
+                   lateral_exponent: int, skew: float, sagittal_loop: float = 0.0) -> np.ndarray:
     """Reference chewing cycle at ``phase`` (rad; 0 = middle of the occlusal pause): (n, 3) displacements (m).
 
     With the skewed phase ``s = theta + skew (1 - cos theta)`` (a circle map for
     ``|skew| < 1``; ``skew < 0`` makes closing faster than opening) and the
     bump ``B = (1 - cos s) / 2`` (0 at occlusion, 1 at the largest opening)::
 
-        z = -opening B^m,   y = -posterior B^m,
+        z = -opening B^m,
+        y = -posterior B^m + sagittal_loop B sin(s) / (3 sqrt(3) / 4),
         x = lateral B^l (1 - sin s) / 2 / max_s[B^l (1 - sin s) / 2]
 
     ``m = vertical_exponent`` flattens the occlusal pause; ``x`` is zero at
     mid-opening (the jaw opens near the midline), swings out to the working
     side around the largest opening, peaks early in the closing stroke and
     returns medially into occlusion: the teardrop-shaped frontal-plane
-    envelope. ``y`` keeps the incisal point moving posteriorly in proportion to
-    the opening (the mandible rotates about the condyles).
+    envelope. ``y`` moves the incisal point posteriorly with the opening (the
+    mandible rotates about the condyles) and, through the odd term
+    ``B sin s``, on a different path down than up: at equal height (``s`` and
+    ``2 pi - s`` have the same ``B``, so the same ``z``) the opening path lies
+    ``sagittal_loop B sin(s) / (3 sqrt(3) / 8)`` anterior to the closing path,
+    at most ``sagittal_loop`` (at ``s = 2 pi / 3``, ``B = 3/4``, where
+    ``B sin s`` peaks at ``3 sqrt(3) / 8``): the sagittal-plane
+    teardrop, closed at occlusion and at the largest opening.
     """
     if not -1.0 < skew < 1.0:
         raise ValueError(f"teardrop_cycle: skew must be in (-1, 1), got {skew!r}")
@@ -325,7 +336,7 @@ def teardrop_cycle(phase, *, opening: float, lateral: float, posterior: float, v
     grid = np.linspace(0.0, 2.0 * np.pi, 20001)
     lat_max = np.max((0.5 * (1.0 - np.cos(grid))) ** lateral_exponent * 0.5 * (1.0 - np.sin(grid)))
     x = lateral * b ** lateral_exponent * 0.5 * (1.0 - np.sin(s)) / lat_max
-    y = -posterior * b ** vertical_exponent
+    y = -posterior * b ** vertical_exponent + sagittal_loop * b * np.sin(s) / (2.0 * SAGITTAL_LOOP_PEAK)
     z = -opening * b ** vertical_exponent
     return np.stack([x, y, z], axis=-1)
 
@@ -351,29 +362,38 @@ _ISSUE = ("typical human values of issue 8: 1.0-1.5 chewing cycles/s, opening/cl
           "vertical opening 15-20 mm, maximal incisal opening ~45 mm")
 _ASSUMPTION_Y = ("modelling assumption (no cited value): posterior incisal travel of 0.25 m per m of opening, "
                  "from the rotation of the mandible about the condyles")
+_SAGITTAL = ("sagittal teardrop: the chewing cycle is drop-shaped in the frontal and in the sagittal plane (the "
+             "classical description of the masticatory cycle; Posselt 1957, J Prosthet Dent 7:375-385, ref. 1 of "
+             "the seed paper, for the border envelope it lies in). Closing path posterior to the opening path: the "
+             "working-side condyle is back in its fossa early in the closing stroke while it still translates "
+             "forward through the opening stroke. The separation (2.0 mm for a 17 mm opening) is a modelling "
+             "assumption: the seed paper's incisal-path figures are not in the stored text")
 
 #: The shipped reference cycles: :func:`teardrop_cycle` parameters (m, Hz), what they represent, and sources.
 REFERENCE_CYCLES = {
     "normal": dict(
         frequency_hz=1.25, opening=0.017, lateral=0.005, posterior=0.00425, vertical_exponent=2,
-        lateral_exponent=2, skew=-0.05,
+        lateral_exponent=2, skew=-0.05, sagittal_loop=0.002,
         description="habitual unilateral chewing of a soft bolus: 1.25 cycles/s, 17 mm vertical opening, "
                     "5 mm lateral excursion towards the working side, teardrop frontal-plane envelope",
-        sources=(_ISSUE, _BUSCHANG, _PASINATO, _PROESCHEL, _ASSUMPTION_Y)),
+        sources=(_ISSUE, _BUSCHANG, _PASINATO, _PROESCHEL, _ASSUMPTION_Y, _SAGITTAL)),
     "hard_food": dict(
         frequency_hz=1.0, opening=0.020, lateral=0.006, posterior=0.005, vertical_exponent=3,
-        lateral_exponent=2, skew=-0.05,
+        lateral_exponent=2, skew=-0.05, sagittal_loop=0.0024,
         description="chewing a hard bolus: slower (1.0 cycles/s), larger opening (20 mm) and lateral excursion "
                     "(6 mm), longer occlusal pause (vertical exponent 3)",
-        sources=(_ISSUE, _PEYRON, _PASINATO, _THROCKMORTON, _PROESCHEL, _ASSUMPTION_Y)),
+        sources=(_ISSUE, _PEYRON, _PASINATO, _THROCKMORTON, _PROESCHEL, _ASSUMPTION_Y, _SAGITTAL)),
     "lateral_grinding": dict(
         frequency_hz=1.1, opening=0.014, lateral=0.008, posterior=0.0035, vertical_exponent=2,
-        lateral_exponent=1, skew=-0.05,
+        lateral_exponent=1, skew=-0.05, sagittal_loop=0.0016,
         description="lateral grinding exercise: 1.1 cycles/s, 14 mm opening, 8 mm lateral excursion with a flat "
                     "(grinding) return into occlusion (lateral exponent 1)",
-        sources=(_ISSUE, _PROESCHEL, _PASINATO, _ASSUMPTION_Y)),
+        sources=(_ISSUE, _PROESCHEL, _PASINATO, _ASSUMPTION_Y, _SAGITTAL)),
 }
 SHIPPED_PATTERNS = tuple(REFERENCE_CYCLES)
+#: The keys of :data:`REFERENCE_CYCLES` entries that are :func:`teardrop_cycle` arguments.
+TEARDROP_PARAMETERS = ("opening", "lateral", "posterior", "vertical_exponent", "lateral_exponent", "skew",
+                       "sagittal_loop")
 
 #: Settings of the adaptive-frequency learner for the shipped patterns (see :func:`loops.cpg.learning.learn_cycle`).
 SHIPPED_LEARNING = dict(n_harmonics=8, initial_frequency=0.8, duration=60.0, dt=1e-3, coupling=20.0,
@@ -383,7 +403,7 @@ SHIPPED_LEARNING = dict(n_harmonics=8, initial_frequency=0.8, duration=60.0, dt=
 def reference_samples(name: str, samples: int) -> np.ndarray:
     """The shipped reference cycle ``name`` at ``samples`` phases ``2 pi i / samples`` of its model (n, 3)."""
     c = REFERENCE_CYCLES[name]
-    params = {k: c[k] for k in ("opening", "lateral", "posterior", "vertical_exponent", "lateral_exponent", "skew")}
+    params = {k: c[k] for k in TEARDROP_PARAMETERS}
     return teardrop_cycle(2.0 * np.pi * np.arange(samples) / samples, **params)
 
 

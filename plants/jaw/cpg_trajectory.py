@@ -1,7 +1,8 @@
 """The chewing CPG as the jaw-rehabilitation robot's trajectory: CPG -> incisal point -> platform pose -> legs.
 
 :class:`JawCPGTrajectory` (kind ``"jaw_cpg"``) advances the :class:`ChewingCPG`
-by the control period and maps its incisal-point output (p, p-dot, p-ddot)
+(coupled Hopf oscillators with the learned Fourier shape as output,
+:mod:`rtctl.loops.cpg.oscillators`) by the control period and maps its incisal-point output (p, p-dot, p-ddot)
 through :meth:`rtctl.plants.jaw.model.JawRehabRobot.incisal_to_legs` (the
 opening hinge rotation plus translation, then the leg inverse kinematics and
 its derivatives) to the desired leg lengths, rates and accelerations -- both
@@ -12,7 +13,18 @@ Modulation from the control channel (``set_cpg`` with ``frequency`` in Hz,
 ``amplitude`` as one scale or three per-axis scales [lateral, anterior,
 vertical], ``pattern`` by name) is checked by :meth:`validate_cpg_request` in
 the channel's thread -- therapist limits and the predicted envelope of the
-transition -- and applied at a cycle boundary by writing the targets only.
+transition -- and applied at a cycle boundary by writing the targets only; a
+new pattern keeps the running frequency.
+
+Sensory feedback modulates the phase (eq. H2 of :mod:`rtctl.loops.cpg.oscillators`):
+``feedback_gain`` (rad/s per unit) scales it; ``feedback_source`` chooses it:
+``"external"`` -- whatever calls :meth:`JawCPGTrajectory.set_feedback` each
+cycle (a bite-force observer, in N); ``"tracking_error"`` -- the norm of the
+leg tracking error ``|q_d - q|`` (m), measured by the loop hook
+:class:`LegTrackingFeedback` that :meth:`JawCPGTrajectory.add_loop_hooks` adds to
+the loop: a robot held back by the patient slows the rhythm around occlusion
+instead of pulling harder; ``"bite_force"`` -- the bite force (N) the ``[bite]``
+monitor estimates (:class:`BiteForceFeedback`; needs ``[bite] enabled``).
 """
 from __future__ import annotations
 
@@ -28,11 +40,13 @@ from rtctl.plants.jaw.model import STATUS_REASONS, JawRehabRobot
 from rtctl.loops.base import Trajectory
 from rtctl.options import setting
 from rtctl.registry import TRAJECTORIES
-from rtctl.loops.cpg.generator import ChewingCPG
+from rtctl.loops.cpg.generator import DEFAULT_CONVERGENCE, DEFAULT_COUPLING, ChewingCPG
 from rtctl.loops.cpg.limits import Refused, TherapistLimits
 from rtctl.loops.cpg.oscillators import cpg_step
 
-__all__ = ["JawCPGTrajectory"]
+__all__ = ["FEEDBACK_SOURCES", "JawCPGTrajectory", "LegTrackingFeedback"]
+
+FEEDBACK_SOURCES = ("external", "tracking_error", "bite_force")
 
 
 @njit(cache=True)
@@ -69,6 +83,8 @@ class JawCPGTrajectory(Trajectory):
     t0 : control time (s) at which chewing starts; before it the legs hold the rest pose. The CPG starts at
         rest and its amplitude filters ramp the cycle in smoothly.
     mechanism : the :class:`JawRehabRobot` (default geometry).
+    coupling, convergence : ``k`` and ``gamma`` (1/s) of the oscillators (:class:`ChewingCPG`).
+    feedback_gain, feedback_source : the phase feedback (module docstring).
     """
 
     sections = {"therapist": TherapistOptions}
@@ -79,6 +95,10 @@ class JawCPGTrajectory(Trajectory):
         frequency: float = setting("floats", None, positive=True)  # Hz, one value (default: the pattern's own)
         amplitude: object = setting("floats", None)  # per-axis scale of the pattern
         t0: float = setting("float", 0.0, low=0.0)
+        coupling: float = setting("float", DEFAULT_COUPLING, low=0.0)          # 1/s, phase coupling k
+        convergence: float = setting("float", DEFAULT_CONVERGENCE, positive=True)  # 1/s, Hopf gamma
+        feedback_gain: float = setting("float", 0.0, low=0.0)                  # rad/s per unit of feedback
+        feedback_source: str = setting("str", "external", choices=FEEDBACK_SOURCES)
 
     @classmethod
     def from_config(cls, options: dict, context):
@@ -95,14 +115,21 @@ class JawCPGTrajectory(Trajectory):
         return trajectory
 
     def __init__(self, pattern="normal", frequency=None, amplitude=1.0, limits=None, t0: float = 0.0,
-                 mechanism: JawRehabRobot | None = None):
+                 mechanism: JawRehabRobot | None = None, coupling: float = DEFAULT_COUPLING,
+                 convergence: float = DEFAULT_CONVERGENCE, feedback_gain: float = 0.0,
+                 feedback_source: str = "external"):
         if isinstance(limits, dict):
             limits = TherapistLimits.from_dict(limits)
         if not (isinstance(t0, (int, float)) and math.isfinite(t0) and t0 >= 0):
             raise ValueError(f"jaw_cpg: t0 must be a finite time >= 0 s, got {t0!r}")
         self.mechanism = mechanism or JawRehabRobot()
         scale = np.broadcast_to(np.asarray(amplitude, dtype=float), (3,)).copy()
-        self.cpg = ChewingCPG(pattern, frequency=frequency, amplitude_scale=scale, limits=limits)
+        if feedback_source not in FEEDBACK_SOURCES:
+            raise ValueError(f"jaw_cpg: feedback_source must be one of {list(FEEDBACK_SOURCES)}, "
+                             f"got {feedback_source!r}")
+        self.feedback_source = feedback_source
+        self.cpg = ChewingCPG(pattern, frequency=frequency, amplitude_scale=scale, limits=limits,
+                              coupling=coupling, convergence=convergence, feedback_gain=feedback_gain)
         self.t0 = float(t0)
         self.n = 6
         self.patterns = self.cpg.patterns
@@ -136,6 +163,26 @@ class JawCPGTrajectory(Trajectory):
             raise ValueError(f"jaw_cpg: the chewing motion left the workspace at t = {t:.6g} s: "
                              f"{STATUS_REASONS.get(status, status)}")
 
+    def set_feedback(self, value: float) -> None:
+        """The feedback the CPG phase follows (unit: what ``feedback_gain`` is per); allocation-free, for a
+        loop hook or an observer to call every cycle."""
+        self.cpg.set_feedback(value)
+
+    def add_loop_hooks(self, loop) -> None:
+        """Wire the chosen feedback into ``loop`` (idempotent): ``"tracking_error"`` adds the
+        :class:`LegTrackingFeedback` hook, ``"bite_force"`` a :class:`BiteForceFeedback` reading the loop's
+        bite monitor (ValueError when there is none)."""
+        if any(getattr(h, "trajectory", None) is self for h in loop.hooks):
+            return
+        if self.feedback_source == "tracking_error":
+            loop.hooks.append(LegTrackingFeedback(self, loop.q_d))
+        elif self.feedback_source == "bite_force":
+            monitors = [h for h in loop.hooks if hasattr(h, "bite_force")]
+            if not monitors:
+                raise ValueError("jaw_cpg: feedback_source = 'bite_force' needs the bite monitor: "
+                                 "[bite] enabled = true with a jaw controller")
+            loop.hooks.append(BiteForceFeedback(self, monitors[0]))
+
     def validate_cpg_request(self, req: dict):
         """Check a ``set_cpg`` request (fields ``frequency``, ``amplitude``, ``pattern``); returns
         ``(apply(loop) -> detail, cleaned request)``. Raises ValueError with the reason (limits, envelope,
@@ -164,3 +211,29 @@ class JawCPGTrajectory(Trajectory):
     def __repr__(self):
         return (f"JawCPGTrajectory(pattern={self.cpg.pattern.name!r}, frequency={self.cpg.target_frequency:g} Hz, "
                 f"amplitude={list(self.cpg.amplitude_scale)})")
+
+
+class LegTrackingFeedback:
+    """Loop hook: feeds the norm of the leg tracking error ``|q_d - q|`` (m) of the cycle just run into the
+    trajectory's CPG phase (read by the next sample). Allocation-free: one preallocated difference."""
+
+    def __init__(self, trajectory: JawCPGTrajectory, desired: np.ndarray):
+        self.trajectory = trajectory
+        self.desired = desired
+        self._error = np.zeros_like(desired)
+
+    def __call__(self, cycle, t, state, command) -> None:
+        np.subtract(self.desired, state.q, out=self._error)
+        self.trajectory.cpg.set_feedback(math.sqrt(float(np.dot(self._error, self._error))))
+
+
+class BiteForceFeedback:
+    """Loop hook: feeds the bite force (N) the bite monitor estimated this cycle into the trajectory's CPG
+    phase (read by the next sample); runs after the monitor (hooks run in order)."""
+
+    def __init__(self, trajectory: JawCPGTrajectory, monitor):
+        self.trajectory = trajectory
+        self.monitor = monitor
+
+    def __call__(self, cycle, t, state, command) -> None:
+        self.trajectory.cpg.set_feedback(self.monitor.bite_force)
