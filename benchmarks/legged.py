@@ -23,6 +23,16 @@ paper's gains (kp = 49, kd = 14), all measured in the same run:
   each with the O(n) and the O(n^3) forward dynamics inside the plant.
   Median of ``--repeats`` runs.
 
+Then, per robot on the states of a computed-torque run: inverse dynamics,
+mass matrix and under-actuated inverse dynamics (eqs. 26-27) by rtctl's
+link-level kernels and by the module-level DeNOC kernels
+(:mod:`rtctl.plants.legged.modular`, the paper's block recursion), beside
+Pinocchio's RNEA and CRBA on the same model and states (ratio to Pinocchio).
+
+The biped walks the paper's plan on its default ground (k = 1e6 N/m,
+d = 5000 N s/m, ``BIPED_GROUND``), the quadruped its config's trot on the
+1e5 / 500 ground.
+
 Also printed: the fixed-step sweep that sets the plant's sub-steps (standing
 drop of both robots and the first second of each gait under CT, 1 kHz): the
 largest deviation of the base position from an RK4 reference with 32
@@ -48,7 +58,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import pinocchio as pin  # noqa: E402
 from oracle import Pair  # noqa: E402
 
-from rtctl.plants.legged.control import BipedWalk, LeggedComputedTorque, LeggedFeedForwardPD, QuadrupedTrot  # noqa: E402
+from rtctl.dynamics.contact import ContactModel  # noqa: E402
+from rtctl.plants.legged.control import (BIPED_GROUND, BipedWalk, LeggedComputedTorque, LeggedFeedForwardPD,  # noqa: E402
+                                         QuadrupedTrot)
+from rtctl.plants.legged.modular import (ModularDynamics, _entry_floating_base, _entry_inverse_dynamics,  # noqa: E402
+                                         _entry_mass_matrix)
 from rtctl.plants.legged.plant import LeggedPlant  # noqa: E402
 from rtctl.dynamics import Dynamics, kernels  # noqa: E402
 from rtctl.plants.legged.model import planar_biped, spatial_quadruped  # noqa: E402
@@ -62,6 +76,8 @@ FIXED = {"biped": ("semi_implicit_euler", 1), "quadruped": ("semi_implicit_euler
 # fast loop (kd dt / I_foot < 2 at the ankles; see plants/legged/control.py), so it runs at 10 kHz as in its example.
 LOOP_DT = {"biped": 1e-4, "quadruped": 1e-3}
 ROBOTS = {"biped": (planar_biped, BipedWalk), "quadruped": (spatial_quadruped, QuadrupedTrot)}
+# Ground of each robot's walk: the biped's paper plan needs the stiff default of plants/legged/control.py.
+GROUND = {"biped": BIPED_GROUND, "quadruped": ContactModel()}
 CONTROLLERS = {"FF": LeggedFeedForwardPD, "CT": LeggedComputedTorque}
 # The paper's Table 2 (Intel E8400, ms; re-read from the OCR'd table, whose rows are shifted):
 # (q'' O(n^3), q'' O(n), 1 s simulation O(n^3), O(n)).
@@ -70,13 +86,14 @@ PAPER = {("biped", "FF"): (2.88, 2.40, 5034, 4312), ("biped", "CT"): (2.89, 2.41
 
 
 def closed_loop(robot, trajectory, controller_cls, *, forward_dynamics="aba", integrator, substeps, duration=1.0,
-                record_every=10, dt=DT):
+                record_every=10, dt=DT, contact=None):
     """Run trajectory + controller + plant at 1 kHz; return (wall seconds, recorded (q, v, effort), plant).
 
     Raises :class:`Failed` (with the simulated time reached) if the plant or the controller rejects a step.
     """
-    plant = LeggedPlant(robot.model, integrator=integrator, substeps=substeps, forward_dynamics=forward_dynamics)
-    controller = controller_cls(Dynamics(robot.model), kp=KP, kd=KD, robot=robot)
+    plant = LeggedPlant(robot.model, integrator=integrator, substeps=substeps, forward_dynamics=forward_dynamics,
+                        contact=contact)
+    controller = controller_cls(Dynamics(robot.model), kp=KP, kd=KD, robot=robot, contact=plant.contact_model)
     plant.reset(*trajectory.initial_state())
     n = trajectory.n
     q_d, qd_d, qdd_d = np.zeros(n), np.zeros(n), np.zeros(n)
@@ -102,10 +119,10 @@ class Failed(Exception):
         self.t = t
 
 
-def offline(robot, trajectory, controller_cls, *, forward_dynamics="aba", duration=1.0):
+def offline(robot, trajectory, controller_cls, *, forward_dynamics="aba", duration=1.0, contact=None):
     """The same closed loop, continuous-time controller, integrated by BDF; return (wall seconds, nfev)."""
-    plant = LeggedPlant(robot.model, forward_dynamics=forward_dynamics)
-    controller = controller_cls(Dynamics(robot.model), kp=KP, kd=KD, robot=robot)
+    plant = LeggedPlant(robot.model, forward_dynamics=forward_dynamics, contact=contact)
+    controller = controller_cls(Dynamics(robot.model), kp=KP, kd=KD, robot=robot, contact=plant.contact_model)
     plant.reset(*trajectory.initial_state())
     n = trajectory.n
     q_d, qd_d, qdd_d = np.zeros(n), np.zeros(n), np.zeros(n)
@@ -153,6 +170,43 @@ def time_qdd(robot, record, batches, calls):
         for name, fn in candidates.items():
             samples[name].append(per_call_us(fn, states, calls))
     return {name: float(np.median(v)) for name, v in samples.items()}, worst
+
+
+def time_inverse_dynamics(robot, record, batches, calls):
+    """Median us per call of inverse dynamics and mass matrix: rtctl's link-level kernels (RNEA, CRBA,
+    floating-base RNEA of eqs. 26-27), the module-level DeNOC kernels (:mod:`rtctl.plants.legged.modular`)
+    and Pinocchio's RNEA and CRBA, on the same recorded states. Returns (times, largest disagreement)."""
+    pair = Pair.from_model(robot.model)
+    dyn = pair.dyn
+    mi, mf, ws = dyn.mi, dyn.mf, dyn.ws
+    md = ModularDynamics(robot)
+    nv, n0 = robot.model.nv, robot.n_base
+    out, acc, mat, base = np.zeros(nv), np.zeros(nv), np.zeros((nv, nv)), np.zeros((n0, n0))
+    mmi, mmf, mws, mods, work = md.dyn.mi, md.dyn.mf, md.dyn.ws, md.mods, md._work
+    states = [(q, v, v * 0.5, pair.q_to_pin(q), pair.v_to_pin(v), pair.v_to_pin(v * 0.5)) for q, v, _ in record]
+    pm, pd = pair.pin_model, pair.pin_data
+    worst = 0.0
+    for q, v, a, qp, vp, ap in states:
+        worst = max(worst, np.abs(md.inverse_dynamics(q, v, a) - pair.v_from_pin(pin.rnea(pm, pd, qp, vp, ap))).max(),
+                    np.abs(md.mass_matrix(q) - pair.matrix_from_pin(pin.crba(pm, pd, qp))).max())
+    candidates = {
+        ("ID", "rtctl link RNEA"): lambda q, v, a, *_: kernels.rnea(mi, mf, ws, q, v, a, out),
+        ("ID", "module DeNOC"): lambda q, v, a, *_: _entry_inverse_dynamics(mmi, mmf, mws, mods, q, v, a, out, work),
+        ("ID", "Pinocchio RNEA"): lambda q, v, a, qp, vp, ap: pin.rnea(pm, pd, qp, vp, ap),
+        ("GIM", "rtctl link CRBA"): lambda q, *_: kernels.crba(mi, mf, ws, q, mat),
+        ("GIM", "module DeNOC"): lambda q, *_: _entry_mass_matrix(mmi, mmf, mws, mods, q, mat, work),
+        ("GIM", "Pinocchio CRBA"): lambda q, v, a, qp, *_: pin.crba(pm, pd, qp),
+        ("FB-ID", "rtctl link"): lambda q, v, a, *_: kernels.floating_base_rnea(mi, mf, ws, base, q, v, a, acc, out),
+        ("FB-ID", "module DeNOC"): lambda q, v, a, *_: _entry_floating_base(mmi, mmf, mws, mods, q, v, a, acc, out,
+                                                                            work),
+    }
+    for fn in candidates.values():
+        per_call_us(fn, states, 200)
+    samples = {key: [] for key in candidates}
+    for _ in range(batches):
+        for key, fn in candidates.items():
+            samples[key].append(per_call_us(fn, states, calls))
+    return {key: float(np.median(v)) for key, v in samples.items()}, worst
 
 
 def improvement(slow, fast):
@@ -265,13 +319,14 @@ def main(argv=None) -> int:
                     for _ in range(args.repeats + 1):  # the first run warms up
                         wall, rec, _ = closed_loop(robot, traj_cls(robot=robot), ctl_cls, forward_dynamics=fd,
                                                    dt=LOOP_DT[name], record_every=int(round(0.01 / LOOP_DT[name])),
-                                                   integrator=integrator, substeps=substeps)
+                                                   integrator=integrator, substeps=substeps, contact=GROUND[name])
                         times.append(wall)
                         record = rec
                     sim[fd] = float(np.median(times[1:])) * 1e3
-                    offline(robot, traj_cls(robot=robot), ctl_cls, forward_dynamics=fd, duration=0.02)
-                    walls = [offline(robot, traj_cls(robot=robot), ctl_cls, forward_dynamics=fd) for _ in range(
-                        max(1, args.repeats // 2))]
+                    offline(robot, traj_cls(robot=robot), ctl_cls, forward_dynamics=fd, duration=0.02,
+                            contact=GROUND[name])
+                    walls = [offline(robot, traj_cls(robot=robot), ctl_cls, forward_dynamics=fd, contact=GROUND[name])
+                             for _ in range(max(1, args.repeats // 2))]
                     bdf[fd] = (float(np.median([w for w, _ in walls])) * 1e3, walls[0][1])
             except (Failed, RuntimeError) as exc:
                 print(f"{name:<10}{ctl_name:<4}the closed loop {exc}")
@@ -301,6 +356,20 @@ def main(argv=None) -> int:
     print(f"targets: O(n) faster than O(n^3) on the quadruped: {'met' if faster else 'NOT met'}; "
           f"O(n) q'' <= 1.5x Pinocchio: {'met' if ratio <= 1.5 else 'NOT met'} (worst {ratio:.2f}x); "
           f"1 s of quadruped trot <= 100 ms: {'met' if trot <= 100 else 'NOT met'} ({trot:.1f} ms)")
+    print(f"\nInverse dynamics (ID), mass matrix (GIM) and under-actuated ID (FB-ID, eqs. 26-27) per call (us, median "
+          f"of {args.batches} batches x {args.calls}), on the recorded states; ratio to Pinocchio's RNEA / CRBA")
+    for name, (factory, traj_cls) in ROBOTS.items():
+        robot = factory()
+        integrator, substeps = FIXED[name]
+        _, record, _ = closed_loop(robot, traj_cls(robot=robot), LeggedComputedTorque, dt=LOOP_DT[name],
+                                   record_every=int(round(0.01 / LOOP_DT[name])), integrator=integrator,
+                                   substeps=substeps, contact=GROUND[name])
+        times, worst = time_inverse_dynamics(robot, record, args.batches, args.calls)
+        peer = {"ID": times[("ID", "Pinocchio RNEA")], "GIM": times[("GIM", "Pinocchio CRBA")],
+                "FB-ID": times[("ID", "Pinocchio RNEA")]}
+        for (what, label), us in times.items():
+            print(f"{name:<10}{what:<6}{label:<18}{us:>8.2f} us{us / peer[what]:>7.2f}x")
+        print(f"{name:<10}module DeNOC vs Pinocchio: largest |difference| {worst:.1e}")
     if not args.no_sweep:
         sweep(print)
     return 0

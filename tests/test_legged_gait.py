@@ -169,7 +169,7 @@ def test_leg_compensation_keeps_the_planned_centre_of_pressure_inside_the_foot(b
 
     lo, hi = cop_range(BipedGait(robot=biped, leg_compensation=False))
     assert lo < 0.02 and hi > 0.13
-    lo, hi = cop_range(BipedGait(robot=biped))
+    lo, hi = cop_range(BipedGait(robot=biped, leg_compensation=True))
     assert 0.06 < lo and hi < 0.10
 
 

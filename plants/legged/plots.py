@@ -14,7 +14,13 @@ laws -- and writes
 * ``fig17_quadruped_joints.png`` -- front-left leg (module M1) joint angles, desired, FF, CT;
 * ``quadruped_ground_reactions.png`` -- vertical ground reaction of each foot (CT);
 
-and prints the bounds the tests assert. Usage: python plants/legged/plots.py [--out DIR]
+* ``biped_paper_walk.png`` -- the paper's plan and feed-forward gains on the default ground
+  (k = 1e6 N/m, d = 5000 N s/m): trunk height, pitch and vertical ground reaction of each foot, 12 s;
+* ``quadruped_trot_paper.png`` -- the paper's pure trot (two feet down at a time) against the config's
+  trot with a four-foot phase (40 % of each step), computed torque: roll, pitch and height of the trunk;
+
+and prints the bounds the tests assert. ``--paper`` writes only the last two.
+Usage: python plants/legged/plots.py [--out DIR] [--paper]
 """
 from __future__ import annotations
 
@@ -125,12 +131,77 @@ def quadruped_grf_figure(path, qct):
     _finish(fig, path, "Quadruped vertical ground reaction forces (CT)", axes)
 
 
+def biped_paper_walk_figure(path, rec):
+    """Trunk height, pitch and each foot's vertical ground reaction of one biped walk."""
+    z_err = np.abs(rec.q[:, 1] - 0.96).max()
+    pitch = np.abs(rec.q[:, 2]).max()
+    fig, axes = plt.subplots(3, 1, figsize=(7.5, 7.4), sharex=True, layout="constrained")
+    axes[0].plot(rec.t, rec.q[:, 1], color="C0", label="trunk centre of mass z_0")
+    axes[0].axhline(0.96, color="0.6", ls="--", lw=1, label="planned z_c = 0.96 m")
+    axes[0].set_ylabel("z_0 (m)")
+    axes[1].plot(rec.t, rec.q[:, 2] * 1e3, color="C1", label="trunk pitch")
+    axes[1].set_ylabel("pitch (mrad)")
+    for k, (foot, idx) in enumerate(rec.robot.feet.items()):
+        axes[2].plot(rec.t, rec.grf[:, idx, 2].sum(axis=1), lw=0.9, color=f"C{k + 2}", label=foot.replace("_", " "))
+    axes[2].axhline(rec.robot.weight, color="k", ls=":", lw=1, label=f"weight ({rec.robot.weight:.1f} N)")
+    axes[2].set_ylabel("vertical GRF (N)")
+    axes[2].set_xlabel("time (s)")
+    for ax in axes:
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="upper right", fontsize=7, framealpha=0.9)
+    axes[0].set_ylim(0.955, 0.965)
+    fig.suptitle(f"Biped, paper's plan (B.1) and FF gains on k = 1e6 N/m, d = 5000 N s/m, {rec.t[-1]:.0f} s\n"
+                 f"max |z_0 - 0.96| = {z_err * 1e3:.2f} mm, max |pitch| = {pitch * 1e3:.2f} mrad, "
+                 f"x advanced {rec.q[-1, 0] - rec.q[0, 0]:.3f} m")
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def trot_figure(path, runs):
+    """``runs``: label -> walk record of the quadruped; roll, pitch and height of the trunk, with fall times."""
+    fig, axes = plt.subplots(3, 1, figsize=(7.5, 7.4), sharex=True, layout="constrained")
+    notes = []
+    for k, (label, rec) in enumerate(runs.items()):
+        tipped = (np.abs(rec.q[:, 3:6]).max(axis=1) > 0.3) | (np.abs(rec.q[:, 2] - 0.5) > 0.1)
+        end = np.argmax(tipped) if tipped.any() else len(rec.t)
+        notes.append(f"{label}: " + (f"tips over at {rec.t[end]:.2f} s" if tipped.any() else
+                                     f"max |roll| {np.abs(rec.q[:, 5]).max():.3f} rad"))
+        sel = slice(0, min(len(rec.t), end + 20))
+        axes[0].plot(rec.t[sel], rec.q[sel, 5], color=f"C{k}", label=label)
+        axes[1].plot(rec.t[sel], rec.q[sel, 4], color=f"C{k}", label=label)
+        axes[2].plot(rec.t[sel], rec.q[sel, 2], color=f"C{k}", label=label)
+    for ax, name in zip(axes, ("roll (rad)", "pitch (rad)", "trunk z (m)")):
+        ax.set_ylabel(name)
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylim(-0.5, 0.5)
+    axes[1].set_ylim(-0.5, 0.5)
+    axes[2].set_ylim(0.35, 0.6)
+    axes[-1].set_xlabel("time (s)")
+    _finish(fig, path, "Quadruped trot, computed torque (kp = 49, kd = 14), k = 1e5 N/m, d = 500 N s/m\n"
+            + "; ".join(notes), axes)
+
+
+def paper_figures(out: Path) -> None:
+    walk = run_walk("planar_biped", "ff", 12.0)
+    biped_paper_walk_figure(out / "biped_paper_walk.png", walk)
+    trots = {"pure trot (paper)": run_walk("spatial_quadruped", "ct", 6.0, double_support=0.0),
+             "40 % four-foot phase (config)": run_walk("spatial_quadruped", "ct", 6.0)}
+    trot_figure(out / "quadruped_trot_paper.png", trots)
+    print(f"biped, paper's plan on the default ground: |z_0 - 0.96| <= {np.abs(walk.q[:, 1] - 0.96).max() * 1e3:.2f} "
+          f"mm, |pitch| <= {np.abs(walk.q[:, 2]).max() * 1e3:.2f} mrad")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="legged_figures", help="output directory for the PNGs")
+    ap.add_argument("--paper", action="store_true", help="only the paper-fidelity figures (default ground, trot)")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    paper_figures(out)
+    if args.paper:
+        print(f"figures written to {out}/")
+        return 0
 
     biped = {"FF": run_walk("planar_biped", "ff", 12.0), "CT": run_walk("planar_biped", "ct", 12.0)}
     open_loop = run_walk("planar_biped", "ff", 1.0, kp=0.0, kd=0.0)
