@@ -66,7 +66,10 @@ def test_every_bundled_component_loads_under_the_name_it_declares():
             assert obj is ep.load()
             if attribute:
                 assert getattr(obj, attribute) == ep.name, (ep.name, obj)
-            if registry is ROBOTS:
+            if registry is ROBOTS and getattr(obj, "sections", None):
+                with pytest.raises(ValueError, match=r"\[mechanism\]|section"):
+                    obj()   # built from the config sections it owns: without them, a clear refusal
+            elif registry is ROBOTS:
                 model = obj()
                 assert model.nv > 0 and model.name
             else:

@@ -22,7 +22,7 @@ from numba import njit
 from rtctl.dynamics import Dynamics
 from rtctl.dynamics.kernels import OK
 from rtctl.plants.geared.kernels import grm_inverse_dynamics
-from rtctl.plants.geared.model import GEARED_MECHANISMS, GearedMechanism
+from rtctl.plants.geared.model import GearedMechanism, mechanism_of
 
 from rtctl.registry import CONTROLLERS
 from rtctl.loops.base import Controller
@@ -58,10 +58,7 @@ class GearedComputedTorque(Controller):
                  gs: str = "full"):
         super().__init__(dyn, kp, kd)
         if mechanism is None:
-            if self.model.name not in GEARED_MECHANISMS:
-                raise ValueError(f"{self.name}: no built-in mechanism for model '{self.model.name}' "
-                                 f"(available: {sorted(GEARED_MECHANISMS)}); pass mechanism=")
-            mechanism = GEARED_MECHANISMS[self.model.name]()
+            mechanism = mechanism_of(self.model, self.name)
         if self.n != mechanism.n or self.model.nv != mechanism.n:
             raise ValueError(f"{self.name}: model has {self.model.nv} joints, mechanism {mechanism.n}")
         if gs not in ("full", "none", "diagonal"):

@@ -8,14 +8,20 @@ refusing invalid input with a :class:`GearedMechanismError` that names the eleme
 * the graph (links = vertices, turning pairs = thin edges labelled with their
   axis, gear pairs = heavy edges) and the carrier of every gear pair (the link
   both gears turn on, possibly through coaxial links: a path of thin edges of
-  one axis label);
+  one axis label). A gear turns about the axis of any of its thin edges, so any
+  link can be a planetary stage's carrier, sun or ring, whichever is fixed (the
+  base), input or output; each gear pair's axes must agree with its kind
+  (external / internal: parallel, bevel: intersecting), else the pair is refused
+  naming both axes;
 * the canonical graph (section 2): a thin edge ``p -L- x`` whose parent edge
   ``pp -L- p`` has the same label is moved to ``pp -L- x`` (coaxial links),
   until no thin-edged path from the base repeats a label; a label that repeats
   non-consecutively cannot be canonicalised;
 * the equivalent open-loop chain (EOLC: the thin path base -> end effector in
   the canonical graph), primary links ``0..n`` (on the EOLC) and secondary links,
-  and the primary link carrying each secondary link;
+  and the primary link carrying each secondary link (one level of secondary
+  carriers is allowed: planets on a planet carrier that is an input or
+  intermediate link; see "Planetary trains" below);
 * the fundamental-circuit equations q_{j,i} = g_{k,j} q_{k,i} (eq. 9) and the
   coaxial conditions q_{i,k} = q_{i,j} + q_{j,k} (eq. 10), solved for every thin
   edge's relative rate in terms of the joint rates; hence the coefficients
@@ -50,6 +56,28 @@ equivalent compact form of eqs. 16a/16b:
     M_{j/i} = I_j (b b^T + b c^T + c b^T)                                    (eq. 18)
     C_{j/i,r} = I_j b_r sum_k c_k' theta_k' + I_j s (c_r' - sum_k D_{k,r} theta_k')   (eqs. 16, 19, 20)
 
+Planetary trains (beyond the paper's class). Eq. 9 with a carrier that turns
+gives Willis' equation: for sun s, ring r, carrier c,
+(omega_s - omega_c) / (omega_r - omega_c) = -N_r / N_s. Two cases fall outside
+section 4's assumptions and are handled exactly:
+
+* planets carried by a primary link whose own joint turns them (ring or sun
+  fixed, carrier as the output): q_{j,i}-dot then depends on inner joint rates
+  too, so eq. 11 is generalised to q_{j,i}-dot = sum_k b_{j,k} theta_k-dot over
+  all k. Eq. 14 holds unchanged, and the compact eqs. 16a/16b below (with
+  b_{j,k} != 0 for k <= i) give M_s and C_s; the case tables of eqs. 18-20
+  assume b_{j,k} = 0 for k <= i and are only valid in the paper's class;
+* planets carried by a secondary carrier (the carrier as an input): each planet
+  is a rotor of eq. 14 on the carrier's primary link turning at
+  b_carrier + b_planet (parallel axes), and its orbit adds count x m r^2 to
+  the carrier's axial inertia; the assembly must be balanced about the carrier
+  axis (count >= 3 equally spaced planets, or a com on the axis) so that its
+  mass distribution in the primary frame is constant (virtual link i*).
+
+``count`` copies of a secondary link (the planets) are spaced equally about
+the axis of the gears they mesh with (on a secondary carrier: its axis); each
+is lumped into the virtual link and adds its axial inertia to the rotor.
+
 OCR / typesetting errors of the source found while re-deriving (each checked in
 ``tests/test_geared_model.py``): eq. (43) writes ``theta_2^T C theta_2`` and eq. (44)
 ``M theta_2''`` -- both mean the full vectors theta-dot and theta''; eq. (34) reads
@@ -68,13 +96,16 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from rtctl.model import ModelBuilder, combine_inertias, inertia_scale_factor
+from rtctl.options import ConfigError
+from rtctl.registry import ROBOTS
 
-from .description import (GearedMechanismError, GearPair, Link, TurningPair, parse_description,
-                          read_mechanism_table)
+from .description import (GearedMechanismError, GearPair, Link, TurningPair, check_schema, mechanism_arguments,
+                          parse_description, read_mechanism_table)
 from .kernels import GRMDynamics, grm_forward_dynamics, grm_inverse_dynamics
 
 __all__ = ["GearedMechanismError", "Link", "TurningPair", "GearPair", "GearedMechanism", "GRMDynamics", "grm3",
-           "GRM3_PARAMETERS", "grm_inverse_dynamics", "grm_forward_dynamics"]
+           "GRM3_PARAMETERS", "grm_inverse_dynamics", "grm_forward_dynamics", "geared_model",
+           "check_mechanism_section", "mechanism_of"]
 
 
 def _rx(alpha):
@@ -90,10 +121,28 @@ def _rz(theta, xp=np):
 
 @dataclass
 class _Sec:
+    """A rotor of eq. 14: secondary link ``name`` turning relative to primary link ``carrier`` about ``axis``
+    (in that link's D-H frame) at b . theta-dot, axial inertia ``inertia``."""
+
     name: str
     carrier: int
     axis: np.ndarray
     inertia: float
+    b: np.ndarray
+
+
+def _axis_rotation(u, angle):
+    """Rotation by ``angle`` about the unit vector ``u`` (Rodrigues)."""
+    ux = np.array([[0.0, -u[2], u[1]], [u[2], 0.0, -u[0]], [-u[1], u[0], 0.0]])
+    return np.eye(3) + math.sin(angle) * ux + (1 - math.cos(angle)) * (ux @ ux)
+
+
+def _distance_to_line(x, point, u):
+    return float(np.linalg.norm(np.cross(np.asarray(x) - point, u)))
+
+
+def _fmt(v):
+    return "[" + ", ".join(f"{float(x) if abs(x) > 1e-12 else 0.0:.6g}" for x in v) + "]"
 
 
 class GearedMechanism:
@@ -103,7 +152,8 @@ class GearedMechanism:
     (names), ``carrier`` (secondary name -> primary index), ``canonical_edges`` ((parent, child,
     label) of the canonical graph), ``gear_carrier`` (gear pair -> carrier name),
     ``circuit_equations`` (eq. 9, strings), ``coaxial_conditions`` (eq. 10, strings),
-    ``b`` (secondary name -> length-n array, eq. 11), ``A`` (n x n, eq. 12), ``inputs``.
+    ``b`` (secondary name -> length-n array, eq. 11, the rate relative to its canonical parent: its primary
+    carrier, or its secondary carrier ``secondary_carrier[name]``), ``A`` (n x n, eq. 12), ``inputs``.
     """
 
     def __init__(self, links, turning_pairs, gear_pairs, *, base: str, end_effector: str, inputs,
@@ -235,15 +285,19 @@ class GearedMechanism:
         self._order = order
         # Gear-pair carriers: a link both gears turn on (possibly through coaxial links).
         self.gear_carrier = {}
-        for (a, b, _), gp in zip(self.ratio, self.gear_pairs):
-            la, lb = label[a], label[b]
+        for a, b, _ in self.ratio:
+            # A gear turns about the axis of any of its thin edges: a fixed ring (the base) or a ring that is
+            # the carrier's parent (a primary link) meshes about the axis of an edge to a child.
+            labels_a = sorted({lab for _, lab in self.thin[a]})
+            labels_b = sorted({lab for _, lab in self.thin[b]})
             cand = set()
-            for x in self._coaxial_set(a, la) & self._coaxial_set(b, lb):
-                if x not in (a, b):
-                    cand.add(x)
-            if la == lb or not cand:
-                raise GearedMechanismError(f"gear pair {a}-{b}: no carrier (no link on which both gears turn about "
-                                           f"their axes '{la}' and '{lb}')")
+            for la in labels_a:
+                for lb in labels_b:
+                    if la != lb:
+                        cand |= (self._coaxial_set(a, la) & self._coaxial_set(b, lb)) - {a, b}
+            if not cand:
+                raise GearedMechanismError(f"gear pair {a}-{b}: no carrier (no link on which both gears turn: "
+                                           f"'{a}' turns about axes {labels_a}, '{b}' about {labels_b})")
             # The carrier is the member of the set that is an ancestor of both in the canonical tree.
             anc = [x for x in cand if self._is_ancestor(x, a) or self._is_ancestor(x, b)]
             if len(anc) != 1:
@@ -269,13 +323,17 @@ class GearedMechanism:
         idx = {nm: i for i, nm in enumerate(self.primary)}
         self.primary_index = idx
         self.secondary = [nm for nm in self._order if nm not in idx]
-        self.carrier = {}
+        self.carrier, self.secondary_carrier = {}, {}
         for s in self.secondary:
             p = self.canonical_parent[s]
             if p not in idx:
-                raise GearedMechanismError(f"secondary link '{s}' turns on secondary link '{p}' in the canonical "
-                                           "graph; the virtual-link method needs every secondary link carried by a "
-                                           "primary link")
+                pp = self.canonical_parent[p]
+                if pp not in idx:
+                    raise GearedMechanismError(
+                        f"secondary link '{s}' turns on '{p}', itself carried by secondary link '{pp}': one level of "
+                        "secondary carriers (planets on a planet carrier) is supported")
+                self.secondary_carrier[s] = p
+                p = pp
             self.carrier[s] = idx[p]
         dof = len(self.links) - 1 - len(self.gear_pairs)
         self.dof = dof
@@ -320,11 +378,13 @@ class GearedMechanism:
         col = {x: k for k, x in enumerate(edges)}
         rows, rhs = [], []
         self.circuit_equations, self.coaxial_conditions = [], []
+        self.gear_axis_edge = {}     # gear pair -> (edge of gear a's turning axis, edge of gear b's), on the carrier
         for (a, b, g) in self.ratio:
             i = self.gear_carrier[(a, b)]
             where = f"gear pair {a}-{b}"
             ca, pa = self._path_rate(i, a, where)
             cb, pb = self._path_rate(i, b, where)
+            self.gear_axis_edge[(a, b)] = (a if a in ca else next(iter(ca)), b if b in cb else next(iter(cb)))
             row = np.zeros(len(edges))
             for x, v in ca.items():
                 row[col[x]] += v
@@ -352,10 +412,6 @@ class GearedMechanism:
         for s in self.secondary:
             b = self.edge_rates[s].copy()
             b[np.abs(b) < 1e-14] = 0.0
-            i = self.carrier[s]
-            if np.any(b[:i] != 0):
-                raise GearedMechanismError(f"secondary link '{s}': its rotation relative to its carrier depends on "
-                                           f"inner joint angles (b = {b.tolist()}), outside the class of eq. 11")
             self.b[s] = b
         self.A = np.column_stack([self.edge_rates[m] for m in self.inputs])
         self.A[np.abs(self.A) < 1e-14] = 0.0
@@ -372,23 +428,35 @@ class GearedMechanism:
             if ln.dh is None or len(ln.dh) != 3 or not all(math.isfinite(float(x)) for x in ln.dh):
                 raise GearedMechanismError(f"primary link '{ln.name}': needs dh = (a, alpha, d)")
             self.dh[r] = [float(x) for x in ln.dh]
-        secs = []
+        for ln in self.links.values():
+            if not (isinstance(ln.count, int) and not isinstance(ln.count, bool) and ln.count >= 1):
+                raise GearedMechanismError(f"link '{ln.name}': count must be an integer >= 1, got {ln.count!r}")
+            if ln.count > 1 and ln.name in self.primary:
+                raise GearedMechanismError(f"link '{ln.name}': a primary link cannot have copies (count = {ln.count})")
+        self.sec_axis, self.sec_com = {}, {}
         for s in self.secondary:
             ln = self.links[s]
             if ln.axis is None:
                 raise GearedMechanismError(f"secondary link '{s}': needs its axis (unit vector in the frame of "
-                                           f"carrier '{self.primary[self.carrier[s]]}')")
+                                           f"primary link '{self.primary[self.carrier[s]]}')")
             e = np.asarray(ln.axis, dtype=float)
+            c = np.asarray(ln.com, dtype=float)
             if e.shape != (3,) or not np.all(np.isfinite(e)) or np.linalg.norm(e) < 1e-12:
                 raise GearedMechanismError(f"secondary link '{s}': axis must be a non-zero 3-vector")
+            if c.shape != (3,) or not np.all(np.isfinite(c)):
+                raise GearedMechanismError(f"secondary link '{s}': com must be a finite 3-vector")
             if not (ln.axial_inertia >= 0 and ln.transverse_inertia >= 0 and ln.mass >= 0):
                 raise GearedMechanismError(f"secondary link '{s}': mass and inertias must be >= 0")
-            secs.append(_Sec(s, self.carrier[s], e / np.linalg.norm(e), float(ln.axial_inertia)))
-        self._secs = secs
-        # Packed arrays for the kernels (secondaries carried by the base contribute constant M only).
+            self.sec_axis[s], self.sec_com[s] = e / np.linalg.norm(e), c
+        self._check_gear_axes()
+        self._check_coaxial_labels()
+        self._check_secondary_carriers()
+        self._secs = self._rotors()
+        secs = self._secs
+        # Packed arrays for the kernels (rotors carried by the base contribute constant M only).
         self.sec_carrier = np.array([s.carrier for s in secs], dtype=np.int64)
         self.sec_inertia = np.array([s.inertia for s in secs])
-        self.sec_b = np.ascontiguousarray(np.array([self.b[s.name] for s in secs]).reshape(len(secs), n))
+        self.sec_b = np.ascontiguousarray(np.array([s.b for s in secs]).reshape(len(secs), n))
         # Axis in rtctl body frame of the carrier (body frame = D-H frame . Rx(alpha)^-1 ...): e_body = Rx(alpha) e.
         eb = np.zeros((len(secs), 3))
         for k, s in enumerate(secs):
@@ -396,18 +464,159 @@ class GearedMechanism:
                 eb[k] = _rx(self.dh[s.carrier, 1]) @ s.axis
         self.sec_axis_body = eb
 
+    def copy_axis(self, s):
+        """(point, unit direction) in the frame of primary link ``carrier[s]`` of the line the ``count`` copies of
+        secondary link ``s`` are spaced about: a secondary carrier's axis (the planets' orbit), else the axis of
+        the gears ``s`` meshes with (sun and ring of a planetary stage), which must be one line."""
+        parent = self.secondary_carrier.get(s)
+        if parent is not None:
+            return self.sec_com[parent], self.sec_axis[parent]
+        if self.links[s].count == 1:
+            return self.sec_com[s], self.sec_axis[s]
+        lines = []
+        for (a, b), edges in self.gear_axis_edge.items():
+            if s in (a, b):
+                lines.append((b if s == a else a, self.edge_axis(edges[1] if s == a else edges[0])))
+        if not lines:
+            raise GearedMechanismError(f"secondary link '{s}': count = {self.links[s].count} copies are spaced about "
+                                       "the axis of the gears they mesh with, and it meshes with none")
+        (first, (p0, u0)) = lines[0]
+        for other, (p1, u1) in lines[1:]:
+            if np.linalg.norm(np.cross(u0, u1)) > 1e-9 or _distance_to_line(p1, p0, u0) > 1e-9:
+                raise GearedMechanismError(
+                    f"secondary link '{s}': its count = {self.links[s].count} copies mesh with '{first}' (axis "
+                    f"{_fmt(u0)} through {_fmt(p0)} m) and '{other}' (axis {_fmt(u1)} through {_fmt(p1)} m), which "
+                    "are not one line to space them about")
+        rots, origins = self.zero_frames()
+        i = self.carrier[s]
+        return rots[i].T @ (p0 - origins[i]), rots[i].T @ u0
+
+    def copies(self, s):
+        """[(rotation about the copy axis, com, axis)] of every copy of secondary link ``s`` at zero angles, in the
+        frame of primary link ``carrier[s]``."""
+        point, u = self.copy_axis(s)
+        e, c = self.sec_axis[s], self.sec_com[s]
+        out = []
+        for k in range(self.links[s].count):
+            rot = _axis_rotation(u, 2 * math.pi * k / self.links[s].count)
+            out.append((rot, point + rot @ (c - point), rot @ e))
+        return out
+
+    def _check_secondary_carriers(self):
+        """Planets on a secondary carrier (section 5 extended): axes parallel to the carrier's, and the carrier's
+        assembly balanced about its axis (com on the axis, or >= 3 equally spaced copies), so that it keeps its mass
+        distribution in the primary link's frame as it turns -- the condition for lumping it into a virtual link."""
+        for s, parent in self.secondary_carrier.items():
+            e, (point, u) = self.sec_axis[s], (self.sec_com[parent], self.sec_axis[parent])
+            if np.linalg.norm(np.cross(e, u)) > 1e-9:
+                raise GearedMechanismError(
+                    f"secondary link '{s}' on secondary carrier '{parent}': its axis {_fmt(e)} is not parallel to the "
+                    f"carrier's axis {_fmt(u)} (planets on a secondary carrier must turn about parallel axes)")
+            radius = _distance_to_line(self.sec_com[s], point, u)
+            if radius > 1e-9 and self.links[s].count < 3 and self.links[s].mass > 0:
+                raise GearedMechanismError(
+                    f"secondary link '{s}' on secondary carrier '{parent}': its com is {radius:.6g} m off the carrier's "
+                    f"axis with count = {self.links[s].count}; an unbalanced planet carrier is outside the virtual-link "
+                    "method: give count >= 3 (equally spaced planets) or a com on the carrier's axis")
+            if self.links[parent].count != 1:
+                raise GearedMechanismError(f"secondary link '{parent}' carries '{s}': a carrier cannot have copies")
+        for s in self.secondary:
+            if self.links[s].count > 1 and s not in self.secondary_carrier:
+                _, u = self.copy_axis(s)
+                if np.linalg.norm(np.cross(self.sec_axis[s], u)) > 1e-9:
+                    raise GearedMechanismError(
+                        f"secondary link '{s}': count = {self.links[s].count} copies need an axis parallel to the "
+                        f"axis {_fmt(u)} they are spaced about (that of the gears they mesh with)")
+
+    def zero_frames(self):
+        """World rotations and origins of the D-H frames 0..n at zero joint angles."""
+        rots, origins = [np.eye(3)], [np.zeros(3)]
+        for r in range(1, self.n + 1):
+            a, alpha, d = self.dh[r]
+            origins.append(origins[-1] + rots[-1] @ np.array([a, 0.0, d]))
+            rots.append(rots[-1] @ _rx(alpha))
+        return rots, origins
+
+    def edge_axis(self, x):
+        """(point, unit direction) in the world at zero joint angles of the turning axis of canonical edge -> x."""
+        rots, origins = self.zero_frames()
+        if x in self.primary_index:
+            r = self.primary_index[x]
+            return origins[r - 1], rots[r - 1][:, 2]
+        i = self.carrier[x]
+        return origins[i] + rots[i] @ self.sec_com[x], rots[i] @ self.sec_axis[x]
+
+    def _check_gear_axes(self):
+        """A gear pair's axes (fixed on its carrier, so checked at zero joint angles) agree with its kind: external
+        (spur) and internal (ring) pairs turn about parallel axes, bevel pairs about intersecting, non-parallel ones."""
+        for gp, (a, b, _) in zip(self.gear_pairs, self.ratio):
+            (pa, ua), (pb, ub) = (self.edge_axis(x) for x in self.gear_axis_edge[(a, b)])
+            sine = np.linalg.norm(np.cross(ua, ub))
+            axes = (f"axis of '{a}' {_fmt(ua)} through {_fmt(pa)} m, axis of '{b}' {_fmt(ub)} through {_fmt(pb)} m "
+                    "(world frame, zero joint angles)")
+            where = f"gear pair {a}-{b} (kind '{gp.kind}')"
+            if gp.kind in ("external", "internal") and sine > 1e-9:
+                what = "spur" if gp.kind == "external" else "ring"
+                raise GearedMechanismError(f"{where}: {axes} are not parallel; an {gp.kind} ({what}) pair needs "
+                                           "parallel axes")
+            if gp.kind == "bevel":
+                if sine <= 1e-9:
+                    raise GearedMechanismError(f"{where}: {axes} are parallel; a bevel pair needs intersecting, "
+                                               "non-parallel axes")
+                gap = abs((pb - pa) @ np.cross(ua, ub)) / sine
+                if gap > 1e-6:
+                    raise GearedMechanismError(f"{where}: {axes} do not intersect (they pass {gap:.6g} m apart); a "
+                                               "bevel pair needs intersecting axes")
+
+    def _check_coaxial_labels(self):
+        """Thin edges with one axis label are one line (the coaxiality of section 2), at zero joint angles."""
+        first = {}
+        for _, x, label in self.canonical_edges:
+            p, u = self.edge_axis(x)
+            if label not in first:
+                first[label] = (x, p, u)
+                continue
+            y, p0, u0 = first[label]
+            if np.linalg.norm(np.cross(u, u0)) > 1e-9 or _distance_to_line(p, p0, u0) > 1e-9:
+                raise GearedMechanismError(
+                    f"axis label '{label}': the turning axis of '{x}' {_fmt(u)} through {_fmt(p)} m and that of '{y}' "
+                    f"{_fmt(u0)} through {_fmt(p0)} m (world frame, zero joint angles) are not one line")
+
+    def _rotors(self):
+        """The relative motions of eq. 14, each a rotor (primary link i, axis e in frame i, I, b with
+        q_{rotor,i}-dot = b . theta-dot). A secondary on a primary link is one rotor of count x I_j. A planet on a
+        secondary carrier c (axis parallel to c's) is a rotor of its axial inertias turning at b_c + b_planet relative
+        to i; its orbit adds count x m r^2 (r: com to c's axis) to c's rotor -- the balanced assembly's kinetic energy
+        in frame i is then eq. 14's, and the rest lumps into virtual link i*."""
+        rotors = []
+        for s in self.secondary:
+            ln = self.links[s]
+            inertia = ln.count * float(ln.axial_inertia)
+            b = self.b[s].copy()
+            parent = self.secondary_carrier.get(s)
+            if parent is not None:
+                b = b + self.b[parent]
+            for planet, c in self.secondary_carrier.items():
+                if c == s:
+                    radius = _distance_to_line(self.sec_com[planet], self.sec_com[s], self.sec_axis[s])
+                    inertia += self.links[planet].count * float(self.links[planet].mass) * radius ** 2
+            rotors.append(_Sec(s, self.carrier[s], self.sec_axis[s], inertia, b))
+        return rotors
+
     # ------------------------------------------------------------------ models
     def _virtual_mass(self, r):
-        """Mass, com and inertia (about com) of virtual link r* in primary link r's D-H frame (section 5.1)."""
+        """Mass, com and inertia (about com) of virtual link r* in primary link r's D-H frame (section 5.1): the
+        primary link and every copy of each secondary link it carries, at zero angles."""
         ln = self.links[self.primary[r]]
         m, c = float(ln.mass), np.asarray(ln.com, dtype=float)
         inertia = np.zeros((3, 3)) if ln.inertia is None else np.asarray(ln.inertia, dtype=float)
-        for s in self._secs:
-            if s.carrier == r:
-                sl = self.links[s.name]
-                e = s.axis
+        for s in self.secondary:
+            if self.carrier[s] != r:
+                continue
+            sl = self.links[s]
+            for _, com, e in self.copies(s):
                 i_s = sl.transverse_inertia * (np.eye(3) - np.outer(e, e)) + sl.axial_inertia * np.outer(e, e)
-                m, c, inertia = combine_inertias(m, c, inertia, float(sl.mass), np.asarray(sl.com, float), i_s)
+                m, c, inertia = combine_inertias(m, c, inertia, float(sl.mass), com, i_s)
         return m, c, inertia
 
     def virtual_model(self, name: str | None = None):
@@ -541,3 +750,45 @@ def grm3_model():
 
 
 GEARED_MECHANISMS = {"grm3": grm3}
+
+
+def check_mechanism_section(table, where: str = "[mechanism]") -> dict:
+    """A run config's ``[mechanism]`` table checked against its schema (:mod:`rtctl.plants.geared.description`)
+    and built once, so that a structural fault (an axis contradicting its gear pair's kind, no carrier, dependent
+    joints, ...) is refused when the config is read; ConfigError naming ``where`` (``"FILE: [mechanism]"``), the
+    element and the key or pair. Returns the checked table with defaults filled in."""
+    checked = check_schema(table, where)
+    try:
+        GearedMechanism(**mechanism_arguments(checked))
+    except GearedMechanismError as exc:
+        raise ConfigError(f"{where} {exc}") from None
+    return checked
+
+
+@ROBOTS.register("geared")
+def geared_model(mechanism: dict | None = None):
+    """The robot model ``"geared"``: the virtual EOLC model of the mechanism a run config's ``[mechanism]`` section
+    describes (``[robot] model = "geared"``). The model carries its :class:`GearedMechanism` as
+    ``geared_mechanism``, which the ``"geared"`` plant and ``"geared_computed_torque"`` use."""
+    if mechanism is None:
+        raise GearedMechanismError("robot model 'geared' is the mechanism of the run config's [mechanism] section; "
+                                   "none was given")
+    mech = GearedMechanism(**mechanism_arguments(check_schema(mechanism)))
+    model = mech.virtual_model()
+    model.geared_mechanism = mech
+    return model
+
+
+geared_model.sections = {"mechanism": check_mechanism_section}
+
+
+def mechanism_of(model, who: str) -> GearedMechanism:
+    """The mechanism behind a virtual EOLC ``model``: the one it carries (robot model ``"geared"``), else the
+    built-in one of its name (``"grm3"``); ValueError naming ``who`` otherwise."""
+    mech = getattr(model, "geared_mechanism", None)
+    if mech is not None:
+        return mech
+    if model.name not in GEARED_MECHANISMS:
+        raise ValueError(f"{who}: no mechanism for model '{model.name}' (built-in: {sorted(GEARED_MECHANISMS)}; "
+                         "or [robot] model = \"geared\" with a [mechanism] section); pass mechanism=")
+    return GEARED_MECHANISMS[model.name]()

@@ -22,7 +22,7 @@ from numba import njit
 from rtctl.dynamics.kernels import OK
 from rtctl.plants.geared.energy import link_energies
 from rtctl.plants.geared.kernels import grm_forward_dynamics
-from rtctl.plants.geared.model import GEARED_MECHANISMS, GearedMechanism
+from rtctl.plants.geared.model import GearedMechanism, mechanism_of
 from rtctl.model import Model, inertia_scale_factor
 
 from ..integrate import WORK_ROWS, rk4_advance
@@ -68,8 +68,8 @@ class GearedPlant(Plant):
     """The GRM's joint-space dynamics (eq. 23) under joint torques ``effort`` (= A xi).
 
     Parameters: ``model`` the virtual EOLC model (:meth:`GearedMechanism.virtual_model`; its
-    mass properties give G_v), ``mechanism`` (default: the built-in one named like the model,
-    e.g. ``"grm3"``), ``integrator`` ``"rk4"`` only, ``substeps``, friction per joint.
+    mass properties give G_v), ``mechanism`` (default: the one the model carries -- robot model
+    ``"geared"`` from a ``[mechanism]`` section -- else the built-in one named like the model, e.g. ``"grm3"``), ``integrator`` ``"rk4"`` only, ``substeps``, friction per joint.
     """
 
     def __init__(self, model: Model, *, mechanism: GearedMechanism | None = None, integrator: str = "rk4",
@@ -77,10 +77,7 @@ class GearedPlant(Plant):
                  mass_scale: float = 1.0, payload_mass: float = 0.0, payload_frame: str | None = None,
                  payload_offset=None):
         if mechanism is None:
-            if model.name not in GEARED_MECHANISMS:
-                raise ValueError(f"geared plant: no built-in mechanism for model '{model.name}' "
-                                 f"(available: {sorted(GEARED_MECHANISMS)}); pass mechanism=")
-            mechanism = GEARED_MECHANISMS[model.name]()
+            mechanism = mechanism_of(model, "geared plant")
         integrator, substeps, scale = check_integration_options(integrator, substeps, coulomb_velocity_scale)
         mass_scale = inertia_scale_factor(mass_scale)
         self._payload = payload_settings(payload_mass, payload_frame, payload_offset)

@@ -43,8 +43,11 @@ def secondary_terms(mech, name, q):
     element by element from eqs. 18a-d, 19a-e and 20a-c (joint indices 1-based as in the paper;
     arrays 0-based). Returns (M (n x n), C (n x n x n) with C[r-1] = C_{j/i,r})."""
     s = next(x for x in mech._secs if x.name == name)
-    i, e, ij, b = s.carrier, s.axis, s.inertia, mech.b[name]
+    i, e, ij, b = s.carrier, s.axis, s.inertia, s.b
     n = mech.n
+    if np.any(b[:i] != 0):
+        raise ValueError(f"secondary link '{name}': b = {b.tolist()} has inner terms (a planet its own carrier's joint "
+                         "drives); the case tables of eqs. 18-20 assume eq. 11's class (outer terms only)")
     z, dz = axes_in_frame(mech, np.asarray(q, dtype=float), i)
     inner = lambda k: k <= i  # noqa: E731
     M = np.zeros((n, n))
