@@ -147,9 +147,16 @@ def run_in_thread(emulator, stop: threading.Event, timeout=0.005) -> threading.T
     return t
 
 
-def build_plant(robot: str, urdf: str | None, initial):
+def build_plant(robot: str, urdf: str | None, initial, mjcf: str | None = None):
+    """The emulators' plant: rtctl's rigid-body simulation of the arm or ``urdf``, or with ``mjcf`` (an MJCF or
+    URDF file) MuJoCo's simulation of it (the mujoco extra), whose own rtctl model names the joints."""
     from rtctl.hil.can_robot import build_arm2, make_plant
-    if urdf:
+    plant = None
+    if mjcf:
+        from rtctl.plants.mujoco.plant import MujocoPlant
+        plant = MujocoPlant(source=mjcf)
+        model = plant.model
+    elif urdf:
         from rtctl.model.urdf import load_urdf
         model = load_urdf(urdf)
     elif robot == "arm2":
@@ -158,7 +165,7 @@ def build_plant(robot: str, urdf: str | None, initial):
         raise SystemExit(f"unknown robot {robot!r}")
     from rtctl.rt.interfaces import actuated_indices
     q_idx, v_idx, _names = actuated_indices(model)
-    plant = make_plant(model)
+    plant = plant or make_plant(model)
     q0 = model.neutral_configuration()
     if initial:
         q0[q_idx] = initial
@@ -176,6 +183,7 @@ def main(argv=None, prog="python -m rtctl.hil.can_emulator"):
     p.add_argument("--ids", type=int, nargs="+", required=True, help="motor CAN IDs / CANopen node IDs")
     p.add_argument("--robot", default="arm2", choices=("arm2",))
     p.add_argument("--urdf", default=None)
+    p.add_argument("--mjcf", default=None, help="simulate this MJCF (or URDF) file in MuJoCo (rtctl[mujoco])")
     p.add_argument("--initial", type=float, nargs="*", default=None)
     p.add_argument("--motor-model", default="AK80-9")
     p.add_argument("--ratio", type=float, default=10.0, help="CiA 402 gear ratio (motor turns per joint turn)")
@@ -189,7 +197,7 @@ def main(argv=None, prog="python -m rtctl.hil.can_emulator"):
     if not args.channel.startswith(("ws://127.", "ws://localhost")) and args.interface == "remote":
         p.error("the emulator only talks to a loopback bus server (--channel ws://127.0.0.1:PORT/)")
     try:
-        plant, v_idx = build_plant(args.robot, args.urdf, args.initial)
+        plant, v_idx = build_plant(args.robot, args.urdf, args.initial, args.mjcf)
     except Exception as exc:  # noqa: BLE001  (a bad URDF: one line)
         p.exit(1, f"{prog}: error: robot: {type(exc).__name__}: {' '.join(str(exc).split())}\n")
     try:
@@ -207,6 +215,7 @@ def main(argv=None, prog="python -m rtctl.hil.can_emulator"):
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    print(f"PLANT {type(plant).__name__} nv={plant.model.nv}", flush=True)
     print("READY", flush=True)
     try:
         while not stop.is_set():

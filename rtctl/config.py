@@ -5,8 +5,11 @@ The application layer. The core sections (``[robot]``, ``[loop]``, ``[safety]``,
 it selects, found by name in :mod:`rtctl.registry`: ``[plant] type``, ``[driver] backend`` (or several
 ``[[drivers]]``, each with its ``joints``), ``[controller] type``, ``[trajectory] type``, each with its own
 ``Options`` schema, and the sections a selected component owns (``[contact]`` of the legged plant,
-``[patient]`` of the jaw plant, ``[therapist]`` of the chewing CPG). Unknown keys and out-of-range values
-raise :class:`ConfigError` naming the file, section and key. Units are SI. A minimal config::
+``[patient]`` of the jaw plant, ``[therapist]`` of the chewing CPG, ``[bite]`` of the jaw controllers) and
+those the named robot model owns (its factory's ``sections``: ``{name: check(table, where) -> checked
+table}``, e.g. the ``[mechanism]`` of robot model ``"geared"``; the factory is called with each checked
+section as a keyword argument). Unknown keys and out-of-range values raise :class:`ConfigError` naming the
+file, section and key. Units are SI. A minimal config::
 
     [robot]
     model = "arm7"            # bundled name, robot model name or URDF path (relative to the config file)
@@ -171,6 +174,18 @@ def _selected(raw: dict, source: str):
     return out
 
 
+def _robot_sections(raw: dict) -> tuple[str, dict]:
+    """``(name, {section: check})`` of the named robot model ``[robot] model`` selects (``{}``: none owned)."""
+    robot = raw.get("robot", {})
+    name = robot.get("model", CORE_SCHEMA["robot"]["model"].default) if isinstance(robot, dict) else None
+    if not isinstance(name, str) or name not in ROBOTS.names():
+        return name, {}
+    try:
+        return name, getattr(ROBOTS.get(name), "sections", {})
+    except ValueError:
+        return name, {}
+
+
 def _owner_of(section: str) -> str:
     """Which known component owns ``[section]`` (for the error message), or ``""``."""
     for kind, (registry, _, _) in COMPONENTS.items():
@@ -201,8 +216,9 @@ def validate(raw: dict, source: str = "<config>") -> dict:
         raise ConfigError(f"{source}: top level must be a table")
     selected = _selected(raw, source)
     owned = {name: (cls, options) for _, cls in selected for name, options in getattr(cls, "sections", {}).items()}
+    robot_name, robot_sections = _robot_sections(raw)
     for section in raw:
-        if section not in TOP_LEVEL and section not in owned:
+        if section not in TOP_LEVEL and section not in owned and section not in robot_sections:
             owner = _owner_of(section)
             if owner:
                 chosen = ", ".join(f"{s} '{c.registered_name}'" for s, c in selected if s != "driver")
@@ -234,6 +250,10 @@ def validate(raw: dict, source: str = "<config>") -> dict:
     for name, (cls, options) in owned.items():
         out[name] = check_table(raw.get(name, {}), schema_keys(options), f"{source}: [{name}]",
                                 owner=f"'{cls.registered_name}'")
+    for name, check in robot_sections.items():
+        if name not in raw:
+            raise ConfigError(f"{source}: robot model '{robot_name}' needs a [{name}] section")
+        out[name] = check(raw[name], f"{source}: [{name}]")
     out["schedule"] = _validate_schedule(raw.get("schedule", []), source)
     out["collision"] = check_table(raw.get("collision", {}), collision_keys(), f"{source}: [collision]")
     return out
@@ -279,26 +299,33 @@ def _resolve_model_path(spec: str, base_dir: str | None) -> Path:
     candidate = Path(spec)
     if not candidate.is_absolute() and base_dir is not None:
         candidate = Path(base_dir) / candidate
-    if candidate.suffix == ".urdf" or candidate.exists():
+    if candidate.suffix in (".urdf", ".xml") or candidate.exists():
         return candidate
     return bundled_model_path(spec)
 
 
-def _robot_models(robot: dict, context: BuildContext):
-    """The controller's model and the plant's own copy: a named robot model (:data:`ROBOTS`), a bundled
-    URDF or a URDF path."""
+def _robot_models(cfg: dict, context: BuildContext):
+    """The controller's model and the plant's own copy: a named robot model (:data:`ROBOTS`, given the config
+    sections it owns), a bundled URDF, a URDF path or an MJCF path (``.xml``: compiled by MuJoCo, the mujoco
+    extra; the file declares its own base)."""
     from .model import ModelError
     from .model.urdf import load_urdf
 
+    robot = cfg["robot"]
     try:
         if robot["model"] in ROBOTS.names():
             factory = ROBOTS.get(robot["model"])
-            return factory(), factory()
+            sections = {name: cfg[name] for name in getattr(factory, "sections", {})}
+            return factory(**sections), factory(**sections)
         path = _resolve_model_path(robot["model"], context.base_dir)
+        if path.suffix == ".xml":
+            from .plants.mujoco.model import load_mujoco_model
+            model = load_mujoco_model(path)[0]
+            return model, copy.deepcopy(model)
         base = None if robot["floating_base"] == "fixed" else robot["floating_base"]
         model = load_urdf(path, base, inertia=robot["inertia"])          # one load: one inertia warning
         return model, copy.deepcopy(model)
-    except (ModelError, FileNotFoundError, ValueError) as exc:
+    except (ModelError, FileNotFoundError, ValueError, ImportError) as exc:
         raise ConfigError(f"{context.source}: [robot] model: {exc}") from None
 
 
@@ -357,7 +384,7 @@ def build(cfg: dict):
     src = cfg.get("_source", "<config>")
     loop_cfg, saf = cfg["loop"], cfg["safety"]
     context = BuildContext(source=src, base_dir=cfg.get("_dir"), period=1.0 / loop_cfg["rate_hz"])
-    context.model, context.plant_model = _robot_models(cfg["robot"], context)
+    context.model, context.plant_model = _robot_models(cfg, context)
     context.q_index, context.v_index, context.joint_names = actuated_indices(context.model)
     driver_plans = _build_drivers(cfg, context)
     chosen = {section: component(section, cfg[section], f"{src}: [{section}]")

@@ -1,0 +1,319 @@
+"""MuJoCo models as rtctl models: compile an MJCF or URDF with MuJoCo, then rebuild its kinematic tree.
+
+:func:`compile_model` compiles a file with MuJoCo's own compiler (MJCF, or URDF through MuJoCo's URDF
+importer, mesh geometry dropped: MuJoCo cannot resolve ``package://`` meshes and the dynamics do not use
+them). :func:`model_from_mujoco` builds the :class:`rtctl.model.Model` of a compiled ``MjModel`` so that
+rtctl's dynamics and MuJoCo's agree to round-off, with the same q and v ordering (both follow the body
+tree depth-first) and these conventions:
+
+* a hinge joint is ``revolute``, a slide joint ``prismatic``, with the joint's axis. MuJoCo moves a body
+  by ``T(p) R(a, q - q0) T(-p)`` per hinge (``p`` the joint's ``pos`` in the body, ``q0`` its ``ref``) and
+  by ``T(a (q - q0))`` per slide, in the order the joints are declared; rtctl puts the joint frame at
+  ``p`` and folds ``R(a, -q0) T(-p)`` (or ``T(-a q0)``) into what follows, so q is MuJoCo's ``qpos`` itself;
+* a body with several joints becomes a chain of rtctl bodies, the intermediate ones massless and named
+  ``<body>/<joint>``; the last carries the MuJoCo body's name, mass and inertia;
+* a body without joints is welded to its parent: its mass merges into the rtctl body that carries it and it
+  stays a frame of that name; sites become frames too;
+* a free joint on the first body is the ``free_flyer`` base. MuJoCo's free-joint ``qpos`` is
+  ``[x, y, z, qw, qx, qy, qz]`` and its ``qvel`` ``[v_world; omega_body]``; rtctl's (Pinocchio's) are
+  ``[x, y, z, qx, qy, qz, qw]`` and ``[v_body; omega_body]``: :func:`to_rtctl_state` and
+  :func:`to_mujoco_state` convert;
+* the first body's joints slide x, slide z, hinge y make a ``planar`` base, three slides and three hinges
+  an ``euler`` base; any other model has a ``fixed`` base;
+* ``dof_armature`` is the model's armature (the free-flyer's must be zero), ``dof_damping`` and
+  ``dof_frictionloss`` its joint damping and friction; joint ranges are the position limits and a joint's
+  motor actuators (gear times control range) or its ``actuatorfrcrange`` its effort limit.
+
+Ball joints, free joints below the first body and MuJoCo models with a free body beside a tree are
+refused with :class:`MujocoModelError` naming the element. Nothing here imports ``mujoco`` until it is
+called; without it, the error says to install ``rtctl[mujoco]``.
+"""
+from __future__ import annotations
+
+import os
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+from numba import njit
+
+from rtctl.model import Model, ModelBuilder, ModelError
+
+__all__ = ["MujocoModelError", "require_mujoco", "compile_model", "model_from_mujoco", "load_mujoco_model",
+           "to_rtctl_state", "to_mujoco_state"]
+
+INSTALL_HINT = 'the MuJoCo plant needs the mujoco package: pip install "rtctl[mujoco]"'
+
+
+class MujocoModelError(ModelError):
+    """A MuJoCo model rtctl cannot represent, or a file MuJoCo cannot compile; the message names the element."""
+
+
+def require_mujoco():
+    """The ``mujoco`` module, or ImportError saying how to install it."""
+    try:
+        import mujoco
+    except ImportError as exc:
+        raise ImportError(f"{INSTALL_HINT} ({exc})") from None
+    return mujoco
+
+
+def _strip_urdf_meshes(text: str, label: str) -> str:
+    """The URDF without mesh geometry (``<visual>``/``<collision>`` holding a ``<mesh>``)."""
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        raise MujocoModelError(f"{label}: not well-formed XML: {exc}") from None
+    for link in root.iter("link"):
+        for tag in ("visual", "collision"):
+            for elem in list(link.findall(tag)):
+                if elem.find("geometry/mesh") is not None:
+                    link.remove(elem)
+    return ET.tostring(root, encoding="unicode")
+
+
+_MUJOCO_ELEMENT = re.compile(r"Element name '([^']*)', id (\d+)|Element '([^']*)'|line (\d+)")
+
+
+def compile_model(source, *, floating_base: str | None = None):
+    """The compiled ``MjModel`` of an MJCF (``.xml``) or URDF (``.urdf``) file.
+
+    ``floating_base="free_flyer"`` adds a free joint to the first body (a URDF's root link, which MuJoCo
+    otherwise welds to the world). Errors name the file and MuJoCo's message (its element and line)."""
+    mujoco = require_mujoco()
+    path = Path(os.fspath(source))
+    if floating_base not in (None, "fixed", "free_flyer"):
+        raise MujocoModelError(f"{path}: floating_base must be 'fixed' or 'free_flyer' for a MuJoCo model "
+                               f"(a planar or Euler base is declared by the model's own joints), got {floating_base!r}")
+    if not path.is_file():
+        raise MujocoModelError(f"{path}: no such model file")
+    try:
+        if path.suffix.lower() == ".urdf":
+            spec = mujoco.MjSpec.from_string(_strip_urdf_meshes(path.read_text(), str(path)))
+        else:
+            spec = mujoco.MjSpec.from_file(str(path))
+        if floating_base == "free_flyer":
+            root = spec.worldbody.first_body()
+            if root is None:
+                raise MujocoModelError(f"{path}: no body to put a free joint on")
+            if any(True for _ in root.joints):
+                raise MujocoModelError(f"{path}: body '{root.name}' already has joints; a free_flyer base goes on a "
+                                       f"body welded to the world")
+            root.add_freejoint()
+        return spec.compile()
+    except MujocoModelError:
+        raise
+    except Exception as exc:  # noqa: BLE001  (MuJoCo's compiler raises ValueError with the element and line)
+        raise MujocoModelError(f"{path}: MuJoCo cannot compile it: {' '.join(str(exc).split())}") from None
+
+
+def _quat_wxyz_to_matrix(quat) -> np.ndarray:
+    w, x, y, z = (float(a) for a in quat)
+    n = w * w + x * x + y * y + z * z
+    w, x, y, z = (c / np.sqrt(n) for c in (w, x, y, z))
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                     [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                     [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+
+
+def _axis_angle(axis, angle) -> np.ndarray:
+    """Rodrigues' rotation about the unit ``axis`` by ``angle``."""
+    k = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
+    return np.eye(3) + np.sin(angle) * k + (1 - np.cos(angle)) * k @ k
+
+
+def _name(mujoco, m, kind, index, fallback) -> str:
+    return mujoco.mj_id2name(m, kind, index) or fallback
+
+
+def _base_kind(types, axes) -> str:
+    """The rtctl base the first body's joints make (see the module docstring)."""
+    slide, hinge = 2, 3
+    unit = {"x": (1, 0, 0), "y": (0, 1, 0), "z": (0, 0, 1)}
+    if list(types) == [slide, slide, hinge] and all(np.allclose(a, unit[c]) for a, c in zip(axes, "xzy")):
+        return "planar"
+    if list(types) == [slide] * 3 + [hinge] * 3 and all(np.allclose(a, unit[c]) for a, c in zip(axes, "xyz")):
+        return "euler"
+    return "fixed"
+
+
+def _effort_limits(mujoco, m) -> np.ndarray:
+    """Per DOF: the joint's ``actuatorfrcrange`` if limited, else the sum over its joint-transmission
+    actuators of |gear| times their largest control (inf if any is unlimited), else inf."""
+    one_dof = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
+    limit = np.full(m.nv, np.inf)
+    from_actuators = np.zeros(m.nv)
+    unlimited = np.zeros(m.nv, dtype=bool)
+    driven = np.zeros(m.nv, dtype=bool)
+    for a in range(m.nu):
+        if int(m.actuator_trntype[a]) != int(mujoco.mjtTrn.mjTRN_JOINT):
+            continue
+        j = m.actuator_trnid[a, 0]
+        if int(m.jnt_type[j]) not in one_dof:
+            continue
+        d = m.jnt_dofadr[j]
+        driven[d] = True
+        if m.actuator_ctrllimited[a]:
+            from_actuators[d] += abs(m.actuator_gear[a, 0]) * np.abs(m.actuator_ctrlrange[a]).max()
+        else:
+            unlimited[d] = True
+    limit[driven & ~unlimited] = from_actuators[driven & ~unlimited]
+    for j in range(m.njnt):
+        if m.jnt_actfrclimited[j] and int(m.jnt_type[j]) in one_dof:
+            limit[m.jnt_dofadr[j]] = np.abs(m.jnt_actfrcrange[j]).max()
+    return limit
+
+
+def model_from_mujoco(m, name: str | None = None, label: str = "<MjModel>") -> Model:
+    """The rtctl model of the compiled MuJoCo model ``m`` (conventions: the module docstring).
+
+    ``label`` (the file) prefixes the errors, which name the MuJoCo body or joint."""
+    mujoco = require_mujoco()
+    OBJ_BODY, OBJ_JOINT = mujoco.mjtObj.mjOBJ_BODY, mujoco.mjtObj.mjOBJ_JOINT
+    FREE, BALL, SLIDE, HINGE = (int(t) for t in (mujoco.mjtJoint.mjJNT_FREE, mujoco.mjtJoint.mjJNT_BALL,
+                                                  mujoco.mjtJoint.mjJNT_SLIDE, mujoco.mjtJoint.mjJNT_HINGE))
+    body_names = [_name(mujoco, m, OBJ_BODY, b, f"body{b}") for b in range(m.nbody)]
+    joint_names = [_name(mujoco, m, OBJ_JOINT, j, f"{body_names[m.jnt_bodyid[j]]}_joint{j}") for j in range(m.njnt)]
+    for j in range(m.njnt):
+        where = f"{label}: joint '{joint_names[j]}' of body '{body_names[m.jnt_bodyid[j]]}'"
+        if m.jnt_type[j] == BALL:
+            raise MujocoModelError(f"{where}: ball joints are not supported by rtctl's joint types (revolute, "
+                                   f"prismatic, free_flyer at the root); replace it with three hinges")
+        if m.jnt_type[j] == FREE and (m.jnt_bodyid[j] != 1 or m.body_jntnum[1] != 1):
+            raise MujocoModelError(f"{where}: a free joint is supported only as the one joint of the first body (the "
+                                   f"floating base); a second free body (a loose object) is not part of a robot")
+    if m.njnt == 0:
+        raise MujocoModelError(f"{label}: the model has no joints (nothing moves)")
+
+    first = [j for j in range(m.body_jntadr[1], m.body_jntadr[1] + m.body_jntnum[1])] if m.nbody > 1 else []
+    base = "free_flyer" if first and m.jnt_type[first[0]] == FREE else \
+        _base_kind([m.jnt_type[j] for j in first], [m.jnt_axis[j] for j in first]) \
+        if m.body_parentid[1] == 0 else "fixed"
+    builder = ModelBuilder(name or label, gravity=np.array(m.opt.gravity), require_physical_inertia=False)
+    effort_limit = _effort_limits(mujoco, m)
+
+    # carrier[b]: the rtctl body carrying MuJoCo body b (-1: the world); offset[b]: b's frame in it (R, p).
+    carrier = np.full(m.nbody, -1)
+    offset_rot = np.zeros((m.nbody, 3, 3))
+    offset_pos = np.zeros((m.nbody, 3))
+    offset_rot[0] = np.eye(3)
+    for b in range(1, m.nbody):
+        parent = m.body_parentid[b]
+        body_rot = _quat_wxyz_to_matrix(m.body_quat[b])
+        rot = offset_rot[parent] @ body_rot
+        pos = offset_rot[parent] @ m.body_pos[b] + offset_pos[parent]
+        rtctl_parent = carrier[parent]
+        mass, com, inertia = _body_inertia(m, b)
+        joints = list(range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]))
+        if not joints:
+            carrier[b], offset_rot[b], offset_pos[b] = rtctl_parent, rot, pos
+            builder.add_fixed(body_names[b], rtctl_parent, rotation=rot, translation=pos, mass=mass, com=com,
+                              inertia=inertia)
+            continue
+        for k, j in enumerate(joints):
+            last = k == len(joints) - 1
+            jtype = int(m.jnt_type[j])
+            axis = np.array(m.jnt_axis[j], dtype=float)
+            anchor = np.array(m.jnt_pos[j], dtype=float) if jtype == HINGE else np.zeros(3)
+            ref = float(m.qpos0[m.jnt_qposadr[j]]) if jtype in (HINGE, SLIDE) else 0.0
+            # The joint frame at the anchor, in the previous rtctl body (rot, pos: what precedes it).
+            joint_rot, joint_pos = rot, rot @ anchor + pos
+            limits = {}
+            if jtype in (HINGE, SLIDE):
+                d = m.jnt_dofadr[j]
+                lower, upper = (m.jnt_range[j] if m.jnt_limited[j] else (-np.inf, np.inf))
+                limits = dict(lower=float(lower), upper=float(upper), effort_limit=float(effort_limit[d]),
+                              damping=float(m.dof_damping[d]), friction=float(m.dof_frictionloss[d]))
+            carried = (mass, com, inertia) if last else (0.0, np.zeros(3), np.zeros((3, 3)))
+            # What follows the joint motion, in the new body: R(a, -q0) T(-p) (hinge) or T(-a q0) (slide).
+            if jtype == HINGE:
+                rot = _axis_angle(axis / np.linalg.norm(axis), -ref)
+                pos = -rot @ anchor
+            elif jtype == SLIDE:
+                rot, pos = np.eye(3), -axis * ref
+            else:
+                rot, pos = np.eye(3), np.zeros(3)
+            b_com = rot @ carried[1] + pos
+            b_inertia = rot @ carried[2] @ rot.T
+            kind = {HINGE: "revolute", SLIDE: "prismatic", FREE: "free_flyer"}[jtype]
+            try:
+                index = builder.add_body(body_names[b] if last else f"{body_names[b]}/{joint_names[j]}", rtctl_parent,
+                                         kind, joint_name=joint_names[j], axis=axis, rotation=joint_rot,
+                                         translation=joint_pos, mass=carried[0], com=b_com, inertia=b_inertia,
+                                         **limits)
+            except ModelError as exc:
+                raise MujocoModelError(f"{label}: body '{body_names[b]}', joint '{joint_names[j]}': {exc}") from None
+            rtctl_parent = index
+        carrier[b], offset_rot[b], offset_pos[b] = rtctl_parent, rot, pos
+    for site in range(m.nsite):
+        b = m.site_bodyid[site]
+        builder.add_frame(_name(mujoco, m, mujoco.mjtObj.mjOBJ_SITE, site, f"site{site}"), int(carrier[b]),
+                          rotation=offset_rot[b] @ _quat_wxyz_to_matrix(m.site_quat[site]),
+                          translation=offset_rot[b] @ m.site_pos[site] + offset_pos[b])
+    builder.base = base
+    try:
+        model = builder.build()
+    except ModelError as exc:
+        raise MujocoModelError(f"{label}: {exc}") from None
+    armature = np.array(m.dof_armature, dtype=float)
+    if model.has_free_flyer and np.any(armature[:6] != 0):
+        raise MujocoModelError(f"{label}: joint '{joint_names[first[0]]}' (free) has armature "
+                               f"{armature[:6].tolist()}; a floating base has no rotor inertia")
+    model.set_armature(armature)
+    return model
+
+
+def _body_inertia(m, b):
+    """(mass, centre of mass, rotational inertia about it) of MuJoCo body ``b`` in its own frame."""
+    r = _quat_wxyz_to_matrix(m.body_iquat[b])
+    return float(m.body_mass[b]), np.array(m.body_ipos[b], dtype=float), r @ np.diag(m.body_inertia[b]) @ r.T
+
+
+def load_mujoco_model(source, *, floating_base: str | None = None, name: str | None = None):
+    """``(rtctl model, MjModel)`` of an MJCF or URDF file compiled by MuJoCo (see :func:`compile_model`)."""
+    m = compile_model(source, floating_base=floating_base)
+    label = os.fspath(source)
+    return model_from_mujoco(m, name or Path(label).stem, label=label), m
+
+
+@njit(cache=True)
+def to_rtctl_state(qpos, qvel, free, q, v):
+    """MuJoCo's ``qpos``, ``qvel`` as rtctl's ``q``, ``v`` (in place); ``free``: body 0 is a free flyer."""
+    for k in range(qpos.shape[0]):
+        q[k] = qpos[k]
+    for k in range(qvel.shape[0]):
+        v[k] = qvel[k]
+    if free:
+        w, x, y, z = qpos[3], qpos[4], qpos[5], qpos[6]
+        n = np.sqrt(w * w + x * x + y * y + z * z)
+        w, x, y, z = w / n, x / n, y / n, z / n
+        q[3], q[4], q[5], q[6] = x, y, z, w
+        r00, r01, r02 = 1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)
+        r10, r11, r12 = 2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)
+        r20, r21, r22 = 2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)
+        a, b, c = qvel[0], qvel[1], qvel[2]
+        v[0] = r00 * a + r10 * b + r20 * c
+        v[1] = r01 * a + r11 * b + r21 * c
+        v[2] = r02 * a + r12 * b + r22 * c
+
+
+@njit(cache=True)
+def to_mujoco_state(q, v, free, qpos, qvel):
+    """rtctl's ``q``, ``v`` as MuJoCo's ``qpos``, ``qvel`` (in place); the inverse of :func:`to_rtctl_state`."""
+    for k in range(q.shape[0]):
+        qpos[k] = q[k]
+    for k in range(v.shape[0]):
+        qvel[k] = v[k]
+    if free:
+        x, y, z, w = q[3], q[4], q[5], q[6]
+        n = np.sqrt(w * w + x * x + y * y + z * z)
+        w, x, y, z = w / n, x / n, y / n, z / n
+        qpos[3], qpos[4], qpos[5], qpos[6] = w, x, y, z
+        r00, r01, r02 = 1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)
+        r10, r11, r12 = 2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)
+        r20, r21, r22 = 2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)
+        a, b, c = v[0], v[1], v[2]
+        qvel[0] = r00 * a + r01 * b + r02 * c
+        qvel[1] = r10 * a + r11 * b + r12 * c
+        qvel[2] = r20 * a + r21 * b + r22 * c

@@ -1,0 +1,338 @@
+"""The ``mujoco`` plant: a MuJoCo simulation behind the same interface as rtctl's own plants.
+
+:class:`MujocoPlant` owns a compiled ``MjModel`` and its ``MjData``. Each :meth:`~MujocoPlant.step` takes
+the generalized efforts of the sim driver (rtctl's v coordinates, base rows zero for a floating base),
+hands them to MuJoCo through the model's motor actuators (``actuation = "motor"``: ``ctrl = tau /
+(gear gain)``, so MuJoCo's control range saturates them as the motor would) or as applied generalized
+forces (``actuation = "generalized"``: ``qfrc_applied``), advances ``substeps`` MuJoCo steps of ``dt /
+substeps`` (``mj_step``: MuJoCo's integrator, contact, joint limits, damping and armature) and writes the
+state back into ``q``, ``v`` in rtctl's conventions (:mod:`rtctl.plants.mujoco.model`). The measurement
+(encoder quantisation, noise, latency) is the sim driver's, as for every plant; across processes the HIL
+emulators step it like any other plant (``PlantClock`` calls ``step(h, effort)`` with varying ``h``).
+
+The rtctl model the plant reports (``plant.model``) is built from the same compiled ``MjModel``
+(:func:`~rtctl.plants.mujoco.model.model_from_mujoco`); one given by the config (``[robot] model``) must
+have the same joints in the same order, or the plant refuses it naming the first that differs.
+
+A step allocates nothing: the effort and state conversions are compiled (numba) and ``mj_step`` works in
+MuJoCo's preallocated ``MjData``. MuJoCo's own reset on divergence is disabled: a step that makes the
+state NaN or inf raises ``ValueError`` instead.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+
+import numpy as np
+from numba import njit
+
+from rtctl.model import Model, inertia_scale_factor
+from rtctl.options import setting
+from rtctl.rt.interfaces import actuated_indices
+
+from ..base import Plant, register_plant, time_step
+from .model import (MujocoModelError, compile_model, model_from_mujoco, require_mujoco, to_mujoco_state,
+                    to_rtctl_state)
+
+__all__ = ["MujocoPlant", "bundled_model", "BUNDLED_MODELS", "INTEGRATORS", "panda_model", "solo12_model"]
+
+INTEGRATORS = ("euler", "implicitfast", "implicit", "rk4")
+BUNDLED_MODELS = ("panda", "solo12", "planar_biped")
+
+OK, EFFORT_NOT_FINITE, STATE_NOT_FINITE = 0, 1, 2
+
+
+def bundled_model(name: str) -> Path:
+    """The path of a model file shipped with this package (``panda``, ``solo12``, ``planar_biped``)."""
+    if name not in BUNDLED_MODELS:
+        raise MujocoModelError(f"no bundled MuJoCo model '{name}'; bundled: {list(BUNDLED_MODELS)}")
+    return Path(os.fspath(files(__package__) / f"{name}.xml"))
+
+
+def panda_model() -> Model:
+    """The robot model ``"mujoco_panda"``: the bundled Panda arm (7 DOF) as MuJoCo compiles it."""
+    from .model import load_mujoco_model
+    return load_mujoco_model(bundled_model("panda"))[0]
+
+
+def solo12_model() -> Model:
+    """The robot model ``"mujoco_solo12"``: the bundled Solo 12 quadruped (free-flyer base, 12 joints)."""
+    from .model import load_mujoco_model
+    return load_mujoco_model(bundled_model("solo12"))[0]
+
+
+def resolve_model_file(spec: str, base_dir: str | None = None) -> Path:
+    """A bundled model name, or an MJCF/URDF path (relative to ``base_dir``, the config file's folder)."""
+    if spec in BUNDLED_MODELS:
+        return bundled_model(spec)
+    path = Path(spec)
+    if not path.is_absolute() and base_dir is not None:
+        path = Path(base_dir) / path
+    if not path.is_file():
+        raise MujocoModelError(f"model: no such file '{path}' (an MJCF .xml or URDF .urdf file, relative to the "
+                               f"config file, or a bundled model: {list(BUNDLED_MODELS)})")
+    return path
+
+
+@njit(cache=True)
+def _apply_effort(effort, free, qpos, dof, scale, actuator, generalized, ctrl):
+    """rtctl's generalized ``effort`` into MuJoCo: with motor actuation (``actuator`` not empty)
+    ``ctrl[actuator[k]] = effort[dof[k]] * scale[k]``, else the ``generalized`` forces themselves (a
+    free-flyer's force rotated from body to world axes: qvel = T v with T = diag(R, I) gives f_mj = T^-T f =
+    T f). EFFORT_NOT_FINITE if any entry is NaN or inf (nothing written)."""
+    for k in range(effort.shape[0]):
+        if not math.isfinite(effort[k]):
+            return EFFORT_NOT_FINITE
+    if actuator.shape[0] > 0:
+        for k in range(dof.shape[0]):
+            ctrl[actuator[k]] = effort[dof[k]] * scale[k]
+        return OK
+    for k in range(effort.shape[0]):
+        generalized[k] = effort[k]
+    if free:
+        w, x, y, z = qpos[3], qpos[4], qpos[5], qpos[6]
+        n = w * w + x * x + y * y + z * z
+        a, b, c = effort[0], effort[1], effort[2]
+        generalized[0] = (1 - 2 * (y * y + z * z) / n) * a + 2 * (x * y - z * w) / n * b + 2 * (x * z + y * w) / n * c
+        generalized[1] = 2 * (x * y + z * w) / n * a + (1 - 2 * (x * x + z * z) / n) * b + 2 * (y * z - x * w) / n * c
+        generalized[2] = 2 * (x * z - y * w) / n * a + 2 * (y * z + x * w) / n * b + (1 - 2 * (x * x + y * y) / n) * c
+    return OK
+
+
+@njit(cache=True)
+def _read_state(qpos, qvel, free, q, v):
+    """MuJoCo's state into rtctl's ``q``, ``v``; STATE_NOT_FINITE if it holds NaN or inf."""
+    for k in range(qpos.shape[0]):
+        if not math.isfinite(qpos[k]):
+            return STATE_NOT_FINITE
+    for k in range(qvel.shape[0]):
+        if not math.isfinite(qvel[k]):
+            return STATE_NOT_FINITE
+    to_rtctl_state(qpos, qvel, free, q, v)
+    return OK
+
+
+@register_plant("mujoco")
+class MujocoPlant(Plant):
+    """A MuJoCo model as a plant (see the module docstring).
+
+    Parameters
+    ----------
+    model : the rtctl model the controller uses; None: built from the MuJoCo model. Its joints must be the
+        MuJoCo model's, in order (names, types, nq, nv).
+    source : an MJCF (``.xml``) or URDF (``.urdf``) path, a bundled model name, or a compiled ``MjModel``.
+    floating_base : ``"free_flyer"`` puts a free joint on a URDF's root link (MJCF declares its own).
+    substeps : MuJoCo steps per :meth:`step` (each ``dt / substeps``).
+    integrator : MuJoCo's ``euler``, ``implicitfast``, ``implicit`` or ``rk4``; None: the model's own.
+    actuation : ``"motor"`` (through the model's motor actuators, one per actuated joint) or
+        ``"generalized"`` (``qfrc_applied``: every DOF, no actuator limits).
+    contact : False disables MuJoCo's contacts (joint limits stay).
+    mass_scale : every body's mass and inertia times this (a model error the controller does not know).
+    """
+
+    @dataclass(frozen=True)
+    class Options:
+        """``[plant]`` keys of the MuJoCo plant (SI units)."""
+
+        model: str = setting("str", None, required=True)    # MJCF/URDF path (relative to the config) or bundled name
+        floating_base: str = setting("str", "fixed", choices=("fixed", "free_flyer"))   # a URDF's root link
+        substeps: int = setting("int", 1, low=1, high=1000)
+        integrator: str = setting("str", None, choices=INTEGRATORS)    # default: the model's <option integrator>
+        actuation: str = setting("str", "motor", choices=("motor", "generalized"))
+        contact: bool = setting("bool", True)
+        mass_scale: float = setting("float", 1.0, positive=True, high=100.0)
+        initial_position: object = setting("floats", None)   # actuated joints (default: the model's qpos0)
+        initial_base_position: object = setting("floats", None)   # m, a free-flyer base's [x, y, z] (default: qpos0)
+
+    @classmethod
+    def from_config(cls, options: dict, context) -> "MujocoPlant":
+        source = resolve_model_file(options["model"], context.base_dir)
+        kwargs = {k: v for k, v in options.items()
+                  if v is not None and k not in ("model", "initial_position", "initial_base_position")}
+        plant = cls(context.plant_model, source=source, **kwargs)
+        q0 = plant.q.copy()
+        if options.get("initial_position") is not None:
+            q0[context.q_index] = context.vector(options["initial_position"], "initial_position")
+        if options.get("initial_base_position") is not None:
+            if not plant.model.has_free_flyer:
+                raise ValueError(f"initial_base_position: the model '{plant.model.name}' has no free-flyer base "
+                                 f"(its base is '{plant.model.base}')")
+            q0[0:3] = context.vector(options["initial_base_position"], "initial_base_position", 3)
+        plant.reset(q0)
+        return plant
+
+    def __init__(self, model: Model | None = None, *, source, floating_base: str = "fixed", substeps: int = 1,
+                 integrator: str | None = None, actuation: str = "motor", contact: bool = True,
+                 mass_scale: float = 1.0):
+        mujoco = require_mujoco()
+        if isinstance(source, mujoco.MjModel):
+            mj_model, label = source, f"<MjModel {source.nbody - 1} bodies>"
+        else:
+            path = resolve_model_file(os.fspath(source))
+            mj_model, label = compile_model(path, floating_base=floating_base), str(path)
+        if isinstance(substeps, bool) or not isinstance(substeps, int) or substeps < 1:
+            raise ValueError(f"substeps must be an integer >= 1, got {substeps!r}")
+        if integrator is not None and integrator not in INTEGRATORS:
+            raise ValueError(f"integrator must be one of {list(INTEGRATORS)}, got {integrator!r}")
+        if actuation not in ("motor", "generalized"):
+            raise ValueError(f"actuation must be 'motor' or 'generalized', got {actuation!r}")
+        if not isinstance(contact, bool):
+            raise ValueError(f"contact must be true or false, got {contact!r}")
+        mass_scale = inertia_scale_factor(mass_scale)
+        own = model_from_mujoco(mj_model, label=label)
+        if model is None:
+            model = own
+        else:
+            _check_same_joints(model, own, label)
+        super().__init__(model)
+        self.mj_model = mj_model
+        self.source = label
+        if mass_scale != 1.0:
+            mj_model.body_mass[:] *= mass_scale
+            mj_model.body_inertia[:] *= mass_scale
+        if integrator is not None:
+            mj_model.opt.integrator = {"euler": mujoco.mjtIntegrator.mjINT_EULER,
+                                       "implicitfast": mujoco.mjtIntegrator.mjINT_IMPLICITFAST,
+                                       "implicit": mujoco.mjtIntegrator.mjINT_IMPLICIT,
+                                       "rk4": mujoco.mjtIntegrator.mjINT_RK4}[integrator]
+        mj_model.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_AUTORESET)
+        if not contact:
+            mj_model.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
+        self.mj_data = mujoco.MjData(mj_model)
+        if mass_scale != 1.0:
+            mujoco.mj_setConst(mj_model, self.mj_data)
+        self._mj_step = mujoco.mj_step
+        self._mj_forward = mujoco.mj_forward
+        self._option = mj_model.opt
+        self._qpos, self._qvel = self.mj_data.qpos, self.mj_data.qvel          # views into MjData, kept
+        self._ctrl, self._qfrc_applied = self.mj_data.ctrl, self.mj_data.qfrc_applied
+        self._free = bool(model.has_free_flyer)
+        self._substeps = substeps
+        self._dt = math.nan
+        self._actuation = actuation
+        self._motor_dof, self._motor_scale, self._motor_actuator = _motor_map(mujoco, mj_model, model, label) \
+            if actuation == "motor" else (np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=np.int64))
+        self._settings = {"model": label, "floating_base": floating_base, "substeps": substeps,
+                          "integrator": integrator, "actuation": actuation, "contact": contact,
+                          "mass_scale": mass_scale}
+        self.reset(_initial_configuration(mj_model, model))
+
+    def reset(self, q=None, v=None) -> None:
+        """Set the state (defaults: the MuJoCo model's ``qpos0``, rest), MuJoCo's with it, and the time to zero."""
+        mujoco = require_mujoco()
+        mujoco.mj_resetData(self.mj_model, self.mj_data)
+        q = _initial_configuration(self.mj_model, self.model) if q is None else q
+        super().reset(q, v)
+        to_mujoco_state(self.q, self.v, self._free, self._qpos, self._qvel)
+        self._mj_forward(self.mj_model, self.mj_data)
+
+    def step(self, dt: float, effort) -> None:
+        """Advance q, v (in place) and t by ``dt`` seconds with ``effort`` (nv generalized forces) held constant.
+
+        ValueError (state unchanged) for a bad ``dt`` or an effort of the wrong length or not finite;
+        ValueError after a step that made MuJoCo's state NaN or inf."""
+        if not (type(dt) is float and 0.0 < dt < math.inf):
+            dt = time_step(dt)
+        if type(effort) is not np.ndarray or effort.dtype != np.float64 or effort.shape != (self.nv,):
+            effort = self._converted_effort(effort)
+        if _apply_effort(effort, self._free, self._qpos, self._motor_dof, self._motor_scale, self._motor_actuator,
+                         self._qfrc_applied, self._ctrl) != OK:
+            raise ValueError("effort contains NaN or inf")
+        if dt != self._dt:
+            self._dt = dt
+            self._option.timestep = dt / self._substeps
+        for _ in range(self._substeps):
+            self._mj_step(self.mj_model, self.mj_data)
+        if _read_state(self._qpos, self._qvel, self._free, self.q, self.v) != OK:
+            raise ValueError(f"the MuJoCo simulation diverged (the state became NaN or inf) in a step of {dt} s "
+                             f"with {self._substeps} sub-step(s); reduce the step or add substeps")
+        self.t += dt
+
+    def _converted_effort(self, effort) -> np.ndarray:
+        try:
+            arr = np.ascontiguousarray(effort, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"effort must be a numeric vector of length nv = {self.nv}") from None
+        if arr.shape != (self.nv,):
+            raise ValueError(f"effort must have shape ({self.nv},), got {arr.shape}")
+        return arr
+
+    def energy(self) -> tuple[float, float]:
+        """(kinetic, potential) energy of the current state in J as MuJoCo computes it (``mj_energyPos``,
+        ``mj_energyVel``): the kinetic energy includes the rotors' (armature), the potential is zero at the world
+        origin height. Not real-time (a full ``mj_forward``)."""
+        mujoco = require_mujoco()
+        mujoco.mj_forward(self.mj_model, self.mj_data)
+        mujoco.mj_energyPos(self.mj_model, self.mj_data)
+        mujoco.mj_energyVel(self.mj_model, self.mj_data)
+        return float(self.mj_data.energy[1]), float(self.mj_data.energy[0])
+
+    def contact_forces(self) -> np.ndarray:
+        """Each active contact's force in world axes (ncon, 3), normal and friction, N (allocates)."""
+        mujoco = require_mujoco()
+        out = np.zeros((self.mj_data.ncon, 3))
+        wrench = np.zeros(6)
+        for k in range(self.mj_data.ncon):
+            mujoco.mj_contactForce(self.mj_model, self.mj_data, k, wrench)
+            frame = self.mj_data.contact[k].frame.reshape(3, 3)
+            out[k] = frame.T @ wrench[:3]
+        return out
+
+    def parameters(self) -> dict:
+        return dict(self._settings)
+
+    def __repr__(self) -> str:
+        return f"MujocoPlant({self.source!r}, actuation={self._actuation!r}, substeps={self._substeps})"
+
+
+def _initial_configuration(mj_model, model: Model) -> np.ndarray:
+    """The MuJoCo model's reference configuration ``qpos0`` in rtctl's coordinates."""
+    q = np.zeros(model.nq)
+    to_rtctl_state(np.array(mj_model.qpos0), np.zeros(mj_model.nv), bool(model.has_free_flyer), q, np.zeros(model.nv))
+    return q
+
+
+def _check_same_joints(model: Model, own: Model, label: str) -> None:
+    """ValueError naming the first joint where ``model`` (the config's) and the MuJoCo model's differ."""
+    for k in range(max(model.nbodies, own.nbodies)):
+        ours = (model.joint_names[k], int(model.joint_type[k])) if k < model.nbodies else None
+        theirs = (own.joint_names[k], int(own.joint_type[k])) if k < own.nbodies else None
+        if ours != theirs:
+            raise ValueError(f"the robot model '{model.name}' and the MuJoCo model {label} differ at joint {k}: "
+                             f"{ours} vs {theirs} (name, type); the plant must simulate the controller's robot")
+    if (model.nq, model.nv) != (own.nq, own.nv):
+        raise ValueError(f"the robot model '{model.name}' has nq, nv = {model.nq}, {model.nv}; the MuJoCo model "
+                         f"{label} has {own.nq}, {own.nv}")
+
+
+def _motor_map(mujoco, mj_model, model: Model, label: str):
+    """(dof, ctrl per N m, actuator) of the one motor actuator on each actuated joint; ValueError naming a joint with
+    none, with several, or an actuator that is not a plain motor (gain fixed, no bias, no activation)."""
+    _, v_index, names = actuated_indices(model)
+    by_dof: dict[int, list[int]] = {}
+    for a in range(mj_model.nu):
+        if int(mj_model.actuator_trntype[a]) == int(mujoco.mjtTrn.mjTRN_JOINT):
+            j = mj_model.actuator_trnid[a, 0]
+            by_dof.setdefault(int(mj_model.jnt_dofadr[j]), []).append(a)
+    dofs, scales, actuators = [], [], []
+    for iv, name in zip(v_index, names):
+        found = by_dof.get(int(iv), [])
+        if len(found) != 1:
+            raise ValueError(f"actuation 'motor': joint '{name}' of {label} has {len(found)} joint actuators (needs "
+                             f"exactly one motor); use actuation = 'generalized' or add a <motor joint='{name}'/>")
+        a = found[0]
+        actuator = mujoco.mj_id2name(mj_model, mujoco.mjtObj.mjOBJ_ACTUATOR, a) or f"#{a}"
+        plain = (int(mj_model.actuator_gaintype[a]) == int(mujoco.mjtGain.mjGAIN_FIXED)
+                 and int(mj_model.actuator_biastype[a]) == int(mujoco.mjtBias.mjBIAS_NONE)
+                 and int(mj_model.actuator_dyntype[a]) == int(mujoco.mjtDyn.mjDYN_NONE))
+        gain = float(mj_model.actuator_gainprm[a, 0] * mj_model.actuator_gear[a, 0])
+        if not plain or gain == 0.0:
+            raise ValueError(f"actuation 'motor': actuator '{actuator}' on joint '{name}' of {label} is not a motor "
+                             f"(fixed gain, no bias or activation dynamics); use actuation = 'generalized'")
+        dofs.append(int(iv))
+        scales.append(1.0 / gain)
+        actuators.append(a)
+    return np.array(dofs, dtype=np.int64), np.array(scales), np.array(actuators, dtype=np.int64)
