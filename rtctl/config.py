@@ -318,6 +318,7 @@ def _robot_models(cfg: dict, context: BuildContext):
             sections = {name: cfg[name] for name in getattr(factory, "sections", {})}
             return factory(**sections), factory(**sections)
         path = _resolve_model_path(robot["model"], context.base_dir)
+        context.model_file = path
         if path.suffix == ".xml":
             from .plants.mujoco.model import load_mujoco_model
             model = load_mujoco_model(path)[0]

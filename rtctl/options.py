@@ -144,6 +144,7 @@ class BuildContext:
     q0: Any = None                                 # the plant's initial configuration
     transmission: Any = None                       # the driver being built: its joints' transmission
     dynamics: Any = None                           # rtctl.dynamics.Dynamics of ``model``, shared
+    model_file: Any = None                         # the file ``[robot] model`` names (a Path), None for a named model
     steps_plant: bool = True                       # the plant-sharing driver being built advances the plant
 
     @property

@@ -273,3 +273,24 @@ def test_seed_biped_lands_and_stands_on_mujoco_contact_as_on_the_compliant_groun
     # The same posture on both: trunk heights within 2 mm (observed 0.6 mm), pitch within 0.02 rad.
     assert abs(ours["height"] - theirs["height"]) < 2e-3 and abs(ours["pitch"] - theirs["pitch"]) < 0.02
     assert theirs["peak"] < ours["peak"]            # MuJoCo's softer contact: a lower landing peak
+
+
+def test_a_robot_given_as_an_mjcf_file_is_the_plants_model_too(tmp_path):
+    """``[robot] model = "arm.xml"`` and ``[plant] type = "mujoco"`` without its own ``model``: one file for both
+    the controller's rtctl model and MuJoCo's plant."""
+    from rtctl.config import ConfigError, build, load_config
+    from rtctl.plants.mujoco.plant import bundled_model
+
+    (tmp_path / "arm.xml").write_text(bundled_model("panda").read_text())
+    text = (EXAMPLES / "mujoco_panda.toml").read_text().replace('model = "mujoco_panda"', 'model = "arm.xml"')
+    text = text.replace('model = "panda"', "")
+    (tmp_path / "run.toml").write_text(text)
+    cfg = load_config(tmp_path / "run.toml")
+    cfg["loop"]["pace"] = False
+    loop = build(cfg)
+    report = loop.run(cycles=300)
+    assert type(loop.drivers[0].plant).__name__ == "MujocoPlant" and not report.tripped
+    assert np.all(report.tracking_max < 1e-3), report.format()
+    (tmp_path / "run.toml").write_text(text.replace('model = "arm.xml"', 'model = "mujoco_panda"'))
+    with pytest.raises(ConfigError, match=r"\[plant\] model: give the MJCF or URDF file"):
+        build(load_config(tmp_path / "run.toml"))

@@ -137,7 +137,8 @@ class MujocoPlant(Plant):
     class Options:
         """``[plant]`` keys of the MuJoCo plant (SI units)."""
 
-        model: str = setting("str", None, required=True)    # MJCF/URDF path (relative to the config) or bundled name
+        model: str = setting("str", None)   # MJCF/URDF path (relative to the config) or bundled name; default:
+        #                                      the [robot] model file
         floating_base: str = setting("str", "fixed", choices=("fixed", "free_flyer"))   # a URDF's root link
         substeps: int = setting("int", 1, low=1, high=1000)
         integrator: str = setting("str", None, choices=INTEGRATORS)    # default: the model's <option integrator>
@@ -149,7 +150,10 @@ class MujocoPlant(Plant):
 
     @classmethod
     def from_config(cls, options: dict, context) -> "MujocoPlant":
-        source = resolve_model_file(options["model"], context.base_dir)
+        if options["model"] is None and context.model_file is None:
+            raise ValueError("model: give the MJCF or URDF file MuJoCo simulates (or make [robot] model that file)")
+        source = resolve_model_file(options["model"], context.base_dir) if options["model"] is not None \
+            else context.model_file
         kwargs = {k: v for k, v in options.items()
                   if v is not None and k not in ("model", "initial_position", "initial_base_position")}
         plant = cls(context.plant_model, source=source, **kwargs)
