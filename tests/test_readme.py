@@ -66,8 +66,8 @@ def keys_of(section: str) -> set[str]:
 def vocabulary() -> set[str]:
     """Names a backticked word may be: keys, component names, choices, model/robot/config names."""
     words = set()
-    sections = [*CORE_SCHEMA, *COMPONENTS, "drivers", "backend", "sweep", "contact", "patient", "therapist",
-                "collision"]
+    owned = {name for sec in COMPONENTS for cls in component_classes(sec) for name in getattr(cls, "sections", {})}
+    sections = [*CORE_SCHEMA, *COMPONENTS, "drivers", "backend", "sweep", "collision", *sorted(owned)]
     for section in sections:
         words |= keys_of(section)
     for section in COMPONENTS:
@@ -127,6 +127,7 @@ NOT_CONFIG_WORDS = {
     "build", "canopen", "json", "k", "ps", "socketcan", "timestamp", "dask",
     "error", "reason", "timeout",           # a sweep row's status and its reason
     "null",                                 # an Origin header value
+    "set_feedback",                         # the jaw CPG's feedback input (a method)
 }
 
 
