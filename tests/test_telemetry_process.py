@@ -166,3 +166,21 @@ def test_a_bind_that_fails_in_the_publisher_process_is_one_clear_error():
         assert tel._relay is None and not os.path.exists(tel._ring_dir)
     finally:
         taken.close()
+
+
+def test_the_publisher_process_never_imports_from_the_working_directory(tmp_path, monkeypatch):
+    """A module planted in the working directory (a shared /tmp, say) is not what the publisher process runs."""
+    planted = tmp_path / "rtctl"
+    (planted / "telemetry").mkdir(parents=True)
+    (planted / "__init__.py").write_text("")
+    (planted / "telemetry" / "__init__.py").write_text("")
+    (planted / "telemetry" / "relay.py").write_text(
+        f"open({str(tmp_path / 'pwned')!r}, 'w').write('ran')\ndef main(argv):\n    return 3\n")
+    monkeypatch.chdir(tmp_path)
+    loop = make_loop()
+    tel = Telemetry(endpoint="tcp://127.0.0.1:0", process=True).attach(loop).start()
+    try:
+        loop.run(cycles=20)
+    finally:
+        tel.close()
+    assert tel.published == 20 and not (tmp_path / "pwned").exists()

@@ -76,6 +76,10 @@ CHUNK_PAUSE = 50e-6      # s slept between chunks (the GIL is free meanwhile)
 SWITCH_INTERVAL = 2e-4   # s: sys.setswitchinterval while a Telemetry runs (None: leave it)
 RELAY_START_TIMEOUT = 30.0  # s for the publisher process to import, map the ring and bind
 HEADER_WORDS = 8         # int64 words before the ring rows in the shared mapping; word 0 counts hand-offs
+# The publisher process imports the same rtctl as this one, from the folder that holds it, never from its working
+# directory (``python -m`` and ``-c`` would put the working directory first on sys.path: a module planted there,
+# e.g. in a shared /tmp, would run in the loop's name).
+RELAY_BOOT = "import sys; sys.path[0] = sys.argv[1]; from rtctl.telemetry.relay import main; sys.exit(main(sys.argv[2:]))"
 
 
 @njit("void(float64[:, ::1], int64[::1], float64[::1], float64[::1], float64[::1], int64[:, ::1], float64[::1], "
@@ -290,7 +294,7 @@ class Telemetry:
         """Start the publisher process, hand it the ring and the settings, and wait until it has bound."""
         mine, theirs = socket.socketpair()
         try:
-            self._relay = subprocess.Popen([sys.executable, "-m", "rtctl.telemetry.relay", str(theirs.fileno())],
+            self._relay = subprocess.Popen([sys.executable, "-c", RELAY_BOOT, _package_root(), str(theirs.fileno())],
                                            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, close_fds=True)
         finally:
             theirs.close()
@@ -597,3 +601,8 @@ def public_numbers(sink) -> dict:
     publisher process to the sink object the caller holds."""
     return {k: v for k, v in vars(sink).items()
             if not k.startswith("_") and isinstance(v, (bool, int, float, str))}
+
+
+def _package_root() -> str:
+    """The folder holding the ``rtctl`` package this process imported."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # .../rtctl/telemetry/x.py
