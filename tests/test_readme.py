@@ -123,7 +123,7 @@ def test_named_sections_and_keys_exist_as_spelt():
 # Backticked words in the README that are not config words: functions, files, units, values of other kinds.
 NOT_CONFIG_WORDS = {
     "load_urdf", "model_to_urdf", "inverse_dynamics", "mass_matrix", "forward_dynamics", "status", "estop",
-    "rearm", "set_gains", "set_target", "set_cpg", "token", "rtctl", "kp", "kd", "q", "v", "tau", "hil",
+    "rearm", "set_gains", "set_target", "set_cpg", "set_impedance", "token", "rtctl", "kp", "kd", "q", "v", "tau", "hil",
     "build", "canopen", "json", "k", "ps", "socketcan", "timestamp", "dask",
     "error", "reason", "timeout",           # a sweep row's status and its reason
     "null",                                 # an Origin header value

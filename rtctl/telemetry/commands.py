@@ -4,6 +4,14 @@ A validator takes a request that passed :func:`~rtctl.telemetry.requests.check_c
 ``(apply, clean)``: ``apply(loop)`` makes the change at a cycle boundary (checking again what may
 have changed since) and returns its description; ``clean`` is the request as applied, for the
 event log. Any field out of its range raises :class:`~rtctl.telemetry.requests.Refused` naming it.
+
+Impedance controllers (``set_impedance``) offer three methods, looked up by name (the core imports no
+controller): ``impedance_limits()`` -> a dict with at least ``"stiffness"`` and ``"damping"`` (6 upper
+bounds each, translational first: x, y, z, rx, ry, rz); ``check_impedance(stiffness, damping,
+damping_ratio)`` raising ``ValueError`` naming what is wrong (not symmetric, not positive definite,
+beyond a bound, a damping mode the controller does not use); ``set_impedance(...)`` applying a checked
+change from the loop's thread and returning its description (the controller blends it in without a
+torque step, e.g. :class:`loops.impedance.CartesianImpedance` over its ``gain_ramp``).
 """
 from __future__ import annotations
 
@@ -37,6 +45,22 @@ def _vector(value, n, name, low=-math.inf, high=math.inf, low_open=False):
         if x < low or x > high or (low_open and x <= low):
             lo = f"({low:g}" if low_open else f"[{low:g}"
             raise Refused(f"{name}[{i}] = {x:g} outside the allowed range {lo}, {high:g}]")
+    return arr
+
+
+def _task_values(value, name, positive_diagonal):
+    """6 values (a diagonal, x y z rx ry rz) or 36 (a 6 x 6 matrix, row-major) of an impedance, finite, with
+    the diagonal > 0 (``positive_diagonal``) or >= 0."""
+    if not isinstance(value, (list, tuple)) or len(value) not in (6, 36):
+        count = len(value) if isinstance(value, (list, tuple)) else "a scalar"
+        raise Refused(f"{name}: expected 6 values (x, y, z, rx, ry, rz) or 36 (a 6 x 6 matrix, row-major), got "
+                      f"{count}")
+    arr = np.array([_number(v, f"{name}[{i}]") for i, v in enumerate(value)])
+    diagonal = arr if arr.size == 6 else np.diag(arr.reshape(6, 6))
+    for i, x in enumerate(diagonal):
+        if x < 0 or (positive_diagonal and x == 0):
+            where = f"{name}[{i}]" if arr.size == 6 else f"{name}[{7 * i}] (diagonal {i})"
+            raise Refused(f"{where} = {x:g} must be {'> 0' if positive_diagonal else '>= 0'}")
     return arr
 
 
@@ -234,6 +258,45 @@ class CommandValidation:
                           f"{step[k]:.4g} at once (more than its velocity bound allows in one cycle, "
                           f"{allowed[k]:.3g}); change amplitude, center or phase where they leave the "
                           "position unchanged, or in smaller steps")
+
+    def _validate_set_impedance(self, req):
+        ctl = self.loop.controller
+        methods = [getattr(ctl, m, None) for m in ("impedance_limits", "check_impedance", "set_impedance")]
+        if not all(callable(m) for m in methods):
+            raise Refused(f"set_impedance: the loop's controller ({getattr(ctl, 'name', type(ctl).__name__)}) is not "
+                          "an impedance controller")
+        fields = sorted(COMMANDS["set_impedance"] & set(req))
+        if not fields:
+            raise Refused("set_impedance: give at least one of " + ", ".join(sorted(COMMANDS["set_impedance"])))
+        change = {}
+        for name, low_open in (("stiffness", True), ("damping", False)):
+            if name in req:
+                change[name] = _task_values(req[name], name, low_open)
+        if "damping_ratio" in req:
+            change["damping_ratio"] = _number(req["damping_ratio"], "damping_ratio")
+        nullspace = None
+        if "nullspace_stiffness" in req:
+            nullspace = _vector(req["nullspace_stiffness"], self.n, "nullspace_stiffness", 0.0, self.kp_max)
+        try:
+            methods[1](**change)
+        except ValueError as exc:
+            raise Refused(f"set_impedance: {exc}") from None
+
+        def apply(loop):
+            detail = []
+            try:
+                if change:
+                    detail.append(loop.controller.set_impedance(**change))
+            except ValueError as exc:
+                raise Refused(f"set_impedance: {exc}") from None
+            if nullspace is not None:
+                loop.controller.kp[:] = nullspace
+                detail.append(f"nullspace_stiffness={nullspace.tolist()}")
+            return "; ".join(detail)
+        clean = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in change.items()}
+        if nullspace is not None:
+            clean["nullspace_stiffness"] = nullspace.tolist()
+        return apply, clean
 
     def _validate_estop(self, req):
         reason = req.get("reason", "control channel")

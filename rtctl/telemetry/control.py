@@ -7,25 +7,31 @@ A request is one frame holding a msgpack or JSON map (never pickle); the reply
 uses the request's encoding (garbage gets a msgpack reply). Every request has
 ``"cmd"``, optionally ``"id"`` (echoed: an int64 or a short string) and ``"token"``.
 
-=============  ======================================================================
-``status``     open; replies cycle, t, tripped, trip_reason, kp, kd, trajectory, limits
-``estop``      open; ``reason`` (str): latch the safe state, applied by the channel's
-               thread itself, at once (not at a cycle boundary)
-``set_gains``  token; ``kp``, ``kd``: number or one per actuated joint, in [0, kp_max] / [0, kd_max]
-``set_target`` token; ``goal`` (one per joint, inside the soft position limits),
-               ``duration`` (s, (0, duration_max], default 1): a new minimum-jerk move
-               from the current desired position (min_jerk only), refused when its peak
-               velocity 1.875 |dq| / T or acceleration 5.774 |dq| / T^2 exceeds a joint's
-               limit (the monitor's velocity bound and ``acceleration_limit``)
-``set_cpg``    token; ``amplitude`` (>= 0), ``frequency`` (Hz, (0, frequency_max]),
-               ``phase`` (rad, [-2 pi, 2 pi]), ``center``, ``pattern``: oscillator
-               parameters; ``center +- amplitude`` inside the soft limits and the peak
-               velocity / acceleration inside the joint limits. A trajectory with
-               ``validate_cpg_request`` (the jaw robot's chewing CPG) checks the request
-               itself (its own fields and therapist limits)
-``rearm``      token; leave the safe state (refused with the blockers' reasons); the
-               loop rejoins its trajectory by a recovery move (:meth:`ControlLoop.rearm`)
-=============  ======================================================================
+=================  ======================================================================
+``status``         open; replies cycle, t, tripped, trip_reason, kp, kd, trajectory, limits
+``estop``          open; ``reason`` (str): latch the safe state, applied by the channel's
+                   thread itself, at once (not at a cycle boundary)
+``set_gains``      token; ``kp``, ``kd``: number or one per actuated joint, in [0, kp_max] / [0, kd_max]
+``set_target``     token; ``goal`` (one per joint, inside the soft position limits),
+                   ``duration`` (s, (0, duration_max], default 1): a new minimum-jerk move
+                   from the current desired position (min_jerk only), refused when its peak
+                   velocity 1.875 |dq| / T or acceleration 5.774 |dq| / T^2 exceeds a joint's
+                   limit (the monitor's velocity bound and ``acceleration_limit``)
+``set_cpg``        token; ``amplitude`` (>= 0), ``frequency`` (Hz, (0, frequency_max]),
+                   ``phase`` (rad, [-2 pi, 2 pi]), ``center``, ``pattern``: oscillator
+                   parameters; ``center +- amplitude`` inside the soft limits and the peak
+                   velocity / acceleration inside the joint limits. A trajectory with
+                   ``validate_cpg_request`` (the jaw robot's chewing CPG) checks the request
+                   itself (its own fields and therapist limits)
+``set_impedance``  token; ``stiffness``, ``damping`` (6 values x y z rx ry rz, or 36: a
+                   symmetric 6 x 6 row-major), ``damping_ratio``, ``nullspace_stiffness`` (one or
+                   one per joint, [0, kp_max]) of an impedance controller: K symmetric positive
+                   definite, D positive semi-definite, within the controller's
+                   ``impedance_limits()`` (``status`` lists them); the controller blends K and D in
+                   without a torque step. Refused for other controllers
+``rearm``          token; leave the safe state (refused with the blockers' reasons); the
+                   loop rejoins its trajectory by a recovery move (:meth:`ControlLoop.rearm`)
+=================  ======================================================================
 
 Why ``status`` and ``estop`` need no token: reading the state moves nothing, and an
 e-stop only ever makes the robot safer; like the red button on the robot, it must work
@@ -367,7 +373,13 @@ class ControlServer(CommandValidation):
                 "trajectory": type(loop.trajectory).__name__, "overruns": int(loop.stats.overruns),
                 "limits": {"kp_max": self.kp_max, "kd_max": self.kd_max, "frequency_max": self.frequency_max,
                            "duration_max": self.duration_max, "q_low": self.q_low.tolist(),
-                           "q_high": self.q_high.tolist()}}
+                           "q_high": self.q_high.tolist(),
+                           **self._impedance_limits()}}
+
+    def _impedance_limits(self) -> dict:
+        """``{"impedance": ...}``: what set_impedance may set on this loop's controller (empty for others)."""
+        limits = getattr(self.loop.controller, "impedance_limits", None)
+        return {"impedance": limits()} if callable(limits) else {}
 
     def _enqueue(self, cmd, clean, apply) -> _Pending:
         if len(self._queue) >= MAX_PENDING:

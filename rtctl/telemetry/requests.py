@@ -16,6 +16,7 @@ COMMANDS = {
     "set_gains": {"kp", "kd"},
     "set_target": {"goal", "duration"},
     "set_cpg": {"amplitude", "frequency", "phase", "center", "pattern"},
+    "set_impedance": {"stiffness", "damping", "damping_ratio", "nullspace_stiffness"},
     "estop": {"reason"},
     "rearm": set(),
 }

@@ -1,0 +1,702 @@
+"""Cartesian impedance control of a fixed-base arm's frame, with a null-space posture.
+
+Notation: ``q``, ``v`` the measured joint state; ``(R, p)`` the world pose of the controlled frame's
+origin P, ``J(q)`` its 6 x nv world-aligned Jacobian with rows [angular; linear] (so the frame's twist
+is ``xdot = J v = [omega; v_P]``, world axes, :mod:`rtctl.dynamics`); ``(R_d, p_d)``, ``xdot_d``,
+``xddot_d`` the desired pose, twist and twist rate (:mod:`loops.cartesian`). The law
+(Ott, *Cartesian Impedance Control of Redundant and Flexible-Joint Robots*, Springer 2008, ch. 3):
+
+    e     = [log(R_d R^T); p_d - p]                 rotation vector of R_d R^T (world axes), position error
+    F     = K e + D (xdot_d - J v) [+ Lambda (xddot_d - Jdot v)]     wrench [n; f] at P, world axes
+    tau   = g(q) [+ C(q, v) v] + J^T F + (I - J^T Lambda J M^-1) tau_0
+    tau_0 = K_n (q_d - q) + D_n (qd_d - v)                            posture toward the trajectory's q_d
+    Lambda = (J M^-1 J^T)^-1                                           task-space inertia
+
+``K``, ``D`` are symmetric 6 x 6 (internally [angular; linear]; the config and the control channel give
+them translational first, see :class:`CartesianImpedance.Options`). The null-space projector
+``I - J^T Lambda J M^-1`` is the transpose of the dynamically consistent one (Khatib 1987, "A unified
+approach for motion and force control of robot manipulators: the operational space formulation"): the
+posture torque causes no acceleration of the frame. The bracketed terms are options (``coriolis``,
+``inertia_feedforward``). With both and an exact model the closed loop of the frame is
+``Lambda eddot + D edot + K e = F_ext`` (for the position part; to first order in the rotation error).
+
+Statics, what the stiffness test measures: at rest under an external wrench ``F_ext`` at P the
+equilibrium is ``J^T (K e + F_ext) + N^T tau_0 = 0``; range(J^T) and range(N^T) meet only in 0, so
+``K (x - x_d) = F_ext`` exactly (the posture spring takes up nothing of it).
+
+Damping: ``damping`` gives D; ``damping_ratio`` zeta builds it every cycle by the double
+diagonalisation of Albu-Schaeffer, Ott, Frese & Hirzinger (ICRA 2003, "Cartesian impedance control of
+redundant robots: recent results with the DLR light-weight arms"): find Q with ``Lambda = Q Q^T`` and
+``K = Q K_0 Q^T``, K_0 diagonal, and set ``D = 2 zeta Q K_0^(1/2) Q^T``, so that each mode of the
+linearised ``Lambda eddot + D edot + K e = 0`` has damping ratio zeta with the task-space inertia at the
+current q. Here ``Lambda^-1 = C C^T`` (Cholesky), ``C^T K C = V K_0 V^T`` (Jacobi), ``Q = C^-T V``.
+
+Live changes (:meth:`CartesianImpedance.set_impedance`, the control channel's ``set_impedance``): K and
+D move linearly from their values to the new ones over ``gain_ramp`` s, so in one cycle of period dt
+the wrench changes by at most ``|K_new - K_old| |e| dt / gain_ramp`` (plus the same for D) on top of
+what the motion itself changes.
+
+The desired pose: a Cartesian trajectory the controller follows (:meth:`CartesianImpedance.follow`, e.g.
+``cartesian_min_jerk``), else the forward kinematics of the joint trajectory's ``q_d``
+(``xdot_d = J(q_d) qd_d``, ``xddot_d = J(q_d) qdd_d + Jdot(q_d, qd_d) qd_d``).
+
+Real time: :meth:`CartesianImpedance.update` is one compiled call over arrays preallocated at
+construction (plus one for the Cartesian trajectory's sample): RNEA for g (+ C v), CRBA, the frame
+Jacobian, LDL^T of M and of J M^-1 J^T (7 + 6 unknowns for the arm). ``kp`` / ``kd`` of this controller
+are the posture gains K_n / D_n (``set_gains`` changes them).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from rtctl.dynamics import Dynamics
+from rtctl.dynamics.kernels import (
+    W_O,
+    W_R,
+    all_finite,
+    crba,
+    forward_kinematics,
+    kinematics,
+    point_acceleration,
+    point_jacobian,
+    rnea,
+)
+from rtctl.dynamics.spatial import ldlt_factor
+from rtctl.model import ModelError
+from rtctl.options import setting
+from rtctl.registry import CONTROLLERS
+
+from .base import Controller
+from .cartesian import log_rotation
+
+__all__ = ["CartesianImpedance", "task_matrix", "user_matrix"]
+
+# Settings vector.
+S_RAMP_T0, S_RAMP_TIME, S_ZETA, S_CORIOLIS, S_FEEDFORWARD, S_EXTERNAL, S_BODY, S_FRAME_R, S_FRAME_T = \
+    0, 1, 2, 3, 4, 5, 6, 7, 16
+S_WIDTH = 19
+# Rows of the 6 x 6 matrices (row-major, [angular; linear]): the ramp's ends and the gains in use, scratch.
+# Width max(36, nv^2): row G_MASS holds the LDL^T factor of M.
+G_K_FROM, G_K_TO, G_D_FROM, G_D_TO, G_K, G_D, G_LAMBDA_INV, G_LAMBDA, G_S, G_V, G_Q, G_MASS = range(12)
+G_ROWS = 12
+# Rows of the vector work array (width max(nv, 12)).
+V_POSE, V_ERROR, V_WRENCH, V_TWIST, V_H, V_TAU0, V_Y, V_JDV, V_QW, V_VW, V_AW, V_ZERO = range(12)
+V_ROWS = 12
+# Desired-motion vector: pose (12), twist (6), twist rate (6).
+D_POSE, D_TWIST, D_RATE = 0, 12, 18
+D_WIDTH = 24
+# Status codes: OK; NOT_FINITE + k for argument k (1 q, 2 v, 3 q_d, 4 qd_d, 5 qdd_d, 6 the desired
+# motion, 7 the gains); WRONG_LENGTH + k; TASK_SINGULAR: J M^-1 J^T not positive definite.
+_OK, _NOT_FINITE, _WRONG_LENGTH, _TASK_SINGULAR, _MASS_SINGULAR, _KERNEL = 0, 0, 10, 20, 21, 100
+_ARG_NAMES = ("q", "v", "q_d", "qd_d", "qdd_d", "desired pose", "gains")
+_JACOBI_SWEEPS = 60
+# User order of the 6 values (config, control channel) -> internal [angular; linear]
+USER_TO_TASK = np.array([3, 4, 5, 0, 1, 2])
+# Default bounds of K and D (user order) for the configuration and the control channel's set_impedance:
+# a stiff industrial setting (5 kN/m; 300 N m/rad) and, with the arm's task-space inertia of up to ~10 kg and
+# ~0.1 kg m^2, about twice the critical damping of those stiffnesses.
+STIFFNESS_LIMIT = (5000.0, 5000.0, 5000.0, 300.0, 300.0, 300.0)
+DAMPING_LIMIT = (1000.0, 1000.0, 1000.0, 100.0, 100.0, 100.0)
+
+
+def task_matrix(values, name: str, owner: str = "cartesian_impedance") -> np.ndarray:
+    """6 values (diagonal) or 36 (a full matrix, row-major), translational first (user order), as the 6 x 6
+    matrix in the internal [angular; linear] order; ValueError naming ``name`` unless finite and symmetric."""
+    arr = np.asarray(values, dtype=float).reshape(-1)
+    if arr.size == 6:
+        user = np.diag(arr)
+    elif arr.size == 36:
+        user = arr.reshape(6, 6)
+    else:
+        raise ValueError(f"{owner}: {name} needs 6 values (x, y, z, rx, ry, rz) or 36 (a 6 x 6 matrix, row-major), "
+                         f"got {arr.size}")
+    if not np.all(np.isfinite(user)):
+        raise ValueError(f"{owner}: {name} contains NaN or inf")
+    if not np.allclose(user, user.T, rtol=1e-12, atol=1e-12 * max(1.0, np.abs(user).max())):
+        i, j = np.unravel_index(np.argmax(np.abs(user - user.T)), user.shape)
+        raise ValueError(f"{owner}: {name} is not symmetric (entry ({i}, {j}) = {user[i, j]:g}, "
+                         f"({j}, {i}) = {user[j, i]:g})")
+    return np.ascontiguousarray(user[np.ix_(USER_TO_TASK, USER_TO_TASK)])
+
+
+def user_matrix(task: np.ndarray) -> np.ndarray:
+    """The inverse of :func:`task_matrix`: a 6 x 6 [angular; linear] matrix in the user order."""
+    back = np.argsort(USER_TO_TASK)
+    return np.asarray(task).reshape(6, 6)[np.ix_(back, back)]
+
+
+def definiteness_problem(matrix: np.ndarray, name: str, strict: bool) -> str:
+    """``""`` when the symmetric ``matrix`` is positive definite (``strict``) or semi-definite, else why, with
+    its smallest eigenvalue."""
+    smallest = float(np.linalg.eigvalsh(matrix).min())
+    scale = max(1.0, float(np.abs(matrix).max()))
+    if (strict and smallest <= 1e-12 * scale) or (not strict and smallest < -1e-12 * scale):
+        return (f"{name} is not positive {'definite' if strict else 'semi-definite'} (smallest eigenvalue "
+                f"{smallest:.6g})")
+    return ""
+
+
+# -- small dense algebra over flat row-major blocks -------------------------------------------------
+@njit(cache=True, forceinline=True)
+def _ldlt_solve(a, i, n, b, ob):
+    """Solve A x = b (x -> b[ob:ob+n]) with the factor of :func:`rtctl.dynamics.spatial.ldlt_factor` at
+    a[i, :n*n] (stride n): L y = b, z = D^-1 y, L^T x = z."""
+    for r in range(n):
+        s = b[ob + r]
+        for k in range(r):
+            s -= a[i, n * r + k] * b[ob + k]
+        b[ob + r] = s
+    for r in range(n):
+        b[ob + r] *= a[i, n * r + r]
+    for r in range(n - 1, -1, -1):
+        s = b[ob + r]
+        for k in range(r + 1, n):
+            s -= a[i, n * k + r] * b[ob + k]
+        b[ob + r] = s
+
+
+@njit(cache=True)
+def jacobi_eigen(a, ia, v, iv, n):
+    """Eigen-decomposition of the symmetric n x n matrix at a[ia, :n*n] by cyclic Jacobi rotations
+    (Golub & Van Loan, Algorithm 8.5.3): its diagonal becomes the eigenvalues, the columns of
+    v[iv, :n*n] the eigenvectors. Returns False if it did not converge."""
+    for r in range(n):
+        for c in range(n):
+            v[iv, n * r + c] = 1.0 if r == c else 0.0
+    for _ in range(_JACOBI_SWEEPS):
+        off = 0.0
+        scale = 0.0
+        for r in range(n):
+            scale += a[ia, n * r + r] ** 2
+            for c in range(r + 1, n):
+                off += a[ia, n * r + c] ** 2
+        if off <= 1e-30 * scale or off == 0.0:
+            return True
+        for p in range(n - 1):
+            for q in range(p + 1, n):
+                apq = a[ia, n * p + q]
+                if apq == 0.0:
+                    continue
+                theta = (a[ia, n * q + q] - a[ia, n * p + p]) / (2.0 * apq)
+                t = (1.0 if theta >= 0.0 else -1.0) / (abs(theta) + math.sqrt(theta * theta + 1.0))
+                c = 1.0 / math.sqrt(t * t + 1.0)
+                s = t * c
+                for k in range(n):
+                    akp, akq = a[ia, n * k + p], a[ia, n * k + q]
+                    a[ia, n * k + p] = c * akp - s * akq
+                    a[ia, n * k + q] = s * akp + c * akq
+                for k in range(n):
+                    apk, aqk = a[ia, n * p + k], a[ia, n * q + k]
+                    a[ia, n * p + k] = c * apk - s * aqk
+                    a[ia, n * q + k] = s * apk + c * aqk
+                for k in range(n):
+                    vkp, vkq = v[iv, n * k + p], v[iv, n * k + q]
+                    v[iv, n * k + p] = c * vkp - s * vkq
+                    v[iv, n * k + q] = s * vkp + c * vkq
+    return False
+
+
+@njit(cache=True)
+def _ramped_gains(settings, g, t):
+    """K and D of this cycle: linear from the *_FROM to the *_TO rows over the ramp time."""
+    if np.isnan(settings[S_RAMP_T0]):  # a change starts its ramp now
+        settings[S_RAMP_T0] = t
+    ramp = settings[S_RAMP_TIME]
+    w = 1.0 if ramp <= 0.0 else min(1.0, max(0.0, (t - settings[S_RAMP_T0]) / ramp))
+    for k in range(36):
+        g[G_K, k] = g[G_K_FROM, k] + w * (g[G_K_TO, k] - g[G_K_FROM, k])
+        g[G_D, k] = g[G_D_FROM, k] + w * (g[G_D_TO, k] - g[G_D_FROM, k])
+
+
+@njit(cache=True)
+def _frame_pose(ws, settings, out, o):
+    """World pose (R row-major, p) of the controlled frame from the body poses in ``ws`` into out[o:o+12]."""
+    b = int(settings[S_BODY])
+    fr, ft = S_FRAME_R, S_FRAME_T
+    for i in range(3):
+        for j in range(3):
+            out[o + 3 * i + j] = (ws[b, W_R + 3 * i] * settings[fr + j] + ws[b, W_R + 3 * i + 1] * settings[fr + 3 + j]
+                                  + ws[b, W_R + 3 * i + 2] * settings[fr + 6 + j])
+        out[o + 9 + i] = (ws[b, W_O + i] + ws[b, W_R + 3 * i] * settings[ft] + ws[b, W_R + 3 * i + 1] * settings[ft + 1]
+                          + ws[b, W_R + 3 * i + 2] * settings[ft + 2])
+
+
+@njit(cache=True)
+def frame_pose_kernel(mi, mf, ws, settings, q, out):
+    """Forward kinematics at ``q`` and the controlled frame's pose (12) into ``out``."""
+    forward_kinematics(mi, mf, ws, q)
+    _frame_pose(ws, settings, out, 0)
+
+
+@njit(cache=True)
+def _desired_from_joints(mi, mf, ws, settings, idx, q, q_d, qd_d, qdd_d, jx, vec, des):
+    """The desired pose, twist and twist rate of the frame from the joint trajectory: FK(q_d), J(q_d) qd_d,
+    J(q_d) qdd_d + Jdot(q_d, qd_d) qd_d (the last only with the inertia feed-forward)."""
+    nv = jx.shape[2]
+    q_index, v_index = idx[0], idx[1]
+    qw, vw, aw, zero = vec[V_QW], vec[V_VW, :nv], vec[V_AW, :nv], vec[V_ZERO, :nv]
+    for k in range(q.shape[0]):
+        qw[k] = q[k]
+    for k in range(nv):
+        vw[k] = 0.0
+        aw[k] = 0.0
+        zero[k] = 0.0
+    for j in range(q_index.shape[0]):
+        qw[q_index[j]] = q_d[j]
+        vw[v_index[j]] = qd_d[j]
+        aw[v_index[j]] = qdd_d[j]
+    nq = q.shape[0]
+    body = int(settings[S_BODY])
+    ft = S_FRAME_T
+    if settings[S_FEEDFORWARD] != 0.0:
+        kinematics(mi, mf, ws, qw[:nq], vw, zero, 0.0)
+        point_acceleration(ws, body, settings[ft], settings[ft + 1], settings[ft + 2], vec[V_JDV])
+    else:
+        forward_kinematics(mi, mf, ws, qw[:nq])
+        for r in range(6):
+            vec[V_JDV, r] = 0.0
+    _frame_pose(ws, settings, des, D_POSE)
+    jac = jx[0]
+    point_jacobian(mi, ws, body, settings[ft], settings[ft + 1], settings[ft + 2], jac)
+    for r in range(6):
+        s = 0.0
+        a = vec[V_JDV, r]
+        for c in range(nv):
+            s += jac[r, c] * vw[c]
+            a += jac[r, c] * aw[c]
+        des[D_TWIST + r] = s
+        des[D_RATE + r] = a
+
+
+@njit(cache=True)
+def _critical_damping(g, zeta):
+    """D = 2 zeta Q K_0^(1/2) Q^T (module docstring) from K (row G_K) and the LDL^T factor of
+    Lambda^-1 (row G_LAMBDA_INV): C = L diag(d)^(1/2), S = C^T K C = V K_0 V^T, Q = C^-T V."""
+    n = 6
+    for r in range(n):                            # S = C^T K C, C[k, r] = L[k, r] sqrt(d_r) (L unit lower)
+        for c in range(n):
+            s = 0.0
+            for a in range(r, n):
+                lar = 1.0 if a == r else g[G_LAMBDA_INV, n * a + r]
+                for b in range(c, n):
+                    lbc = 1.0 if b == c else g[G_LAMBDA_INV, n * b + c]
+                    s += lar * g[G_K, n * a + b] * lbc
+            g[G_S, n * r + c] = s / math.sqrt(g[G_LAMBDA_INV, n * r + r] * g[G_LAMBDA_INV, n * c + c])
+    if not jacobi_eigen(g, G_S, g, G_V, n):
+        return False
+    for c in range(n):                            # Q = C^-T V: L^T Q = diag(d)^(-1/2) V, back substitution
+        for r in range(n - 1, -1, -1):
+            s = g[G_V, n * r + c] * math.sqrt(g[G_LAMBDA_INV, n * r + r])  # the factor keeps 1/d_r
+            for k in range(r + 1, n):
+                s -= g[G_LAMBDA_INV, n * k + r] * g[G_Q, n * k + c]
+            g[G_Q, n * r + c] = s
+    for r in range(n):
+        for c in range(n):
+            s = 0.0
+            for k in range(n):
+                s += g[G_Q, n * r + k] * math.sqrt(max(g[G_S, n * k + k], 0.0)) * g[G_Q, n * c + k]
+            g[G_D, n * r + c] = 2.0 * zeta * s
+    return True
+
+
+@njit(cache=True)
+def impedance_step(mi, mf, ws, idx, settings, g, joint_gains, t, q, v, q_d, qd_d, qdd_d, des, mass, jx, vec, effort):
+    """One cycle of the law of the module docstring; writes ``effort`` (nv) and returns a status code.
+
+    ``jx`` (2, 6, nv): J and X^T = J M^-1. ``mass`` (nv, nv): M. ``des``: the desired
+    pose, twist and twist rate, filled here from the joint trajectory unless ``settings[S_EXTERNAL]``.
+    ``joint_gains`` (2, n): K_n, D_n."""
+    nv = v.shape[0]
+    q_index, v_index = idx[0], idx[1]
+    n = q_index.shape[0]
+    if mass.shape[0] != nv or effort.shape[0] != nv:
+        return _WRONG_LENGTH + 2
+    for k, arr in enumerate((q_d, qd_d, qdd_d)):
+        if arr.shape[0] != n:
+            return _WRONG_LENGTH + 3 + k
+    for k, arr in enumerate((q, v, q_d, qd_d, qdd_d)):
+        if not all_finite(arr):
+            return _NOT_FINITE + 1 + k
+    if not (all_finite(joint_gains[0]) and all_finite(joint_gains[1])):
+        return _NOT_FINITE + 7
+    if settings[S_EXTERNAL] == 0.0:
+        _desired_from_joints(mi, mf, ws, settings, idx, q, q_d, qd_d, qdd_d, jx, vec, des)
+    if not all_finite(des):
+        return _NOT_FINITE + 6
+    _ramped_gains(settings, g, t)
+    body = int(settings[S_BODY])
+    ft = S_FRAME_T
+    zero, h = vec[V_ZERO, :nv], vec[V_H, :nv]
+    for k in range(nv):
+        zero[k] = 0.0
+    if settings[S_FEEDFORWARD] != 0.0:
+        kinematics(mi, mf, ws, q, v, zero, 0.0)
+        point_acceleration(ws, body, settings[ft], settings[ft + 1], settings[ft + 2], vec[V_JDV])
+    status = rnea(mi, mf, ws, q, v if settings[S_CORIOLIS] != 0.0 else zero, zero, h)
+    if status != 0:
+        return _KERNEL + status
+    status = crba(mi, mf, ws, q, mass)   # leaves the poses of q in ws
+    if status != 0:
+        return _KERNEL + status
+    jac, xt = jx[0], jx[1]
+    point_jacobian(mi, ws, body, settings[ft], settings[ft + 1], settings[ft + 2], jac)
+    pose = vec[V_POSE]
+    _frame_pose(ws, settings, pose, 0)
+    # e = [log(R_d R^T); p_d - p]
+    r = pose
+    d = des
+    rr = (d[0] * r[0] + d[1] * r[1] + d[2] * r[2], d[0] * r[3] + d[1] * r[4] + d[2] * r[5],
+          d[0] * r[6] + d[1] * r[7] + d[2] * r[8], d[3] * r[0] + d[4] * r[1] + d[5] * r[2],
+          d[3] * r[3] + d[4] * r[4] + d[5] * r[5], d[3] * r[6] + d[4] * r[7] + d[5] * r[8],
+          d[6] * r[0] + d[7] * r[1] + d[8] * r[2], d[6] * r[3] + d[7] * r[4] + d[8] * r[5],
+          d[6] * r[6] + d[7] * r[7] + d[8] * r[8])
+    e = vec[V_ERROR]
+    e[0], e[1], e[2] = log_rotation(rr[0], rr[1], rr[2], rr[3], rr[4], rr[5], rr[6], rr[7], rr[8])
+    for k in range(3):
+        e[3 + k] = d[D_POSE + 9 + k] - pose[9 + k]
+    twist = vec[V_TWIST]
+    for a in range(6):
+        s = 0.0
+        for c in range(nv):
+            s += jac[a, c] * v[c]
+        twist[a] = s
+    # M = L D L^T; X^T = J M^-1 row by row; Lambda^-1 = J X
+    for r in range(nv):
+        for c in range(nv):
+            g[G_MASS, nv * r + c] = mass[r, c]
+    if not ldlt_factor(g, G_MASS, 0, nv, nv):
+        return _MASS_SINGULAR
+    for a in range(6):
+        for c in range(nv):
+            xt[a, c] = jac[a, c]
+        _ldlt_solve(g, G_MASS, nv, xt[a], 0)
+    for a in range(6):
+        for b in range(6):
+            s = 0.0
+            for c in range(nv):
+                s += jac[a, c] * xt[b, c]
+            g[G_LAMBDA_INV, 6 * a + b] = s
+    if not ldlt_factor(g, G_LAMBDA_INV, 0, 6, 6):
+        return _TASK_SINGULAR
+    for a in range(6):
+        for b in range(6):
+            g[G_LAMBDA, 6 * a + b] = 1.0 if a == b else 0.0
+        _ldlt_solve(g, G_LAMBDA_INV, 6, g[G_LAMBDA], 6 * a)
+    if settings[S_ZETA] > 0.0 and not _critical_damping(g, settings[S_ZETA]):
+        return _TASK_SINGULAR
+    f = vec[V_WRENCH]
+    for a in range(6):
+        s = 0.0
+        for b in range(6):
+            s += g[G_K, 6 * a + b] * e[b] + g[G_D, 6 * a + b] * (d[D_TWIST + b] - twist[b])
+        f[a] = s
+    if settings[S_FEEDFORWARD] != 0.0:
+        for a in range(6):
+            s = 0.0
+            for b in range(6):
+                s += g[G_LAMBDA, 6 * a + b] * (d[D_RATE + b] - vec[V_JDV, b])
+            f[a] += s
+    # tau_0, and y = Lambda X^T tau_0 for its projection tau_0 - J^T y
+    tau0, y = vec[V_TAU0, :nv], vec[V_Y]
+    for k in range(nv):
+        tau0[k] = 0.0
+    for j in range(n):
+        tau0[v_index[j]] = joint_gains[0, j] * (q_d[j] - q[q_index[j]]) + joint_gains[1, j] * (qd_d[j] - v[v_index[j]])
+    for a in range(6):
+        s = 0.0
+        for c in range(nv):
+            s += xt[a, c] * tau0[c]
+        y[6 + a] = s
+    for a in range(6):
+        s = 0.0
+        for b in range(6):
+            s += g[G_LAMBDA, 6 * a + b] * y[6 + b]
+        y[a] = f[a] - s
+    for c in range(nv):
+        s = h[c] + tau0[c]
+        for a in range(6):
+            s += jac[a, c] * y[a]
+        effort[c] = s
+    if not all_finite(effort):
+        return _NOT_FINITE + 7
+    return _OK
+
+
+class CartesianImpedance(Controller):
+    """Cartesian impedance control of one frame of a fixed-base arm (module docstring).
+
+    The 6 values of ``stiffness`` and ``damping`` (and ``stiffness_limit``, ``damping_limit``) are
+    **translational first**: ``[x, y, z, rx, ry, rz]`` in N/m (N s/m) then N m/rad (N m s/rad), about world
+    axes at the frame origin; 36 values give a full symmetric matrix row-major in that order. Internally
+    (``stiffness_matrix``, ``damping_matrix``, ``wrench``, ``error``) the order is [angular; linear].
+    """
+
+    name = "cartesian_impedance"
+
+    @dataclass(frozen=True)
+    class Options:
+        frame: str = setting("str", None, required=True)             # a link or frame of the model
+        stiffness: object = setting("floats", None, required=True)   # N/m x3, N m/rad x3 (or 36 values)
+        damping: object = setting("floats", None)                    # N s/m x3, N m s/rad x3 (or 36 values)
+        damping_ratio: float = setting("float", None, positive=True)  # default 1 when damping is not given
+        nullspace_stiffness: object = setting("floats", 10.0, low=0.0)   # N m/rad per joint
+        nullspace_damping: object = setting("floats", None, low=0.0)     # N m s/rad; default critical at q0
+        coriolis: bool = setting("bool", True)                        # + C(q, v) v
+        inertia_feedforward: bool = setting("bool", False)            # + J^T Lambda (xddot_d - Jdot v)
+        gain_ramp: float = setting("float", 0.1, low=0.0, high=10.0)  # s over which a K or D change is blended
+        stiffness_limit: object = setting("floats", None, positive=True)   # default STIFFNESS_LIMIT
+        damping_limit: object = setting("floats", None, positive=True)     # default DAMPING_LIMIT
+
+    @classmethod
+    def from_config(cls, options: dict, context) -> CartesianImpedance:
+        controller = cls(context.dynamics, **options, posture=context.q0)
+        context.cartesian_controller = controller   # a Cartesian trajectory built next follows it
+        return controller
+
+    def __init__(self, dyn: Dynamics, frame: str, stiffness, damping=None, damping_ratio=None,
+                 nullspace_stiffness=10.0, nullspace_damping=None, coriolis: bool = True,
+                 inertia_feedforward: bool = False, gain_ramp: float = 0.1,
+                 stiffness_limit=None, damping_limit=None, posture=None):
+        if not isinstance(dyn, Dynamics):
+            raise TypeError(f"{self.name}: dyn must be an rtctl.dynamics.Dynamics, got {type(dyn).__name__}")
+        model = dyn.model
+        if damping is not None and damping_ratio is not None:
+            raise ValueError(f"{self.name}: give damping or damping_ratio, not both")
+        self.stiffness_limit = self._limit(STIFFNESS_LIMIT if stiffness_limit is None else stiffness_limit,
+                                           "stiffness_limit")
+        self.damping_limit = self._limit(DAMPING_LIMIT if damping_limit is None else damping_limit, "damping_limit")
+        stiffness_matrix = self.checked_stiffness(stiffness)
+        damping_matrix = None if damping is None else self.checked_damping(damping)
+        zeta = 1.0 if damping is None and damping_ratio is None else damping_ratio
+        if zeta is not None and not (math.isfinite(zeta) and zeta > 0):
+            raise ValueError(f"{self.name}: damping_ratio must be a finite number > 0, got {damping_ratio!r}")
+        if not (isinstance(gain_ramp, (int, float)) and math.isfinite(gain_ramp) and gain_ramp >= 0):
+            raise ValueError(f"{self.name}: gain_ramp must be a finite time >= 0 s, got {gain_ramp!r}")
+        try:
+            f = model.frame(frame)
+        except ModelError as exc:
+            raise ValueError(f"{self.name}: frame: {exc}") from None
+        if f.body < 0:
+            raise ValueError(f"{self.name}: frame '{frame}' is fixed to the world; it cannot be moved")
+        try:
+            super().__init__(dyn, kp=nullspace_stiffness, kd=None)
+        except ValueError as exc:
+            raise ValueError(f"{self.name}: nullspace_stiffness: one value or one per actuated joint, finite and "
+                             f">= 0 ({exc})") from None
+        if self.model.nv != self.n or self.model.base != "fixed":
+            raise ValueError(f"{self.name}: needs a fixed-base model whose every DOF is actuated; model "
+                             f"'{model.name}' has {model.nv} DOFs, {self.n} actuated")
+        self.frame = frame
+        nv = model.nv
+        self.idx = np.ascontiguousarray(np.array([self.q_index, self.v_index], dtype=np.int64).reshape(2, self.n))
+        self.q_index, self.v_index = self.idx[0], self.idx[1]
+        self.joint_gains = np.zeros((2, self.n))
+        self.joint_gains[0] = self.kp
+        if nullspace_damping is None:
+            q0 = model.neutral_configuration() if posture is None else np.asarray(posture, dtype=float)
+            inertia = np.diag(dyn.mass_matrix(np.ascontiguousarray(q0, dtype=float)))[self.v_index]
+            self.joint_gains[1] = 2.0 * np.sqrt(self.kp * inertia)
+        else:
+            self.joint_gains[1] = np.broadcast_to(np.asarray(nullspace_damping, dtype=float), (self.n,))
+        if not np.all(np.isfinite(self.joint_gains)) or np.any(self.joint_gains < 0):
+            raise ValueError(f"{self.name}: nullspace_stiffness and nullspace_damping must be finite and >= 0, got "
+                             f"{self.joint_gains[0].tolist()}, {self.joint_gains[1].tolist()}")
+        self.kp, self.kd = self.joint_gains[0], self.joint_gains[1]   # set_gains writes through to the step
+        self.settings = np.zeros(S_WIDTH)
+        s = self.settings
+        s[S_RAMP_T0] = -math.inf
+        s[S_RAMP_TIME] = float(gain_ramp)
+        s[S_ZETA] = 0.0 if zeta is None else float(zeta)
+        s[S_CORIOLIS] = float(bool(coriolis))
+        s[S_FEEDFORWARD] = float(bool(inertia_feedforward))
+        s[S_BODY] = f.body
+        s[S_FRAME_R:S_FRAME_R + 9] = np.asarray(f.rotation, dtype=float).reshape(9)
+        s[S_FRAME_T:S_FRAME_T + 3] = f.translation
+        self.gains = np.zeros((G_ROWS, max(36, nv * nv)))
+        for row in (G_K_FROM, G_K_TO, G_K):
+            self.gains[row, :36] = stiffness_matrix.reshape(36)
+        if damping_matrix is not None:
+            for row in (G_D_FROM, G_D_TO, G_D):
+                self.gains[row, :36] = damping_matrix.reshape(36)
+        self.desired = np.zeros(D_WIDTH)
+        self._mass = np.zeros((nv, nv))
+        self._jx = np.zeros((2, 6, nv))
+        self._vec = np.zeros((V_ROWS, max(nv, 12)))
+        self.reference = None
+        self._anchor_pending = True
+
+    # -- checks --------------------------------------------------------------------------------
+    def _limit(self, values, name) -> np.ndarray:
+        arr = np.asarray(values, dtype=float).reshape(-1)
+        if arr.shape != (6,) or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+            raise ValueError(f"{self.name}: {name} needs 6 finite values > 0 (x, y, z, rx, ry, rz), got {values!r}")
+        return arr
+
+    def _within_limit(self, matrix, limit, name) -> None:
+        diagonal = np.diag(user_matrix(matrix))
+        k = int(np.argmax(diagonal - limit))
+        if diagonal[k] > limit[k]:
+            axis = ("x", "y", "z", "rx", "ry", "rz")[k]
+            raise ValueError(f"{self.name}: {name} along {axis} = {diagonal[k]:g} exceeds {name}_limit {limit[k]:g}")
+
+    def checked_stiffness(self, values) -> np.ndarray:
+        """``values`` (6 or 36, user order) as the internal K; ValueError naming ``stiffness`` unless finite,
+        symmetric positive definite and within ``stiffness_limit``."""
+        matrix = task_matrix(values, "stiffness", self.name)
+        problem = definiteness_problem(matrix, "stiffness", strict=True)
+        if problem:
+            raise ValueError(f"{self.name}: {problem}")
+        self._within_limit(matrix, self.stiffness_limit, "stiffness")
+        return matrix
+
+    def checked_damping(self, values) -> np.ndarray:
+        """``values`` (6 or 36) as the internal D; symmetric positive semi-definite, within ``damping_limit``."""
+        matrix = task_matrix(values, "damping", self.name)
+        problem = definiteness_problem(matrix, "damping", strict=False)
+        if problem:
+            raise ValueError(f"{self.name}: {problem}")
+        self._within_limit(matrix, self.damping_limit, "damping")
+        return matrix
+
+    # -- the Cartesian reference -----------------------------------------------------------------
+    def follow(self, reference) -> None:
+        """Take the desired pose from ``reference`` (``anchor(t, pose)``, ``evaluate(t, pose, twist, rate)``:
+        :mod:`loops.cartesian`) instead of the forward kinematics of ``q_d``."""
+        for method in ("anchor", "evaluate"):
+            if not callable(getattr(reference, method, None)):
+                raise TypeError(f"{self.name}: a Cartesian reference needs anchor() and evaluate(); "
+                                f"{type(reference).__name__} has no {method}()")
+        self.reference = reference
+        self.settings[S_EXTERNAL] = 1.0
+
+    def on_activate(self) -> None:
+        """The Cartesian reference restarts from the measured pose at the next cycle; a gain ramp completes."""
+        self._anchor_pending = True
+        self.gains[G_K_FROM] = self.gains[G_K_TO]
+        self.gains[G_D_FROM] = self.gains[G_D_TO]
+        self.settings[S_RAMP_T0] = -math.inf
+
+    # -- the live settings (control channel protocol) ----------------------------------------------
+    def impedance_limits(self) -> dict:
+        """What ``set_impedance`` may set: per-axis bounds of K and D (user order), the damping mode."""
+        return {"stiffness": self.stiffness_limit.tolist(), "damping": self.damping_limit.tolist(),
+                "damping_mode": "ratio" if self.settings[S_ZETA] > 0 else "matrix",
+                "gain_ramp": float(self.settings[S_RAMP_TIME]), "joints": self.n}
+
+    def check_impedance(self, stiffness=None, damping=None, damping_ratio=None) -> tuple:
+        """(K, D, zeta) of a change, checked; ValueError naming the field. Nothing is applied."""
+        if damping is not None and self.settings[S_ZETA] > 0:
+            raise ValueError(f"{self.name}: damping: this controller sets D from damping_ratio "
+                             f"{self.settings[S_ZETA]:g}; change damping_ratio instead")
+        if damping_ratio is not None:
+            if self.settings[S_ZETA] <= 0:
+                raise ValueError(f"{self.name}: damping_ratio: this controller has an explicit damping matrix; "
+                                 "change damping instead")
+            if not (isinstance(damping_ratio, (int, float)) and math.isfinite(damping_ratio)
+                    and 0 < damping_ratio <= 10):
+                raise ValueError(f"{self.name}: damping_ratio must be in (0, 10], got {damping_ratio!r}")
+        k = None if stiffness is None else self.checked_stiffness(stiffness)
+        d = None if damping is None else self.checked_damping(damping)
+        return k, d, damping_ratio
+
+    def set_impedance(self, stiffness=None, damping=None, damping_ratio=None) -> str:
+        """Blend K (and D, or zeta) to new values over ``gain_ramp`` s from the next cycle (module docstring).
+        Call between cycles (the control channel does, at a cycle boundary). Returns what changed."""
+        k, d, zeta = self.check_impedance(stiffness, damping, damping_ratio)
+        g = self.gains
+        g[G_K_FROM], g[G_D_FROM] = g[G_K], g[G_D]
+        if k is not None:
+            g[G_K_TO, :36] = k.reshape(36)
+        if d is not None:
+            g[G_D_TO, :36] = d.reshape(36)
+        if zeta is not None:
+            self.settings[S_ZETA] = float(zeta)
+        self.settings[S_RAMP_T0] = math.nan
+        parts = []
+        if k is not None:
+            parts.append(f"stiffness={np.round(np.diag(user_matrix(k)), 6).tolist()}")
+        if d is not None:
+            parts.append(f"damping={np.round(np.diag(user_matrix(d)), 6).tolist()}")
+        if zeta is not None:
+            parts.append(f"damping_ratio={zeta:g}")
+        return ", ".join(parts) + f" (blended over {self.settings[S_RAMP_TIME]:g} s)"
+
+    @property
+    def stiffness_matrix(self) -> np.ndarray:
+        """K in use, 6 x 6 [angular; linear] (a copy)."""
+        return self.gains[G_K, :36].reshape(6, 6).copy()
+
+    @property
+    def damping_matrix(self) -> np.ndarray:
+        """D in use (the last cycle's, with damping_ratio), 6 x 6 [angular; linear] (a copy)."""
+        return self.gains[G_D, :36].reshape(6, 6).copy()
+
+    @property
+    def task_inertia(self) -> np.ndarray:
+        """Lambda of the last cycle, 6 x 6 [angular; linear] (a copy)."""
+        return self.gains[G_LAMBDA, :36].reshape(6, 6).copy()
+
+    @property
+    def pose(self) -> np.ndarray:
+        """The frame's measured pose (12) of the last cycle."""
+        return self._vec[V_POSE, :12]
+
+    @property
+    def error(self) -> np.ndarray:
+        """e = [log(R_d R^T); p_d - p] of the last cycle (rad, m; world axes)."""
+        return self._vec[V_ERROR, :6]
+
+    @property
+    def wrench(self) -> np.ndarray:
+        """F = [n; f] the impedance applies at the frame origin, last cycle (N m, N; world axes)."""
+        return self._vec[V_WRENCH, :6]
+
+    # -- the cycle ---------------------------------------------------------------------------------
+    def frame_pose(self, q) -> np.ndarray:
+        """World pose (12) of the frame at ``q`` (allocates: for checks)."""
+        out = np.zeros(12)
+        frame_pose_kernel(self.dyn.mi, self.dyn.mf, self.dyn.ws, self.settings,
+                          np.ascontiguousarray(q, dtype=float), out)
+        return out
+
+    def update(self, t, dt, q, v, q_d, qd_d, qdd_d, effort) -> None:
+        """Write the joint torques (nv) into ``effort``; allocation-free for float64 C vectors."""
+        dyn = self.dyn
+        ref = self.reference
+        if ref is not None:
+            des = self.desired
+            if self._anchor_pending:
+                if not all_finite(q):
+                    raise ValueError(f"{self.name}: q contains NaN or inf")
+                frame_pose_kernel(dyn.mi, dyn.mf, dyn.ws, self.settings, q, self._vec[V_POSE])
+                ref.anchor(t, self._vec[V_POSE])
+                self._anchor_pending = False
+            ref.evaluate(t, des[D_POSE:D_POSE + 12], des[D_TWIST:D_TWIST + 6], des[D_RATE:D_RATE + 6])
+        status = impedance_step(dyn.mi, dyn.mf, dyn.ws, self.idx, self.settings, self.gains, self.joint_gains,
+                                float(t), q, v, q_d, qd_d, qdd_d, self.desired, self._mass, self._jx, self._vec,
+                                effort)
+        if status != _OK:
+            self._raise(status)
+
+    def _raise(self, status):
+        if status >= _KERNEL:
+            raise ValueError(f"{self.name}: dynamics kernel returned status {status - _KERNEL}")
+        if status == _TASK_SINGULAR:
+            raise ValueError(f"{self.name}: frame '{self.frame}' is at a kinematic singularity (J M^-1 J^T is not "
+                             "positive definite)")
+        if status == _MASS_SINGULAR:
+            raise ValueError(f"{self.name}: the mass matrix is not positive definite")
+        if status > _WRONG_LENGTH:
+            k = status - _WRONG_LENGTH - 1
+            raise ValueError(f"{self.name}: {_ARG_NAMES[k]} has the wrong length")
+        raise ValueError(f"{self.name}: {_ARG_NAMES[status - _NOT_FINITE - 1]} contains NaN or inf")
+
+    def __repr__(self):
+        return f"CartesianImpedance(model='{self.model.name}', frame='{self.frame}')"
+
+
+CONTROLLERS.register(CartesianImpedance.name)(CartesianImpedance)
