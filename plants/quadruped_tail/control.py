@@ -31,9 +31,10 @@ effort is the 14 actuator torques.
 * :class:`QuadrupedTailHold` (``"quadruped_tail_hold"``) -- hold q0 (the
   reference of the open-loop forward run).
 
-These controllers call small compiled kernels and numpy linear algebra per
-cycle (a few small allocations, ~0.1-0.3 ms per cycle); they are not the
-allocation-free compiled laws of :mod:`loops.controllers`.
+The feed-forward + PD controller and the pitch trajectory are each one
+allocation-free compiled call per cycle (:mod:`rtctl.plants.quadruped_tail.steps`:
+least squares by the normal equations, the condition number by a Jacobi SVD, the
+allocations by LU / Cholesky on preallocated arrays).
 """
 from __future__ import annotations
 
@@ -44,6 +45,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from rtctl.dynamics import Dynamics
+from rtctl.plants.quadruped_tail import steps as _steps
+from rtctl.plants.quadruped_tail.dynamics import _Work
+from rtctl.plants.quadruped_tail.kinematics import OK, STATUS_TEXT
 from rtctl.plants.quadruped_tail.model import QuadrupedTail
 
 from rtctl.options import setting
@@ -82,45 +86,43 @@ class QuadrupedTailFFPD(Controller):
         self.mechanism = mechanism or QuadrupedTail()
         self.cond_threshold = float(cond_threshold)
         self.redundant_method = redundant_method
+        try:
+            self._redundant_mode, self._weights, self._tau0 = self.mechanism._alloc_args(redundant_method, None,
+                                                                                         None, None)
+        except ValueError as exc:
+            raise ValueError(f"{self.name}: redundant_method {redundant_method!r}: {exc}") from None
         self.events: deque = deque(maxlen=int(max_events))
         self.redundant = False
         self.cycle = 0
         self.cond = 1.0
-        self.q_est = self.mechanism.q0.copy()
-        self.qd_est = np.zeros(8)
+        self._gen = np.zeros((_steps.GEN_ROWS, 8))
+        self.q_est = self._gen[_steps.G_Q]
+        self.qd_est = self._gen[_steps.G_QD]
+        self.q_est[:] = self.mechanism.q0
         self.tau_ff = np.zeros(14)
         self.tau_c = np.zeros(14)
         self.log = np.zeros((int(log_capacity), 14 + 14 + 8 + 1))   # tau_ff, tau_c, q_est, cond
         self.logged = 0
+        m = self.mechanism
+        self._work = _steps.FFPDWork()
+        self._head = (m.par, m.A, m.D, m.r)
+        self._scratch = self._work.scratch()
 
     def update(self, t, dt, q, v, q_d, qd_d, qdd_d, effort) -> None:
-        m = self.mechanism
-        try:
-            qe, qde, _ = m.generalized_motion(q, v)
-            qd, qdd, qddd = m.generalized_motion(q_d, qd_d, qdd_d)
-        except ValueError as exc:
-            raise ValueError(f"{self.name}: {exc}") from None
-        self.q_est[:], self.qd_est[:] = qe, qde
-        self.cond = m.condition_number(qe)
-        redundant = self.cond > self.cond_threshold
+        st, cond = _steps.ffpd_step(*self._head, q, v, q_d, qd_d, qdd_d, self.kp, self.kd, self.cond_threshold,
+                                    self._redundant_mode, self._weights, self._tau0, effort, self.tau_ff,
+                                    self.tau_c, self._gen, self.log, self.logged, *self._scratch)
+        if st != OK:
+            raise ValueError(f"{self.name}: {STATUS_TEXT.get(st) or _steps.STEP_STATUS_TEXT[st]} (measured "
+                             f"q = {np.round(q, 4).tolist()}, desired q = {np.round(q_d, 4).tolist()})")
+        self.cond = cond
+        redundant = cond > self.cond_threshold
         if redundant != self.redundant:
             self.redundant = redundant
             self.events.append({"event": "singularity_enter" if redundant else "singularity_exit",
-                                "cycle": self.cycle, "cond": self.cond,
+                                "cycle": self.cycle, "cond": cond,
                                 "allocation": self.redundant_method if redundant else "paper"})
-        method = self.redundant_method if redundant else "paper"
-        self.tau_ff[:] = m.inverse_dynamics(qd, qdd, qddd, method=method)
-        e = qd - qe
-        ed = qdd - qde
-        if np.any(self.kp) or np.any(self.kd):
-            M = m.dynamics_terms(qe, qde)[0]
-            self.tau_c[:] = m.allocate(qe, M @ (self.kp * e + self.kd * ed), method=method)
-        else:
-            self.tau_c[:] = 0.0
-        effort[:] = self.tau_ff + self.tau_c
         if self.logged < self.log.shape[0]:
-            row = self.log[self.logged]
-            row[:14], row[14:28], row[28:36], row[36] = self.tau_ff, self.tau_c, qe, self.cond
             self.logged += 1
         self.cycle += 1
 
@@ -152,16 +154,6 @@ class QuadrupedTailOpenLoop(Controller):
         self.profile(t, effort)
 
 
-def pitch_motion(t: float):
-    """(q, q-dot, q-ddot) of the Fig. 7/8 desired motion at time t."""
-    w = 2.0 * math.pi / 0.3
-    a1, a2 = math.pi / 36.0, math.pi / 18.0
-    q = np.array([0.2, 0.3, 0.4, a1 * math.sin(w * t), 0, 0, 0, a2 * math.sin(w * t + math.pi)])
-    qd = np.array([0, 0, 0, a1 * w * math.cos(w * t), 0, 0, 0, a2 * w * math.cos(w * t + math.pi)])
-    qdd = np.array([0, 0, 0, -a1 * w * w * math.sin(w * t), 0, 0, 0, -a2 * w * w * math.sin(w * t + math.pi)])
-    return q, qd, qdd
-
-
 @TRAJECTORIES.register("quadruped_tail_pitch")
 class QuadrupedTailPitch(Trajectory):
     """The paper's Fig. 7/8 pitch motion in actuator space (starts at ``t0``; q0 held before)."""
@@ -174,20 +166,24 @@ class QuadrupedTailPitch(Trajectory):
         duration: float = setting("float", None, positive=True)   # s (default 2)
 
     def __init__(self, t0: float = 0.0, duration: float = 2.0, mechanism: QuadrupedTail | None = None):
-        self.mechanism = mechanism or QuadrupedTail()
+        self.mechanism = m = mechanism or QuadrupedTail()
         self.t0 = float(t0)
         self.duration = self.t0 + float(duration)
+        self._x = np.zeros((3, 8))
+        self._w = w = _Work()
+        self._head = (m.q0, m.par, m.A, m.D, m.r, self._x)
+        self._scratch = (w.R, w.E, w.edot, w.xi, w.xid, w.ang, w.angd, w.angb, w.J, w.bias, w.Jtau, w.legj)
 
     def generalized(self, t: float):
-        if t < self.t0:
-            return self.mechanism.q0.copy(), np.zeros(8), np.zeros(8)
-        return pitch_motion(t - self.t0)
+        """(q, q-dot, q-ddot) of the desired motion at time ``t`` (new arrays)."""
+        x = np.empty((3, 8))
+        _steps.pitch_motion(float(t) - self.t0, self.mechanism.q0, x)
+        return x[0], x[1], x[2]
 
     def sample(self, t: float, q, qd, qdd) -> None:
-        m = self.mechanism
-        x, xd, xdd = self.generalized(t)
-        q[:], qd[:] = m.joint_state(x, xd)
-        qdd[:] = m.joint_accelerations(x, xd, xdd)
+        st = _steps.pitch_sample(t - self.t0, *self._head, q, qd, qdd, *self._scratch)
+        if st != OK:
+            raise ValueError(f"quadruped_tail_pitch at t = {t} s: {STATUS_TEXT.get(st) or _steps.STEP_STATUS_TEXT[st]}")
 
 
 @TRAJECTORIES.register("quadruped_tail_hold")

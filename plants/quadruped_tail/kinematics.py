@@ -55,15 +55,17 @@ def _rot_E(q, qd, R, E, edot):
 
 
 @njit(cache=True)
-def _kin(par, A, D, r, q, qd, R, E, edot, xi, ang, angd, J, bias, Jtau):
+def _kin(par, A, D, r, q, qd, R, E, edot, xi, ang, angd, angb, J, bias, Jtau, legj):
     """Position, velocity and acceleration analysis (eqs. 4-31) at (q, q-dot).
 
     Writes R, E, edot (see ``_rot_E``), xi = T q-dot, the leg joint angles
-    ``ang[i] = [ha, hb, k]`` (eqs. 6-9) and rates ``angd``, the point Jacobians
+    ``ang[i] = [ha, hb, k]`` (eqs. 6-9), their rates ``angd`` and their
+    accelerations at xi-dot = 0 ``angb`` (second derivative of eq. 5), the point Jacobians
     ``J`` (9, 3, 8) w.r.t. xi of H_1..4 (eq. 20), K_1..4 (eq. 23) and N (eq. 26),
     their bias accelerations ``bias`` (9, 3) = acceleration at xi-dot = 0
     (eqs. 29-31 without the xi-dot terms), and the actuation Jacobian
-    ``Jtau`` (14, 8) = [J_tau_a; J_tau_p] (eqs. 27-28) w.r.t. xi. Returns a status.
+    ``Jtau`` (14, 8) = [J_tau_a; J_tau_p] (eqs. 27-28) w.r.t. xi; ``legj`` (2, 3, 6) is scratch.
+    Returns a status.
     """
     lth, lsh = par[P_LTH], par[P_LSH]
     _rot_E(q, qd, R, E, edot)
@@ -80,8 +82,8 @@ def _kin(par, A, D, r, q, qd, R, E, edot, xi, ang, angd, J, bias, Jtau):
     for i in range(14):
         for b in range(8):
             Jtau[i, b] = 0.0
-    js = np.empty((3, 6))
-    jj = np.empty((3, 6))
+    js = legj[0]
+    jj = legj[1]
     for i in range(4):
         # s_i = R^T (d_i - p) - a_i  (eq. 5)
         wd0, wd1, wd2 = D[i, 0] - q[0], D[i, 1] - q[1], D[i, 2] - q[2]
@@ -101,7 +103,8 @@ def _kin(par, A, D, r, q, qd, R, E, edot, xi, ang, angd, J, bias, Jtau):
         dhb = jj[1, 0] * v[0] + jj[1, 1] * v[1] + jj[1, 2] * v[2] + jj[1, 3] * w[0] + jj[1, 4] * w[1] + jj[1, 5] * w[2]
         dk = jj[2, 0] * v[0] + jj[2, 1] * v[1] + jj[2, 2] * v[2] + jj[2, 3] * w[0] + jj[2, 4] * w[1] + jj[2, 5] * w[2]
         angd[i, 0], angd[i, 1], angd[i, 2] = dha, dhb, dk
-        ddha, ddhb = _leg_bias(lth, lsh, R, v, w, wd0, wd1, wd2, cha, sha, chb, shb, cu, su, spz, dha, dhb, dk)
+        ddha, ddhb, ddk = _leg_bias(lth, lsh, R, v, w, wd0, wd1, wd2, cha, sha, chb, shb, cu, su, spz, dha, dhb, dk)
+        angb[i, 0], angb[i, 1], angb[i, 2] = ddha, ddhb, ddk
         _leg_points(lth, A, R, w, i, cha, sha, chb, shb, dha, dhb, ddha, ddhb, jj, J, bias)
         # actuation Jacobian rows (eqs. 27-28)
         for row in range(14):
@@ -198,7 +201,7 @@ def _leg_rate_rows(lth, lsh, R, wd0, wd1, wd2, s0, s1, s2, kk, cha, chb, cu, spz
 
 @kernel_part
 def _leg_bias(lth, lsh, R, v, w, wd0, wd1, wd2, cha, sha, chb, shb, cu, su, spz, dha, dhb, dk):
-    """(ha'', hb'') at xi-dot = 0: the joint-acceleration bias from the derivative of eq. 12,
+    """(ha'', hb'', k'') at xi-dot = 0: the joint-acceleration bias from the derivative of eq. 12,
     s-ddot = R^T (w x (w x (d - p)) + 2 w x v), resolved in the ha frame (g = R_y(ha)^T s = [0, g_y, g_z]):
     R_y^T s'' = e_y x (e_y x g) ha'^2 + (e_y x g) ha'' + 2 ha' e_y x g' + g_hb hb'' + g_k k'' + g2."""
     c0, c1, c2 = _cross3(w[0], w[1], w[2], wd0, wd1, wd2)
@@ -223,8 +226,8 @@ def _leg_bias(lth, lsh, R, v, w, wd0, wd1, wd2, cha, sha, chb, shb, cu, su, spz,
     a21, a22 = lth * shb - lsh * su, lsh * su
     det = a11 * a22 - a12 * a21
     ddhb = (by * a22 - a12 * bz) / det
-    # (k'' bias not needed: K depends on ha, hb only)
-    return ddha, ddhb
+    ddk = (a11 * bz - a21 * by) / det
+    return ddha, ddhb, ddk
 
 
 @kernel_part
@@ -318,53 +321,111 @@ def _joint_state(ang, angd, q_act, v_act, q, qd):
 
 
 @njit(cache=True)
-def _leg_vector(par, ha, hb, kk, out):
-    """s_i' = b_i + c_i in the torso frame from the joint angles (eq. 5)."""
-    lth, lsh = par[P_LTH], par[P_LSH]
-    u = hb - kk
-    gy = -lth * math.sin(hb) + lsh * math.sin(u)
-    gz = -lth * math.cos(hb) + lsh * math.cos(u)
-    out[0] = math.sin(ha) * gz
-    out[1] = gy
-    out[2] = math.cos(ha) * gz
+def _joint_accelerations(Jtau, angb, E, edot, qdd, xid, out):
+    """Actuator-space joint accelerations (14) from the second derivative of eq. 5 per leg:
+    ``J_tau xi-dot`` (eqs. 27-28, ``xi-dot = T q-ddot + E-dot phi-dot``) plus the legs' joint accelerations at
+    xi-dot = 0 (``angb`` of :func:`_kin` at the same (q, q-dot)); the tail rows are ta'', tb''."""
+    _xid_from_qdd(E, edot, qdd, xid)
+    for row in range(14):
+        s = 0.0
+        for b in range(8):
+            s += Jtau[row, b] * xid[b]
+        leg = _ACT_LEG[row]
+        if leg >= 0:
+            s += angb[leg, _ACT_JOINT[row]]
+        out[row] = s
 
 
 @njit(cache=True)
-def _fk(par, A, D, q_act, q):
+def _jacobi_svd(A, V, sv):
+    """One-sided Jacobi SVD (Hestenes): rotates the columns of A (m x n, m >= n) in place until they are
+    orthogonal, ``A_in V = A_out``; ``sv`` gets the column norms (the singular values, unsorted), ``V`` the
+    right singular vectors. Allocation-free; relative accuracy near machine precision."""
+    m, n = A.shape
+    for a in range(n):
+        for b in range(n):
+            V[a, b] = 1.0 if a == b else 0.0
+    for _ in range(60):
+        rotated = False
+        for p in range(n - 1):
+            for k in range(p + 1, n):
+                alpha, beta, gamma = 0.0, 0.0, 0.0
+                for i in range(m):
+                    alpha += A[i, p] * A[i, p]
+                    beta += A[i, k] * A[i, k]
+                    gamma += A[i, p] * A[i, k]
+                if abs(gamma) <= 1e-15 * math.sqrt(alpha * beta) or gamma == 0.0:
+                    continue
+                rotated = True
+                zeta = (beta - alpha) / (2.0 * gamma)
+                t = math.copysign(1.0, zeta) / (abs(zeta) + math.sqrt(1.0 + zeta * zeta))
+                c = 1.0 / math.sqrt(1.0 + t * t)
+                s = c * t
+                for i in range(m):
+                    ap, ak = A[i, p], A[i, k]
+                    A[i, p], A[i, k] = c * ap - s * ak, s * ap + c * ak
+                for i in range(n):
+                    vp, vk = V[i, p], V[i, k]
+                    V[i, p], V[i, k] = c * vp - s * vk, s * vp + c * vk
+        if not rotated:
+            break
+    for b in range(n):
+        s = 0.0
+        for i in range(m):
+            s += A[i, b] * A[i, b]
+        sv[b] = math.sqrt(s)
+
+
+@njit(cache=True)
+def _fk(par, A, D, q_act, q, fkw):
     """Torso pose from the 12 leg joint angles (feet fixed): d_i - p = R (a_i + s_i) for the four legs,
-    R by the SVD solution of Wahba's problem, p by the mean; then the Euler angles of eq. 1."""
-    U = np.empty((4, 3))
-    s = np.empty(3)
-    leg_ang = np.empty((4, 3))
+    R by the SVD solution of Wahba's problem, p by the mean; then the Euler angles of eq. 1.
+
+    ``fkw`` (11, 3) is scratch. With ``H = sum (u_i - u) (d_i - d)^T = sum sigma_k l_k r_k^T`` the rotation is
+    ``R = r_1 l_1^T + r_2 l_2^T + (r_1 x r_2)(l_1 x l_2)^T`` over the two largest singular values (the
+    proper rotation of Kabsch's ``V diag(1, 1, det) U^T``; H has rank 2 here, the feet being coplanar)."""
+    U, H, V, sv = fkw[0:4], fkw[4:7], fkw[7:10], fkw[10]
+    lth, lsh = par[P_LTH], par[P_LSH]
     for row in range(14):
         leg = _ACT_LEG[row]
         if leg >= 0:
-            leg_ang[leg, _ACT_JOINT[row]] = q_act[row]
+            U[leg, _ACT_JOINT[row]] = q_act[row]
     for i in range(4):
-        _leg_vector(par, leg_ang[i, 0], leg_ang[i, 1], leg_ang[i, 2], s)
-        for k in range(3):
-            U[i, k] = A[i, k] + s[k]
-    ub = np.zeros(3)
-    db = np.zeros(3)
-    for i in range(4):
-        for k in range(3):
-            ub[k] += 0.25 * U[i, k]
-            db[k] += 0.25 * D[i, k]
-    H = np.zeros((3, 3))
-    for i in range(4):
-        for a in range(3):
-            for b in range(3):
-                H[a, b] += (U[i, a] - ub[a]) * (D[i, b] - db[b])
-    Us, _, Vt = np.linalg.svd(H)
-    V = Vt.T
-    dd = np.linalg.det(V @ Us.T)
-    Dg = np.eye(3)
-    Dg[2, 2] = 1.0 if dd > 0 else -1.0
-    R = V @ Dg @ Us.T
+        ha, hb, u = U[i, 0], U[i, 1], U[i, 1] - U[i, 2]
+        gz = -lth * math.cos(hb) + lsh * math.cos(u)          # eq. 5: s_i' = b_i + c_i
+        U[i, 0] = A[i, 0] + math.sin(ha) * gz
+        U[i, 1] = A[i, 1] - lth * math.sin(hb) + lsh * math.sin(u)
+        U[i, 2] = A[i, 2] + math.cos(ha) * gz
     for k in range(3):
-        q[k] = db[k] - (R[k, 0] * ub[0] + R[k, 1] * ub[1] + R[k, 2] * ub[2])
-    q[4] = -math.asin(max(-1.0, min(1.0, R[2, 0])))
-    q[3] = math.atan2(R[2, 1], R[2, 2])
-    q[5] = math.atan2(R[1, 0], R[0, 0])
+        ub = 0.25 * (U[0, k] + U[1, k] + U[2, k] + U[3, k])
+        db = 0.25 * (D[0, k] + D[1, k] + D[2, k] + D[3, k])
+        sv[k] = ub
+        q[k] = db
+    for a in range(3):
+        for b in range(3):
+            s = 0.0
+            for i in range(4):
+                s += (U[i, a] - sv[a]) * (D[i, b] - q[b])
+            H[a, b] = s
+    # q[:3] holds the feet's mean, sv the legs' mean until the pose is known
+    ub0, ub1, ub2 = sv[0], sv[1], sv[2]
+    _jacobi_svd(H, V, sv)
+    k1 = 0 if sv[0] >= sv[1] and sv[0] >= sv[2] else (1 if sv[1] >= sv[2] else 2)
+    k2 = (k1 + 1) % 3
+    k3 = (k1 + 2) % 3
+    if sv[k3] > sv[k2]:
+        k2 = k3
+    l1 = (H[0, k1] / sv[k1], H[1, k1] / sv[k1], H[2, k1] / sv[k1])
+    l2 = (H[0, k2] / sv[k2], H[1, k2] / sv[k2], H[2, k2] / sv[k2])
+    l3 = _cross3(l1[0], l1[1], l1[2], l2[0], l2[1], l2[2])
+    r3 = _cross3(V[0, k1], V[1, k1], V[2, k1], V[0, k2], V[1, k2], V[2, k2])
+    for a in range(3):
+        for b in range(3):
+            H[a, b] = V[a, k1] * l1[b] + V[a, k2] * l2[b] + r3[a] * l3[b]
+    for k in range(3):
+        q[k] -= H[k, 0] * ub0 + H[k, 1] * ub1 + H[k, 2] * ub2
+    q[4] = -math.asin(max(-1.0, min(1.0, H[2, 0])))
+    q[3] = math.atan2(H[2, 1], H[2, 2])
+    q[5] = math.atan2(H[1, 0], H[0, 0])
     q[6] = q_act[6]
     q[7] = q_act[7]

@@ -53,10 +53,12 @@ Actuators: 14 (hips ``ha, hb``, knees, tail ``ta, tb``) in the order
 twist ``xi`` (or, with ``T``, q-dot) to these joint rates.
 
 The compiled kernels (:mod:`rtctl.plants.quadruped_tail.kinematics`,
-:mod:`rtctl.plants.quadruped_tail.dynamics`) are allocation-light numba
-functions; :class:`QuadrupedTail` is the checked Python API. The independent
-formulation the tests and benchmarks check it against (the same robot in the
-generic core) is :mod:`rtctl.plants.quadruped_tail.reference`.
+:mod:`rtctl.plants.quadruped_tail.dynamics`, and the per-cycle controller and
+trajectory steps of :mod:`rtctl.plants.quadruped_tail.steps`) are allocation-free
+numba functions on preallocated arrays; :class:`QuadrupedTail` is the checked
+Python API. The independent formulations the tests and benchmarks check it
+against (the same robot in the generic core; the former numpy path of the
+controller) are in :mod:`rtctl.plants.quadruped_tail.reference`.
 """
 from __future__ import annotations
 
@@ -67,10 +69,11 @@ import numpy as np
 
 from rtctl.model import inertia_scale_factor, payload_mass
 
-from .dynamics import _Work, _allocate, _cond, _fd_core, _id_core, _id_xi, _mcg_xi, _to_q, _twist_T
-from .kinematics import (_ACT_JOINT, _ACT_LEG, ACTUATOR_NAMES, OK, P_G, P_IBX, P_IBY, P_IBZ, P_LSH, P_LT, P_LTH, P_MB,
-                         P_MSH, P_MT, P_MTH, SINGULAR, STATUS_TEXT, UNREACHABLE, _fk, _joint_state, _kin,
+from .dynamics import _Work, _allocate, _cond, _fd_core, _id_core, _id_xi, _mcg_xi, _to_q, _twist_force, _twist_T
+from .kinematics import (ACTUATOR_NAMES, OK, P_G, P_IBX, P_IBY, P_IBZ, P_LSH, P_LT, P_LTH, P_MB, P_MSH, P_MT, P_MTH,
+                         SINGULAR, STATUS_TEXT, UNREACHABLE, _fk, _joint_accelerations, _joint_state, _kin,
                          _xid_from_qdd)
+from .steps import _actuation_in_q, _least_squares, _normal_matrix
 
 __all__ = ["QuadrupedTail", "ACTUATOR_NAMES", "OK", "UNREACHABLE", "SINGULAR"]
 
@@ -137,8 +140,7 @@ class QuadrupedTail:
         w = self._w
         q = self._vec(q, 8, "q")
         qd = np.zeros(8) if qd is None else self._vec(qd, 8, "qd")
-        st = _kin(self.par, self.A, self.D, self.r, q, qd, w.R, w.E, w.edot, w.xi, w.ang, w.angd, w.J, w.bias,
-                  w.Jtau)
+        st = _kin(self.par, self.A, self.D, self.r, q, qd, *w.kin_args())
         if st != OK:
             raise ValueError(f"q = {np.round(q, 4).tolist()}: {STATUS_TEXT[st]}")
         return w
@@ -210,7 +212,8 @@ class QuadrupedTail:
 
     def condition_number(self, q):
         """Condition number of J_tau_a (twist coordinates, the paper's eq. 27)."""
-        return float(_cond(self._kin(q).Jtau[:8].copy()))
+        w = self._kin(q)
+        return float(_cond(w.Jtau, w.svd_a, w.svd_v, w.sv))
 
     # -- dynamics (eqs. 32-55) -------------------------------------------
     def generalized_forces(self, q, qd, qdd):
@@ -262,7 +265,7 @@ class QuadrupedTail:
         q, qd, qdd = self._vec(q, 8, "q"), self._vec(qd, 8, "qd"), self._vec(qdd, 8, "qdd")
         tau = np.empty(14)
         st = _id_core(self.par, self.A, self.D, self.r, q, qd, qdd, mode, wts, tau0, tau, w.R, w.E, w.edot, w.xi,
-                      w.xid, w.ang, w.angd, w.J, w.bias, w.Jtau, w.f)
+                      w.xid, w.ang, w.angd, w.angb, w.J, w.bias, w.Jtau, w.legj, w.f, w.mat, w.vec)
         if st != OK:
             raise ValueError(f"q = {np.round(q, 4).tolist()}: {STATUS_TEXT[st]}")
         return tau
@@ -272,9 +275,9 @@ class QuadrupedTail:
         by the allocation ``method`` of :meth:`inverse_dynamics`."""
         mode, wts, tau0 = self._alloc_args(method, tau_p, weights, torque_limit)
         w = self._kin(q)
-        f = np.linalg.solve(self.twist_map(q).T, self._vec(force, 8, "force"))
+        _twist_force(w.E, self._vec(force, 8, "force"), w.f)
         tau = np.empty(14)
-        if _allocate(w.Jtau, f, mode, wts, tau0, tau) != OK:
+        if _allocate(w.Jtau, w.f, mode, wts, tau0, tau, w.mat, w.vec) != OK:
             raise ValueError(f"q = {np.round(q, 4).tolist()}: {STATUS_TEXT[SINGULAR]}")
         return tau
 
@@ -297,8 +300,8 @@ class QuadrupedTail:
         w = self._w
         q, qd, tau = self._vec(q, 8, "q"), self._vec(qd, 8, "qd"), self._vec(tau, 14, "tau")
         out = np.empty(8)
-        st = _fd_core(self.par, self.A, self.D, self.r, q, qd, tau, out, w.R, w.E, w.edot, w.xi, w.ang, w.angd,
-                      w.J, w.bias, w.Jtau, w.M, w.C, w.G, w.Mq, w.Cq, w.Gq, w.f, w.fq)
+        st = _fd_core(self.par, self.A, self.D, self.r, q, qd, tau, out, *w.kin_args(), w.M, w.C, w.G, w.Mq, w.Cq,
+                      w.Gq, w.f, w.mat)
         if st != OK:
             raise ValueError(f"q = {np.round(q, 4).tolist()}: {STATUS_TEXT[st]}")
         return out
@@ -306,28 +309,37 @@ class QuadrupedTail:
     def forward_kinematics(self, q_act):
         """Generalized coordinates q from the 14 actuator-space joint angles (the feet are fixed)."""
         out = np.empty(8)
-        _fk(self.par, self.A, self.D, self._vec(q_act, 14, "q_act"), out)
+        _fk(self.par, self.A, self.D, self._vec(q_act, 14, "q_act"), out, self._w.fkw)
         return out
 
     def generalized_motion(self, q_act, v_act, a_act=None):
         """(q, q-dot, q-ddot) from actuator-space positions, rates, accelerations (least squares over the
         14 joint equations ``theta-dot = J_tau T q-dot``, ``theta-ddot = J_tau (T q-ddot + E-dot phi-dot) +
-        bias``)."""
+        bias``, eqs. 27-28 and the second derivative of eq. 5, by the normal equations)."""
         q = self.forward_kinematics(q_act)
+        v_act = self._vec(v_act, 14, "v_act")
+        a_act = None if a_act is None else self._vec(a_act, 14, "a_act")
         w = self._kin(q)
-        Jq = w.Jtau @ self.twist_map(q)
-        qd = np.linalg.lstsq(Jq, self._vec(v_act, 14, "v_act"), rcond=None)[0]
+        Jq, nrm = np.empty((14, 8)), np.empty(64)
+        _actuation_in_q(w.Jtau, w.E, Jq)
+        _normal_matrix(Jq, nrm)
+        qd = np.empty(8)
+        if not _least_squares(Jq, nrm, v_act, w.mat, qd):
+            raise ValueError(f"q = {np.round(q, 4).tolist()}: {STATUS_TEXT[SINGULAR]}")
         if a_act is None:
             return q, qd, None
-        # joint-acceleration bias: finite-difference-free via the zero-acceleration joint accelerations
-        base = self.joint_accelerations(q, qd, np.zeros(8))
-        qdd = np.linalg.lstsq(Jq, self._vec(a_act, 14, "a_act") - base, rcond=None)[0]
+        qdd = np.empty(8)
+        rhs = a_act - self.joint_accelerations(q, qd, np.zeros(8))
+        _least_squares(Jq, nrm, rhs, w.mat, qdd)
         return q, qd, qdd
 
     def joint_accelerations(self, q, qd, qdd):
         """Actuator-space joint accelerations (14) for (q, q-dot, q-ddot), from the second derivative of
         eq. 5 (legs) and the tail coordinates."""
-        return _joint_accelerations(self, q, qd, qdd)
+        w = self._kin(q, qd)
+        out = np.empty(14)
+        _joint_accelerations(w.Jtau, w.angb, w.E, w.edot, self._vec(qdd, 8, "qdd"), w.xid, out)
+        return out
 
     # -- the loop's model -----------------------------------------------
     def actuator_model(self, name: str = "quadruped_tail"):
@@ -343,44 +355,6 @@ class QuadrupedTail:
             b.add_body(n, -1, "revolute", joint_name=n, axis=(1, 0, 0), lower=lo, upper=hi,
                        velocity_limit=self.velocity_limit, effort_limit=float(self.torque_limit[k]))
         return b.build()
-
-
-def _joint_accelerations(mech, q, qd, qdd):
-    """Joint accelerations through the twist (xi-dot) and the kinematic bias of the leg joints (derivative
-    of eqs. 13-18), numerically: d/dt (J_tau(q) T(q) q-dot) along the motion by a central difference of
-    second order is avoided; instead J_tau xi-dot + (joint bias) with the bias from the exact second
-    derivative of eq. 5 solved per leg (same equations as the kernel)."""
-    w = mech._kin(q, qd)
-    xid = np.zeros(8)
-    _xid_from_qdd(w.E, w.edot, mech._vec(qdd, 8, "qdd"), xid)
-    out = w.Jtau @ xid
-    ang, angd, R = w.ang.copy(), w.angd.copy(), w.R.copy()
-    lth, lsh = mech.l_th, mech.l_sh
-    v, om = w.xi[:3], w.xi[3:6]
-    for i in range(4):
-        wd = mech.D[i] - q[:3]
-        sdd = R.T @ (np.cross(om, np.cross(om, wd)) + 2 * np.cross(om, v))
-        ha, hb, kk = ang[i]
-        dha, dhb, dk = angd[i]
-        cha, sha, chb, shb = np.cos(ha), np.sin(ha), np.cos(hb), np.sin(hb)
-        u = hb - kk
-        cu, su = np.cos(u), np.sin(u)
-        gz = -lth * chb + lsh * cu
-        ddu = dhb - dk
-        gdz = (lth * shb - lsh * su) * dhb + lsh * su * dk
-        rx = cha * sdd[0] - sha * sdd[2]
-        ry = sdd[1]
-        rz = sha * sdd[0] + cha * sdd[2]
-        ddha = (rx - 2 * dha * gdz) / gz
-        by = ry - (lth * shb * dhb ** 2 - lsh * su * ddu ** 2)
-        bz = rz + gz * dha ** 2 - (lth * chb * dhb ** 2 - lsh * cu * ddu ** 2)
-        Am = np.array([[-lth * chb + lsh * cu, -lsh * cu], [lth * shb - lsh * su, lsh * su]])
-        ddhb, ddk = np.linalg.solve(Am, [by, bz])
-        bias = {0: ddha, 1: ddhb, 2: ddk}
-        for row in range(14):
-            if _ACT_LEG[row] == i:
-                out[row] += bias[_ACT_JOINT[row]]
-    return out
 
 
 def quadruped_tail_model():

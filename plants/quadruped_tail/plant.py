@@ -61,12 +61,14 @@ class QuadrupedTailPlant(Plant):
         self._tau = np.zeros(14)
         self._work = np.zeros((WORK_ROWS, 8))
         self._w = _qd._Work()
+        m, w = self.mechanism, self._w
+        self._step_head = (m.par, m.A, m.D, m.r, self.x, self.xd, self._tau)
+        self._step_work = (*w.kin_args(), w.M, w.C, w.G, w.Mq, w.Cq, w.Gq, w.f, w.mat)
         self.reset_state(self.mechanism.q0)
 
     def _publish(self) -> None:
         w, m = self._w, self.mechanism
-        st = _qk._kin(m.par, m.A, m.D, m.r, self.x, self.xd, w.R, w.E, w.edot, w.xi, w.ang, w.angd, w.J, w.bias,
-                      w.Jtau)
+        st = _qk._kin(m.par, m.A, m.D, m.r, self.x, self.xd, *w.kin_args())
         if st != _qk.OK:
             raise ValueError(f"q = {np.round(self.x, 4).tolist()}: {_qk.STATUS_TEXT[st]}")
         _qk._joint_state(w.ang, w.angd, self.q, self.v, self.x, self.xd)
@@ -94,17 +96,15 @@ class QuadrupedTailPlant(Plant):
         dt = float(dt)
         if not 0.0 < dt < math.inf:
             raise ValueError(f"dt must be a finite time step > 0 s, got {dt!r}")
-        tau = np.asarray(effort, dtype=float)
-        if tau.shape != (14,) or not np.all(np.isfinite(tau)):
+        tau = effort if isinstance(effort, np.ndarray) else np.asarray(effort, dtype=float)
+        if tau.shape != (14,) or not math.isfinite(tau.sum()):
             raise ValueError(f"effort must be 14 finite actuator torques, got shape {tau.shape}")
         self._tau[:] = tau
-        m, w = self.mechanism, self._w
-        st = _qd.plant_step(m.par, m.A, m.D, m.r, self.x, self.xd, self._tau, dt, self._substeps, self._work, w.R,
-                            w.E, w.edot, w.xi, w.ang, w.angd, w.J, w.bias, w.Jtau, w.M, w.C, w.G, w.Mq, w.Cq, w.Gq,
-                            w.f, w.fq)
+        st = _qd.plant_step(*self._step_head, dt, self._substeps, self._work, self.q, self.v, *self._step_work)
+        if st < 0:
+            raise ValueError(f"q = {np.round(self.x, 4).tolist()}: {_qk.STATUS_TEXT[-st]}")
         if st != _qk.OK:
             raise ValueError(f"quadruped_tail step failed ({_qk.STATUS_TEXT.get(st, st)}); state unchanged")
-        self._publish()
         self.t += dt
 
     def parameters(self) -> dict:
