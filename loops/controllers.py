@@ -37,6 +37,7 @@ Revolute-joint errors are plain differences (no wrapping to (-pi, pi]).
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
@@ -45,6 +46,7 @@ from numba.core.errors import NumbaPendingDeprecationWarning
 from rtctl.dynamics import Dynamics
 from rtctl.dynamics import kernels as _k
 from rtctl.dynamics.kernels import all_finite, floating_base_rnea, model_sizes, rnea
+from rtctl.options import setting
 from rtctl.registry import CONTROLLERS
 
 from .base import Controller
@@ -150,6 +152,13 @@ def _control_step(mode, mi, mf, ws, index, kp, kd, work, base_block, q, v, q_d, 
             pd = kp[j] * (q_d[j] - q[q_index[j]]) + kd[j] * (qd_d[j] - v[iv])
             effort[iv] = pd if mode == MODE_PD else tau[iv] + pd
     return _OK
+
+
+@njit(cache=True)
+def _add_friction_compensation(effort, v_index, qd_d, viscous, coulomb):
+    """effort += viscous qd_d + coulomb sign(qd_d) on the actuated joints (the desired velocity: no sensor noise)."""
+    for j in range(v_index.shape[0]):
+        effort[v_index[j]] += viscous[j] * qd_d[j] + coulomb[j] * np.sign(qd_d[j])
 
 
 def _floating_base_dofs(model, v_index) -> int:
@@ -275,11 +284,38 @@ class ComputedTorque(_CompiledController):
     i.e. ``e_dd + Kd e_dot + Kp e = 0`` per joint (critically damped for the
     default ``kd = 2 sqrt(kp)``). The last ``alpha`` is kept in ``self.alpha``.
     Floating-base models need :class:`FloatingBaseComputedTorque`.
+
+    ``friction_compensation`` adds the joint friction of the model (a URDF's ``<dynamics damping
+    friction>``, e.g. an identified one) along the desired velocity: ``damping qd_d + friction sign(qd_d)``.
     """
 
     name = "computed_torque"
     default_kp = 400.0
     mode = MODE_COMPUTED_TORQUE
+
+    @dataclass(frozen=True)
+    class Options(Controller.Options):
+        friction_compensation: bool = setting("bool", False)   # + the model's <dynamics> friction along qd_d
+
+    @classmethod
+    def from_config(cls, options: dict, context) -> "ComputedTorque":
+        return cls(context.dynamics, **cls.gains_from_config(options),
+                   friction_compensation=options["friction_compensation"])
+
+    def __init__(self, dyn: Dynamics, kp, kd=None, friction_compensation: bool = False):
+        super().__init__(dyn, kp, kd)
+        self.friction_compensation = bool(friction_compensation)
+        self._viscous = np.ascontiguousarray(self.model.damping[self.v_index])
+        self._coulomb = np.ascontiguousarray(self.model.friction[self.v_index])
+
+    def update(self, t, dt, q, v, q_d, qd_d, qdd_d, effort) -> None:
+        super().update(t, dt, q, v, q_d, qd_d, qdd_d, effort)
+        if self.friction_compensation:
+            try:
+                _add_friction_compensation(effort, self.v_index, qd_d, self._viscous, self._coulomb)
+            except TypeError:  # the slow path's inputs (lists, views), accepted by the step above
+                _add_friction_compensation(effort, self.v_index, np.ascontiguousarray(qd_d, dtype=np.float64),
+                                           self._viscous, self._coulomb)
 
     def _check_base(self) -> None:
         if self.n_base:

@@ -32,8 +32,8 @@ class Plant(abc.ABC):
 
         integrator: str = setting("str", None, choices=("rk4", "semi_implicit_euler"))  # default: the plant's
         substeps: int = setting("int", None, low=1, high=1000)
-        viscous_friction: object = setting("floats", 0.0, low=0.0)
-        coulomb_friction: object = setting("floats", 0.0, low=0.0)
+        viscous_friction: object = setting("floats", None, low=0.0)   # default: the URDF's <dynamics damping>, else 0
+        coulomb_friction: object = setting("floats", None, low=0.0)   # default: the URDF's <dynamics friction>, else 0
         coulomb_velocity_scale: float = setting("float", 1e-3, positive=True)
         mass_scale: float = setting("float", 1.0, positive=True, high=100.0)
         payload_mass: float = setting("float", 0.0, low=0.0)
@@ -46,8 +46,8 @@ class Plant(abc.ABC):
         """Built over ``context.plant_model`` from its ``[plant]`` table (None: the plant's own default) and
         ``arguments`` (what a subclass adds from its own sections); starts at ``initial_position``."""
         kwargs = {k: v for k, v in options.items() if v is not None and k != "initial_position"}
-        for name in ("viscous_friction", "coulomb_friction"):
-            if name not in options:  # a plant whose Options do not take the common keys
+        for name in ("viscous_friction", "coulomb_friction", "static_friction", "stribeck_velocity"):
+            if options.get(name) is None:  # not given, or a plant whose Options do not take the key
                 continue
             full = np.zeros(context.plant_model.nv)
             full[context.v_index] = context.vector(options[name], name)

@@ -4,7 +4,12 @@
 
     dq/dt = configuration_rate(q, v),
     dv/dt = M(q)^-1 (effort + tau_friction(v) - h(q, v)),
-    tau_friction = -viscous * v - coulomb * tanh(v / coulomb_velocity_scale),
+    tau_friction = -viscous * v - (coulomb + (static - coulomb) exp(-(v / v_s)^2)) tanh(v / coulomb_velocity_scale),
+
+the viscous, Coulomb and static friction with the Stribeck curve of Armstrong-Helouvry, Dupont & Canudas
+de Wit (Automatica 1994, eq. 3), ``v_s`` the Stribeck velocity; ``static`` defaults to ``coulomb`` (no
+Stribeck effect). When the config gives no ``viscous_friction`` / ``coulomb_friction``, a URDF's
+``<dynamics damping friction>`` (``model.damping``, ``model.friction``) are used.
 
 with the O(n) articulated-body forward dynamics of :mod:`rtctl.dynamics`.
 Friction acts on the actuated joints only (see
@@ -126,6 +131,32 @@ def _derivative(q, v, dq, a, args):
     return OK
 
 
+@njit(cache=True, forceinline=True)
+def add_stribeck_torques(v, stribeck, scale, tau):
+    """Add the Stribeck part of each listed joint's friction to ``tau``: ``-(static - coulomb)
+    exp(-(v / v_s)^2) tanh(v / scale)`` (module docstring). ``stribeck`` columns: (DOF index, static minus
+    Coulomb level, Stribeck velocity v_s), one per joint whose static level differs from its Coulomb level."""
+    for c in range(stribeck.shape[1]):
+        k = int(stribeck[0, c])
+        x = v[k] / stribeck[2, c]
+        tau[k] -= stribeck[1, c] * np.exp(-x * x) * np.tanh(v[k] / scale)
+
+
+@njit(cache=True)
+def _derivative_with_stribeck(q, v, dq, a, args):
+    """:func:`_derivative` with the Stribeck friction of ``args[10]`` (see :func:`add_stribeck_torques`)."""
+    mi, mf, ws, effort, viscous, coulomb, scale, tau, contact, stops, stribeck = args
+    for k in range(v.shape[0]):
+        tau[k] = effort[k] - viscous[k] * v[k] - coulomb[k] * np.tanh(v[k] / scale)
+    add_stribeck_torques(v, stribeck, scale, tau)
+    add_end_stop_torques(q, v, stops, tau)
+    status = _accelerations(mi, mf, ws, q, v, tau, a, contact)
+    if status != OK:
+        return status
+    configuration_rate(mi, q, v, dq)
+    return OK
+
+
 @njit(cache=True)
 def _normalise_quaternions(mi, q):
     """Rescale the free-flyer quaternion in ``q`` to unit norm."""
@@ -161,8 +192,30 @@ def _semi_implicit_euler_step(q, v, h, work, args):
     return OK
 
 
+@inlined
+def _semi_implicit_euler_step_with_stribeck(q, v, h, work, args):
+    """:func:`_semi_implicit_euler_step` with the Stribeck friction of ``args[10]``."""
+    mi, mf, ws, effort, viscous, coulomb, scale, tau, contact, stops, stribeck = args
+    a = work[_W_A, :v.shape[0]]
+    for k in range(v.shape[0]):
+        tau[k] = effort[k] - viscous[k] * v[k] - coulomb[k] * np.tanh(v[k] / scale)
+    add_stribeck_torques(v, stribeck, scale, tau)
+    add_end_stop_torques(q, v, stops, tau)
+    status = _accelerations(mi, mf, ws, q, v, tau, a, contact)
+    if status != OK:
+        return status
+    for k in range(v.shape[0]):
+        v[k] += h * a[k]
+    integrate(mi, q, v, h, q)
+    return OK
+
+
 _rk4_advance = rk4_advance("rigid_body", _derivative, finish=_normalise_after_step)
 _euler_advance = advance_with_rollback("rigid_body_euler", _semi_implicit_euler_step)
+_rk4_advance_stribeck = rk4_advance("rigid_body_stribeck", _derivative_with_stribeck, finish=_normalise_after_step)
+_euler_advance_stribeck = advance_with_rollback("rigid_body_euler_stribeck", _semi_implicit_euler_step_with_stribeck)
+STRIBECK_ROWS = 3
+SIG_STEP_STRIBECK = SIG_STEP[:-1] + ", float64[:, ::1])"
 
 
 @njit(cache=True)
@@ -225,6 +278,23 @@ def _step_kernel(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulom
     return advance(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work, None, stops)
 
 
+@njit(SIG_STEP_STRIBECK, cache=True)
+def _step_kernel_with_stribeck(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work, stops,
+                               stribeck):
+    """:func:`_step_kernel` with the Stribeck friction table ``stribeck`` (:func:`add_stribeck_torques`)."""
+    status = check_step(mi, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work)
+    if status != OK:
+        return status
+    args = (mi, mf, ws, effort, viscous, coulomb, scale, work[_W_TAU, :v.shape[0]], None, stops, stribeck)
+    if method == RK4:
+        status = _rk4_advance_stribeck(q, v, dt, substeps, work, DIVERGED, args)
+    else:
+        status = _euler_advance_stribeck(q, v, dt, substeps, work, DIVERGED, args)
+    if status != OK and status != SINGULAR:
+        return DIVERGED
+    return status
+
+
 def end_stop_table(model: Model, dynamics: Dynamics) -> np.ndarray:
     """End stops at the hard limits of every actuated joint with finite limits and a finite effort limit.
 
@@ -252,7 +322,7 @@ def end_stop_table(model: Model, dynamics: Dynamics) -> np.ndarray:
     return table
 
 
-def _friction_vector(value, name: str, nv: int, actuated: np.ndarray):
+def _friction_vector(value, name: str, nv: int, actuated: np.ndarray, positive: bool = False):
     """Validate a friction setting; return (per-DOF array zero off the actuated DOFs, setting as given)."""
     try:
         arr = None if isinstance(value, (str, bytes)) else np.array(value, dtype=float)
@@ -263,9 +333,24 @@ def _friction_vector(value, name: str, nv: int, actuated: np.ndarray):
         raise ValueError(f"{name} must be a scalar or {nv} per-DOF values (one per velocity DOF), got {got}")
     if not np.all(np.isfinite(arr)) or np.any(arr < 0):
         raise ValueError(f"{name} must be finite and >= 0, got {arr.tolist()}")
+    if positive and np.any(np.broadcast_to(arr, (nv,))[actuated] <= 0):
+        raise ValueError(f"{name} must be > 0 for every actuated joint, got {arr.tolist()}")
     per_dof = np.zeros(nv)
     per_dof[actuated] = np.broadcast_to(arr, (nv,))[actuated]
     return per_dof, (float(arr) if arr.ndim == 0 else arr.tolist())
+
+
+def _model_friction(per_dof: np.ndarray, actuated: np.ndarray):
+    """A URDF's ``<dynamics>`` value per DOF as a setting: one number when every actuated joint has it."""
+    values = per_dof[actuated]
+    return float(values[0]) if values.size and np.all(values == values[0]) else per_dof.tolist()
+
+
+def stribeck_table(coulomb: np.ndarray, static: np.ndarray, velocity: np.ndarray) -> np.ndarray:
+    """The columns of :func:`add_stribeck_torques`: one per DOF whose static level differs from its Coulomb level."""
+    dofs = np.flatnonzero(static != coulomb)
+    return np.ascontiguousarray(np.array([dofs, static[dofs] - coulomb[dofs], velocity[dofs]], dtype=float)
+                                .reshape(STRIBECK_ROWS, dofs.size))
 
 
 @register_plant("rigid_body")
@@ -280,7 +365,12 @@ class RigidBodyPlant(Plant):
     substeps : equal sub-steps per :meth:`step` (>= 1).
     viscous_friction, coulomb_friction : N m s/rad (N s/m) and N m (N); a
         scalar for every actuated joint or nv per-DOF values (entries of
-        floating-base DOFs are ignored: the base has no joint friction).
+        floating-base DOFs are ignored: the base has no joint friction);
+        None: the model's ``damping`` and ``friction`` (a URDF's ``<dynamics>``).
+    static_friction, stribeck_velocity : the static friction level (N m or N)
+        and the Stribeck velocity (rad/s or m/s, > 0) of the Stribeck curve
+        (module docstring), scalar or per DOF; None: no Stribeck effect. A
+        static level needs a Stribeck velocity.
     coulomb_velocity_scale : velocity (rad/s or m/s) of the tanh
         regularisation of Coulomb friction (> 0).
     end_stops : stiff spring-damper end stops at the joints' hard limits, as
@@ -292,11 +382,13 @@ class RigidBodyPlant(Plant):
     @dataclass(frozen=True)
     class Options(Plant.Options):
         end_stops: bool = setting("bool", None)   # spring-damper end stops at the hard limits (default true)
+        static_friction: object = setting("floats", None, low=0.0)        # N m (N): breakaway level
+        stribeck_velocity: object = setting("floats", None, positive=True)  # rad/s (m/s)
 
-    def __init__(self, model: Model, *, integrator: str = "rk4", substeps: int = 1, viscous_friction=0.0,
-                 coulomb_friction=0.0, coulomb_velocity_scale: float = 1e-3, mass_scale: float = 1.0,
+    def __init__(self, model: Model, *, integrator: str = "rk4", substeps: int = 1, viscous_friction=None,
+                 coulomb_friction=None, coulomb_velocity_scale: float = 1e-3, mass_scale: float = 1.0,
                  payload_mass: float = 0.0, payload_frame: str | None = None, payload_offset=None,
-                 end_stops: bool = True):
+                 end_stops: bool = True, static_friction=None, stribeck_velocity=None):
         integrator, substeps, scale = check_integration_options(integrator, substeps, coulomb_velocity_scale,
                                                                 allowed=tuple(INTEGRATORS))
         if not isinstance(end_stops, bool):
@@ -308,8 +400,26 @@ class RigidBodyPlant(Plant):
         model = with_tree_payload(model, payload, model.body_names[-1])
         super().__init__(model)
         _, actuated_v, _ = actuated_indices(model)
+        if viscous_friction is None:
+            viscous_friction = _model_friction(model.damping, actuated_v)
+        if coulomb_friction is None:
+            coulomb_friction = _model_friction(model.friction, actuated_v)
         self._viscous, viscous_setting = _friction_vector(viscous_friction, "viscous_friction", model.nv, actuated_v)
         self._coulomb, coulomb_setting = _friction_vector(coulomb_friction, "coulomb_friction", model.nv, actuated_v)
+        stribeck = {}
+        if static_friction is not None:
+            if stribeck_velocity is None:
+                raise ValueError("static_friction needs stribeck_velocity (rad/s or m/s, > 0): the speed over "
+                                 "which friction falls from the static to the Coulomb level")
+            static, stribeck["static_friction"] = _friction_vector(static_friction, "static_friction", model.nv,
+                                                                   actuated_v)
+            velocity, stribeck["stribeck_velocity"] = _friction_vector(stribeck_velocity, "stribeck_velocity",
+                                                                       model.nv, actuated_v, positive=True)
+            self._stribeck = stribeck_table(self._coulomb, static, velocity)
+        elif stribeck_velocity is not None:
+            raise ValueError("stribeck_velocity is given without static_friction (the static friction level)")
+        else:
+            self._stribeck = None
         self._settings = {
             "integrator": integrator,
             "substeps": int(substeps),
@@ -319,6 +429,7 @@ class RigidBodyPlant(Plant):
             "mass_scale": mass_scale,
             "end_stops": end_stops,
             **payload,
+            **stribeck,
         }
         self._method = INTEGRATORS[integrator]
         self._substeps = int(substeps)
@@ -336,8 +447,13 @@ class RigidBodyPlant(Plant):
         """
         dyn = self.dynamics
         try:
-            status = _step_kernel(dyn.mi, dyn.mf, dyn.ws, self.q, self.v, effort, dt, self._substeps, self._method,
-                                  self._viscous, self._coulomb, self._scale, self._work, self._stops)
+            if self._stribeck is None:
+                status = _step_kernel(dyn.mi, dyn.mf, dyn.ws, self.q, self.v, effort, dt, self._substeps,
+                                      self._method, self._viscous, self._coulomb, self._scale, self._work, self._stops)
+            else:
+                status = _step_kernel_with_stribeck(dyn.mi, dyn.mf, dyn.ws, self.q, self.v, effort, dt,
+                                                    self._substeps, self._method, self._viscous, self._coulomb,
+                                                    self._scale, self._work, self._stops, self._stribeck)
         except TypeError:
             status = self._step_converted(dt, effort)
         if status != OK:
@@ -348,6 +464,10 @@ class RigidBodyPlant(Plant):
         """The step with ``dt`` and ``effort`` converted to the kernel's types (the slow path)."""
         dt, effort = self._converted(dt, effort)
         dyn = self.dynamics
+        if self._stribeck is not None:
+            return _step_kernel_with_stribeck(dyn.mi, dyn.mf, dyn.ws, self.q, self.v, effort, dt, self._substeps,
+                                              self._method, self._viscous, self._coulomb, self._scale, self._work,
+                                              self._stops, self._stribeck)
         return _step_kernel(dyn.mi, dyn.mf, dyn.ws, self.q, self.v, effort, dt, self._substeps, self._method,
                             self._viscous, self._coulomb, self._scale, self._work, self._stops)
 
@@ -419,9 +539,13 @@ class RigidBodyPlant(Plant):
         return self.dynamics.ws[:self.model.nbodies, W_FEXT:W_FEXT + 6].copy()
 
     def friction_forces(self, v) -> np.ndarray:
-        """Generalized friction forces at velocity ``v``: -viscous v - coulomb tanh(v / scale)."""
-        v = np.asarray(v, dtype=float)
-        return -self._viscous * v - self._coulomb * np.tanh(v / self._scale)
+        """Generalized friction forces at velocity ``v``: -viscous v - coulomb tanh(v / scale), plus the
+        Stribeck part of :func:`add_stribeck_torques`."""
+        v = np.ascontiguousarray(v, dtype=float)
+        tau = -self._viscous * v - self._coulomb * np.tanh(v / self._scale)
+        if self._stribeck is not None:
+            add_stribeck_torques(v, self._stribeck, self._scale, tau)
+        return tau
 
     def end_stop_torques(self, q, v) -> np.ndarray:
         """Generalized end-stop torques at (q, v) (zero while every joint is within its limits)."""

@@ -188,6 +188,12 @@ def _cmd_sweep_report(args) -> int:
     return EXIT_OK
 
 
+def _cmd_identify(args) -> int:
+    from .loops.identification import identify_command
+
+    return identify_command(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rtctl", description="Real-time robot controller framework.")
     parser.add_argument("--version", action="version", version=f"rtctl {__version__}")
@@ -238,6 +244,18 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--pareto", nargs=2, metavar=("X", "Y"), default=["actuator_energy", "tracking_rms"],
                      help="the two metrics (both minimised) of the Pareto plot")
     rep.set_defaults(func=_cmd_sweep_report)
+    ident = sub.add_parser("identify", help="fit a URDF's inertial parameters and joint friction to a recorded run "
+                           "(rtctl record: measured q, commanded effort); write the identified URDF and a report")
+    ident.add_argument("recording", help="MCAP recording of the run (an excitation trajectory moves every joint)")
+    ident.add_argument("--model", required=True, help="the robot's URDF (fixed base)")
+    ident.add_argument("--out", default=None, help="identified URDF (default: RECORDING_identified.urdf next to "
+                       "the recording); the report is written beside it as .txt")
+    ident.add_argument("--cutoff", type=float, default=5.0,
+                       help="cut-off of the zero-phase low-pass filter on q and torque (Hz, default 5)")
+    ident.add_argument("--armature", type=float, nargs="+", default=None,
+                       help="the drives' reflected rotor inertia during the run, kg m^2 (one value, or one per joint)")
+    ident.add_argument("--plot", default=None, help="PNG of the measured and predicted torques, before and after")
+    ident.set_defaults(func=_cmd_identify)
     return parser
 
 

@@ -1,0 +1,118 @@
+"""Joint friction of the rigid-body plant (viscous, Coulomb, static with the Stribeck curve; a URDF's
+``<dynamics>`` as the default) and the computed-torque controller's friction compensation."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+import rtctl
+from rtctl.config import build, validate
+from rtctl.dynamics import Dynamics
+from rtctl.loops.controllers import ComputedTorque
+from rtctl.model import ModelBuilder
+from rtctl.model.urdf import load_urdf
+from rtctl.model.urdf_writer import model_to_urdf
+from rtctl.plants.rigid_body import RigidBodyPlant
+
+INERTIA = 0.02                       # kg m^2 about the vertical axis: gravity does no work
+VISCOUS, COULOMB, STATIC, V_S, SCALE = 0.05, 0.4, 0.6, 0.2, 0.02   # SCALE: h Fs / (SCALE I) < 2.8 at h = 0.25 ms
+
+
+def rotor(damping=0.0, friction=0.0):
+    b = ModelBuilder("rotor")
+    b.add_body("disc", -1, "revolute", axis=(0, 0, 1), mass=1.0, inertia=np.diag([0.01, 0.01, INERTIA]),
+               damping=damping, friction=friction)
+    return b.build()
+
+
+def friction(v):
+    """Armstrong-Helouvry et al. 1994, eq. 3, with the plant's tanh in place of sign(v)."""
+    return -VISCOUS * v - (COULOMB + (STATIC - COULOMB) * np.exp(-(v / V_S) ** 2)) * np.tanh(v / SCALE)
+
+
+def stribeck_plant(**extra):
+    return RigidBodyPlant(rotor(), viscous_friction=VISCOUS, coulomb_friction=COULOMB, static_friction=STATIC,
+                          stribeck_velocity=V_S, coulomb_velocity_scale=SCALE, **extra)
+
+
+def test_friction_forces_follow_the_stribeck_curve():
+    plant = stribeck_plant()
+    for v in (-1.0, -0.2, -0.01, 0.0, 0.003, 0.1, 0.5):
+        assert plant.friction_forces([v])[0] == pytest.approx(friction(v), rel=1e-14, abs=1e-15)
+    assert plant.parameters()["static_friction"] == STATIC and plant.parameters()["stribeck_velocity"] == V_S
+
+
+@pytest.mark.parametrize("integrator", ["rk4", "semi_implicit_euler"])
+def test_coast_down_matches_the_scalar_equation(integrator):
+    """A spinning disc left alone slows by friction alone: I dv/dt = friction(v), solved by scipy."""
+    plant = stribeck_plant(integrator=integrator, substeps=4)
+    plant.reset(v=[1.5])
+    dt, steps = 1e-3, 3000
+    speeds = []
+    for _ in range(steps):
+        plant.step(dt, np.zeros(1))
+        speeds.append(plant.v[0])
+    t = dt * np.arange(1, steps + 1)
+    exact = solve_ivp(lambda _, v: friction(v) / INERTIA, (0, t[-1]), [1.5], t_eval=t, rtol=1e-11, atol=1e-12,
+                      method="LSODA").y[0]
+    tolerance = 1e-5 if integrator == "rk4" else 2e-3     # rad/s, of 1.5: fourth and first order at h = 0.25 ms
+    assert np.abs(np.array(speeds) - exact).max() < tolerance
+    assert abs(speeds[-1]) < 1e-3       # stopped within the 3 s (the Coulomb level alone: 1.5 I / 0.4 = 75 ms)
+
+
+def test_breakaway_needs_the_static_level():
+    """From rest a steady torque below the static level only creeps (|v| stays below the tanh scale
+    times a few); above it the disc breaks away and speeds past the Stribeck velocity."""
+    speeds = {}
+    for factor in (0.9, 1.1):
+        plant = stribeck_plant(substeps=4)
+        for _ in range(1000):
+            plant.step(1e-3, np.array([factor * STATIC]))
+        speeds[factor] = plant.v[0]
+    assert 0 < speeds[0.9] < 5 * SCALE
+    assert speeds[1.1] > V_S
+
+
+def test_urdf_dynamics_are_the_default_friction(tmp_path):
+    path = tmp_path / "rotor.urdf"
+    path.write_text(model_to_urdf(rotor(damping=0.3, friction=0.7)))
+    raw = {"robot": {"model": str(path)}, "controller": {"type": "pd", "kp": 1.0},
+           "trajectory": {"type": "min_jerk", "goal": [0.1], "duration": 1.0}, "loop": {"pace": False}}
+    plant = build(validate(raw)).driver.plant
+    assert plant.parameters()["viscous_friction"] == 0.3 and plant.parameters()["coulomb_friction"] == 0.7
+    assert plant.friction_forces([2.0])[0] == pytest.approx(-0.3 * 2.0 - 0.7 * np.tanh(2.0 / 1e-3), rel=1e-14)
+    raw["plant"] = {"viscous_friction": 0.1}
+    raw["controller"] = {"type": "computed_torque", "kp": 100.0, "friction_compensation": True}
+    loop = build(validate(raw))
+    plant = loop.driver.plant
+    assert plant.parameters()["viscous_friction"] == [0.1] and plant.parameters()["coulomb_friction"] == 0.7
+    assert loop.controller.friction_compensation and loop.controller._coulomb.tolist() == [0.7]
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(static_friction=0.5), "static_friction needs stribeck_velocity"),
+    (dict(stribeck_velocity=0.1), "stribeck_velocity is given without static_friction"),
+    (dict(static_friction=0.5, stribeck_velocity=0.0), "stribeck_velocity must be > 0 for every actuated joint"),
+    (dict(static_friction=-0.5, stribeck_velocity=0.1), "static_friction must be finite and >= 0"),
+])
+def test_bad_stribeck_settings_are_named(options, message):
+    with pytest.raises(ValueError, match=message):
+        RigidBodyPlant(rotor(), **options)
+
+
+def test_friction_compensation_adds_the_models_dynamics_along_the_desired_velocity():
+    model = load_urdf(rtctl.bundled_model_path("arm7"))
+    model.damping[:] = np.linspace(0.1, 0.7, 7)
+    model.friction[:] = np.linspace(1.0, 0.4, 7)
+    plain = ComputedTorque(Dynamics(model), kp=100.0)
+    compensated = ComputedTorque(Dynamics(model), kp=100.0, friction_compensation=True)
+    rng = np.random.default_rng(0)
+    q, v, q_d, qd_d, qdd_d = (rng.normal(size=7) for _ in range(5))
+    qd_d[3] = 0.0
+    a, b = np.zeros(7), np.zeros(7)
+    plain.update(0.0, 1e-3, q, v, q_d, qd_d, qdd_d, a)
+    compensated.update(0.0, 1e-3, q, v, q_d, qd_d, qdd_d, b)
+    np.testing.assert_allclose(b - a, model.damping * qd_d + model.friction * np.sign(qd_d), rtol=1e-12, atol=1e-13)
+    compensated.update(0.0, 1e-3, list(q), v, q_d, list(qd_d), qdd_d, b)      # the slow path converts lists
+    np.testing.assert_allclose(b - a, model.damping * qd_d + model.friction * np.sign(qd_d), rtol=1e-12, atol=1e-13)
