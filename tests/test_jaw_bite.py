@@ -117,7 +117,7 @@ def test_a_bite_section_in_a_run_config_attaches_the_monitor_and_bad_values_are_
     finally:
         loop.telemetry.close()
     for bad, match in (({"enabled": True, "force_limit": math.nan}, r"\[bite\] force_limit"),
-                       ({"enabled": True}, r"\[controller\] 'jaw_computed_torque': bite: force_limit is required")):
+                       ({"enabled": True}, r"\[controller\] 'jaw_computed_torque': \[bite\] force_limit is required")):
         with pytest.raises(ConfigError, match=match) as err:
             build(validate(dict(raw, bite=bad, telemetry={})))
         assert "\n" not in str(err.value)

@@ -300,5 +300,5 @@ def test_an_observer_section_of_a_stewart_run_publishes_the_platform_wrench():
     finally:
         loop.telemetry.close()
     raw["observer"] = {"enabled": True, "frame": "tool"}
-    with pytest.raises(ConfigError, match=r"frame 'tool' does not exist"):
+    with pytest.raises(ConfigError, match=r"\[observer\] frame: must be one of \['platform'\], got 'tool'"):
         build(validate(dict(raw, telemetry={})))

@@ -96,14 +96,16 @@ def test_a_sink_in_the_publisher_process_reports_its_bound_url_and_counters_back
     assert tel.published == 300 and sink.sent == 0 and sink.url  # no Foxglove client: nothing sent to one
 
 
-def test_the_ring_file_is_removed_once_the_publisher_process_has_mapped_it():
+def test_the_ring_has_no_name_and_its_memory_is_reserved_before_the_loop_writes():
     loop = make_loop()
     tel = Telemetry(endpoint="tcp://127.0.0.1:0", process=True).attach(loop)
-    ring_dir = tel._ring_dir
-    assert os.path.isdir(ring_dir) and oct(os.stat(ring_dir).st_mode & 0o777) == "0o700"
+    fd = tel._ring_fd
+    assert os.readlink(f"/proc/self/fd/{fd}").startswith("/memfd:rtctl-telemetry-ring")   # no file to open
+    size = os.fstat(fd).st_size
+    assert os.fstat(fd).st_blocks * 512 >= size   # reserved: a full /dev/shm is an error now, not a SIGBUS later
     tel.start()
     try:
-        assert not os.path.exists(ring_dir)
+        assert tel._ring_fd is None   # handed over, closed here; the mapping stays
         loop.run(cycles=50)
     finally:
         tel.close()
@@ -163,7 +165,7 @@ def test_a_bind_that_fails_in_the_publisher_process_is_one_clear_error():
     try:
         with pytest.raises(RuntimeError, match=r"telemetry: cannot bind: .*(in use|Address)"):
             tel.start()
-        assert tel._relay is None and not os.path.exists(tel._ring_dir)
+        assert tel._relay is None and tel._ring_fd is None
     finally:
         taken.close()
 

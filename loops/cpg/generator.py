@@ -71,6 +71,7 @@ DEFAULT_FEEDBACK_RATE = 20.0
 #: Negative feedback may advance the phase by at most this fraction of ``omega`` (``sigma u >= -0.2 omega``),
 #: so the speed envelope checked against the therapist's limits holds (steady cycle at 1.2 x the frequency).
 MAX_FEEDBACK_ADVANCE = 0.2
+MAX_FEEDBACK_HOLD = 2.0      # sigma u at most 2 omega: the phase held at 3 pi / 2 (closing side), a fixed point RK4 keeps
 PREDICTION_DT = 1e-3
 PREDICTION_SETTLE = 20.0
 PREDICTION_MARGIN = 1e-3
@@ -252,13 +253,15 @@ class ChewingCPG:
     def set_feedback(self, value: float) -> None:
         """The sensory feedback ``u`` (bite force in N, or tracking error in m: the unit ``feedback_gain`` is
         per) that the phase follows from the next step on (H2, through its filter); allocation-free, for
-        every control cycle. A negative value is limited to ``sigma u >= -0.2 omega`` (at most 20 % faster)."""
+        every control cycle. It is limited to ``-0.2 omega <= sigma u <= 2 omega`` (at most 20 % faster; at most
+        held at 3 pi / 2, before occlusion: a far larger value would step the phase past its fixed point)."""
         u = float(value)
         if not math.isfinite(u):
             raise ValueError(f"ChewingCPG.set_feedback: value must be finite, got {value!r}")
         sigma = self._st[ST_FEEDBACK_GAIN]
-        if sigma > 0.0 and sigma * u < -MAX_FEEDBACK_ADVANCE * self._st[ST_OMEGA_TARGET]:
-            u = -MAX_FEEDBACK_ADVANCE * self._st[ST_OMEGA_TARGET] / sigma
+        if sigma > 0.0:   # sigma u in [-0.2 omega, 2 omega]: at most 20 % faster, at most held before occlusion
+            omega = self._st[ST_OMEGA_TARGET]
+            u = min(max(u, -MAX_FEEDBACK_ADVANCE * omega / sigma), MAX_FEEDBACK_HOLD * omega / sigma)
         self._st[ST_FEEDBACK_TARGET] = u
 
     def perturb(self, phase=(0.0, 0.0, 0.0), radius=None) -> None:

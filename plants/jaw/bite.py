@@ -79,8 +79,8 @@ class BiteMonitor(PlatformObserverHook):
         enabled: bool = setting("bool", False)
         force_limit: float = setting("float", None, positive=True)   # N: beyond it, the safe state
         gain: float = setting("float", 50.0, positive=True)          # K_O (1/s)
-        frame: str = setting("str", "incisal")                        # where the wrench is published
-        forgetting: float = setting("float", 0.9995, positive=True, high=1.0)   # RLS lambda
+        frame: str = setting("str", "incisal", choices=("incisal", "platform"))   # where the wrench is published
+        forgetting: float = setting("float", 0.9995, low=0.9, high=1.0)   # RLS lambda (memory ~ 1/(1 - lambda) cycles)
         initial_covariance: float = setting("float", 1e6, positive=True)
 
     @classmethod
@@ -90,7 +90,7 @@ class BiteMonitor(PlatformObserverHook):
             return None
         kwargs = {k: v for k, v in options.items() if k != "enabled" and v is not None}
         if "force_limit" not in kwargs:
-            raise ValueError("bite: force_limit is required (N, the therapist's limit on the bite force)")
+            raise ValueError("[bite] force_limit is required when enabled (N, the therapist's limit on the bite force)")
         return cls(mechanism, loop.safety, loop.period, **kwargs).attach(loop)
 
     def __init__(self, mechanism, safety, dt: float, *, force_limit, gain=50.0, frame: str = "incisal",

@@ -311,7 +311,7 @@ class ObserverOptions:
 
     enabled: bool = setting("bool", False)
     gain: float = setting("float", 50.0, positive=True)   # K_O (1/s): the estimate's bandwidth
-    frame: str = setting("str", "platform")               # where the wrench is published
+    frame: str = setting("str", "platform", choices=("platform",))   # where the wrench is published
 
 
 def add_stewart_observer(options: dict, loop, mechanism):

@@ -54,6 +54,7 @@ from __future__ import annotations
 import collections
 import mmap
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -75,6 +76,7 @@ MAX_BATCH_ROWS = CHUNK_ROWS  # the most samples in one rtctl/samples message
 CHUNK_PAUSE = 50e-6      # s slept between chunks (the GIL is free meanwhile)
 SWITCH_INTERVAL = 2e-4   # s: sys.setswitchinterval while a Telemetry runs (None: leave it)
 RELAY_START_TIMEOUT = 30.0  # s for the publisher process to import, map the ring and bind
+EVENT_BACKLOG = 10_000   # events waiting for the publisher at most
 HEADER_WORDS = 8         # int64 words before the ring rows in the shared mapping; word 0 counts hand-offs
 # The publisher process imports the same rtctl as this one, from the folder that holds it, never from its working
 # directory (``python -m`` and ``-c`` would put the working directory first on sys.path: a module planted there,
@@ -167,7 +169,7 @@ class Telemetry:
         self.published = 0        # samples sent
         self.events_sent = 0
         self._event_seq = 0
-        self._events: collections.deque = collections.deque()
+        self._events: collections.deque = collections.deque(maxlen=EVENT_BACKLOG)  # oldest dropped beyond it
         self._safety_last = None
         self._stop = threading.Event()
         self._ready = threading.Event()
@@ -242,21 +244,40 @@ class Telemetry:
                         capacity=self.capacity)
 
     def _map_ring(self):
-        """A shared mapping for the counter and the ring, backed by a file in a new private directory (in
-        ``/dev/shm`` where there is one) that :meth:`_start_relay` removes once the child has mapped it."""
+        """A shared mapping for the counter and the ring, its memory reserved now (a full shared-memory file
+        system is an error here, not a SIGBUS in the loop later). Backed by an anonymous memory file (Linux
+        ``memfd_create``: it has no name, so nothing can open it and nothing is left behind, whoever dies);
+        elsewhere by a file in a new private directory that :meth:`_start_relay` removes once the child has
+        mapped it."""
         size = 8 * (HEADER_WORDS + self.capacity * self.layout.width)
-        base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-        self._ring_dir = tempfile.mkdtemp(prefix="rtctl-telemetry-", dir=base)  # mode 0700
-        self._ring_path = os.path.join(self._ring_dir, "ring")
-        fd = os.open(self._ring_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        self._ring_fd = self._ring_path = self._ring_dir = None
+        if hasattr(os, "memfd_create"):
+            fd = os.memfd_create("rtctl-telemetry-ring", getattr(os, "MFD_CLOEXEC", 0))
+        else:
+            base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+            self._ring_dir = tempfile.mkdtemp(prefix="rtctl-telemetry-", dir=base)  # mode 0700
+            self._ring_path = os.path.join(self._ring_dir, "ring")
+            fd = os.open(self._ring_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            os.ftruncate(fd, size)
+            if hasattr(os, "posix_fallocate"):
+                os.posix_fallocate(fd, 0, size)
+            else:
+                os.ftruncate(fd, size)
             self._shared = mmap.mmap(fd, size)
-        finally:
+        except OSError as exc:
+            os.close(fd)
+            self._remove_ring_file()
+            raise RuntimeError(f"telemetry: cannot reserve {size} bytes of shared memory for the ring: {exc}") from None
+        if self._ring_path is None:
+            self._ring_fd = fd     # handed to the publisher process, then closed
+        else:
             os.close(fd)
         return ring_views(self._shared, self.capacity, self.layout.width)
 
     def _remove_ring_file(self) -> None:
+        fd, self._ring_fd = getattr(self, "_ring_fd", None), None
+        if fd is not None:
+            os.close(fd)
         path, self._ring_path = getattr(self, "_ring_path", None), None
         if path:
             for remove, target in ((os.unlink, path), (os.rmdir, self._ring_dir)):
@@ -293,9 +314,13 @@ class Telemetry:
     def _start_relay(self) -> None:
         """Start the publisher process, hand it the ring and the settings, and wait until it has bound."""
         mine, theirs = socket.socketpair()
+        shared = (theirs.fileno(),) + ((self._ring_fd,) if self._ring_fd is not None else ())
         try:
             self._relay = subprocess.Popen([sys.executable, "-c", RELAY_BOOT, _package_root(), str(theirs.fileno())],
-                                           pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, close_fds=True)
+                                           pass_fds=shared, stdin=subprocess.DEVNULL, close_fds=True)
+        except BaseException:
+            self._remove_ring_file()
+            raise
         finally:
             theirs.close()
         self._relay_conn = Connection(mine.detach())
@@ -303,7 +328,8 @@ class Telemetry:
                         batch_period=self.batch_period, meta_period=self.meta_period, sndhwm=self.sndhwm,
                         sndbuf=self.sndbuf, allow_remote=True, plotjuggler_decimation=self.pj_decimation,
                         sinks=self.sinks)
-        self._relay_conn.send(dict(settings=settings, ring=self._ring_path, n=self.layout.n,
+        ring = self._ring_fd if self._ring_fd is not None else self._ring_path
+        self._relay_conn.send(dict(settings=settings, ring=ring, n=self.layout.n,
                                    extra_names=self.extra_names, joints=self.joints, meta=self.metadata()))
         reply = None
         if self._relay_conn.poll(RELAY_START_TIMEOUT):
@@ -327,9 +353,9 @@ class Telemetry:
         try:
             while not self._stop.wait(self.batch_period):
                 self._collect_safety_events()
-                while self._events:
+                while self._events and self._relay_writable(0.0):
                     self._relay_conn.send(("event", self._events.popleft()))
-                if time.monotonic() >= meta_due:
+                if time.monotonic() >= meta_due and self._relay_writable(0.0):
                     self._relay_conn.send(("meta", self.metadata()))
                     meta_due = time.monotonic() + self.meta_period
         except (OSError, EOFError) as exc:
@@ -340,18 +366,25 @@ class Telemetry:
             for name, value in public.items():
                 setattr(sink, name, value)
 
+    def _relay_writable(self, timeout: float) -> bool:
+        """The publisher process's socket takes a message now (it reads): a send never blocks this process."""
+        return bool(select.select([], [self._relay_conn.fileno()], [], timeout)[1])
+
     def _close_relay(self, flush: bool) -> None:
         self._stop.set()
-        self._thread.join(10.0)
+        self._thread.join(2.0 + self.batch_period)
         self._thread = None
         self._collect_safety_events()
         reply = None
         try:
-            while self._events:
+            while self._events and self._relay_writable(1.0):
                 self._relay_conn.send(("event", self._events.popleft()))
-            self._relay_conn.send(("close", flush))
-            if self._relay_conn.poll(15.0):
-                reply = self._relay_conn.recv()
+            if self._relay_writable(1.0):
+                self._relay_conn.send(("close", flush))
+                if self._relay_conn.poll(15.0):
+                    reply = self._relay_conn.recv()
+            else:
+                self.sink_errors.append("publisher process: not reading; stopped")
         except (OSError, EOFError):
             pass
         if reply:
@@ -381,6 +414,7 @@ class Telemetry:
     def close(self, flush: bool = True) -> None:
         """Publish what is left (``flush``), stop the thread (or process) and close the sockets."""
         if self._thread is None:
+            self._remove_ring_file()   # attached, never started
             return
         if self.process:
             self._close_relay(flush)

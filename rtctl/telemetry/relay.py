@@ -26,7 +26,8 @@ def serve(conn: Connection) -> int:
         return 0
     try:
         tel = Telemetry(**spec["settings"], switch_interval=None)
-        fd = os.open(spec["ring"], os.O_RDWR)
+        ring = spec["ring"]   # the inherited descriptor of the parent's memory file, or a path
+        fd = ring if isinstance(ring, int) else os.open(ring, os.O_RDWR)
         try:
             shared = mmap.mmap(fd, 0)
         finally:
