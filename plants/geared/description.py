@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rtctl.model import ModelError, check_inertia
 from rtctl.options import ConfigError, check_table, did_you_mean, schema_keys, setting
 
 __all__ = ["GearPair", "GearedMechanismError", "Link", "TurningPair", "MechanismOptions", "LinkOptions",
@@ -88,13 +89,13 @@ class LinkOptions:
     """``[[mechanism.link]]`` (SI units; frames are the D-H frames of the primary carrier, section 3)."""
 
     name: str = setting("str", None, required=True)
-    mass: float = setting("float", 0.0, low=0.0)                        # kg
-    com: object = setting("floats", (0.0, 0.0, 0.0))                   # m
-    inertia: object = setting("floats", None)                          # kg m^2 about the com: xx yy zz xy xz yz
-    dh: object = setting("floats", None)                               # primary: a (m), alpha (rad), d (m)
+    mass: float = setting("float", 0.0, low=0.0, high=1e6)                                   # kg
+    com: object = setting("floats", (0.0, 0.0, 0.0), low=-1e3, high=1e3)                     # m
+    inertia: object = setting("floats", None, low=-1e6, high=1e6)   # kg m^2 about the com: xx yy zz xy xz yz
+    dh: object = setting("floats", None, low=-1e3, high=1e3)        # primary: a (m), alpha (rad), d (m)
     axis: object = setting("floats", None)                             # secondary: axis e_j
-    axial_inertia: float = setting("float", 0.0, low=0.0)              # kg m^2
-    transverse_inertia: float = setting("float", 0.0, low=0.0)         # kg m^2
+    axial_inertia: float = setting("float", 0.0, low=0.0, high=1e6)                          # kg m^2
+    transverse_inertia: float = setting("float", 0.0, low=0.0, high=1e6)                     # kg m^2
     lower: float = setting("float", None)                              # rad
     upper: float = setting("float", None)                              # rad
     velocity_limit: float = setting("float", None, positive=True)      # rad/s
@@ -140,8 +141,25 @@ def _check_elements(table: dict, element: str, where: str) -> list[dict]:
             shape = _LENGTHS.get((element, key))
             if shape is not None and value is not None and (not isinstance(value, list) or len(value) != shape[0]):
                 raise ConfigError(f"{at} {key}: expected {shape[0]} values, got {value!r}")
+        if element == "link":
+            _check_link(checked, at)
         out.append(checked)
     return out
+
+
+def _check_link(checked: dict, at: str) -> None:
+    """What the model would refuse of one checked link, refused here naming the link and the key."""
+    lower, upper = checked.get("lower"), checked.get("upper")
+    if lower is not None and upper is not None and lower > upper:
+        raise ConfigError(f"{at} lower: the lower limit {lower!r} is above the upper limit {upper!r}")
+    inertia = checked.get("inertia")
+    if inertia is not None:
+        xx, yy, zz, xy, xz, yz = inertia
+        try:
+            check_inertia([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]], checked.get("mass") or 0.0, f"{at} inertia")
+        except (ModelError, np.linalg.LinAlgError) as exc:
+            msg = str(exc)
+            raise ConfigError(msg if msg.startswith(at) else f"{at} inertia: {msg}") from None
 
 
 def check_schema(table, where: str = "[mechanism]") -> dict:

@@ -171,6 +171,9 @@ class GearedMechanism:
         self.base, self.end_effector, self.inputs = base, end_effector, list(inputs)
         if len(set(self.inputs)) != len(self.inputs):
             raise GearedMechanismError(f"inputs {self.inputs}: an input link is listed twice")
+        if base in self.inputs:
+            raise GearedMechanismError(f"inputs {self.inputs}: the base '{base}' does not move; an input is a link a "
+                                       "motor turns")
         self.turning_pairs = list(turning_pairs)
         self.gear_pairs = list(gear_pairs)
         self._build_graph()
