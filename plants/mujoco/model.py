@@ -123,8 +123,15 @@ def _axis_angle(axis, angle) -> np.ndarray:
     return np.eye(3) + np.sin(angle) * k + (1 - np.cos(angle)) * k @ k
 
 
-def _name(mujoco, m, kind, index, fallback) -> str:
-    return mujoco.mj_id2name(m, kind, index) or fallback
+def _name(mujoco, m, kind, index, fallback, label: str) -> str:
+    """The name of MuJoCo object ``index`` of ``kind`` (``fallback`` if unnamed); MujocoModelError naming the
+    file ``label``, the kind and index when the name is not UTF-8."""
+    try:
+        return mujoco.mj_id2name(m, kind, index) or fallback
+    except UnicodeDecodeError as exc:
+        what = str(getattr(kind, "name", kind)).removeprefix("mjOBJ_").lower()
+        raise MujocoModelError(f"{label}: the name of {what} #{index} is not UTF-8 ({exc.reason} at byte "
+                               f"{exc.start}); save the file as UTF-8") from None
 
 
 def _base_kind(types, axes) -> str:
@@ -173,8 +180,9 @@ def model_from_mujoco(m, name: str | None = None, label: str = "<MjModel>") -> M
     OBJ_BODY, OBJ_JOINT = mujoco.mjtObj.mjOBJ_BODY, mujoco.mjtObj.mjOBJ_JOINT
     FREE, BALL, SLIDE, HINGE = (int(t) for t in (mujoco.mjtJoint.mjJNT_FREE, mujoco.mjtJoint.mjJNT_BALL,
                                                   mujoco.mjtJoint.mjJNT_SLIDE, mujoco.mjtJoint.mjJNT_HINGE))
-    body_names = [_name(mujoco, m, OBJ_BODY, b, f"body{b}") for b in range(m.nbody)]
-    joint_names = [_name(mujoco, m, OBJ_JOINT, j, f"{body_names[m.jnt_bodyid[j]]}_joint{j}") for j in range(m.njnt)]
+    body_names = [_name(mujoco, m, OBJ_BODY, b, f"body{b}", label) for b in range(m.nbody)]
+    joint_names = [_name(mujoco, m, OBJ_JOINT, j, f"{body_names[m.jnt_bodyid[j]]}_joint{j}", label)
+                   for j in range(m.njnt)]
     for j in range(m.njnt):
         where = f"{label}: joint '{joint_names[j]}' of body '{body_names[m.jnt_bodyid[j]]}'"
         if m.jnt_type[j] == BALL:
@@ -185,6 +193,24 @@ def model_from_mujoco(m, name: str | None = None, label: str = "<MjModel>") -> M
                                    f"floating base); a second free body (a loose object) is not part of a robot")
     if m.njnt == 0:
         raise MujocoModelError(f"{label}: the model has no joints (nothing moves)")
+    if not np.all(np.isfinite(m.opt.gravity)):
+        raise MujocoModelError(f"{label}: <option gravity> must be 3 finite numbers, got {list(m.opt.gravity)}")
+    for j in range(m.njnt):
+        lower, upper = (float(x) for x in m.jnt_range[j])
+        if (m.jnt_limited[j] or (lower, upper) != (0.0, 0.0)) and not lower < upper:
+            raise MujocoModelError(f"{label}: joint '{joint_names[j]}': range [{lower}, {upper}] is not an interval "
+                                   f"lower < upper (MuJoCo would leave the joint without position limits)")
+    for a in range(m.nu):
+        where = f"{label}: actuator '{_name(mujoco, m, mujoco.mjtObj.mjOBJ_ACTUATOR, a, f'actuator{a}', label)}'"
+        if int(m.actuator_trntype[a]) == int(mujoco.mjtTrn.mjTRN_JOINT) and 0 <= m.actuator_trnid[a, 0] < m.njnt:
+            where += f" (on joint '{joint_names[m.actuator_trnid[a, 0]]}')"
+        if not np.all(np.isfinite(m.actuator_gear[a])):
+            raise MujocoModelError(f"{where}: gear must be finite, got "
+                                   f"{m.actuator_gear[a].tolist()}")
+        lower, upper = (float(x) for x in m.actuator_ctrlrange[a])
+        if (m.actuator_ctrllimited[a] or (lower, upper) != (0.0, 0.0)) and not lower < upper:
+            raise MujocoModelError(f"{where}: ctrlrange [{lower}, {upper}] is not an interval "
+                                   f"lower < upper (MuJoCo would leave the actuator without control limits)")
 
     first = [j for j in range(m.body_jntadr[1], m.body_jntadr[1] + m.body_jntnum[1])] if m.nbody > 1 else []
     base = "free_flyer" if first and m.jnt_type[first[0]] == FREE else \
@@ -248,7 +274,7 @@ def model_from_mujoco(m, name: str | None = None, label: str = "<MjModel>") -> M
         carrier[b], offset_rot[b], offset_pos[b] = rtctl_parent, rot, pos
     for site in range(m.nsite):
         b = m.site_bodyid[site]
-        builder.add_frame(_name(mujoco, m, mujoco.mjtObj.mjOBJ_SITE, site, f"site{site}"), int(carrier[b]),
+        builder.add_frame(_name(mujoco, m, mujoco.mjtObj.mjOBJ_SITE, site, f"site{site}", label), int(carrier[b]),
                           rotation=offset_rot[b] @ _quat_wxyz_to_matrix(m.site_quat[site]),
                           translation=offset_rot[b] @ m.site_pos[site] + offset_pos[b])
     builder.base = base

@@ -34,7 +34,7 @@ from rtctl.options import setting
 from rtctl.rt.interfaces import actuated_indices
 
 from ..base import Plant, register_plant, time_step
-from .model import (MujocoModelError, compile_model, model_from_mujoco, require_mujoco, to_mujoco_state,
+from .model import (MujocoModelError, _name, compile_model, model_from_mujoco, require_mujoco, to_mujoco_state,
                     to_rtctl_state)
 
 __all__ = ["MujocoPlant", "bundled_model", "BUNDLED_MODELS", "INTEGRATORS", "panda_model", "solo12_model"]
@@ -328,7 +328,7 @@ def _motor_map(mujoco, mj_model, model: Model, label: str):
             raise ValueError(f"actuation 'motor': joint '{name}' of {label} has {len(found)} joint actuators (needs "
                              f"exactly one motor); use actuation = 'generalized' or add a <motor joint='{name}'/>")
         a = found[0]
-        actuator = mujoco.mj_id2name(mj_model, mujoco.mjtObj.mjOBJ_ACTUATOR, a) or f"#{a}"
+        actuator = _name(mujoco, mj_model, mujoco.mjtObj.mjOBJ_ACTUATOR, a, f"#{a}", label)
         plain = (int(mj_model.actuator_gaintype[a]) == int(mujoco.mjtGain.mjGAIN_FIXED)
                  and int(mj_model.actuator_biastype[a]) == int(mujoco.mjtBias.mjBIAS_NONE)
                  and int(mj_model.actuator_dyntype[a]) == int(mujoco.mjtDyn.mjDYN_NONE))

@@ -111,6 +111,8 @@ class ModelBuilder:
         self.name = name
         self.require_physical_inertia = require_physical_inertia
         self.gravity = np.asarray(gravity, dtype=float)
+        if not np.all(np.isfinite(self.gravity)):
+            raise ModelError(f"model '{name}': gravity must be a finite 3-vector, got {self.gravity.tolist()}")
         self.base = "fixed"
         self._bodies: list[_Body] = []
         self._frames: list[Frame] = []
@@ -410,6 +412,10 @@ class Model:
             # Rotational inertia about the body origin (parallel-axis theorem), body axes.
             c = self.com[i]
             i_o = self.inertia_com[i] + self.mass[i] * (c @ c * np.eye(3) - np.outer(c, c))
+            if not np.all(np.isfinite(i_o)):
+                raise ModelError(f"body '{self.body_names[i]}': the rotational inertia about the joint frame "
+                                 f"(mass {self.mass[i]}, center of mass {np.asarray(c).tolist()}) is not finite: a "
+                                 f"length or mass is out of range")
             mf[i, MF_INERTIA:MF_INERTIA + 6] = [i_o[0, 0], i_o[1, 1], i_o[2, 2], i_o[0, 1], i_o[0, 2], i_o[1, 2]]
             mf[i, MF_ARMATURE] = self.armature[self.idx_v[i]]
         mf[self.nbodies, 0:3] = self.gravity
