@@ -145,8 +145,12 @@ def test_a_plant_for_another_robot_is_refused_naming_the_joint():
 
 def test_motor_actuation_without_a_motor_is_refused_naming_the_joint():
     with pytest.raises(ValueError, match="joint 'obj_slidey' .* has 0 joint actuators"):
-        MujocoPlant(source=gym_asset("pusher.xml"))
+        MujocoPlant(source=gym_asset("pusher.xml"), actuation="motor")
     assert MujocoPlant(source=gym_asset("pusher.xml"), actuation="generalized").nv == 11
+    auto = MujocoPlant(source=gym_asset("pusher.xml"))            # the default: generalized when not all motors
+    assert auto.parameters()["actuation"] == "generalized"
+    assert auto.mj_model.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_ACTUATION)
+    assert MujocoPlant(source=bundled_model("panda")).parameters()["actuation"] == "motor"
 
 
 def test_without_mujoco_the_error_says_how_to_install_it(monkeypatch):

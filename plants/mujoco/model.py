@@ -21,11 +21,16 @@ tree depth-first) and these conventions:
 * the first body's joints slide x, slide z, hinge y make a ``planar`` base, three slides and three hinges
   an ``euler`` base; any other model has a ``fixed`` base;
 * ``dof_armature`` is the model's armature (the free-flyer's must be zero), ``dof_damping`` and
-  ``dof_frictionloss`` its joint damping and friction; joint ranges are the position limits and a joint's
-  motor actuators (gear times control range) or its ``actuatorfrcrange`` its effort limit.
+  ``dof_frictionloss`` its joint damping and friction; joint ranges are the position limits; the effort
+  limit is what the joint's actuators can apply: a motor's gear times its control range, a servo's
+  (position, velocity, affine ``general``) gear times its ``forcerange`` (its control range is a set-point
+  range), capped by the joint's ``actuatorfrcrange`` (:func:`_effort_limits`).
 
-Ball joints, free joints below the first body and MuJoCo models with a free body beside a tree are
-refused with :class:`MujocoModelError` naming the element. Nothing here imports ``mujoco`` until it is
+A linear joint-joint ``<equality>`` (``polycoef="a0 a1 0 0 0"``) becomes a mimic joint (``model.mimic``, the
+coordinates stay MuJoCo's full ones, as for a URDF's ``<mimic>``); every other equality (connect, weld,
+distance, tendon, flex: a closed chain or a fixed body), a tendon with a force of its own (stiffness,
+damping, friction, armature, limits), ball joints, free joints below the first body and MuJoCo models with
+a free body beside a tree are refused with :class:`MujocoModelError` naming the file and the element. Nothing here imports ``mujoco`` until it is
 called; without it, the error says to install ``rtctl[mujoco]``.
 """
 from __future__ import annotations
@@ -145,9 +150,27 @@ def _base_kind(types, axes) -> str:
     return "fixed"
 
 
+def is_plain_motor(mujoco, m, a) -> bool:
+    """Whether actuator ``a`` is a direct torque (force) source: fixed gain, no bias, no activation dynamics
+    (``<motor>``, or a ``<general>`` declared so). Its control is then a torque divided by gear and gain; any
+    other actuator (``<position>``, ``<velocity>``, a ``<general>`` with an affine bias: a servo) takes a
+    set-point as its control."""
+    return (int(m.actuator_gaintype[a]) == int(mujoco.mjtGain.mjGAIN_FIXED)
+            and int(m.actuator_biastype[a]) == int(mujoco.mjtBias.mjBIAS_NONE)
+            and int(m.actuator_dyntype[a]) == int(mujoco.mjtDyn.mjDYN_NONE))
+
+
 def _effort_limits(mujoco, m) -> np.ndarray:
-    """Per DOF: the joint's ``actuatorfrcrange`` if limited, else the sum over its joint-transmission
-    actuators of |gear| times their largest control (inf if any is unlimited), else inf."""
+    """Per DOF, the largest generalized force MuJoCo's actuators can apply (inf: unlimited), from what bounds
+    the force rather than the control:
+
+    * each joint-transmission actuator contributes |gear| times its largest force: for a plain motor
+      (:func:`is_plain_motor`) |gain| times its largest control, capped by its ``forcerange``; for a servo
+      (position, velocity or affine-bias ``general``) its ``forcerange`` only (its ``ctrlrange`` is a set-point
+      range, a position for a position servo); an actuator with neither limit makes the DOF unlimited;
+    * the joint's ``actuatorfrcrange``, if limited, caps the sum (MuJoCo clamps the joint's total actuator
+      force to it);
+    * a DOF no actuator drives: its ``actuatorfrcrange`` or inf."""
     one_dof = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
     limit = np.full(m.nv, np.inf)
     from_actuators = np.zeros(m.nv)
@@ -161,15 +184,79 @@ def _effort_limits(mujoco, m) -> np.ndarray:
             continue
         d = m.jnt_dofadr[j]
         driven[d] = True
-        if m.actuator_ctrllimited[a]:
-            from_actuators[d] += abs(m.actuator_gear[a, 0]) * np.abs(m.actuator_ctrlrange[a]).max()
+        force = np.inf
+        if is_plain_motor(mujoco, m, a) and m.actuator_ctrllimited[a]:
+            force = abs(m.actuator_gainprm[a, 0]) * np.abs(m.actuator_ctrlrange[a]).max()
+        if m.actuator_forcelimited[a]:
+            force = min(force, np.abs(m.actuator_forcerange[a]).max())
+        if np.isfinite(force):
+            from_actuators[d] += abs(m.actuator_gear[a, 0]) * force
         else:
             unlimited[d] = True
     limit[driven & ~unlimited] = from_actuators[driven & ~unlimited]
     for j in range(m.njnt):
         if m.jnt_actfrclimited[j] and int(m.jnt_type[j]) in one_dof:
-            limit[m.jnt_dofadr[j]] = np.abs(m.jnt_actfrcrange[j]).max()
+            d = m.jnt_dofadr[j]
+            limit[d] = min(limit[d], np.abs(m.jnt_actfrcrange[j]).max())
     return limit
+
+
+def _joint_equalities(mujoco, m, joint_names: list, label: str) -> list:
+    """The model's ``<equality>`` constraints as mimic joints; MujocoModelError naming the file, the equality
+    (name or index, kind) and its objects for any that rtctl cannot represent.
+
+    Only a joint-joint equality whose polynomial is linear (``polycoef="a0 a1 0 0 0"``, a1 != 0) maps onto
+    rtctl's mimic coupling: MuJoCo keeps ``q1 - q1_0 = a0 + a1 (q2 - q2_0)`` (``q_0`` the joints' ``qpos0``), so
+    joint1 mimics joint2 with multiplier a1 and offset ``q1_0 + a0 - a1 q2_0``. A connect, weld, distance,
+    tendon or flex equality closes a loop (or fixes a body) that rtctl's kinematic trees do not have; a joint
+    equality without joint2 locks the joint; a non-linear polynomial is no mimic."""
+    from rtctl.model.mimic import MimicJoint
+    one_dof = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
+    mimics = []
+    for e in range(m.neq):
+        kind = str(mujoco.mjtEq(int(m.eq_type[e])).name).removeprefix("mjEQ_").lower()
+        name = _name(mujoco, m, mujoco.mjtObj.mjOBJ_EQUALITY, e, "", label)
+        where = f"{label}: equality {kind} " + (f"'{name}' (#{e})" if name else f"#{e}")
+        obj_type = mujoco.mjtObj(int(m.eq_objtype[e]))
+        objects = [_name(mujoco, m, obj_type, int(i), f"#{int(i)}", label) for i in (m.eq_obj1id[e], m.eq_obj2id[e])
+                   if i >= 0]
+        what = str(obj_type.name).removeprefix("mjOBJ_").lower()
+        where += f" ({what}{'s' if len(objects) > 1 else ''} {' and '.join(repr(o) for o in objects)})" \
+            if objects else ""
+        data = np.array(m.eq_data[e, :5], dtype=float)
+        if int(m.eq_type[e]) != int(mujoco.mjtEq.mjEQ_JOINT):
+            raise MujocoModelError(f"{where}: a {kind} constraint closes a kinematic loop (or fixes a body) that "
+                                   f"rtctl's kinematic trees cannot represent; remove it or import the robot without "
+                                   f"that mechanism (e.g. an arm's file without its gripper)")
+        j1, j2 = int(m.eq_obj1id[e]), int(m.eq_obj2id[e])
+        if j2 < 0 or np.any(data[2:] != 0.0) or data[1] == 0.0 or not m.eq_active0[e] \
+                or int(m.jnt_type[j1]) not in one_dof or int(m.jnt_type[j2]) not in one_dof:
+            raise MujocoModelError(f"{where}: polycoef {data.tolist()}{'' if m.eq_active0[e] else ', inactive'}: "
+                                   f"only an active linear joint-joint equality (polycoef a0 a1 0 0 0, a1 != 0, two "
+                                   f"hinge or slide joints) maps onto rtctl's mimic joints")
+        offset = float(m.qpos0[m.jnt_qposadr[j1]] + data[0] - data[1] * m.qpos0[m.jnt_qposadr[j2]])
+        mimics.append(MimicJoint(joint_names[j1], joint_names[j2], float(data[1]), offset))
+    return mimics
+
+
+def _check_tendons(mujoco, m, label: str) -> None:
+    """MujocoModelError naming the tendon if one applies a force of its own (stiffness, damping, friction loss,
+    armature, a length limit): rtctl's dynamics have no tendons. A tendon without them only transmits an
+    actuator's force (Menagerie's grippers split one actuator over two fingers so) and changes no dynamics."""
+    for t in range(m.ntendon):
+        own = {"stiffness": m.tendon_stiffness[t], "damping": m.tendon_damping[t],
+               "frictionloss": m.tendon_frictionloss[t], "armature": m.tendon_armature[t],
+               "limited": float(m.tendon_limited[t])}
+        for key in ("tendon_stiffnesspoly", "tendon_dampingpoly"):
+            if hasattr(m, key):
+                own[key.removeprefix("tendon_")] = float(np.abs(getattr(m, key)[t]).max())
+        active = [k for k, v in own.items() if v != 0.0]
+        if active:
+            name = _name(mujoco, m, mujoco.mjtObj.mjOBJ_TENDON, t, "", label)
+            where = f"tendon '{name}' (#{t})" if name else f"tendon #{t}"
+            raise MujocoModelError(f"{label}: {where} has {', '.join(active)}: it applies forces rtctl's dynamics "
+                                   f"do not model (only a tendon that merely transmits an actuator's force is "
+                                   f"accepted); remove them or the tendon")
 
 
 def model_from_mujoco(m, name: str | None = None, label: str = "<MjModel>") -> Model:
@@ -211,6 +298,9 @@ def model_from_mujoco(m, name: str | None = None, label: str = "<MjModel>") -> M
         if (m.actuator_ctrllimited[a] or (lower, upper) != (0.0, 0.0)) and not lower < upper:
             raise MujocoModelError(f"{where}: ctrlrange [{lower}, {upper}] is not an interval "
                                    f"lower < upper (MuJoCo would leave the actuator without control limits)")
+
+    mimics = _joint_equalities(mujoco, m, joint_names, label)
+    _check_tendons(mujoco, m, label)
 
     first = [j for j in range(m.body_jntadr[1], m.body_jntadr[1] + m.body_jntnum[1])] if m.nbody > 1 else []
     base = "free_flyer" if first and m.jnt_type[first[0]] == FREE else \
@@ -287,6 +377,12 @@ def model_from_mujoco(m, name: str | None = None, label: str = "<MjModel>") -> M
         raise MujocoModelError(f"{label}: joint '{joint_names[first[0]]}' (free) has armature "
                                f"{armature[:6].tolist()}; a floating base has no rotor inertia")
     model.set_armature(armature)
+    if mimics:
+        from rtctl.model.mimic import MimicCoupling
+        try:
+            model.mimic = MimicCoupling(model, mimics)
+        except ModelError as exc:
+            raise MujocoModelError(f"{label}: the joint equalities as mimic joints: {exc}") from None
     return model
 
 

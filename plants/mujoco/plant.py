@@ -4,7 +4,11 @@
 the generalized efforts of the sim driver (rtctl's v coordinates, base rows zero for a floating base),
 hands them to MuJoCo through the model's motor actuators (``actuation = "motor"``: ``ctrl = tau /
 (gear gain)``, so MuJoCo's control range saturates them as the motor would) or as applied generalized
-forces (``actuation = "generalized"``: ``qfrc_applied``), advances ``substeps`` MuJoCo steps of ``dt /
+forces (``actuation = "generalized"``: ``qfrc_applied``, with MuJoCo's actuators disabled: a position
+servo's control is a set-point, not a torque, and its spring would fight the controller). ``"auto"`` (the
+default) takes the motors when every actuated joint has exactly one plain motor, else generalized forces;
+the effort limits stay the actuators' (their ``forcerange``, :mod:`rtctl.plants.mujoco.model`), which the
+sim driver saturates at. It advances ``substeps`` MuJoCo steps of ``dt /
 substeps`` (``mj_step``: MuJoCo's integrator, contact, joint limits, damping and armature) and writes the
 state back into ``q``, ``v`` in rtctl's conventions (:mod:`rtctl.plants.mujoco.model`). The measurement
 (encoder quantisation, noise, latency) is the sim driver's, as for every plant; across processes the HIL
@@ -34,12 +38,13 @@ from rtctl.options import setting
 from rtctl.rt.interfaces import actuated_indices
 
 from ..base import Plant, register_plant, time_step
-from .model import (MujocoModelError, _name, compile_model, model_from_mujoco, require_mujoco, to_mujoco_state,
-                    to_rtctl_state)
+from .model import (MujocoModelError, _name, compile_model, is_plain_motor, model_from_mujoco, require_mujoco,
+                    to_mujoco_state, to_rtctl_state)
 
-__all__ = ["MujocoPlant", "bundled_model", "BUNDLED_MODELS", "INTEGRATORS", "panda_model", "solo12_model"]
+__all__ = ["MujocoPlant", "bundled_model", "BUNDLED_MODELS", "INTEGRATORS", "ACTUATIONS", "panda_model", "solo12_model"]
 
 INTEGRATORS = ("euler", "implicitfast", "implicit", "rk4")
+ACTUATIONS = ("auto", "motor", "generalized")
 BUNDLED_MODELS = ("panda", "solo12", "planar_biped")
 
 OK, EFFORT_NOT_FINITE, STATE_NOT_FINITE = 0, 1, 2
@@ -127,8 +132,9 @@ class MujocoPlant(Plant):
     floating_base : ``"free_flyer"`` puts a free joint on a URDF's root link (MJCF declares its own).
     substeps : MuJoCo steps per :meth:`step` (each ``dt / substeps``).
     integrator : MuJoCo's ``euler``, ``implicitfast``, ``implicit`` or ``rk4``; None: the model's own.
-    actuation : ``"motor"`` (through the model's motor actuators, one per actuated joint) or
-        ``"generalized"`` (``qfrc_applied``: every DOF, no actuator limits).
+    actuation : ``"motor"`` (through the model's motor actuators, one per actuated joint),
+        ``"generalized"`` (``qfrc_applied``: every DOF, MuJoCo's actuators disabled) or ``"auto"`` (motor if
+        every actuated joint has one plain motor, else generalized: Menagerie's position servos).
     contact : False disables MuJoCo's contacts (joint limits stay).
     mass_scale : every body's mass and inertia times this (a model error the controller does not know).
     """
@@ -142,7 +148,7 @@ class MujocoPlant(Plant):
         floating_base: str = setting("str", "fixed", choices=("fixed", "free_flyer"))   # a URDF's root link
         substeps: int = setting("int", 1, low=1, high=1000)
         integrator: str = setting("str", None, choices=INTEGRATORS)    # default: the model's <option integrator>
-        actuation: str = setting("str", "motor", choices=("motor", "generalized"))
+        actuation: str = setting("str", "auto", choices=ACTUATIONS)   # auto: motor if all are motors
         contact: bool = setting("bool", True)
         mass_scale: float = setting("float", 1.0, positive=True, high=100.0)
         initial_position: object = setting("floats", None)   # actuated joints (default: the model's qpos0)
@@ -169,7 +175,7 @@ class MujocoPlant(Plant):
         return plant
 
     def __init__(self, model: Model | None = None, *, source, floating_base: str = "fixed", substeps: int = 1,
-                 integrator: str | None = None, actuation: str = "motor", contact: bool = True,
+                 integrator: str | None = None, actuation: str = "auto", contact: bool = True,
                  mass_scale: float = 1.0):
         mujoco = require_mujoco()
         if isinstance(source, mujoco.MjModel):
@@ -181,8 +187,8 @@ class MujocoPlant(Plant):
             raise ValueError(f"substeps must be an integer >= 1, got {substeps!r}")
         if integrator is not None and integrator not in INTEGRATORS:
             raise ValueError(f"integrator must be one of {list(INTEGRATORS)}, got {integrator!r}")
-        if actuation not in ("motor", "generalized"):
-            raise ValueError(f"actuation must be 'motor' or 'generalized', got {actuation!r}")
+        if actuation not in ACTUATIONS:
+            raise ValueError(f"actuation must be one of {list(ACTUATIONS)}, got {actuation!r}")
         if not isinstance(contact, bool):
             raise ValueError(f"contact must be true or false, got {contact!r}")
         mass_scale = inertia_scale_factor(mass_scale)
@@ -216,9 +222,18 @@ class MujocoPlant(Plant):
         self._free = bool(model.has_free_flyer)
         self._substeps = substeps
         self._dt = math.nan
+        motors = (np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=np.int64))
+        if actuation == "motor":
+            motors = _motor_map(mujoco, mj_model, model, label)
+        elif actuation == "auto":
+            try:
+                motors, actuation = _motor_map(mujoco, mj_model, model, label), "motor"
+            except ValueError:
+                actuation = "generalized"
+        if actuation == "generalized":                # qfrc_applied alone: no servo spring, no motor
+            mj_model.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_ACTUATION)
         self._actuation = actuation
-        self._motor_dof, self._motor_scale, self._motor_actuator = _motor_map(mujoco, mj_model, model, label) \
-            if actuation == "motor" else (np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=np.int64))
+        self._motor_dof, self._motor_scale, self._motor_actuator = motors
         self._settings = {"model": label, "floating_base": floating_base, "substeps": substeps,
                           "integrator": integrator, "actuation": actuation, "contact": contact,
                           "mass_scale": mass_scale}
@@ -329,13 +344,15 @@ def _motor_map(mujoco, mj_model, model: Model, label: str):
                              f"exactly one motor); use actuation = 'generalized' or add a <motor joint='{name}'/>")
         a = found[0]
         actuator = _name(mujoco, mj_model, mujoco.mjtObj.mjOBJ_ACTUATOR, a, f"#{a}", label)
-        plain = (int(mj_model.actuator_gaintype[a]) == int(mujoco.mjtGain.mjGAIN_FIXED)
-                 and int(mj_model.actuator_biastype[a]) == int(mujoco.mjtBias.mjBIAS_NONE)
-                 and int(mj_model.actuator_dyntype[a]) == int(mujoco.mjtDyn.mjDYN_NONE))
         gain = float(mj_model.actuator_gainprm[a, 0] * mj_model.actuator_gear[a, 0])
-        if not plain or gain == 0.0:
+        if not is_plain_motor(mujoco, mj_model, a) or gain == 0.0:
+            servo = int(mj_model.actuator_biastype[a]) != int(mujoco.mjtBias.mjBIAS_NONE)
             raise ValueError(f"actuation 'motor': actuator '{actuator}' on joint '{name}' of {label} is not a motor "
-                             f"(fixed gain, no bias or activation dynamics); use actuation = 'generalized'")
+                             f"(fixed gain, no bias or activation dynamics)"
+                             + ("; it is a servo whose control is a set-point (a position for a position servo), "
+                                "not a torque" if servo else "")
+                             + "; use actuation = 'generalized' (torques as applied generalized forces, the "
+                             "actuators disabled) or 'auto'")
         dofs.append(int(iv))
         scales.append(1.0 / gain)
         actuators.append(a)
