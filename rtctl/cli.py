@@ -194,10 +194,26 @@ def _cmd_identify(args) -> int:
     return identify_command(args)
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line on stderr (``PROG: error: ...``), not the usage block first;
+    the subcommands' parsers are of this class too."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (`{self.prog} -h` shows the usage)\n")
+
+
+def require_subcommand(parser: argparse.ArgumentParser, subparsers, what: str = "command") -> None:
+    """``parser`` given none of its ``subparsers`` says so in one line, naming the ones there are (argparse's
+    own ``required=True`` prints the usage block and the subparsers' ``dest``)."""
+    subparsers.required = False
+    parser.set_defaults(func=lambda args: parser.error(f"missing {what}: one of {', '.join(subparsers.choices)}"))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rtctl", description="Real-time robot controller framework.")
+    parser = Parser(prog="rtctl", description="Real-time robot controller framework.")
     parser.add_argument("--version", action="version", version=f"rtctl {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command")
+    require_subcommand(parser, sub)
     info = sub.add_parser("info", help="print a model's report (DOFs, mass, base, massless subtrees, inertias "
                           "warned or repaired, mimic joints, missing limits) and its tree")
     info.add_argument("model", help="URDF file, a bundled model (arm7, quadruped12, humanoid, planar_biped, "
@@ -220,7 +236,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="run cycles back to back instead of at wall-clock rate (same control time)")
         cmd.set_defaults(func=func)
     from .telemetry.cli import add_commands  # telemetry, record, replay, plot, dashboard, control
-    add_commands(sub)
+    for parent, subparsers in add_commands(sub):
+        require_subcommand(parent, subparsers, "subcommand")
     js = sub.add_parser("jaw-session", help="run a jaw-rehabilitation (chewing CPG) config offline, plot it, "
                         "and print tracking error and leg force per phase")
     js.add_argument("config", help="TOML run configuration with [trajectory] type = \"jaw_cpg\"")

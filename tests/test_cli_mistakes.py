@@ -9,17 +9,22 @@ import json
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import zmq
 
 from rtctl.cli import main
+from rtctl.telemetry.requests import COMMANDS
 from rtctl.config import DEMO_CONFIG, bundled_config_path
 
 
 def one_error_line(capsys, argv, code=None):
     """Run ``rtctl ARGV`` in-process; return its single stderr line (asserting there is exactly one)."""
-    status = main(argv)
+    try:
+        status = main(argv)
+    except SystemExit as stop:                                           # a mistake found by argparse
+        status = stop.code
     err = [line for line in capsys.readouterr().err.splitlines()
            if line.strip() and not line.startswith("rtctl: compil")]     # first-run compile notices
     assert status != 0, (argv, err)
@@ -194,3 +199,33 @@ def test_replayed_samples_are_stamped_when_sent_so_stats_latency_is_the_replays(
     sender.join(30)
     assert result["samples"] > 100
     assert 0.0 <= result["latency_ms"]["p50"] < 1000.0, result["latency_ms"]   # not 3 h = 1.08e7 ms
+
+
+def installed_rtctl(*argv, timeout=60):
+    """Run the installed ``rtctl`` command (the console script beside this interpreter) as a subprocess."""
+    exe = Path(sys.executable).with_name("rtctl")
+    assert exe.is_file(), f"no installed rtctl command beside {sys.executable}"
+    return subprocess.run([str(exe), *argv], capture_output=True, text=True, timeout=timeout)
+
+
+def test_control_without_a_command_names_the_commands_as_a_real_process():
+    """The issue's literal form: an endpoint but no command (argparse printed a usage block calling the
+    optional KEY=VALUE params required)."""
+    done = installed_rtctl("control", "--endpoint", "foo")
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [f"rtctl control: error: missing command: one of {', '.join(COMMANDS)} "
+                                        "(e.g. `rtctl control status`)"]
+    assert done.stdout == ""
+
+
+@pytest.mark.parametrize("argv, prog, expected", [
+    ([], "rtctl", "missing command: one of info, demo, run, telemetry, record, replay, plot, dashboard, control, "),
+    (["telemetry"], "rtctl telemetry", "missing subcommand: one of echo, stats "),
+    (["telemetry", "--endpoint", "tcp://127.0.0.1:5555"], "rtctl telemetry", "invalid choice: 'tcp://"),
+    (["control"], "rtctl control", "missing command: one of status, set_gains, "),
+    (["run"], "rtctl run", "the following arguments are required: config "),
+    (["telemetry", "stats", "--duration", "soon"], "rtctl telemetry stats", "invalid float value: 'soon'"),
+])
+def test_a_command_without_its_subcommand_or_argument_is_one_line(capsys, argv, prog, expected):
+    line = one_error_line(capsys, argv, 2)
+    assert line.startswith(f"{prog}: error: ") and expected in line, line

@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 import sys
 
+from .requests import COMMANDS
+
 DEFAULT_TELEMETRY = "tcp://127.0.0.1:5555"
 DEFAULT_CONTROL = "tcp://127.0.0.1:5557"
 
@@ -51,6 +53,10 @@ def _dashboard(args) -> int:
 
 def _control(args) -> int:
     from .control import ServerNotTrusted, request
+    if args.cmd is None:       # argparse would print the usage block and call the optional params required
+        print(f"rtctl control: error: missing command: one of {', '.join(COMMANDS)} (e.g. `rtctl control "
+              "status`)", file=sys.stderr)
+        return 2
     req = {"cmd": args.cmd}
     for item in args.params:
         key, sep, value = item.partition("=")
@@ -79,7 +85,9 @@ def _control(args) -> int:
     return 0 if reply.get("ok") else 1
 
 
-def add_commands(sub) -> None:
+def add_commands(sub) -> list:
+    """Add the telemetry commands to ``sub``; returns the (parser, subparsers) pairs whose parser needs one of
+    its subcommands (``rtctl telemetry``), for the caller to say so when none is given."""
     tel = sub.add_parser("telemetry", help="inspect a live telemetry stream (echo, stats)")
     tsub = tel.add_subparsers(dest="telemetry_command", required=True)
     e = tsub.add_parser("echo", help="print decoded messages as JSON lines (one line per sample)")
@@ -128,7 +136,7 @@ def add_commands(sub) -> None:
 
     c = sub.add_parser("control", help="send one control-channel request, e.g. `rtctl control set_gains kp=300`",
                        allow_abbrev=False)
-    c.add_argument("cmd", help="status, set_gains, set_target, set_cpg, estop, rearm")
+    c.add_argument("cmd", nargs="?", help=", ".join(COMMANDS))
     c.add_argument("params", nargs="*", help="KEY=VALUE (VALUE parsed as JSON when it can be)")
     c.add_argument("--endpoint", default=DEFAULT_CONTROL)
     c.add_argument("--token-file", default=None,
@@ -137,3 +145,4 @@ def add_commands(sub) -> None:
                         "line, which every user can read)")
     c.add_argument("--timeout", type=float, default=3.0)
     c.set_defaults(func=_control)
+    return [(tel, tsub)]
