@@ -150,3 +150,77 @@ def test_the_cpg_phase_takes_the_estimated_bite_force_as_feedback(tmp_path):
     assert not loop.safety.tripped and monitor.bite_force > 1.0   # the patient's tissue pushes back
     cpg = loop.trajectory.cpg
     assert cpg._st[ST_FEEDBACK_TARGET] == monitor.bite_force and 0.0 < cpg.feedback   # H2's input, then its filter
+
+
+def test_the_bite_monitor_allocates_nothing_per_cycle():
+    """The monitor (jaw observer, bite force, RLS, telemetry values) over a bolus bite: no Python allocation in
+    its modules after warm-up (the compiled calls are held to numba's counter below)."""
+    import tracemalloc
+
+    import rtctl.plants.jaw.bite as bite_mod
+    import rtctl.plants.jaw.observer as jaw_mod
+    import rtctl.plants.stewart.observer as obs_mod
+
+    loop, mon, _ = bolus_run(limit=1e4)
+    loop.hooks.pop()                          # the recording hook of bolus_run allocates by design
+    for k in range(300):
+        loop.step(k * loop.period)
+    tracemalloc.start()
+    snapshots = []
+    for window in range(3):                   # the first window holds one-time caches and the live counter
+        for k in range(300 + 400 * window, 700 + 400 * window):
+            loop.step(k * loop.period)
+        snapshots.append(tracemalloc.take_snapshot())
+    tracemalloc.stop()
+    ours = [tracemalloc.Filter(True, m.__file__) for m in (bite_mod, jaw_mod, obs_mod)]
+    before, after = (s.filter_traces(ours) for s in snapshots[1:])
+    growth = [d for d in after.compare_to(before, "lineno") if d.size_diff > 0]
+    assert not growth, "\n".join(str(d) for d in growth[:10])
+    assert mon.observer.samples == 1500 and mon.peak_bite_force > 15.0   # it ran, through the bolus
+
+
+ALLOC_SCRIPT = """
+import numpy as np
+from numba import njit
+from numba.core.runtime import rtsys
+from rtctl.plants.jaw.bite import rls_step
+from rtctl.plants.jaw.model import JawRehabRobot
+from rtctl.plants.jaw.observer import jaw_observer
+from rtctl.plants.stewart.observer import observer_step
+
+@njit
+def cycles(n, o, q, v, tau, x, fk_tol, fk_iter, X, Y, decay, dt, wk, wv, x_rest, lam, r1, r2, theta, P):
+    bad = 0
+    for k in range(n):
+        bad += observer_step(o[0], o[1], o[2], q, v, tau, x, fk_tol, fk_iter, X, Y, decay, dt, k == 0, wk, wv)
+        rls_step(X[2], x, X[6], x_rest, decay, lam, r1, r2, theta, P, k == 0)
+    return bad
+
+m = JawRehabRobot()
+obs = jaw_observer(m, 50.0, 1e-3)
+x = m.rest_pose + np.array([0.0, 0.0, -0.005, 0.0, 0.0, 0.02])
+q = m.robot.leg_lengths(x)
+P = np.zeros((6, 2, 2))
+P[:, 0, 0] = P[:, 1, 1] = 1e6
+args = ((obs.pts_all, obs.par_all, obs.maps), q, np.full(6, 0.01), np.full(6, 3.0), obs.x, obs.fk_tol,
+        obs.fk_max_iter, obs._X, obs._Y, obs.decay, obs.dt, obs._wk, obs._wv, np.array(m.rest_pose), 0.9995,
+        np.zeros((6, 2)), np.zeros((6, 2)), np.zeros((6, 2)), P)
+assert cycles(1, *args) == 0
+counts = []
+for n in (1, 300):
+    before = rtsys.get_allocation_stats().alloc
+    assert cycles(n, *args) == 0
+    counts.append(rtsys.get_allocation_stats().alloc - before)
+print("allocations for 1 and 300 cycles:", counts)
+assert counts[0] == counts[1], counts
+print("OK")
+"""
+
+
+def test_the_compiled_observer_and_rls_steps_allocate_nothing():
+    """The jaw observer's step and the RLS step run 300 times from a compiled loop with numba's allocation
+    counter unchanged (tests/test_allocation.py)."""
+    from allocation_counter import run_with_allocation_counters
+
+    out = run_with_allocation_counters(ALLOC_SCRIPT)
+    assert out.strip().endswith("OK")
