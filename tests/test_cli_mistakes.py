@@ -229,3 +229,19 @@ def test_control_without_a_command_names_the_commands_as_a_real_process():
 def test_a_command_without_its_subcommand_or_argument_is_one_line(capsys, argv, prog, expected):
     line = one_error_line(capsys, argv, 2)
     assert line.startswith(f"{prog}: error: ") and expected in line, line
+
+
+@pytest.mark.parametrize("publisher", ["process", "thread"])
+def test_run_with_the_telemetry_port_in_use_says_cannot_bind_once(capsys, tmp_path, publisher):
+    squatter = zmq.Context.instance().socket(zmq.PUB)
+    squatter.setsockopt(zmq.LINGER, 0)
+    port = squatter.bind_to_random_port("tcp://127.0.0.1")
+    config = tmp_path / "taken.toml"
+    config.write_text(DEMO_CONFIG.read_text() + f'\n[telemetry]\nenabled = true\npublisher = "{publisher}"\n'
+                                                f'endpoint = "tcp://127.0.0.1:{port}"\n')
+    try:
+        line = one_error_line(capsys, ["run", str(config), "--duration", "0.01", "--offline"], 2)
+    finally:
+        squatter.close()
+    assert line.startswith(f"rtctl run: error: {config}: [telemetry] telemetry: cannot bind: "), line
+    assert line.count("cannot bind") == 1 and f"127.0.0.1:{port}" in line, line

@@ -40,7 +40,7 @@ def serve(conn: Connection) -> int:
         sinks = list(tel.sinks)
         tel._start_thread()
     except (RuntimeError, ValueError, OSError) as exc:
-        conn.send({"error": str(exc)})
+        conn.send({"error": str(exc.__cause__ or exc)})   # the reason only: the parent says what failed
         return 1
     conn.send({"endpoint": tel.endpoint, "plotjuggler_endpoint": tel.plotjuggler_endpoint,
                "sinks": [public_numbers(s) for s in sinks]})
