@@ -221,8 +221,8 @@ def _joint_equalities(mujoco, m, joint_names: list, label: str) -> list:
         objects = [_name(mujoco, m, obj_type, int(i), f"#{int(i)}", label) for i in (m.eq_obj1id[e], m.eq_obj2id[e])
                    if i >= 0]
         what = str(obj_type.name).removeprefix("mjOBJ_").lower()
-        where += f" ({what}{'s' if len(objects) > 1 else ''} {' and '.join(repr(o) for o in objects)})" \
-            if objects else ""
+        plural = {"body": "bodies"}.get(what, f"{what}s") if len(objects) > 1 else what
+        where += f" ({plural} {' and '.join(repr(o) for o in objects)})" if objects else ""
         data = np.array(m.eq_data[e, :5], dtype=float)
         if int(m.eq_type[e]) != int(mujoco.mjtEq.mjEQ_JOINT):
             raise MujocoModelError(f"{where}: a {kind} constraint closes a kinematic loop (or fixes a body) that "
