@@ -9,6 +9,8 @@ import json
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ import zmq
 
 from rtctl.cli import main
 from rtctl.telemetry.requests import COMMANDS
+from rtctl.telemetry.schema import TOPIC_META, TOPIC_SAMPLES, envelope, pack
 from rtctl.config import DEMO_CONFIG, bundled_config_path
 
 
@@ -245,3 +248,107 @@ def test_run_with_the_telemetry_port_in_use_says_cannot_bind_once(capsys, tmp_pa
         squatter.close()
     assert line.startswith(f"rtctl run: error: {config}: [telemetry] telemetry: cannot bind: "), line
     assert line.count("cannot bind") == 1 and f"127.0.0.1:{port}" in line, line
+
+
+class KnownPublisher:
+    """A telemetry PUB on 127.0.0.1 publishing, every ``period`` s, one ``rtctl/samples`` batch of one sample
+    with the next index (0, 1, 2, ...: ``sent`` so far), or with ``samples=False`` only ``rtctl/meta``."""
+
+    def __init__(self, samples: bool = True, period: float = 0.002):
+        self.samples, self.period, self.sent = samples, period, 0
+        self.sock = zmq.Context.instance().socket(zmq.PUB)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.endpoint = f"tcp://127.0.0.1:{self.sock.bind_to_random_port('tcp://127.0.0.1')}"
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        try:
+            while not self.stop.wait(self.period):
+                if not self.samples:
+                    self.sock.send_multipart([TOPIC_META, pack(envelope(joints=["j0"], fields={}))])
+                    continue
+                i = self.sent
+                batch = envelope(seq=i, first=i, count=1, dropped=0, sent=time.time(),
+                                 fields={"t": [i * 1e-3], "cycle": [i], "stamp": [time.time()]})
+                self.sock.send_multipart([TOPIC_SAMPLES, pack(batch)])
+                self.sent += 1
+        finally:
+            self.sock.close()
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(10)
+
+
+class StampedStderr:
+    """Stands in for sys.stderr: keeps each line written with the time it was written."""
+
+    def __init__(self):
+        self.lines, self._part = [], ""
+
+    def write(self, text):
+        self._part += text
+        while "\n" in self._part:
+            line, self._part = self._part.split("\n", 1)
+            if line.strip() and not line.startswith("rtctl: compil"):
+                self.lines.append((time.monotonic(), line))
+        return len(text)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+
+def test_stats_with_no_publisher_says_it_waits_after_about_a_second_and_prints_no_table(capsys, monkeypatch):
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    stderr = StampedStderr()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    start = time.monotonic()
+    status = main(["telemetry", "stats", "--endpoint", endpoint, "--duration", "2"])
+    end = time.monotonic()
+    assert status == 1
+    assert [line for _, line in stderr.lines] == [f"waiting for a publisher on {endpoint} ..."]
+    said = stderr.lines[0][0] - start
+    assert 1.0 <= said < 1.7 and end - stderr.lines[0][0] > 0.2, (said, end - start)   # after ~1 s, not at the end
+    assert capsys.readouterr().out == ""                                                # no table of NaNs
+
+
+def test_stats_shorter_than_the_wait_still_says_it_heard_nothing(capsys):
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    line = one_error_line(capsys, ["telemetry", "stats", "--endpoint", endpoint, "--duration", "0.3"], 1)
+    assert line == f"waiting for a publisher on {endpoint} ..."
+
+
+def test_stats_from_a_publisher_of_metadata_only_says_no_samples(capsys):
+    with KnownPublisher(samples=False, period=0.05) as pub:
+        line = one_error_line(capsys, ["telemetry", "stats", "--endpoint", pub.endpoint, "--duration", "0.8"], 1)
+    assert line == f"no samples from {pub.endpoint} within 0.8 s (only metadata or events: is the loop running?)"
+    assert capsys.readouterr().out == ""
+
+
+def test_record_counts_the_samples_published_before_its_first_one(capsys, tmp_path):
+    """Started late on a stream of known indices: 'published before the first one recorded' is the gap."""
+    from rtctl.telemetry.tools import read_recording
+
+    out = tmp_path / "late.mcap"
+    with KnownPublisher() as pub:
+        deadline = time.monotonic() + 10
+        while pub.sent < 100 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        published_before_start = pub.sent
+        assert published_before_start >= 100
+        status = main(["record", str(out), "--endpoint", pub.endpoint, "--samples", "50", "--no-progress"])
+    assert status == 0
+    index = read_recording(str(out), progress=False)["samples"]["index"].tolist()
+    first = index[0]
+    assert index == list(range(first, first + 50)) and first >= published_before_start
+    assert capsys.readouterr().out.splitlines() == [
+        f"rtctl record: 50 samples (0 lost by this subscriber, {first} published before the first one recorded, "
+        f"0 dropped by the publisher), 0 events -> {out}"]

@@ -48,18 +48,32 @@ def rows_of(msg: dict):
 
 
 class PublisherWait:
-    """Says once, after ``after`` s with nothing received, that the tool is waiting for a publisher."""
+    """Says once, after ``after`` s with nothing received, that the tool is waiting for a publisher (the
+    subscribing tools: echo, stats, record, the dashboard). Call :meth:`idle` when a wait for a message
+    timed out, :meth:`received` when one arrived, :meth:`finish` when the tool stops listening."""
 
     def __init__(self, endpoint: str, out, after: float = 1.0):
         self.endpoint, self.out = endpoint, out
         self.deadline = time.monotonic() + after
+        self.heard = False
 
     def idle(self) -> None:
         if self.deadline is not None and time.monotonic() >= self.deadline:
-            print(f"waiting for a publisher on {self.endpoint} ...", file=self.out or sys.stderr, flush=True)
-            self.deadline = None
+            self._say()
 
     def received(self) -> None:
+        self.deadline = None
+        self.heard = True
+
+    def finish(self) -> bool:
+        """Whether anything arrived; if nothing did, the waiting line has been said (now, if the tool stopped
+        before ``after``), so a tool that heard nothing never ends silently."""
+        if not self.heard and self.deadline is not None:
+            self._say()
+        return self.heard
+
+    def _say(self) -> None:
+        print(f"waiting for a publisher on {self.endpoint} ...", file=self.out or sys.stderr, flush=True)
         self.deadline = None
 
 
@@ -130,7 +144,10 @@ def echo(endpoint: str, count: int | None = None, timeout: float | None = None, 
 
 # -- stats ----------------------------------------------------------------------------------
 def stats(endpoint: str, duration: float = 5.0, out=None, ctx=None) -> dict:
-    """Listen for ``duration`` s; print and return rate, losses, publisher drops and latency."""
+    """Listen for ``duration`` s; print and return rate, losses, publisher drops and latency.
+
+    With no sample there is no table (``samples`` is 0): the waiting line says nothing arrived, or one line
+    that only metadata or events did."""
     out = out or sys.stdout
     sub = _subscriber(endpoint, ctx)
     counter = StreamCounter()
@@ -160,6 +177,7 @@ def stats(endpoint: str, duration: float = 5.0, out=None, ctx=None) -> dict:
             loop_latency.extend(f["latency"])
     finally:
         sub.close(linger=0)
+    heard = waiting.finish()
     lat = np.asarray(latencies) * 1e3
     result = {"samples": counter.received, "batches": counter.batches, "rate_hz": counter.received / duration,
               "lost": counter.lost, "publisher_dropped": counter.publisher_dropped, "decode_errors": errors,
@@ -167,6 +185,11 @@ def stats(endpoint: str, duration: float = 5.0, out=None, ctx=None) -> dict:
                              (("p50", np.median), ("p99", lambda a: np.percentile(a, 99)), ("max", np.max))},
               "loop_wakeup_latency_us_p99": float(np.percentile(np.asarray(loop_latency) * 1e6, 99))
               if loop_latency else float("nan")}
+    if not counter.received:       # no table of NaNs: one line on stderr says what was missing
+        if heard:
+            print(f"no samples from {endpoint} within {duration:g} s (only metadata or events: is the loop "
+                  f"running?)", file=sys.stderr, flush=True)
+        return result
     print(f"{endpoint}: {result['samples']} samples in {result['batches']} batches over {duration:g} s "
           f"= {result['rate_hz']:.1f} samples/s", file=out)
     print(f"  lost by this subscriber (index gaps): {result['lost']}; dropped by the publisher ring: "
@@ -254,6 +277,7 @@ def record(endpoint: str, path: str, duration: float | None = None, samples: int
             bar.close()
             writer.finish()
             sub.close(linger=0)
+            waiting.finish()
     return {"samples": counter.received, "lost": counter.lost, "before_first": counter.before_first,
             "publisher_dropped": counter.publisher_dropped, "meta": metas, "events": events, "path": str(path)}
 
