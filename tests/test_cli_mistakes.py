@@ -6,11 +6,13 @@ what the command reads, a malformed endpoint, a sweep file given to ``run``, a m
 from __future__ import annotations
 
 import json
+import queue
 import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -352,3 +354,38 @@ def test_record_counts_the_samples_published_before_its_first_one(capsys, tmp_pa
     assert capsys.readouterr().out.splitlines() == [
         f"rtctl record: 50 samples (0 lost by this subscriber, {first} published before the first one recorded, "
         f"0 dropped by the publisher), 0 events -> {out}"]
+
+
+def test_dashboard_says_once_it_waits_for_a_publisher_and_keeps_serving_as_a_real_process():
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    exe = Path(sys.executable).with_name("rtctl")
+    proc = subprocess.Popen([str(exe), "dashboard", "--port", "0", "--endpoint", endpoint],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue = queue.Queue()
+
+    def read(stream, name):
+        for line in stream:
+            lines.put((time.monotonic(), name, line.rstrip("\n")))
+
+    for stream, name in ((proc.stdout, "out"), (proc.stderr, "err")):
+        threading.Thread(target=read, args=(stream, name), daemon=True).start()
+    try:
+        t_url, kind, url_line = lines.get(timeout=60)
+        assert kind == "out" and url_line.startswith("rtctl dashboard: http://127.0.0.1:"), url_line
+        t_wait, kind, wait_line = lines.get(timeout=10)
+        assert (kind, wait_line) == ("err", f"waiting for a publisher on {endpoint} ...")
+        assert 0.9 <= t_wait - t_url < 2.0, t_wait - t_url
+        time.sleep(1.5)                                           # said once, not every second
+        assert lines.empty() and proc.poll() is None
+        url = url_line.split()[2]
+        with urllib.request.urlopen(url, timeout=10) as page:     # still serving the page
+            assert page.status == 200
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_dashboard_with_a_malformed_endpoint(capsys):
+    line = one_error_line(capsys, ["dashboard", "--port", "0", "--endpoint", "foo"], 2)
+    assert line == ("rtctl dashboard: error: telemetry endpoint 'foo': expected tcp://HOST:PORT, ipc://PATH or "
+                    "inproc://NAME")

@@ -64,8 +64,9 @@ import zmq
 import zmq.asyncio
 
 from .auth import MAX_TOKEN_BYTES
-from .endpoints import LOOPBACK_HOSTS
+from .endpoints import LOOPBACK_HOSTS, check_connect_endpoint
 from .schema import TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, SchemaError, decode
+from .tools import PublisherWait
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "data" / "dashboard"
 HIST_EDGES_US = np.linspace(0.0, 500.0, 51)  # 10 us bins; the last bin also counts everything above
@@ -142,7 +143,7 @@ def origin_refusal(request, origins: frozenset, expected: str, required: bool = 
 class Dashboard:
     def __init__(self, telemetry_endpoint: str, control_endpoint: str | None = None, host: str = "127.0.0.1",
                  port: int = 8050, rate_hz: float = 30.0, points_per_frame: int = 40, queue_size: int = 8,
-                 allow_remote: bool = False, max_clients: int = 16):
+                 allow_remote: bool = False, max_clients: int = 16, out=None):
         if host not in LOOPBACK_HOSTS and not allow_remote:
             raise ValueError(f"dashboard host {host!r} is not loopback: the page shows the robot live and has its "
                              "e-stop and re-arm buttons, so by default only this machine may open it; add "
@@ -150,7 +151,11 @@ class Dashboard:
         if host in WILDCARD_HOSTS:
             raise ValueError(f"dashboard host {host!r} binds every address, so requests cannot be checked against "
                              "the address browsers use (DNS-rebinding defence); bind that address itself")
+        check_connect_endpoint(telemetry_endpoint, "telemetry endpoint")
+        if control_endpoint:
+            check_connect_endpoint(control_endpoint, "control endpoint")
         self.telemetry_endpoint = telemetry_endpoint
+        self.out = out  # where "waiting for a publisher" goes (None: stderr)
         self.control_endpoint = control_endpoint
         self.host, self.port = host, int(port)
         self.frame_period = 1.0 / rate_hz
@@ -326,8 +331,13 @@ class Dashboard:
         sub.setsockopt(zmq.RCVHWM, SUBSCRIBER_HWM)
         sub.connect(self.telemetry_endpoint)
         sub.setsockopt(zmq.SUBSCRIBE, b"rtctl/")
+        waiting = PublisherWait(self.telemetry_endpoint, self.out)   # said once; the page is served meanwhile
         try:
             while True:
+                if not await sub.poll(200):
+                    waiting.idle()
+                    continue
+                waiting.received()
                 topic, payload = (await sub.recv_multipart())[:2]
                 try:
                     msg = decode(topic, payload)
