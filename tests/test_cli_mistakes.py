@@ -389,3 +389,9 @@ def test_dashboard_with_a_malformed_endpoint(capsys):
     line = one_error_line(capsys, ["dashboard", "--port", "0", "--endpoint", "foo"], 2)
     assert line == ("rtctl dashboard: error: telemetry endpoint 'foo': expected tcp://HOST:PORT, ipc://PATH or "
                     "inproc://NAME")
+
+
+def test_plot_of_a_recording_without_samples_shows_no_progress_bar_before_the_error(capsys, tmp_path):
+    none = write_recording(tmp_path / "none.mcap", [])
+    line = one_error_line(capsys, ["plot", str(none), "--out", str(tmp_path / "o.png")], 2)   # progress on
+    assert line == f"rtctl plot: error: {none}: the recording holds no telemetry samples"

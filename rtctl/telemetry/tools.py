@@ -310,6 +310,8 @@ def _read_mcap_rows(path: str, progress: bool, out):
         reader = make_reader(fh)
         summary = reader.get_summary()
         total = sum(summary.statistics.channel_message_counts.values()) if summary and summary.statistics else None
+        if total is not None and not _sample_count(summary):
+            return rows, events, meta     # no samples: read_recording says so, with no progress bar before it
         bar = tqdm(total=total, unit="msg", desc=f"reading {path}", disable=not progress, file=out or sys.stderr)
         for _schema, channel, message in reader.iter_messages(log_time_order=True):
             obj = json.loads(message.data)
@@ -325,6 +327,12 @@ def _read_mcap_rows(path: str, progress: bool, out):
             bar.update(1)
         bar.close()
     return rows, events, meta
+
+
+def _sample_count(summary) -> int:
+    """Messages on the samples channel(s), from a recording's summary."""
+    counts = summary.statistics.channel_message_counts
+    return sum(counts.get(cid, 0) for cid, channel in summary.channels.items() if channel.topic == CH_SAMPLES)
 
 
 # -- replay ---------------------------------------------------------------------------------------
