@@ -137,6 +137,47 @@ def test_handshake_advertisement_and_data_equal_the_zeromq_stream():
     assert sink.sent >= len(samples)
 
 
+def test_the_server_in_the_publisher_process_that_rtctl_run_uses_by_default():
+    """``rtctl run`` publishes from a process of its own (``[telemetry] publisher = "process"``, the default);
+    the Foxglove server then runs in that process: same handshake, advertisement and data frames."""
+    loop = make_loop(loop={"pace": True, "rate_hz": 1000.0}, trajectory=SINUSOID,
+                     telemetry={"enabled": True, "endpoint": "tcp://127.0.0.1:0", "meta_period": 0.2,
+                                "foxglove": True, "foxglove_port": 0})
+    tel = loop.telemetry
+    sink = tel.sinks[0]
+    assert tel.process and tel._relay.poll() is None                  # the default: a publisher process
+    assert sink.url == f"ws://127.0.0.1:{sink.port}" and sink.port > 0  # bound there, reported back
+    assert not any(t.name == "rtctl-foxglove" for t in threading.enumerate())  # no server in this process
+    runner = run_in_background(loop, 30.0)
+    try:
+        async def session():
+            ws, info, channels = await handshake(sink.url)
+            await ws.send(json.dumps({"op": "subscribe", "subscriptions": [
+                {"id": 21, "channelId": channels[CHANNEL_SAMPLES]["id"]}]}))
+            frames = []
+            while len(frames) < 100:
+                frame = await asyncio.wait_for(ws.recv(), 5)
+                if isinstance(frame, bytes):
+                    frames.append(message_data(frame))
+            await ws.close()
+            return info, channels, frames
+
+        info, channels, frames = run(session())
+    finally:
+        stop(loop, tel, runner)
+    assert info["op"] == "serverInfo" and info["name"] == "rtctl" and info["capabilities"] == []
+    assert set(channels) == {CHANNEL_SAMPLES, CHANNEL_META, CHANNEL_EVENT}
+    assert channels[CHANNEL_SAMPLES]["schemaName"] == SAMPLE_SCHEMA_NAME
+    assert channels[CHANNEL_SAMPLES]["schema"] == sample_json_schema().decode()
+    samples = [json.loads(payload) for _, _, payload in frames]
+    assert {sub_id for sub_id, _, _ in frames} == {21}
+    indices = [m["index"] for m in samples]
+    assert indices == sorted(set(indices)) and indices[-1] - indices[0] == len(indices) - 1  # consecutive
+    for (_, log_time, _), msg in zip(frames, samples):
+        assert log_time == int(msg["stamp"] * 1e9) and len(msg["q"]) == 7
+    assert sink.sent >= len(frames)                        # the process's counters come back on close
+
+
 def test_decimated_samples_are_every_kth_index():
     loop = make_loop(loop={"pace": True, "rate_hz": 1000.0}, trajectory=SINUSOID)
     sink = FoxgloveSink(port=0, decimation=4)
