@@ -10,6 +10,8 @@ and across processes behind the emulated MIT-mode CAN motors.
 * HIL: the emulated MIT motors step a MuJoCo plant in their own process; the rtctl loop closes over the
   loopback CAN bus at 500 Hz and tracks as it does on the built-in plant.
 * Bad settings are refused naming the key, joint or actuator.
+* The measured state is the sim driver's: encoder counts of MuJoCo's positions, efforts one cycle late with
+  ``latency_cycles = 1``.
 """
 from __future__ import annotations
 
@@ -298,3 +300,30 @@ def test_a_robot_given_as_an_mjcf_file_is_the_plants_model_too(tmp_path):
     (tmp_path / "run.toml").write_text(text.replace('model = "arm.xml"', 'model = "mujoco_panda"'))
     with pytest.raises(ConfigError, match=r"\[plant\] model: give the MJCF or URDF file"):
         build(load_config(tmp_path / "run.toml"))
+
+
+def test_the_measured_state_goes_through_the_sim_drivers_sensor_model():
+    """MuJoCo's joint positions reach the controller as the sim driver's encoders read them (multiples of
+    2 pi / encoder_counts, within half a count of MuJoCo's qpos), and with ``latency_cycles = 1`` an effort
+    command reaches MuJoCo's actuators one cycle late."""
+    from types import SimpleNamespace
+
+    from rtctl.drivers import create_driver
+    model = panda_model()
+    plant = MujocoPlant(model, source=bundled_model("panda"))
+    plant.reset(np.array([0.1, -0.785, 0.05, -2.356, 0.0, 1.571, 0.785]))
+    counts = 4096
+    driver = create_driver("sim", model, plant=plant, period=1e-3, encoder_counts=counts, latency_cycles=1)
+    driver.on_activate()
+    state = SimpleNamespace(q=np.zeros(model.nq), v=np.zeros(model.nv), effort=np.zeros(model.nv), stamp=0.0,
+                            fresh=False)
+    step = 2 * np.pi / counts
+    commands = [np.linspace(0.5, 5.0, model.nv) * k for k in (1.0, -2.0, 2.0, 0.5)]   # below the 12 N m wrists
+    for k, effort in enumerate(commands):
+        driver.read(state, k * 1e-3)
+        counts_read = state.q / step
+        assert np.array_equal(counts_read, np.round(counts_read)) and not np.array_equal(state.q, plant.q)
+        assert np.all(np.abs(state.q - plant.q) <= step / 2 + 1e-15)
+        driver.write(SimpleNamespace(effort=effort), k * 1e-3)
+        applied = np.zeros(model.nv) if k == 0 else commands[k - 1]          # one cycle late
+        assert np.allclose(plant.mj_data.qfrc_actuator, applied, rtol=1e-12, atol=1e-12)
