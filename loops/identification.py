@@ -27,7 +27,10 @@ cycle (:mod:`rtctl.telemetry.tools`) -- and fits, for a fixed-base model,
    pull towards the model's own parameters (which settles the directions the run cannot see) with every
    body's 4 x 4 pseudo-inertia positive definite (the LMI of Wensing, Kim & Slotine, RA-L 2018, eq. 9)
    and friction >= 0: each body parameterised by the log-Cholesky factor of its pseudo-inertia (Rucker &
-   Wensing, RA-L 2022, eq. 10), friction by square roots.
+   Wensing, RA-L 2022, eq. 10), friction by square roots. The factor's diagonal (the body's RMS extent
+   along each axis given the others, m) is held above MIN_THICKNESS: a fit pressed against the constraint
+   otherwise ends on a flat body whose pseudo-inertia is singular to round-off (its smallest eigenvalue
+   came out -3e-17 on the arm), no longer strictly positive definite.
 
 The result (:class:`Identification`) carries the identified model (a URDF with the parameters and the
 friction as ``<dynamics damping friction>``, which the ``rigid_body`` plant and the ``computed_torque``
@@ -60,6 +63,7 @@ MOVING_FRACTION = 0.1            # of a joint's RMS velocity: below it the joint
 ROUND_OFF = 1e-12                # of the largest regressor column: a column this small is round-off
 BASE_TOLERANCE = 1e-6            # R's diagonal below this times its largest: a direction the run does not see
 MAX_EVALUATIONS = 100            # of the consistent fit's residual, when the free minimum is not consistent
+MIN_THICKNESS = 1e-4             # m: least RMS extent of a body's mass along each axis (a 0.35 mm plate)
 
 
 class IdentificationError(ValueError):
@@ -96,6 +100,7 @@ class Identification:
     unexcited: list = field(default_factory=list)      # parameters with no effect on the run's torques
     combined: list = field(default_factory=list)       # identifiable only in combination with others
     samples: int = 0
+    constrained: list = field(default_factory=list)    # bodies whose unconstrained fit no rigid body has
 
     def report(self) -> str:
         """The identification report as text."""
@@ -115,6 +120,8 @@ class Identification:
                      f"{', '.join(self.unexcited) or 'none'}")
         lines.append(f"identifiable only in combination with others (split as the given model suggests): "
                      f"{', '.join(self.combined) or 'none'}")
+        lines.append(f"physical consistency enforced (the unconstrained fit was no rigid body) on: "
+                     f"{', '.join(self.constrained) or 'none'}")
         return "\n".join(lines)
 
 
@@ -281,14 +288,22 @@ def _log_cholesky_jacobian(theta) -> np.ndarray:
 
 
 def _physically_consistent(pi_body) -> bool:
-    """The pseudo-inertia J positive definite (Wensing, Kim & Slotine 2018, Theorem 1)."""
+    """The pseudo-inertia J positive definite (Wensing, Kim & Slotine 2018, Theorem 1) with the body at least
+    MIN_THICKNESS thick along each axis (its log-Cholesky factor's diagonal, :func:`_log_cholesky_factor`)."""
     J = _pseudo_inertia(pi_body)
-    return bool(np.linalg.eigvalsh(J)[0] > 1e-12 * max(np.abs(J).max(), 1e-300))
+    if not np.linalg.eigvalsh(J)[0] > 1e-12 * max(np.abs(J).max(), 1e-300):
+        return False
+    flip = np.eye(4)[::-1]
+    try:
+        U = flip @ np.linalg.cholesky(flip @ J @ flip) @ flip
+    except np.linalg.LinAlgError:
+        return False
+    return bool(np.all(np.diag(U)[:3] >= MIN_THICKNESS * U[3, 3]))
 
 
 def _parameters_to_log_cholesky(pi_body) -> np.ndarray:
     """The inverse of :func:`_log_cholesky_to_parameters`, for a positive definite J (a body a little
-    short of it is nudged inside first)."""
+    short of it is nudged inside first: the start of the constrained fit)."""
     J = _pseudo_inertia(pi_body)
     scale = max(np.abs(J).max(), 1e-12)
     smallest = np.linalg.eigvalsh(J)[0]
@@ -306,7 +321,9 @@ def _consistent_fit(R, target, prior, n_bodies: int, n_friction: int, weight: fl
     """Minimise |R p - target|^2 + weight |pi - prior_pi|^2 over physically consistent bodies and friction >= 0
     (module docstring, step 4); p = [pi; friction]. The objective is convex: its unconstrained minimum (a
     linear least-squares problem) is the answer when it is feasible; otherwise a trust-region least-squares
-    solve in the log-Cholesky parameters (friction as squares), from that minimum moved into the feasible set."""
+    solve in the log-Cholesky parameters (friction as squares; each body's factor diagonal >= MIN_THICKNESS),
+    from that minimum moved into the feasible set. Returns (p, the indices of the bodies whose unconstrained
+    fit was not consistent)."""
     from scipy.optimize import least_squares
 
     n_inertial = PARAMETERS_PER_BODY * n_bodies
@@ -314,9 +331,9 @@ def _consistent_fit(R, target, prior, n_bodies: int, n_friction: int, weight: fl
     pull = np.hstack([np.eye(n_inertial), np.zeros((n_inertial, n_friction))])
     p_free = np.linalg.lstsq(np.vstack([R, math.sqrt(weight) * pull]),
                              np.r_[target, math.sqrt(weight) * prior_pi], rcond=None)[0]
-    if np.all(p_free[n_inertial:] >= 0) and all(_physically_consistent(p_free[10 * i:10 * i + 10])
-                                                for i in range(n_bodies)):
-        return p_free
+    inconsistent = [i for i in range(n_bodies) if not _physically_consistent(p_free[10 * i:10 * i + 10])]
+    if np.all(p_free[n_inertial:] >= 0) and not inconsistent:
+        return p_free, inconsistent
 
     def unpack(x):
         pi = np.concatenate([_log_cholesky_to_parameters(x[10 * i:10 * i + 10]) for i in range(n_bodies)])
@@ -335,9 +352,13 @@ def _consistent_fit(R, target, prior, n_bodies: int, n_friction: int, weight: fl
 
     x0 = np.concatenate([*(_parameters_to_log_cholesky(p_free[10 * i:10 * i + 10]) for i in range(n_bodies)),
                          np.sqrt(np.clip(p_free[n_inertial:], 0.0, None))])
-    result = least_squares(residual, x0, jac=jacobian, method="trf", ftol=1e-6,
+    lower = np.full(x0.size, -np.inf)
+    for i in range(n_bodies):
+        lower[10 * i + 1:10 * i + 4] = math.log(MIN_THICKNESS)
+    x0 = np.maximum(x0, lower + 1e-6)
+    result = least_squares(residual, x0, jac=jacobian, bounds=(lower, np.inf), method="trf", ftol=1e-6,
                            max_nfev=MAX_EVALUATIONS)
-    return unpack(result.x)
+    return unpack(result.x), inconsistent
 
 
 # -- identification ------------------------------------------------------------------------------------------
@@ -376,7 +397,7 @@ def identify(model: Model, t, q, tau, cutoff_hz: float = DEFAULT_CUTOFF_HZ, sour
     Q, R = np.linalg.qr(Xw)
     prior = np.r_[inertial_parameters(model), _friction_of(model)]
     weight = PRIOR_WEIGHT * float(np.mean(np.sum(R * R, axis=0)))
-    p = _consistent_fit(R, Q.T @ yw, prior, n_bodies, 2 * n, weight)
+    p, inconsistent = _consistent_fit(R, Q.T @ yw, prior, n_bodies, 2 * n, weight)
     identified = _with_parameters(model, p[:PARAMETERS_PER_BODY * n_bodies], p[-2 * n:-n], p[-n:])
     before = _per_joint_rms(X @ prior - y, dof, v_index)
     after = _per_joint_rms(X @ p - y, dof, v_index)
@@ -388,7 +409,8 @@ def identify(model: Model, t, q, tau, cutoff_hz: float = DEFAULT_CUTOFF_HZ, sour
     return Identification(model=identified, parameters=p[:PARAMETERS_PER_BODY * n_bodies], viscous=p[-2 * n:-n],
                           coulomb=p[-n:], condition=condition, base_rank=run.rank, rms_before=before,
                           rms_after=after, rms_torque=_per_joint_rms(y, dof, v_index), joint_names=names,
-                          unexcited=no_effect, combined=combined, samples=motion.q.shape[0])
+                          unexcited=no_effect, combined=combined, samples=motion.q.shape[0],
+                          constrained=[labels[PARAMETERS_PER_BODY * i].split(".")[0] for i in inconsistent])
 
 
 def _moving_rows(model: Model, motion: Motion) -> np.ndarray:
