@@ -19,7 +19,8 @@ with the listed reason naming the element: a new refusal, a new pass or a new fi
 Then the robots under rtctl's control on the MuJoCo plant, the controller's model built from the same MJCF:
 the UR5e (position servos in the file: the plant applies the torques as generalized forces) under computed
 torque at 1 kHz, with the effort limits taken from the servos' force ranges, not their position ranges; and
-Spot standing on MuJoCo's contact and shifting its weight under floating-base computed torque.
+Spot standing on MuJoCo's contact and shifting its weight under floating-base computed torque. The Panda with its
+hand imports whole (fingers as mimic joints) or, with ``lock_joints``, as the arm carrying its welded hand.
 """
 from __future__ import annotations
 
@@ -252,3 +253,46 @@ def test_spot_stands_on_mujoco_contact_and_shifts_its_weight():
     assert np.all(report.tracking_max < 0.06), report.format()     # observed 0.045 rad (front knees)
     weight = m.body_mass.sum() * 9.81
     assert plant.contact_forces()[:, 2].sum() == pytest.approx(weight, rel=0.2)   # observed within 0.1 %
+
+
+FINGERS = ("finger_joint1", "finger_joint2")
+
+
+def test_the_panda_with_its_fingers_locked_is_the_arm_carrying_its_hand():
+    """``lock_joints``: the Panda with its hand (panda.xml) as a 7-DOF arm whose hand and fingers are welded at
+    qpos0: their mass kept (0.76 kg more than panda_nohand.xml), the fingers' equality, tendon and actuator and
+    the keyframe gone; it agrees with MuJoCo's compilation of the same edit and tracks under computed torque.
+    Locking one finger only, or an unknown joint, is refused naming the tendon or the joint."""
+    from rtctl.drivers import create_driver
+    from rtctl.loops.controllers import create_controller
+    from rtctl.loops.trajectories import create_trajectory
+    from rtctl.rt.loop import ControlLoop
+    from rtctl.safety import SafetyMonitor
+
+    path = robot_file("genesis", "franka_emika_panda/panda.xml")
+    model, m = load_mujoco_model(path, lock_joints=FINGERS)
+    assert model.joint_names == [f"joint{k}" for k in range(1, 8)] and model.mimic is None
+    assert (m.nu, m.neq, m.ntendon, m.nkey) == (7, 0, 0, 0)
+    assert model.effort_limit.tolist() == [87.0] * 4 + [12.0] * 3
+    bare = load_mujoco_model(path.parent / "panda_nohand.xml")[0]
+    assert model.total_mass - bare.total_mass == pytest.approx(0.73 + 2 * 0.015, abs=1e-12)   # hand + fingers
+    check_against_mujoco(m, model)
+    with pytest.raises(MujocoModelError, match="lock_joints: tendon 'split' couples a locked joint"):
+        load_mujoco_model(path, lock_joints=FINGERS[:1])
+    with pytest.raises(MujocoModelError, match="lock_joints: no joint named 'finger'"):
+        load_mujoco_model(path, lock_joints=["finger"])
+
+    plant = MujocoPlant(model, source=path, lock_joints=FINGERS)
+    start = np.array([0.0, 0.0, 0.0, -1.57079, 0.0, 1.57079, -0.7853])          # the "home" keyframe's arm
+    goal = start + np.array([0.5, -0.3, 0.4, 0.3, -0.4, 0.3, 0.6])
+    plant.reset(start)
+    driver = create_driver("sim", model, plant=plant, period=1e-3, encoder_counts=131072)
+    loop = ControlLoop(model=model, drivers=[driver],
+                       controller=create_controller("computed_torque", Dynamics(model), kp=400.0,
+                                                    friction_compensation=True),     # the joints' damping 1 N m s
+                       trajectory=create_trajectory("min_jerk", start=start, goal=goal, duration=0.5),
+                       safety=SafetyMonitor(model), rate_hz=1000.0, pace=False)
+    report = loop.run(duration=0.6)
+    assert plant.parameters()["actuation"] == "generalized" and not report.tripped, report.format()
+    # Observed 4.4e-4 rad at most (2.5e-2 rad on joint 5 without compensating the file's joint damping).
+    assert np.all(report.tracking_max < 2e-3), report.format()

@@ -81,11 +81,13 @@ def _strip_urdf_meshes(text: str, label: str) -> str:
 _MUJOCO_ELEMENT = re.compile(r"Element name '([^']*)', id (\d+)|Element '([^']*)'|line (\d+)")
 
 
-def compile_model(source, *, floating_base: str | None = None):
+def compile_model(source, *, floating_base: str | None = None, lock_joints=()):
     """The compiled ``MjModel`` of an MJCF (``.xml``) or URDF (``.urdf``) file.
 
     ``floating_base="free_flyer"`` adds a free joint to the first body (a URDF's root link, which MuJoCo
-    otherwise welds to the world). Errors name the file and MuJoCo's message (its element and line)."""
+    otherwise welds to the world). ``lock_joints``: names of hinge or slide joints removed from the model, their
+    bodies welded at the joints' reference position (``qpos0``) with their mass kept -- a gripper's fingers on an
+    arm, say (:func:`_lock_joints`). Errors name the file and MuJoCo's message (its element and line)."""
     mujoco = require_mujoco()
     path = Path(os.fspath(source))
     if floating_base not in (None, "fixed", "free_flyer"):
@@ -106,11 +108,74 @@ def compile_model(source, *, floating_base: str | None = None):
                 raise MujocoModelError(f"{path}: body '{root.name}' already has joints; a free_flyer base goes on a "
                                        f"body welded to the world")
             root.add_freejoint()
+        if lock_joints:
+            _lock_joints(mujoco, spec, tuple(lock_joints), path)
         return spec.compile()
     except MujocoModelError:
         raise
     except Exception as exc:  # noqa: BLE001  (MuJoCo's compiler raises ValueError with the element and line)
         raise MujocoModelError(f"{path}: MuJoCo cannot compile it: {' '.join(str(exc).split())}") from None
+
+
+def _lock_joints(mujoco, spec, names: tuple, path) -> None:
+    """Remove the joints ``names`` from ``spec`` (their bodies weld to their parents at ``qpos0``) and with them
+    what acts on those joints alone: joint equalities among them, tendons over them, the actuators on those
+    joints or tendons, the sensors of any of these; connect and weld equalities left inside one rigid body; and
+    the keyframes (their qpos no longer fits). MujocoModelError naming the element when a joint is unknown or
+    not a hinge or slide, or a tendon or joint equality couples a locked joint with a free one (lock both)."""
+    m = spec.compile()
+    JOINT, TENDON, ACTUATOR = (mujoco.mjtObj.mjOBJ_JOINT, mujoco.mjtObj.mjOBJ_TENDON, mujoco.mjtObj.mjOBJ_ACTUATOR)
+    one_dof = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
+    locked = set()
+    for name in names:
+        j = mujoco.mj_name2id(m, JOINT, str(name))
+        if j < 0:
+            known = [mujoco.mj_id2name(m, JOINT, k) for k in range(m.njnt)]
+            raise MujocoModelError(f"{path}: lock_joints: no joint named {name!r}; its joints: {known}")
+        if int(m.jnt_type[j]) not in one_dof:
+            raise MujocoModelError(f"{path}: lock_joints: joint {name!r} is not a hinge or slide joint")
+        locked.add(j)
+    tendons = set()
+    for t in range(m.ntendon):
+        wraps = range(m.tendon_adr[t], m.tendon_adr[t] + m.tendon_num[t])
+        joints = {int(m.wrap_objid[w]) for w in wraps if int(m.wrap_type[w]) == int(mujoco.mjtWrap.mjWRAP_JOINT)}
+        if joints & locked:
+            if joints - locked or len(joints) != len(wraps):
+                raise MujocoModelError(f"{path}: lock_joints: tendon {mujoco.mj_id2name(m, TENDON, t) or f'#{t}'!r} "
+                                       f"couples a locked joint with joints or sites that stay; lock all of them")
+            tendons.add(t)
+    equalities = set()
+    for e in range(m.neq):
+        if int(m.eq_type[e]) == int(mujoco.mjtEq.mjEQ_JOINT):
+            joints = {int(i) for i in (m.eq_obj1id[e], m.eq_obj2id[e]) if i >= 0}
+            if joints & locked:
+                if joints - locked:
+                    names_ = [mujoco.mj_id2name(m, JOINT, k) for k in sorted(joints)]
+                    raise MujocoModelError(f"{path}: lock_joints: equality joint #{e} couples joints {names_}; "
+                                           f"lock both or neither")
+                equalities.add(e)
+    actuators = {a for a in range(m.nu)
+                 if (int(m.actuator_trntype[a]) == int(mujoco.mjtTrn.mjTRN_JOINT) and m.actuator_trnid[a, 0] in locked)
+                 or (int(m.actuator_trntype[a]) == int(mujoco.mjtTrn.mjTRN_TENDON) and m.actuator_trnid[a, 0] in tendons)}
+    gone = {JOINT: locked, TENDON: tendons, ACTUATOR: actuators}
+    sensors = {s for s in range(m.nsensor) for kind, ids in gone.items()
+               if int(m.sensor_objtype[s]) == int(kind) and m.sensor_objid[s] in ids}
+    doomed = ([spec.sensors[s] for s in sorted(sensors)] + [spec.equalities[e] for e in sorted(equalities)]
+              + [spec.actuators[a] for a in sorted(actuators)] + [spec.tendons[t] for t in sorted(tendons)]
+              + [spec.joint(mujoco.mj_id2name(m, JOINT, j)) for j in sorted(locked)] + list(spec.keys))
+    for element in doomed:
+        spec.delete(element)
+    m = spec.compile()
+    rigid = []
+    for e in range(m.neq):
+        if int(m.eq_type[e]) in (int(mujoco.mjtEq.mjEQ_CONNECT), int(mujoco.mjtEq.mjEQ_WELD)):
+            ids = [int(m.eq_obj1id[e]), int(m.eq_obj2id[e])]
+            if int(m.eq_objtype[e]) == int(mujoco.mjtObj.mjOBJ_SITE):
+                ids = [int(m.site_bodyid[i]) for i in ids]
+            if m.body_weldid[ids[0]] == m.body_weldid[ids[1]]:
+                rigid.append(spec.equalities[e])
+    for element in rigid:
+        spec.delete(element)
 
 
 def _quat_wxyz_to_matrix(quat) -> np.ndarray:
@@ -397,9 +462,9 @@ def _body_inertia(m, b):
     return float(m.body_mass[b]), np.array(m.body_ipos[b], dtype=float), r @ np.diag(m.body_inertia[b]) @ r.T
 
 
-def load_mujoco_model(source, *, floating_base: str | None = None, name: str | None = None):
+def load_mujoco_model(source, *, floating_base: str | None = None, name: str | None = None, lock_joints=()):
     """``(rtctl model, MjModel)`` of an MJCF or URDF file compiled by MuJoCo (see :func:`compile_model`)."""
-    m = compile_model(source, floating_base=floating_base)
+    m = compile_model(source, floating_base=floating_base, lock_joints=lock_joints)
     label = os.fspath(source)
     return model_from_mujoco(m, name or Path(label).stem, label=label), m
 

@@ -137,6 +137,8 @@ class MujocoPlant(Plant):
         every actuated joint has one plain motor, else generalized: Menagerie's position servos).
     contact : False disables MuJoCo's contacts (joint limits stay).
     mass_scale : every body's mass and inertia times this (a model error the controller does not know).
+    lock_joints : joints of the file removed, their bodies welded at ``qpos0`` (a gripper's fingers on an arm;
+        :func:`~rtctl.plants.mujoco.model.compile_model`); build the controller's model with the same list.
     """
 
     @dataclass(frozen=True)
@@ -176,13 +178,15 @@ class MujocoPlant(Plant):
 
     def __init__(self, model: Model | None = None, *, source, floating_base: str = "fixed", substeps: int = 1,
                  integrator: str | None = None, actuation: str = "auto", contact: bool = True,
-                 mass_scale: float = 1.0):
+                 mass_scale: float = 1.0, lock_joints=()):
         mujoco = require_mujoco()
         if isinstance(source, mujoco.MjModel):
+            if lock_joints:
+                raise ValueError("lock_joints applies to a model file, not to a compiled MjModel")
             mj_model, label = source, f"<MjModel {source.nbody - 1} bodies>"
         else:
             path = resolve_model_file(os.fspath(source))
-            mj_model, label = compile_model(path, floating_base=floating_base), str(path)
+            mj_model, label = compile_model(path, floating_base=floating_base, lock_joints=lock_joints), str(path)
         if isinstance(substeps, bool) or not isinstance(substeps, int) or substeps < 1:
             raise ValueError(f"substeps must be an integer >= 1, got {substeps!r}")
         if integrator is not None and integrator not in INTEGRATORS:
@@ -236,7 +240,7 @@ class MujocoPlant(Plant):
         self._motor_dof, self._motor_scale, self._motor_actuator = motors
         self._settings = {"model": label, "floating_base": floating_base, "substeps": substeps,
                           "integrator": integrator, "actuation": actuation, "contact": contact,
-                          "mass_scale": mass_scale}
+                          "mass_scale": mass_scale, "lock_joints": list(lock_joints)}
         self.reset(_initial_configuration(mj_model, model))
 
     def reset(self, q=None, v=None) -> None:
