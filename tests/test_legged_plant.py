@@ -13,7 +13,14 @@
   0.5 mm (RK4) over a tumbling box's impacts;
 * the O(n) and O(n^3) forward dynamics give the same trajectory (1e-9); sub-steps equal shorter steps;
 * the compiled step allocates nothing; bad settings and inputs raise ValueError, leaving the state unchanged;
-* the run config builds the plant with its [contact] section.
+* the run config builds the plant with its [contact] section; without one (or without its stiffness and
+  damping) the plant stands on seed 004's ground, k = 1e6 N/m, d = 5000 N s/m.
+
+The default ground is stiff: at 1 kHz the standing biped settles on it only from 48 semi-implicit Euler (32
+RK4) sub-steps -- its 0.2 kg feet rocking on the heel and toe dashpots are the fastest mode -- and the
+quadruped from 8 (4); its walks run at 10 kHz (benchmarks/legged.py prints the sweep). The tests of the
+plant's numerics at its default 1 kHz x 8 sub-steps therefore run on the softer 1e5 / 500 ground (``SOFT``),
+on which both robots settle from 8 (4) sub-steps.
 """
 import textwrap
 
@@ -21,7 +28,7 @@ import numpy as np
 import pytest
 
 from rtctl.plants import create_plant
-from rtctl.plants.legged.plant import LeggedPlant
+from rtctl.plants.legged.plant import PAPER_GROUND, ContactOptions, LeggedPlant
 from rtctl.dynamics.contact import ContactModel
 from rtctl.plants.legged.model import planar_biped, spatial_quadruped
 from rtctl.model import ModelBuilder
@@ -31,6 +38,7 @@ from allocation_counter import run_with_allocation_counters
 
 G = 9.81
 DT = 1e-3
+SOFT = ContactModel(stiffness=1e5, damping=500.0)  # the ground of the 1 kHz tests (module docstring)
 
 
 def box_model(mass=10.0, size=(0.4, 0.3, 0.2)):
@@ -44,7 +52,13 @@ def box_model(mass=10.0, size=(0.4, 0.3, 0.2)):
 
 
 def box_plant(**options):
+    """The box on :data:`SOFT` (its fields as contact_* options if any are given)."""
     model, bodies, points = box_model()
+    if "contact" not in options:
+        if any(k.startswith("contact_") or k == "ground_height" for k in options):
+            options = {"contact_stiffness": SOFT.stiffness, "contact_damping": SOFT.damping, **options}
+        else:
+            options["contact"] = SOFT
     return LeggedPlant(model, contact_bodies=bodies, contact_points=points, **options)
 
 
@@ -104,10 +118,12 @@ def test_box_settles_and_carries_its_weight():
     assert 0.1 - plant.q[2] == pytest.approx(weight / 4 / plant.contact_model.stiffness, rel=1e-2)
 
 
-@pytest.mark.parametrize("name", ["planar_biped", "spatial_quadruped"])
-def test_robot_standing_on_its_feet_carries_its_weight(name):
+@pytest.mark.parametrize("name, ground, substeps", [("planar_biped", SOFT, 8), ("spatial_quadruped", SOFT, 8),
+                                                    ("planar_biped", None, 48), ("spatial_quadruped", None, 8)])
+def test_robot_standing_on_its_feet_carries_its_weight(name, ground, substeps):
+    """On the 1e5 / 500 ground and on the default (seed 004's) 1e6 / 5000 one, 1 kHz."""
     robot = planar_biped() if name == "planar_biped" else spatial_quadruped()
-    plant = LeggedPlant(robot.model, viscous_friction=2.0)
+    plant = LeggedPlant(robot.model, viscous_friction=2.0, contact=ground, substeps=substeps)
     stance = biped_stance(robot) if name == "planar_biped" else quadruped_stance(robot)
     q0 = on_ground(plant, stance, height=0.01)
     plant.reset(q0)
@@ -152,7 +168,7 @@ def test_drop_never_creates_energy_fixed_step():
 
 def test_quadruped_drop_energy_balance_with_joint_friction_and_effort():
     robot = spatial_quadruped()
-    plant = LeggedPlant(robot.model, viscous_friction=2.0, integrator="rk4", substeps=4)
+    plant = LeggedPlant(robot.model, viscous_friction=2.0, integrator="rk4", substeps=4, contact=SOFT)
     q0 = on_ground(plant, quadruped_stance(robot), height=0.02)
     plant.reset(q0)
     effort = np.zeros(robot.model.nv)
@@ -224,7 +240,7 @@ def test_fixed_step_follows_bdf_through_box_impacts(box_reference, integrator, s
 @pytest.mark.parametrize("method", ["BDF", "LSODA"])
 def test_fixed_step_follows_stiff_solver_through_quadruped_drop(method):
     robot = spatial_quadruped()
-    plant = LeggedPlant(robot.model, viscous_friction=2.0)
+    plant = LeggedPlant(robot.model, viscous_friction=2.0, contact=SOFT)
     q0 = on_ground(plant, quadruped_stance(robot), height=0.02)
     effort = np.zeros(robot.model.nv)
     effort[6:] = hold_torques(plant, robot)
@@ -233,7 +249,8 @@ def test_fixed_step_follows_stiff_solver_through_quadruped_drop(method):
                                              t_eval=np.arange(301) * DT)
     assert np.array_equal(plant.q, q0) and plant.t == 0.0  # the offline run leaves the plant alone
     for integrator, substeps in (("semi_implicit_euler", 8), ("rk4", 4)):
-        fixed = LeggedPlant(robot.model, viscous_friction=2.0, integrator=integrator, substeps=substeps)
+        fixed = LeggedPlant(robot.model, viscous_friction=2.0, integrator=integrator, substeps=substeps,
+                            contact=SOFT)
         fixed.reset(q0)
         worst = 0.0
         for k in range(1, 301):
@@ -245,7 +262,8 @@ def test_fixed_step_follows_stiff_solver_through_quadruped_drop(method):
 
 def test_aba_and_cholesky_give_the_same_motion():
     robot = planar_biped()
-    plants = [LeggedPlant(robot.model, forward_dynamics=fd, integrator="rk4", substeps=2) for fd in ("aba", "cholesky")]
+    plants = [LeggedPlant(robot.model, forward_dynamics=fd, integrator="rk4", substeps=2, contact=SOFT)
+              for fd in ("aba", "cholesky")]
     q0 = on_ground(plants[0], biped_stance(robot), height=0.01)
     rng = np.random.default_rng(2)
     efforts = rng.normal(scale=5.0, size=(200, robot.model.nv))
@@ -381,6 +399,26 @@ def test_registry_and_parameters_rebuild_the_plant():
     assert np.array_equal(again.contact_points, points)
 
 
+def test_the_default_ground_is_the_papers():
+    """Schema, plant and controllers default to seed 004's stiff ground; given fields override only themselves."""
+    from rtctl.plants.legged.control import LeggedComputedTorque
+    from rtctl.dynamics import Dynamics
+    assert (PAPER_GROUND.stiffness, PAPER_GROUND.damping) == (1e6, 5000.0)
+    assert (ContactOptions().stiffness, ContactOptions().damping) == (1e6, 5000.0)
+    robot = spatial_quadruped()
+    assert LeggedPlant(robot.model).contact_model == PAPER_GROUND
+    assert LeggedComputedTorque(Dynamics(robot.model), kp=49.0).contact == PAPER_GROUND
+    half = ContactModel(stiffness=1e6, damping=5000.0, friction=0.5)
+    assert LeggedPlant(robot.model, contact_friction=0.5).contact_model == half
+    assert LeggedPlant(robot.model, contact={"friction": 0.5}).contact_model == half
+    assert half.static_friction == 0.5  # a lower friction is not held up by the default's static friction
+    # physically: the quadruped standing still on it sinks weight / (4 k), a tenth of the 1e5 ground's sinking
+    plant = LeggedPlant(robot.model, viscous_friction=2.0)
+    q0 = on_ground(plant, quadruped_stance(robot), height=-robot.weight / 4 / 1e6)
+    plant.reset(q0)
+    assert plant.total_ground_reaction[2] == pytest.approx(robot.weight, rel=1e-9)
+
+
 def test_config_builds_the_legged_plant(tmp_path):
     from rtctl.config import ConfigError, build, load_config
     text = textwrap.dedent("""
@@ -418,6 +456,12 @@ def test_config_builds_the_legged_plant(tmp_path):
     p = plant.parameters()
     assert (p["integrator"], p["substeps"], p["forward_dynamics"]) == ("rk4", 3, "cholesky")
     assert plant.q[2] == pytest.approx(0.6)  # standing: the feet on the ground
+    # without [contact], or with a [contact] that leaves stiffness and damping out: seed 004's ground
+    path.write_text(text.split("[contact]")[0] + "[controller]" + text.split("[controller]")[1])
+    assert build(load_config(path)).driver.plant.contact_model == PAPER_GROUND
+    path.write_text(text.replace("stiffness = 5e4\n", "").replace("damping = 300.0\n", ""))
+    assert build(load_config(path)).driver.plant.contact_model == ContactModel(
+        stiffness=1e6, damping=5000.0, friction=0.6, static_friction=0.9)
     path.write_text(text.replace("damping = 300.0", "damping = -3.0"))
     with pytest.raises(ConfigError, match=r"\[contact\] damping"):
         load_config(path)

@@ -22,11 +22,13 @@ for computed torque). With ``kp = kd = 0`` the feed-forward law is the
 paper's "without control" run: the inverse-dynamics torques alone.
 
 Ground. The paper gives no ground parameters. Its plan (B.1 without the
-legs' mass) walks the full 12 s only on a stiff, well-damped ground; the
-biped's default is :data:`BIPED_GROUND` (k = 1e6 N/m, d = 5000 N s/m per
-contact point; the measured reason is in :mod:`rtctl.plants.legged.gait`,
-"Legs' mass"). The quadruped keeps the softer 1e5 / 500 ground of its
-config.
+legs' mass) walks the full 12 s only on a stiff, well-damped ground, and
+that ground, :data:`~rtctl.plants.legged.plant.PAPER_GROUND` (k = 1e6 N/m,
+d = 5000 N s/m per contact point), is the legged plant's default (a
+``[contact]`` section without ``stiffness``/``damping``, or none) and these
+controllers' (the measured reason is in :mod:`rtctl.plants.legged.gait`,
+"Legs' mass"). Both robots' configs run on it; :data:`BIPED_GROUND` is the
+same model under its former name.
 
 Sampling rate. The paper's laws act in continuous time (its variable-step
 solver evaluates them at every step; :func:`run_walk_offline` does the same
@@ -56,6 +58,7 @@ from rtctl.dynamics.contact import ContactModel, contact_wrenches
 from rtctl.dynamics.kernels import W_FEXT, all_finite, model_sizes
 from rtctl.plants.legged.gait import BipedGait, BipedWalk, QuadrupedGait, QuadrupedTrot, ipm_initial_state
 from rtctl.plants.legged.model import LEGGED_ROBOTS, LeggedRobot
+from rtctl.plants.legged.plant import PAPER_GROUND
 
 from rtctl.loops.controllers import (
     _NOT_FINITE,
@@ -71,8 +74,8 @@ from rtctl.registry import CONTROLLERS
 __all__ = ["BIPED_GROUND", "BipedGait", "BipedWalk", "LeggedComputedTorque", "LeggedFeedForwardPD", "QuadrupedGait",
            "QuadrupedTrot", "WalkRecord", "ipm_initial_state", "make_walk", "run_walk", "run_walk_offline"]
 
-BIPED_GROUND = ContactModel(stiffness=1e6, damping=5000.0)
-"""The biped's default ground (module docstring, "Ground"): N/m and N s/m per contact point."""
+BIPED_GROUND = PAPER_GROUND
+"""The legged plant's default ground, seed 004's (module docstring, "Ground"): k = 1e6 N/m, d = 5000 N s/m."""
 
 
 # -- contact-aware controllers ----------------------------------------------------------------------------
@@ -129,7 +132,7 @@ class _LeggedController(_CompiledController):
             raise ValueError(f"{self.name}: robot '{robot.name}' (nv={robot.model.nv}, n_base={robot.n_base}) does "
                              f"not match model '{m.name}' (nv={m.nv}, n_base={self.n_base})")
         if contact is None:
-            contact = ContactModel()
+            contact = PAPER_GROUND
         elif isinstance(contact, dict):
             contact = ContactModel(**contact)
         elif not isinstance(contact, ContactModel):
@@ -224,8 +227,8 @@ def make_walk(robot_name: str, controller: str, *, kp=49.0, kd=14.0, contact=Non
               substeps=1, **gait):
     """Plant (started on the gait's state at t = 0), sim driver, trajectory and contact-aware controller
     (``"ff"``: :class:`LeggedFeedForwardPD`, ``"ct"``: :class:`LeggedComputedTorque`) for a built-in robot.
-    ``contact``: a :class:`~rtctl.dynamics.contact.ContactModel` or dict; default :data:`BIPED_GROUND`
-    for the biped, the plant's default for the quadruped."""
+    ``contact``: a :class:`~rtctl.dynamics.contact.ContactModel` or dict; default the plant's,
+    :data:`~rtctl.plants.legged.plant.PAPER_GROUND`."""
     from rtctl.drivers import create_driver
     from rtctl.plants import create_plant
 
@@ -235,8 +238,6 @@ def make_walk(robot_name: str, controller: str, *, kp=49.0, kd=14.0, contact=Non
     if controller not in kinds:
         raise ValueError(f"controller must be 'ff' or 'ct', got {controller!r}")
     robot = LEGGED_ROBOTS[robot_name]()
-    if contact is None and robot_name == "planar_biped":
-        contact = BIPED_GROUND
     traj = (BipedWalk if robot_name == "planar_biped" else QuadrupedTrot)(robot=robot, **gait)
     plant = create_plant("legged", LEGGED_ROBOTS[robot_name]().model, substeps=substeps,
                          integrator="semi_implicit_euler", contact=contact)

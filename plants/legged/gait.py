@@ -38,13 +38,14 @@ the trunk on B.1 the swing leg's travel shifts the whole-body centre of mass
 by ~0.14 m over a step and the planned centre of pressure runs from 1.3 cm to
 13.7 cm ahead of the ankle on a 15 cm foot (tests/test_legged_gait.py): the
 stance foot's heel or toe unloads every step and the foot rocks on the
-other contact point. Measured (feed-forward law, 10 kHz, 12 s): on the
-biped's default ground (k = 1e6 N/m, d = 5000 N s/m, :data:`~rtctl.plants.legged.control.BIPED_GROUND`)
+other contact point. Measured (10 kHz, 12 s): on the legged plant's
+default ground (k = 1e6 N/m, d = 5000 N s/m, :data:`~rtctl.plants.legged.plant.PAPER_GROUND`)
 the rocking stays below 4 mrad and the paper's plan walks; on a soft or
 lightly damped ground it grows from step to step and the biped falls
-(k = 1e5, d = 500: stance-foot tilt 10, 59, 315 mrad in steps 1-3, trunk
-pitch past 0.3 rad at 2.9 s; k = 1e6, d = 500: 3.6 s; k = 1e5, d = 5000:
-2.7 s; k = 3e5, d = 1500: 5.8 s). The compensation keeps the robot on such
+(trunk pitch past 0.3 rad; feed-forward and computed torque alike unless
+two times are given, FF first: k = 1e5, d = 500: stance-foot tilt 10, 56,
+310 mrad in steps 1-3, falls at 2.9 s; k = 1e6, d = 500: 3.6 s; k = 1e5,
+d = 5000: 2.7 s; k = 3e5, d = 1500: 5.8 s and 6.5 s). The compensation keeps the robot on such
 grounds (k = 1e5, d = 500: walks 12 s, pitch within 5 mrad): B.1 is applied
 to the centre of mass, each leg's mass taken at the midpoint of its hip and
 foot: ``M x_G = (M - N m_l / 2) x_trunk + (m_l / 2) sum(x_foot)`` for ``N``

@@ -22,19 +22,25 @@ and by joint friction and the work done by the efforts (trapezoidal rule over
 the sub-steps; the balance closes to about 2 % of the dissipated energy at
 the defaults, the error coming from the force jump of the linear dashpot at
 touch-down). The contact is stiff and the explicit integrators must resolve
-its fastest mode. Measured at 1 kHz with the default
-:class:`~rtctl.dynamics.contact.ContactModel` (``benchmarks/legged.py``
-prints the sweep): the standing biped settles (summed vertical ground
-reaction within 1 % of the weight, no chatter) from 8 semi-implicit Euler or
-4 RK4 sub-steps -- its 0.2 kg feet pitching on the contact springs of heel
-and toe are the fastest mode -- and the quadruped from 4 or 2. While
+its fastest mode, the 0.2 kg biped feet pitching on the heel and toe
+dashpots. The default ground is seed 004's, :data:`PAPER_GROUND`
+(k = 1e6 N/m, d = 5000 N s/m per contact point: the paper's biped plan
+walks on it and falls on softer ones, :mod:`rtctl.plants.legged.gait`).
+Measured at 1 kHz, joints held by a PD (``benchmarks/legged.py`` prints the
+sweep): on that ground the standing quadruped settles (summed vertical
+ground reaction within 1 % of the weight) from 8 semi-implicit Euler or 4
+RK4 sub-steps and the biped only from 48 or 32 -- its walks run at 10 kHz
+with one step per cycle under the laws of :mod:`rtctl.plants.legged.control`,
+which cancel the ground force they see -- while on a 1e5 / 500 ground
+the biped settles from 8 or 4 sub-steps and the quadruped from 4 or 2. While
 trotting, the friction of the loaded feet (slope ``4 mu F_n / v_s`` at zero
 slip) sets the accuracy: a 4x softer friction law (``slip_velocity = 0.2``
 m/s, more creep under tangential load) cut the trunk's deviation from a
 converged solution after 1 s of trot about tenfold at 4-8 semi-implicit
-Euler sub-steps; the sweep prints that deviation per sub-step count. The
-defaults, semi-implicit Euler with 8 sub-steps (125 us), are the cheapest
-setting stable for both robots.
+Euler sub-steps (1e5 / 500 ground); the sweep prints that deviation per
+sub-step count. The default, semi-implicit Euler with 8 sub-steps (125 us),
+is the cheapest setting that settles the quadruped on either ground and the
+biped on the softer one.
 
 Offline mode (:meth:`LeggedPlant.simulate_offline`): the same right-hand side
 (one compiled call per evaluation) integrated by a stiff variable-step solver
@@ -63,9 +69,13 @@ from ..integrate import advance_with_rollback, inlined, rk4_advance
 from ..rigid_body import (_W_TAU, DIVERGED, RK4, STOP_ROWS, WORK_ROWS, RigidBodyPlant, _derivative,
                           _normalise_after_step, _semi_implicit_euler_step, check_step)
 
-__all__ = ["LeggedPlant", "FORWARD_DYNAMICS", "E_CONTACT", "E_JOINT_FRICTION", "E_EFFORT_WORK"]
+__all__ = ["LeggedPlant", "PAPER_GROUND", "FORWARD_DYNAMICS", "E_CONTACT", "E_JOINT_FRICTION", "E_EFFORT_WORK"]
 
 FORWARD_DYNAMICS = ("aba", "cholesky")
+
+PAPER_GROUND = ContactModel(stiffness=1e6, damping=5000.0)
+"""The legged plant's default ground: seed 004's stiff, well-damped ground (N/m, N s/m per contact point); the
+other fields are :class:`~rtctl.dynamics.contact.ContactModel`'s defaults."""
 
 # Entries of the energy-accounting vector (J).
 E_CONTACT = 0          # dissipated by the ground contacts
@@ -210,8 +220,8 @@ def _robot_for(model: Model):
 class ContactOptions:
     """``[contact]``: the compliant ground of :class:`~rtctl.dynamics.contact.ContactModel` (SI units)."""
 
-    stiffness: float = setting("float", 1e5, positive=True)          # N/m
-    damping: float = setting("float", 500.0, low=0.0)                # N s/m
+    stiffness: float = setting("float", PAPER_GROUND.stiffness, positive=True)   # N/m, seed 004's ground
+    damping: float = setting("float", PAPER_GROUND.damping, low=0.0)             # N s/m
     hunt_crossley: float = setting("float", 0.0, low=0.0)
     friction: float = setting("float", 0.8, low=0.0)
     static_friction: float = setting("float", None, low=0.0)
@@ -236,7 +246,8 @@ class LeggedPlant(RigidBodyPlant):
         fields; or give the fields as ``contact_stiffness``, ``contact_damping``,
         ``contact_friction``, ``contact_static_friction``,
         ``contact_viscous_friction``, ``contact_slip_velocity``, ``contact_hunt_crossley``,
-        ``ground_height``.
+        ``ground_height``. Fields not given: :data:`PAPER_GROUND` (k = 1e6 N/m,
+        d = 5000 N s/m), the rest :class:`~rtctl.dynamics.contact.ContactModel`'s defaults.
     forward_dynamics : ``"aba"`` (O(n), default) or ``"cholesky"`` (O(n^3)).
     integrator, substeps, viscous_friction, coulomb_friction,
     coulomb_velocity_scale : as for :class:`RigidBodyPlant` (joint friction on
@@ -306,11 +317,12 @@ class LeggedPlant(RigidBodyPlant):
             raise ValueError("give either contact= or the contact_* options, not both")
         if isinstance(contact, ContactModel):
             return contact
+        fields = {"stiffness": PAPER_GROUND.stiffness, "damping": PAPER_GROUND.damping}  # the rest: ContactModel's
         if contact is None:
-            return ContactModel(**{_CONTACT_OPTIONS[k]: v for k, v in options.items() if v is not None})
+            return ContactModel(**{**fields, **{_CONTACT_OPTIONS[k]: v for k, v in options.items() if v is not None}})
         if isinstance(contact, dict):
             try:
-                return ContactModel(**contact)
+                return ContactModel(**{**fields, **contact})
             except TypeError as exc:
                 raise ValueError(f"contact: {exc}") from None
         raise ValueError(f"contact must be a ContactModel or a dict of its fields, got {contact!r}")

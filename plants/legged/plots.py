@@ -177,7 +177,7 @@ def trot_figure(path, runs):
     axes[1].set_ylim(-0.5, 0.5)
     axes[2].set_ylim(0.35, 0.6)
     axes[-1].set_xlabel("time (s)")
-    _finish(fig, path, "Quadruped trot, computed torque (kp = 49, kd = 14), k = 1e5 N/m, d = 500 N s/m\n"
+    _finish(fig, path, "Quadruped trot, computed torque (kp = 49, kd = 14), k = 1e6 N/m, d = 5000 N s/m\n"
             + "; ".join(notes), axes)
 
 
