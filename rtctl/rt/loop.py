@@ -119,21 +119,39 @@ class LoopReport:
     driver_health: dict = field(default_factory=dict)
     realtime: str = ""
     failures: list = field(default_factory=list)
+    late: dict = field(default_factory=dict)  # the overrun cycles' timing (CycleStats.late_summary)
 
     OVERRUN_WARNING_FRACTION = 0.01
 
     def overrun_warning(self) -> str:
-        """A loud line when more than 1 % of cycles overran (the loop did not keep its rate), else ``""``;
-        it names the part of the cycle that took the most time."""
-        if self.cycles and self.overruns > self.OVERRUN_WARNING_FRACTION * self.cycles:
+        """A loud line when more than 1 % of cycles overran (the loop did not keep its rate), else ``""``.
+
+        It names what made the cycles late: when most late cycles computed within the period they overran
+        because they woke up late (wake-up latency: the machine's scheduling, not the loop's work); otherwise
+        the part of the compute time that took the most in the late cycles (over all cycles without ``late``).
+        """
+        if not (self.cycles and self.overruns > self.OVERRUN_WARNING_FRACTION * self.cycles):
+            return ""
+        head = (f"WARNING: {self.overruns} of {self.cycles} cycles ({100.0 * self.overruns / self.cycles:.1f} %) "
+                f"overran their {1e3 / self.rate_hz:g} ms period: this loop did not keep its rate on this machine")
+        compute_p99 = self.timing.get("compute", {}).get("p99", float("nan"))
+        late = self.late
+        if late and 2 * late["woke_late"] > late["cycles"]:
+            latency_p99 = self.timing.get("latency", {}).get("p99", float("nan"))
+            return (f"{head}: {late['woke_late']} of its {late['cycles']} late cycles woke up late (wake-up latency "
+                    f"{late['woke_late_latency']:.0f} us mean in them, p99 {latency_p99:.0f} us over the run) and "
+                    f"computed within the period ({late['woke_late_compute']:.0f} us mean in them, compute p99 "
+                    f"{compute_p99:.0f} us): the machine woke the loop late, its work fits; free a CPU for it "
+                    "([loop] cpus, realtime_priority), or lower rate_hz")
+        if late:
+            means = {part: late[part] for part in PARTS if part in late}
+        else:
             means = {part: self.timing[part]["mean"] for part in PARTS if part in self.timing}
-            worst = max(means, key=means.get) if means else ""
-            where = f", most of it in {worst} ({means[worst]:.0f} us mean)" if worst else ""
-            return (f"WARNING: {self.overruns} of {self.cycles} cycles ({100.0 * self.overruns / self.cycles:.1f} %) "
-                    f"overran their {1e3 / self.rate_hz:g} ms period: this loop did not keep its rate on this "
-                    f"machine (compute p99 {self.timing.get('compute', {}).get('p99', float('nan')):.0f} us"
-                    f"{where}); lower rate_hz, or free a CPU for it ([loop] cpus, realtime_priority)")
-        return ""
+        worst = max(means, key=means.get) if means else ""
+        scope = " in the late cycles" if late else ""
+        where = f", most of it in {worst} ({means[worst]:.0f} us mean{scope})" if worst else ""
+        return (f"{head} (compute p99 {compute_p99:.0f} us{where}); lower rate_hz, or free a CPU for it "
+                "([loop] cpus, realtime_priority)")
 
     def format(self) -> str:
         lines = [f"ran {self.cycles} cycles at {self.rate_hz:g} Hz ({self.duration:.3f} s of control time)",
@@ -465,4 +483,5 @@ class ControlLoop:
             driver_health=self.hardware.health(),
             realtime=self.realtime_message,
             failures=list(self.failures),
+            late=self.stats.late_summary(self.period),
         )

@@ -20,6 +20,9 @@ Where the compute time goes (:data:`PARTS`, written by the loop into :attr:`Cycl
 * ``plant``: in-process simulation (a simulated driver stepping its plant);
 * ``telemetry``: the hand-off to the telemetry ring.
 
+Each cycle's overrun flag is kept beside its timing, so :meth:`CycleStats.late_summary` can say what the
+late cycles spent their time on: waking up (latency) or computing.
+
 Counters: ``cycles`` (recorded), ``overruns`` (cycles flagged as overrun),
 ``skipped`` (deadlines dropped by a skip policy; the loop may add to it directly),
 ``max_consecutive_overruns`` (longest run of consecutive overruns).
@@ -44,6 +47,7 @@ class CycleStats:
         self._latency = np.zeros(self.capacity)
         self._compute = np.zeros(self.capacity)
         self.parts = np.zeros((len(PARTS), self.capacity))  # s, per part of the compute time (module docstring)
+        self._late = np.zeros(self.capacity, dtype=np.bool_)  # the cycle overran
         self._head = 0  # where the next sample goes
         self.reset()
 
@@ -62,6 +66,7 @@ class CycleStats:
         self._period[i] = period
         self._latency[i] = latency
         self._compute[i] = compute
+        self._late[i] = overrun
         i += 1
         self._head = 0 if i == self.capacity else i
         self.cycles += 1
@@ -115,6 +120,29 @@ class CycleStats:
                            "p99": float(p99), "max": float(data.max())}
         out.update(cycles=self.cycles, window=n, overruns=self.overruns, skipped=self.skipped,
                    max_consecutive_overruns=self.max_consecutive_overruns)
+        return out
+
+    def late_summary(self, period: float) -> dict:
+        """What the overrun cycles of the retained window spent their time on, in microseconds.
+
+        ``{"cycles": overrun cycles in the window, "latency", "compute": their mean wake-up latency and compute
+        time, each part of :data:`PARTS`: its mean over them, "woke_late": how many of them computed within
+        ``period`` (s) -- they overran because they woke up late --, "woke_late_latency",
+        "woke_late_compute": the means over those (NaN if none)}``; ``{}`` without overruns.
+        """
+        n = self.count
+        late = self._late[:n]
+        k = int(late.sum())
+        if k == 0:
+            return {}
+        latency, compute = self._latency[:n][late], self._compute[:n][late]
+        woke = compute <= period
+        out = {"cycles": k, "latency": float(latency.mean() * 1e6), "compute": float(compute.mean() * 1e6),
+               "woke_late": int(woke.sum()),
+               "woke_late_latency": float(latency[woke].mean() * 1e6) if woke.any() else float("nan"),
+               "woke_late_compute": float(compute[woke].mean() * 1e6) if woke.any() else float("nan")}
+        for j, part in enumerate(PARTS):
+            out[part] = float(self.parts[j, :n][late].mean() * 1e6)
         return out
 
     def format_table(self) -> str:
