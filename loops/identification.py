@@ -115,7 +115,7 @@ class Identification:
         lines.append(f"{'all joints':<16}{total:>14.4g}{np.sqrt(np.mean(self.rms_before ** 2)) / total:>10.2%}"
                      f"{np.sqrt(np.mean(self.rms_after ** 2)) / total:>10.2%}")
         lines.append("(before/after: RMS torque-prediction error of the given and the identified model, "
-                     "relative to the joint's RMS torque)")
+                     "relative to the joint's RMS torque, over the samples where the joint moves)")
         lines.append(f"not identifiable (no effect on this run's torques, kept from the given model): "
                      f"{', '.join(self.unexcited) or 'none'}")
         lines.append(f"identifiable only in combination with others (split as the given model suggests): "

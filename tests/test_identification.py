@@ -401,3 +401,77 @@ def test_the_reports_table_holds_the_torque_errors_of_both_models(no_rigid_body)
     assert float(total.split()[3].rstrip("%")) == pytest.approx(
         100 * np.sqrt(np.mean(result.rms_before ** 2)) / overall, abs=0.005)
     assert "physical consistency enforced (the unconstrained fit was no rigid body) on: " in result.report()
+
+
+# -- the README's walkthrough, end to end ----------------------------------------------------------------------
+def readme_walkthrough():
+    """The commands of the README's identification walkthrough (its first fenced block after the heading)."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = text[text.index("**Identification from a recorded run.**"):]
+    block = re.search(r"^```\n(.*?)^```", section, re.S | re.M).group(1)
+    commands = [shlex.split(line.split("#")[0].replace("&", "")) for line in block.splitlines()]
+    return {c[1]: c[1:] for c in commands if c and c[0] == "rtctl"}, block
+
+
+def test_the_readme_walkthrough_records_identifies_and_writes_a_model_that_loads(tmp_path, capsys):
+    """The README's commands on the shipped excite config, shortened to one 5 s period run offline: the run is
+    recorded through its telemetry as `rtctl record` does, `rtctl identify` runs with the README's arguments, and
+    the URDF it writes loads with the plant's friction and the payload's gravity torque."""
+    from rtctl.cli import build_parser, main
+    from rtctl.config import bundled_config_path, load_config
+
+    commands, block = readme_walkthrough()
+    assert set(commands) == {"record", "run", "identify"} and "wait" in block.split()
+    parser = build_parser()
+    recorder, run, ident = (parser.parse_args(commands[name]) for name in ("record", "run", "identify"))
+    cfg = load_config(bundled_config_path(run.config))
+    assert cfg["telemetry"]["enabled"] and cfg["telemetry"]["endpoint"] == recorder.endpoint
+    cycles = round(cfg["loop"]["duration"] * cfg["loop"]["rate_hz"])
+    assert recorder.samples == cycles and recorder.out == ident.recording     # the whole run, into that file
+    period = 1.0 / cfg["trajectory"]["frequency"]
+    assert cfg["loop"]["duration"] == pytest.approx(cfg["trajectory"]["periods"] * period)
+
+    cfg["trajectory"]["periods"], cfg["loop"]["duration"], cfg["loop"]["pace"] = 1, period, False
+    # a free port; metadata every 50 ms (the offline run lasts well under the default meta_period of 1 s, and the
+    # first one goes out before the recorder has subscribed)
+    cfg["telemetry"].update(endpoint="tcp://127.0.0.1:0", capacity=40_000, meta_period=0.05)
+    loop = build(cfg)
+    plant = loop.drivers[0].plant
+    cycles = round(period * cfg["loop"]["rate_hz"])
+    recording = tmp_path / ident.recording
+    result = {}
+    recorder_thread = threading.Thread(target=lambda: result.update(record(
+        loop.telemetry.endpoint, str(recording), samples=cycles, idle_timeout=5.0, progress=False)))
+    try:
+        recorder_thread.start()
+        time.sleep(0.6)                     # PUB/SUB slow joiner: the recorder subscribes before the first sample
+        report = loop.run(cycles=cycles)
+        recorder_thread.join(30)
+    finally:
+        loop.telemetry.close()
+    assert not report.tripped and result["samples"] == cycles and result["lost"] == 0, result
+
+    argv = [str(tmp_path / a) if a in (ident.recording, ident.plot) else a for a in commands["identify"]]
+    assert main(argv) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    written = tmp_path / f"{recording.stem}_identified.urdf"
+    assert f"wrote {written}" in out and (tmp_path / ident.plot).stat().st_size > 10_000
+    identified = load_urdf(written)
+    print(out)
+    np.testing.assert_allclose(identified.damping, cfg["plant"]["viscous_friction"], atol=0.15)
+    np.testing.assert_allclose(identified.friction, cfg["plant"]["coulomb_friction"], rtol=0.1)
+    urdf = load_urdf(rtctl.bundled_model_path("arm7"))
+    rng = np.random.default_rng(2)
+    from rtctl.dynamics import Dynamics
+
+    fitted, urdf_dynamics = Dynamics(identified), Dynamics(urdf)
+    for q in rng.uniform(-1.0, 1.0, (5, 7)):
+        true = plant.dynamics.gravity_forces(q).copy()                        # the URDF plus the 1.5 kg payload
+        error = np.abs(fitted.gravity_forces(q) - true).max()
+        print(f"gravity torque error {error:.3f} N m (URDF: {np.abs(urdf_dynamics.gravity_forces(q) - true).max():.3f})")
+        assert error < 0.03 * np.abs(true).max()
+        assert np.abs(urdf_dynamics.gravity_forces(q) - true).max() > 0.1 * np.abs(true).max()
