@@ -17,7 +17,8 @@
    + 1 reader; Foxglove server + 1 websocket client subscribed to everything;
    the browser dashboard process + 1 browser-like websocket client; the MCAP
    recorder process; all of them together. Each case with the publisher process
-   (what run configs use), and "all" also with the publisher thread (with the GIL
+   (what run configs use, at ``publisher_nice`` 10), "all" also with the publisher process at
+   nice 0 and with the publisher thread (with the GIL
    switch interval it sets, and with CPython's default 5 ms). Reported per case:
    overruns in each round, compute p99 and wake-up latency p99/max (us, worst
    round). The load average before and after is printed: other processes on the
@@ -26,7 +27,7 @@
    privilege), every case alike.
 
 Usage: python benchmarks/telemetry.py [--seconds 3] [--burst 2] [--rounds 2] [--only-sinks]
-                                      [--realtime-priority N]
+                                      [--cases "off;all;all, nice 0"] [--realtime-priority N]
 """
 from __future__ import annotations
 
@@ -219,7 +220,7 @@ res = record(sys.argv[1], sys.argv[2], progress=False, idle_timeout=3.0)
 print(res["samples"], res["lost"], flush=True)
 """
 
-SINK_CASES = ("off", "pub", "plotjuggler", "foxglove", "dashboard", "record", "all", "all, thread",
+SINK_CASES = ("off", "pub", "plotjuggler", "foxglove", "dashboard", "record", "all", "all, nice 0", "all, thread",
               "all, thread, 5 ms")
 
 
@@ -236,7 +237,7 @@ def spawn_script(script, *argv):
 def sink_case(case: str, seconds: float, tmp: str):
     """One paced 1 kHz run with the sinks of ``case`` on; returns the loop report and the readers' counts."""
     from rtctl.telemetry.foxglove import FoxgloveSink
-    from rtctl.telemetry.publisher import SWITCH_INTERVAL
+    from rtctl.telemetry.publisher import PUBLISHER_NICE, SWITCH_INTERVAL
 
     loop = make_loop(True)
     tel = None
@@ -248,7 +249,8 @@ def sink_case(case: str, seconds: float, tmp: str):
         tel = Telemetry(endpoint="tcp://127.0.0.1:0", plotjuggler_endpoint="tcp://127.0.0.1:0" if pj else None,
                         sinks=[FoxgloveSink(port=0)] if fox else [],
                         switch_interval=None if "5 ms" in case else SWITCH_INTERVAL,
-                        process="thread" not in case).attach(loop).start()
+                        process="thread" not in case,
+                        publisher_nice=0 if "nice 0" in case else PUBLISHER_NICE).attach(loop).start()
         if every or case == "pub":
             procs.append(spawn(tel.endpoint, "reader"))
         if pj:
@@ -270,13 +272,13 @@ def sink_case(case: str, seconds: float, tmp: str):
     return report, received, cost
 
 
-def sinks_table(seconds: float, rounds: int):
+def sinks_table(seconds: float, rounds: int, cases=SINK_CASES):
     print(f"4. sinks off and on, paced 1 kHz loop (arm7), {seconds:g} s per case, {rounds} rounds alternated; "
           f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
-    results = {case: [] for case in SINK_CASES}
+    results = {case: [] for case in cases}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
-            order = SINK_CASES if r % 2 == 0 else tuple(reversed(SINK_CASES))
+            order = tuple(cases) if r % 2 == 0 else tuple(reversed(cases))
             for case in order:
                 results[case].append(sink_case(case, seconds, tmp))
     print(f"   load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -296,12 +298,21 @@ def sinks_table(seconds: float, rounds: int):
     return results
 
 
+def chosen_cases(text: str):
+    cases = tuple(c.strip() for c in text.split(";") if c.strip())
+    unknown = [c for c in cases if c not in SINK_CASES]
+    if unknown:
+        raise SystemExit(f"unknown case(s) {unknown}; the cases are {', '.join(SINK_CASES)}")
+    return cases
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--burst", type=float, default=2.0)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--only-sinks", action="store_true", help="run section 4 only")
+    ap.add_argument("--cases", default=";".join(SINK_CASES), help="section 4's cases, separated by ';'")
     ap.add_argument("--realtime-priority", type=int, default=0, help="SCHED_FIFO priority of the loop thread")
     args = ap.parse_args()
     global REALTIME
@@ -311,7 +322,7 @@ def main():
     print(f"rtctl telemetry benchmark -- {platform.processor() or platform.machine()}, "
           f"Python {platform.python_version()}, pyzmq {zmq.__version__} (libzmq {zmq.zmq_version()})\n")
     if args.only_sinks:
-        sinks_table(args.seconds, args.rounds)
+        sinks_table(args.seconds, args.rounds, chosen_cases(args.cases))
         return
     med, p99, empty = handoff_cost()
     print(f"1. hand-off (Telemetry.sample, arm7, {20000} calls): median {med:.2f} us, p99 {p99:.2f} us "
@@ -328,7 +339,7 @@ def main():
         print(f"   {mode:<16}{lat['p50']:>8.1f}{lat['p99']:>9.1f}{lat['max']:>9.1f}{report.overruns:>10}"
               f"{tel.dropped:>12}{lost:>17}")
     print()
-    sinks_table(args.seconds, args.rounds)
+    sinks_table(args.seconds, args.rounds, chosen_cases(args.cases))
 
 
 if __name__ == "__main__":

@@ -83,6 +83,7 @@ CORE_SCHEMA: dict[str, dict[str, Key]] = {
         "foxglove_max_clients": Key("int", 8, low=1, high=1000),
         "switch_interval": Key("float", 0.0002, low=0.0, high=0.1),   # s, thread publisher only; 0: leave it
         "publisher": Key("str", "process", choices=("process", "thread")),  # where samples are encoded and sent
+        "publisher_nice": Key("int", 10, low=0, high=19),   # niceness the publisher process adds to the loop's
     },
     "control": {  # rtctl.telemetry.control: REQ/REP run-time commands, validated, applied at cycle boundaries
         "enabled": Key("bool", False),

@@ -7,6 +7,8 @@
 * A publisher process whose loop process dies exits by itself; a publisher process that dies leaves the
   loop running, the loss reported, and the e-stop answering on the control channel.
 * A bind that fails in the publisher process is one clear error in the loop's process.
+* The publisher process runs ``publisher_nice`` nicer than the loop's process, so that the loop gets a
+  shared CPU first.
 """
 import os
 import signal
@@ -94,6 +96,25 @@ def test_a_sink_in_the_publisher_process_reports_its_bound_url_and_counters_back
         tel.close()
     assert len(texts) == 300 and b'"q/joint1"' in texts[0]
     assert tel.published == 300 and sink.sent == 0 and sink.url  # no Foxglove client: nothing sent to one
+
+
+@pytest.mark.parametrize("nice", [None, 0, 19])
+def test_the_publisher_process_runs_nicer_than_the_loop_by_publisher_nice(nice):
+    tel_section = dict(TEL) if nice is None else dict(TEL, publisher_nice=nice)
+    loop = make_loop(telemetry=tel_section)
+    try:
+        added = os.getpriority(os.PRIO_PROCESS, loop.telemetry._relay.pid) - os.getpriority(os.PRIO_PROCESS, 0)
+    finally:
+        loop.telemetry.close()
+    expected = 10 if nice is None else nice
+    assert added == min(expected, 19 - os.getpriority(os.PRIO_PROCESS, 0))
+
+
+def test_publisher_nice_out_of_range_is_refused_naming_it():
+    with pytest.raises(ValueError, match="publisher_nice"):
+        make_loop(telemetry=dict(TEL, publisher_nice=20))
+    with pytest.raises(ValueError, match="publisher_nice"):
+        Telemetry(endpoint="tcp://127.0.0.1:0", process=True, publisher_nice=-1)
 
 
 def test_the_ring_has_no_name_and_its_memory_is_reserved_before_the_loop_writes():

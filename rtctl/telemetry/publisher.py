@@ -75,6 +75,7 @@ CHUNK_ROWS = 50          # rows encoded between two GIL releases of the publishe
 MAX_BATCH_ROWS = CHUNK_ROWS  # the most samples in one rtctl/samples message
 CHUNK_PAUSE = 50e-6      # s slept between chunks (the GIL is free meanwhile)
 SWITCH_INTERVAL = 2e-4   # s: sys.setswitchinterval while a Telemetry runs (None: leave it)
+PUBLISHER_NICE = 10      # niceness the publisher process adds: the loop, at 0, gets a shared CPU first
 RELAY_START_TIMEOUT = 30.0  # s for the publisher process to import, map the ring and bind
 EVENT_BACKLOG = 10_000   # events waiting for the publisher at most
 HEADER_WORDS = 8         # int64 words before the ring rows in the shared mapping; word 0 counts hand-offs
@@ -130,13 +131,15 @@ class Telemetry:
     ``switch_interval``: the interpreter switch interval (s) while running, None to leave it alone.
     ``process``: publish from a child process that maps the ring (see the module docstring) instead of a
     thread of this one; ``switch_interval`` is then left alone (no encoder shares this process's GIL).
+    ``publisher_nice``: process mode, the niceness the publisher process adds to its own (0..19): where it
+    competes with the loop for a CPU, the scheduler gives the loop the CPU first.
     """
 
     def __init__(self, *, endpoint: str = "tcp://127.0.0.1:5555", plotjuggler_endpoint: str | None = None,
                  capacity: int = 4096, batch_period: float = 0.01, meta_period: float = 1.0,
                  sndhwm: int = 1000, sndbuf: int = 0, allow_remote: bool = False, plotjuggler_decimation: int = 1,
                  context: zmq.Context | None = None, sinks=(), switch_interval: float | None = SWITCH_INTERVAL,
-                 process: bool = False):
+                 process: bool = False, publisher_nice: int = PUBLISHER_NICE):
         if int(capacity) != capacity or capacity < 2:
             raise ValueError(f"telemetry capacity must be an integer >= 2, got {capacity!r}")
         if not (0 < batch_period <= 1.0):
@@ -147,7 +150,10 @@ class Telemetry:
             raise ValueError(f"plotjuggler_decimation must be an integer >= 1, got {plotjuggler_decimation!r}")
         if switch_interval is not None and not (1e-5 <= switch_interval <= 0.1):
             raise ValueError(f"switch_interval must be in [1e-5, 0.1] s or None, got {switch_interval!r}")
+        if int(publisher_nice) != publisher_nice or not 0 <= publisher_nice <= 19:
+            raise ValueError(f"publisher_nice must be an integer in [0, 19], got {publisher_nice!r}")
         self.process = bool(process)
+        self.publisher_nice = int(publisher_nice)
         self._bind = check_endpoint(endpoint, allow_remote, "telemetry endpoint")
         self._pj_bind = None if plotjuggler_endpoint is None else \
             check_endpoint(plotjuggler_endpoint, allow_remote, "plotjuggler endpoint")
@@ -329,7 +335,7 @@ class Telemetry:
                         sndbuf=self.sndbuf, allow_remote=True, plotjuggler_decimation=self.pj_decimation,
                         sinks=self.sinks)
         ring = self._ring_fd if self._ring_fd is not None else self._ring_path
-        self._relay_conn.send(dict(settings=settings, ring=ring, n=self.layout.n,
+        self._relay_conn.send(dict(settings=settings, ring=ring, n=self.layout.n, nice=self.publisher_nice,
                                    extra_names=self.extra_names, joints=self.joints, meta=self.metadata()))
         reply = None
         if self._relay_conn.poll(RELAY_START_TIMEOUT):

@@ -25,6 +25,8 @@ def serve(conn: Connection) -> int:
     except (EOFError, OSError):
         return 0
     try:
+        if spec.get("nice"):
+            os.nice(int(spec["nice"]))
         tel = Telemetry(**spec["settings"], switch_interval=None)
         ring = spec["ring"]   # the inherited descriptor of the parent's memory file, or a path
         fd = ring if isinstance(ring, int) else os.open(ring, os.O_RDWR)

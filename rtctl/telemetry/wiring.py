@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .auth import server_token
 from .control import ControlServer
-from .publisher import SWITCH_INTERVAL, Telemetry
+from .publisher import PUBLISHER_NICE, SWITCH_INTERVAL, Telemetry
 from .schema import SCHEMA_VERSION
 
 
@@ -34,7 +34,8 @@ def wire(loop, tel: dict, ctl: dict):
                                   batch_period=tel["batch_period"], meta_period=tel["meta_period"],
                                   sndhwm=tel["sndhwm"], allow_remote=tel["allow_remote"], sinks=sinks,
                                   switch_interval=switch if switch else None,
-                                  process=tel.get("publisher", "process") == "process")
+                                  process=tel.get("publisher", "process") == "process",
+                                  publisher_nice=tel.get("publisher_nice", PUBLISHER_NICE))
             telemetry.attach(loop).start()
         if ctl.get("enabled"):
             token, token_source = server_token(ctl["token_file"] or None)
