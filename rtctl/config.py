@@ -41,6 +41,7 @@ CORE_SCHEMA: dict[str, dict[str, Key]] = {
         "model": Key("str", "arm7"),
         "floating_base": Key("str", "fixed", choices=("fixed", "free_flyer", "euler", "planar")),
         "inertia": Key("str", "warn", choices=("warn", "strict", "repair")),   # a URDF's inconsistent inertias
+        "lock_joints": Key("strs", []),   # an MJCF's joints removed, their bodies welded (a gripper's fingers)
     },
     "loop": {
         "rate_hz": Key("float", 1000.0, positive=True, high=100_000.0),
@@ -315,14 +316,21 @@ def _robot_models(cfg: dict, context: BuildContext):
     robot = cfg["robot"]
     try:
         if robot["model"] in ROBOTS.names():
+            if robot["lock_joints"]:
+                raise ConfigError(f"{context.source}: [robot] lock_joints: applies to an MJCF model (.xml), "
+                                  f"not to the robot model {robot['model']!r}")
             factory = ROBOTS.get(robot["model"])
             sections = {name: cfg[name] for name in getattr(factory, "sections", {})}
             return factory(**sections), factory(**sections)
         path = _resolve_model_path(robot["model"], context.base_dir)
         context.model_file = path
+        if robot["lock_joints"] and path.suffix != ".xml":
+            raise ConfigError(f"{context.source}: [robot] lock_joints: applies to an MJCF model (.xml), "
+                              f"not to {path.name}")
+        context.lock_joints = tuple(robot["lock_joints"])
         if path.suffix == ".xml":
             from .plants.mujoco.model import load_mujoco_model
-            model = load_mujoco_model(path)[0]
+            model = load_mujoco_model(path, lock_joints=context.lock_joints)[0]
             return model, copy.deepcopy(model)
         base = None if robot["floating_base"] == "fixed" else robot["floating_base"]
         model = load_urdf(path, base, inertia=robot["inertia"])          # one load: one inertia warning

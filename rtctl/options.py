@@ -145,6 +145,7 @@ class BuildContext:
     transmission: Any = None                       # the driver being built: its joints' transmission
     dynamics: Any = None                           # rtctl.dynamics.Dynamics of ``model``, shared
     model_file: Any = None                         # the file ``[robot] model`` names (a Path), None for a named model
+    lock_joints: tuple = ()                        # ``[robot] lock_joints``: joints removed from that MJCF
     cartesian_controller: Any = None               # a Cartesian controller of this run: its trajectory follows it
     steps_plant: bool = True                       # the plant-sharing driver being built advances the plant
 

@@ -296,3 +296,43 @@ def test_the_panda_with_its_fingers_locked_is_the_arm_carrying_its_hand():
     assert plant.parameters()["actuation"] == "generalized" and not report.tripped, report.format()
     # Observed 4.4e-4 rad at most (2.5e-2 rad on joint 5 without compensating the file's joint damping).
     assert np.all(report.tracking_max < 2e-3), report.format()
+
+
+def test_robot_lock_joints_in_a_run_config_locks_the_controllers_model_and_the_mujoco_plant(tmp_path):
+    """``[robot] lock_joints`` with ``[plant] type = "mujoco"`` simulating the ``[robot]`` file: the controller's
+    model and MuJoCo's both lose the fingers, and the arm tracks. On a URDF or a named robot model the key is
+    refused in one line naming it."""
+    from rtctl.config import ConfigError, build, load_config
+
+    path = robot_file("genesis", "franka_emika_panda/panda.xml")
+    config = tmp_path / "panda.toml"
+    config.write_text(f"""
+[robot]
+model = "{path.as_posix()}"
+lock_joints = ["finger_joint1", "finger_joint2"]
+[plant]
+type = "mujoco"
+initial_position = [0.0, 0.0, 0.0, -1.57079, 0.0, 1.57079, -0.7853]
+[controller]
+type = "computed_torque"
+kp = 400.0
+friction_compensation = true
+[trajectory]
+type = "min_jerk"
+goal = [0.2, -0.1, 0.2, -1.47079, -0.2, 1.67079, -0.4853]
+duration = 0.5
+[loop]
+duration = 0.6
+pace = false
+""")
+    loop = build(load_config(config))
+    assert loop.model.joint_names == [f"joint{k}" for k in range(1, 8)]
+    plant = loop.hardware.drivers[0].plant
+    assert plant.mj_model.nu == 7 and plant.parameters()["lock_joints"] == list(FINGERS)
+    report = loop.run(duration=0.6)
+    assert not report.tripped and np.all(report.tracking_max < 2e-3), report.format()
+
+    urdf = tmp_path / "urdf.toml"
+    urdf.write_text('[robot]\nmodel = "arm7"\nlock_joints = ["joint1"]\n[trajectory]\ngoal = [0, 0, 0, 0, 0, 0, 0]\nduration = 1.0\n')
+    with pytest.raises(ConfigError, match=r"\[robot\] lock_joints: .*MJCF"):
+        build(load_config(urdf))

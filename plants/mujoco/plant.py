@@ -164,6 +164,8 @@ class MujocoPlant(Plant):
             else context.model_file
         kwargs = {k: v for k, v in options.items()
                   if v is not None and k not in ("model", "initial_position", "initial_base_position")}
+        if options["model"] is None:
+            kwargs["lock_joints"] = context.lock_joints   # the [robot] file, as the controller's model has it
         plant = cls(context.plant_model, source=source, **kwargs)
         q0 = plant.q.copy()
         if options.get("initial_position") is not None:
