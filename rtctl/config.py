@@ -26,7 +26,9 @@ file, section and key. Units are SI. A minimal config::
 from __future__ import annotations
 
 import copy
+import errno
 import importlib.util
+import os
 import tomllib
 from pathlib import Path
 
@@ -476,8 +478,12 @@ def _wire_operator_surfaces(control_loop, cfg: dict, context: BuildContext) -> N
     src = context.source
     if cfg["telemetry"]["enabled"] or cfg["control"]["enabled"]:
         from .telemetry.wiring import wire
-        with _Section(context, "[telemetry]"):
-            wire(control_loop, cfg["telemetry"], cfg["control"])
+        try:
+            wire(control_loop, cfg["telemetry"], cfg["control"])   # its errors name the surface that failed
+        except ValueError as exc:
+            in_use = os.strerror(errno.EADDRINUSE) in str(exc)
+            raise ConfigError(f"{src}: {exc}" + ("; another program (another rtctl?) is serving there: stop it "
+                                                 "or set another endpoint or port" if in_use else "")) from None
     if cfg.get("schedule"):
         from .telemetry.control import CommandSchedule, ControlServer, Refused
         server = getattr(control_loop, "control", None)

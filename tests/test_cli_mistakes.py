@@ -248,8 +248,23 @@ def test_run_with_the_telemetry_port_in_use_says_cannot_bind_once(capsys, tmp_pa
         line = one_error_line(capsys, ["run", str(config), "--duration", "0.01", "--offline"], 2)
     finally:
         squatter.close()
-    assert line.startswith(f"rtctl run: error: {config}: [telemetry] telemetry: cannot bind: "), line
+    assert line.startswith(f"rtctl run: error: {config}: telemetry: cannot bind: "), line
     assert line.count("cannot bind") == 1 and f"127.0.0.1:{port}" in line, line
+    assert line.endswith("another program (another rtctl?) is serving there: stop it or set another endpoint or port")
+
+
+def test_run_with_the_control_port_in_use_names_the_control_channel(capsys, tmp_path):
+    squatter = zmq.Context.instance().socket(zmq.PUB)
+    squatter.setsockopt(zmq.LINGER, 0)
+    port = squatter.bind_to_random_port("tcp://127.0.0.1")
+    config = tmp_path / "taken.toml"
+    config.write_text(DEMO_CONFIG.read_text() + f'\n[control]\nenabled = true\nendpoint = "tcp://127.0.0.1:{port}"\n')
+    try:
+        line = one_error_line(capsys, ["run", str(config), "--duration", "0.01", "--offline"], 2)
+    finally:
+        squatter.close()
+    assert line.startswith(f"rtctl run: error: {config}: control channel: cannot bind: "), line
+    assert f"127.0.0.1:{port}" in line and "[telemetry]" not in line, line
 
 
 class KnownPublisher:
