@@ -375,6 +375,183 @@ def module_floating_base_id(mods, pos, s_axis, d, m, inertia, arm, gravity, fext
     return True
 
 
+# -- forward dynamics: the block UDU^T of Appendix A.1 and eqs. 28-30 ----------------------------------------------
+@jit
+def _udu_factor(a, n):
+    """Intra-modular decomposition I^^i = U_i D_i U_i^T of the eta x eta articulated-module inertia (Appendix A.3:
+    the serial chain's reverse Gaussian elimination [21]), in place on a[:n, :n]: D_i on the diagonal, the unit
+    upper-triangular U_i above it (the input's upper triangle is read, the lower one is scratch).
+    Returns False if a pivot is not positive."""
+    for j in range(n - 1, -1, -1):
+        for k in range(j + 1, n):                  # U_i[j, k] D_k, kept below the diagonal
+            a[k, j] = a[j, k] * a[k, k]
+        s = a[j, j]
+        for k in range(j + 1, n):
+            s = s - a[j, k] * a[k, j]
+        if not s > 0.0:
+            return False
+        a[j, j] = s
+        for r in range(j):
+            t = a[r, j]
+            for k in range(j + 1, n):
+                t = t - a[r, k] * a[k, j]
+            a[r, j] = t / s
+    return True
+
+
+@jit
+def _udu_solve(a, n, b):
+    """b[:n] <- (U_i D_i U_i^T)^{-1} b[:n] with the factors of :func:`_udu_factor`: eq. 30's three solves within a
+    module, U_i z = b (last to first), then D_i^{-1} and U_i^T x = D_i^{-1} z (first to last)."""
+    for j in range(n - 1, -1, -1):
+        s = b[j]
+        for k in range(j + 1, n):
+            s = s - a[j, k] * b[k]
+        b[j] = s
+    for j in range(n):
+        s = b[j] / a[j, j]
+        for k in range(j):
+            s = s - a[k, j] * b[k]
+        b[j] = s
+
+
+@jit
+def articulated_modules(mods, d, m, inertia, arm, n_mat, a_col, phi, m_hat, i_hat, psi_hat, g, g_hat, mass_work, eta):
+    """Backward pass of the forward dynamics, modules last to first: the block UDU^T of the GIM (eqs. A.4-A.9)
+    with eq. 30 (i)-(ii) done on the way.
+
+    Per module: M^^i = M^i + sum_c A^{c,i T} M-bar^c A^{c,i} (A.8; the children's shares land on the last link,
+    so M^^i stays block diagonal and is kept per link in ``m_hat`` (nb, 6, 6)); Psi^^i = M^^i N^i (A.7);
+    I^^i = N^{i T} Psi^^i (A.6, plus the joints' armature), factored I^^i = U_i D_i U_i^T (:func:`_udu_factor`).
+    Psi^i = Psi^^i I^^{i,-1} (A.7; the OCR prints the inverse as "I^{i-1}") enters U only as
+    U^{beta,i} = N^{beta T} A^{i,beta T} Psi^i (A.6: the OCR's order "(A^{j,i})^T N^{i,T}" does not multiply),
+    so it is kept as the 6 x eta^i ``g[i]`` = A^{i,beta T} Psi^i = (I^^{i,-1} G^^T)^T with G^ = A^{i,beta T} Psi^^i.
+    The parent's share (A.9) A^{i,beta T} (M^^i - Psi^^i Psi^{i T}) A^{i,beta} = sum_k A_k^T M^_k A_k - G^ g^T.
+    Eq. 30 (i), U phi^ = phi: phi^^i = phi^i - N^{i T} eta^i with eta^i = sum_c A^{c,i T} (Psi^c phi^^c + eta^c)
+    (on the last link: ``eta`` (nb, 6)); (ii), D phi~ = phi^: phi~^i = I^^{i,-1} phi^^i. ``phi`` (nv) holds
+    tau - h on entry and phi~ on return. Returns False if an I^^i is not positive definite."""
+    nm = mods.shape[0]
+    for i in range(nm):                            # M^^i = M^i before the children's shares; eta = 0
+        for k in range(mods[i, MOD_LINKS]):
+            b = mods[i, MOD_FIRST] + k
+            _link_mass_matrix(m, d, inertia, b, m_hat[b], 0)
+            for r in range(6):
+                eta[b, r] = 0.0
+    for i in range(nm - 1, -1, -1):
+        first, n, beta, dof = mods[i, MOD_FIRST], mods[i, MOD_LINKS], mods[i, MOD_PARENT], mods[i, MOD_DOF]
+        last = first + n - 1
+        for k in range(n):                         # Psi^^i = M^^i N^i, block (k, j) = M^_k A_{k,j} p_j, j <= k
+            for j in range(k + 1):
+                for r in range(6):
+                    s = 0.0
+                    for c in range(6):
+                        s = s + m_hat[first + k, r, c] * n_mat[i, 6 * k + c, j]
+                    psi_hat[6 * k + r, j] = s
+        for r in range(n):                         # I^^i = N^{i T} Psi^^i (upper triangle) + armature
+            for c in range(r, n):
+                s = arm[first + r] if r == c else 0.0
+                for k in range(c, n):
+                    for e in range(6):
+                        s = s + n_mat[i, 6 * k + e, r] * psi_hat[6 * k + e, c]
+                i_hat[r, c] = s
+        if not _udu_factor(i_hat, n):
+            return False
+        for j in range(n):                         # phi^^i = phi^i - N^{i T} eta^i (eq. 30 i)
+            s = phi[dof + j]
+            for e in range(6):
+                s = s - n_mat[i, 6 * (n - 1) + e, j] * eta[last, e]
+            phi[dof + j] = s
+        if beta >= 0:
+            last_beta = mods[beta, MOD_FIRST] + mods[beta, MOD_LINKS] - 1
+            for c in range(6):                     # G^ = A^{i,beta T} Psi^^i, g = (I^^{i,-1} G^^T)^T
+                for j in range(n):
+                    s = 0.0
+                    for k in range(j, n):
+                        for r in range(6):
+                            s = s + a_col[i, 6 * k + r, c] * psi_hat[6 * k + r, j]
+                    g_hat[c, j] = s
+                    g[i, c, j] = s
+                _udu_solve(i_hat, n, g[i, c])
+            for c in range(6):                     # eta^beta += A^{i,beta T} (Psi^i phi^^i + eta^i)
+                s = eta[last_beta, c]
+                for j in range(n):
+                    s = s + g[i, c, j] * phi[dof + j]
+                for r in range(6):
+                    s = s + a_col[i, 6 * (n - 1) + r, c] * eta[last, r]
+                eta[last_beta, c] = s
+            for k in range(n):                     # mass_work = M^^i A^{i,beta} (per link)
+                for r in range(6):
+                    for c in range(6):
+                        s = 0.0
+                        for e in range(6):
+                            s = s + m_hat[first + k, r, e] * a_col[i, 6 * k + e, c]
+                        mass_work[6 * k + r, c] = s
+            for r in range(6):                     # M^^beta += A^T M^^i A - G^ g^T (A.8-A.9), symmetric
+                for c in range(r, 6):
+                    s = 0.0
+                    for k in range(6 * n):
+                        s = s + a_col[i, k, r] * mass_work[k, c]
+                    for j in range(n):
+                        s = s - g_hat[r, j] * g[i, c, j]
+                    m_hat[last_beta, r, c] = m_hat[last_beta, r, c] + s
+                    if c != r:
+                        m_hat[last_beta, c, r] = m_hat[last_beta, r, c]
+        _udu_solve(i_hat, n, phi[dof:dof + n])   # phi~^i = I^^{i,-1} phi^^i (eq. 30 ii)
+    return True
+
+
+@jit
+def module_accelerations(mods, n_mat, a_col, g, qdd, mu):
+    """Eq. 30 (iii), U^T qdd = phi~, modules first to last: qdd^i = phi~^i - Psi^{i T} A^{i,beta} mu-bar^beta with
+    mu-bar^beta = N^beta qdd^beta + A^{beta,gamma} mu-bar^gamma, the twist rate of the parent's last link due to the
+    accelerations of the modules above it (kept per last link in ``mu`` (nb, 6)). ``qdd`` holds phi~ on entry."""
+    for i in range(mods.shape[0]):
+        first, n, beta, dof = mods[i, MOD_FIRST], mods[i, MOD_LINKS], mods[i, MOD_PARENT], mods[i, MOD_DOF]
+        last = first + n - 1
+        if beta >= 0:
+            last_beta = mods[beta, MOD_FIRST] + mods[beta, MOD_LINKS] - 1
+            for j in range(n):
+                s = qdd[dof + j]
+                for c in range(6):
+                    s = s - g[i, c, j] * mu[last_beta, c]
+                qdd[dof + j] = s
+            for r in range(6):                     # A_{last, last_beta} mu-bar^beta
+                s = 0.0
+                for c in range(6):
+                    s = s + a_col[i, 6 * (n - 1) + r, c] * mu[last_beta, c]
+                mu[last, r] = s
+        else:
+            for r in range(6):
+                mu[last, r] = 0.0
+        for r in range(6):                         # + (N^i qdd^i) on the last link
+            s = mu[last, r]
+            for j in range(n):
+                s = s + n_mat[i, 6 * (n - 1) + r, j] * qdd[dof + j]
+            mu[last, r] = s
+
+
+@jit
+def module_forward_dynamics(mods, pos, s_axis, d, m, inertia, arm, gravity, fext, v, tau, qdd, zero, h, twist, rate,
+                            wrench, n_mat, n_dot, a_col, a_dot, mass_work, m_hat, i_hat, psi_hat, g, g_hat, eta, mu):
+    """I(q) qdd = tau - h (eq. 28) solved as U D U^T qdd = tau - h (eqs. 29-30, section 4.2, Fig. A.2) in O(n) modules.
+
+    Step 1: t, t' with qdd = 0 and w = M t' + Omega M E t - w^F, h = N_d^T N_l^T w (the inverse dynamics of
+    Fig. A.1 at ``zero`` acceleration; the OCR's "when qdot = 0" is qdd = 0: with qdot = 0 h would lose C qdot).
+    Step 2: phi = tau - h, then eq. 30 (i)-(ii) (:func:`articulated_modules`) and (iii)
+    (:func:`module_accelerations`). Fixed base and floating base alike: the root module hangs from the world
+    (twist rate [0; -g]); a floating base is the root module M_0 of n_0 DOFs, ``tau[:n_0]`` its (usually zero)
+    generalized forces. Returns False if an articulated-module inertia I^^i is not positive definite."""
+    module_inverse_dynamics(mods, pos, s_axis, d, m, inertia, arm, gravity, fext, v, zero, h, twist, rate, wrench,
+                            n_mat, n_dot, a_col, a_dot, mass_work)
+    for k in range(qdd.shape[0]):
+        qdd[k] = tau[k] - h[k]
+    if not articulated_modules(mods, d, m, inertia, arm, n_mat, a_col, qdd, m_hat, i_hat, psi_hat, g, g_hat,
+                               mass_work, eta):
+        return False
+    module_accelerations(mods, n_mat, a_col, g, qdd, mu)
+    return True
+
+
 # -- compiled entries and the checked Python API (not part of the counted algorithm) ---------------------------
 if not COUNTING:
     from rtctl.dynamics.kinematics import forward_kinematics
@@ -408,6 +585,15 @@ if not COUNTING:
         return module_floating_base_id(mods, pos, s_axis, d, m, inertia, arm, gravity, fext, v, a, acc, tau, work[0],
                                        work[1], work[2], work[3], work[4], work[5], work[6], work[7], work[8], work[9],
                                        work[10], work[11])
+
+    @jit
+    def _entry_forward_dynamics(mi, mf, ws, mods, q, v, tau, qdd, work, fd_work):
+        pos, s_axis, d, m, inertia, arm, gravity, fext = _link_arrays(mi, mf, ws, q)
+        return module_forward_dynamics(mods, pos, s_axis, d, m, inertia, arm, gravity, fext, v, tau, qdd, work[12],
+                                       fd_work[0], work[0], work[1], work[2], work[3], work[4], work[5], work[6],
+                                       work[8], fd_work[1], fd_work[2], fd_work[3], fd_work[4], fd_work[5],
+                                       fd_work[6], fd_work[7])
+
 
 def module_table(robot) -> np.ndarray:
     """The (nm, 4) module table ``[first body, links, parent module, first DOF]`` of a
@@ -451,7 +637,8 @@ class ModularDynamics:
 
     ``inverse_dynamics(q, v, a)``: tau = I qdd + C qd - tau^F (eq. 28, Fig. A.1) with the external wrenches
     ``fext`` (nb, 6) [n; f] about the body origins, world axes (default none); ``mass_matrix(q)``: the GIM
-    (eqs. A.2-A.3); ``floating_base_inverse_dynamics(q, v, a)``: (qdd, tau) of eqs. 26-27. Each writes
+    (eqs. A.2-A.3); ``floating_base_inverse_dynamics(q, v, a)``: (qdd, tau) of eqs. 26-27;
+    ``forward_dynamics(q, v, tau)``: qdd of eq. 28 by the block UDU^T (eqs. 29-30, A.4-A.9). Each writes
     into preallocated arrays (returned; copy them to keep) and allocates nothing.
     """
 
@@ -471,7 +658,10 @@ class ModularDynamics:
                       np.zeros((nm, 6 * e, e)), np.zeros((nm, 6 * e, 6)), np.zeros((nm, 6 * e)),
                       np.zeros((nm, 6 * e, 6 * e)), np.zeros((6 * e, max(6, e))), np.zeros((6 * e, e)),
                       np.zeros((nv, nv)), np.zeros((n0, n0)), np.zeros(nv))
-        self.tau, self.acc, self.mass = np.zeros(nv), np.zeros(nv), np.zeros((nv, nv))
+        # forward dynamics: h, M^ per link, I^ (factored), Psi^, A^T Psi per module, A^T Psi^, eta, mu-bar
+        self._fd_work = (np.zeros(nv), np.zeros((nb, 6, 6)), np.zeros((e, e)), np.zeros((6 * e, e)),
+                         np.zeros((nm, 6, e)), np.zeros((6, e)), np.zeros((nb, 6)), np.zeros((nb, 6)))
+        self.tau, self.acc, self.mass, self.qdd = np.zeros(nv), np.zeros(nv), np.zeros((nv, nv)), np.zeros(nv)
 
     def _vector(self, name, x):
         x = np.ascontiguousarray(x, dtype=np.float64)
@@ -495,6 +685,13 @@ class ModularDynamics:
         q = self._vector("q", q)
         _entry_mass_matrix(self.dyn.mi, self.dyn.mf, self.dyn.ws, self.mods, q, self.mass, self._work)
         return self.mass
+
+    def forward_dynamics(self, q, v, tau):
+        q, v, tau = self._vector("q", q), self._vector("v", v), self._vector("tau", tau)
+        if not _entry_forward_dynamics(self.dyn.mi, self.dyn.mf, self.dyn.ws, self.mods, q, v, tau, self.qdd,
+                                       self._work, self._fd_work):
+            raise ValueError("an articulated-module inertia I^i is not positive definite")
+        return self.qdd
 
     def floating_base_inverse_dynamics(self, q, v, a):
         q, v, a = self._vector("q", q), self._vector("v", v), self._vector("a", a)
