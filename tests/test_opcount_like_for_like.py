@@ -27,6 +27,12 @@ LEGGED_COUNTS = {
     ("spatial_quadruped", "links", "floating_inverse"): (4406, 4535, 6),
     ("planar_biped", "modules", "mass_matrix"): (1239, 1374, 0),
     ("spatial_quadruped", "modules", "mass_matrix"): (3186, 3510, 0),
+    # forward dynamics, the block UDU^T (eqs. 28-30, A.4-A.9); paper (209 n + 60) M (201 n + 66) A: 1314 / 1272
+    # (biped, n = 6), 2568 / 2478 (quadruped, n = 12)
+    ("planar_biped", "modules", "forward"): (2223, 2281, 0),
+    ("planar_biped", "links", "forward"): (1921, 1943, 0),
+    ("spatial_quadruped", "modules", "forward"): (4416, 4593, 0),
+    ("spatial_quadruped", "links", "forward"): (4004, 4133, 0),
 }
 
 
@@ -48,20 +54,28 @@ def test_legged_counts_are_reproducible_and_count_the_numeric_algorithm(key):
 
 def test_link_level_recursion_is_linear_in_n_and_the_module_blocks_are_not():
     """Every link its own module (the paper's link-level case): fixed-base ID costs exactly (126 n - 24) M and
-    (131 n - 50) A, against the paper's (94 n - 81) M (82 n - 75) A; one dense module of n links (N^i of
-    eq. 5 full) grows faster than linearly."""
-    links, block = {}, {}
+    (131 n - 50) A, against the paper's (94 n - 81) M (82 n - 75) A; fixed-base FD (block UDU^T, eqs. 28-30)
+    exactly (301 n - 204) M (305 n - 257) A, against the paper's (209 n - 198) M (201 n - 185) A and
+    Featherstone's (300 n - 267) M (279 n - 259) A, computing what the compiled kernel computes; one dense
+    module of n links (N^i of eq. 5 full) grows faster than linearly."""
+    links, forward, block = {}, {}, {}
     for n in range(2, 7):
         chain = legged_count.serial_chain(n)
         q, v, a, fext = legged_count.random_state(chain)
         zero = np.zeros_like(fext)
-        c, _ = legged_count.count(legged_count.link_partition(chain), "inverse", q, v, a, zero)
+        per_link = legged_count.link_partition(chain)
+        c, _ = legged_count.count(per_link, "inverse", q, v, a, zero)
         links[n] = (c.mul + c.div, c.add)
+        c, qdd = legged_count.count(per_link, "forward", q, v, a, zero)
+        forward[n] = (c.mul + c.div, c.add, c.sqrt)
+        np.testing.assert_array_equal(qdd, legged_count.numeric(per_link, "forward", q, v, a, zero))
         c, _ = legged_count.count(chain, "inverse", q, v, a, zero)
         block[n] = c.mul + c.div
     for n, (mul, add) in links.items():
         assert (mul, add) == (126 * n - 24, 131 * n - 50)
         assert legged_count.paper_counts("fixed_inverse", n) == (94 * n - 81, 82 * n - 75)
+        assert forward[n] == (301 * n - 204, 305 * n - 257, 0)
+        assert legged_count.paper_counts("fixed_forward", n) == (209 * n - 198, 201 * n - 185)
     second_difference = [block[n + 1] - 2 * block[n] + block[n - 1] for n in range(3, 6)]
     assert all(d > 0 for d in second_difference)
 

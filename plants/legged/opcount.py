@@ -27,9 +27,14 @@ What is counted, and what is not (the like-for-like terms):
   N^i dense, so a module costs O(eta^2)); ``"links"`` makes every link its own
   module, which the paper names the link-level special case of the same
   recursion (section 2) -- the intra-modular serial recursion of Fig. A.1.
-* Forward dynamics (Table 1's second row, the block UDU^T of Appendix A.1) is
-  not counted: rtctl's forward dynamics is the link-level articulated-body
-  algorithm (compiled only), and no module-level UDU^T is implemented here.
+* Forward dynamics (Table 1's second rows) is the module-level block UDU^T of
+  :func:`~rtctl.plants.legged.modular.module_forward_dynamics` (eqs. 28-30,
+  A.4-A.9): step 1 (t, t' at qdd = 0, w, h = N_d^T N_l^T w), phi = tau - h, the
+  backward pass (M^^i, Psi^^i, I^^i and its U_i D_i U_i^T, A^{i,beta T} Psi^i,
+  the parent's share, eq. 30 i-ii) and the forward pass (eq. 30 iii); the
+  forces tau are variables except the floating base's, the constant 0 of
+  eq. 25. No square roots (UDU^T, not Cholesky); divisions are counted with
+  the multiplications, as the paper's M.
 
 The paper's n is the number of joint DOFs outside the base (biped 6,
 quadruped 12); its fixed-base rows are counted on serial chains of n generic
@@ -142,8 +147,9 @@ def count(robot: LeggedRobot, quantity: str, q, v=None, a=None, fext=None) -> tu
     """Operations of one evaluation of ``quantity`` by the module recursion (module docstring), and its value.
 
     ``quantity``: ``"floating_inverse"`` (eqs. 26-27: returns tau), ``"inverse"`` (tau = I qdd + C qd - tau^F
-    over all DOFs, eq. 28) or ``"mass_matrix"`` (eqs. A.2-A.3). ``fext`` (nb, 6) defaults to zeros (still
-    counted as variables).
+    over all DOFs, eq. 28), ``"mass_matrix"`` (eqs. A.2-A.3) or ``"forward"`` (qdd of eqs. 28-30 from the
+    forces ``a``, whose base part is taken as the constant 0 of eq. 25: returns qdd). ``fext`` (nb, 6) defaults
+    to zeros (still counted as variables).
     """
     k = _counting_kernels()
     m = robot.model
@@ -179,8 +185,18 @@ def count(robot: LeggedRobot, quantity: str, q, v=None, a=None, fext=None) -> tu
                                          variables(a), acc, out, twist, rate, wrench, n_mat, n_dot, a_col, a_dot,
                                          m_tilde, mass_work, shift, obj(nv, nv), obj(n0, n0)):
             raise ValueError("I_0 is not positive definite at this state")
+    elif quantity == "forward":
+        out = obj(nv)
+        tau = variables(a)
+        tau[:robot.n_base] = 0.0                   # tau = [0; tau_theta] (eq. 25): the base is not actuated
+        fd = (obj(nv), obj(nb, 6, 6), obj(e, e), obj(6 * e, e), obj(nm, 6, e), obj(6, e), obj(nb, 6), obj(nb, 6))
+        if not k.module_forward_dynamics(mods, pos, s_axis, d, mass, inertia, arm, gravity, wf, variables(v), tau, out,
+                                         np.zeros(nv), fd[0], twist, rate, wrench, n_mat, n_dot, a_col, a_dot,
+                                         mass_work, *fd[1:]):
+            raise ValueError("an articulated-module inertia is not positive definite at this state")
     else:
-        raise ValueError(f"quantity must be 'floating_inverse', 'inverse' or 'mass_matrix', got {quantity!r}")
+        raise ValueError(f"quantity must be 'floating_inverse', 'inverse', 'mass_matrix' or 'forward', got "
+                         f"{quantity!r}")
     return c, np.vectorize(float, otypes=[float])(out)
 
 
@@ -192,6 +208,10 @@ def numeric(robot: LeggedRobot, quantity: str, q, v=None, a=None, fext=None) -> 
         return md.mass_matrix(q).copy()
     if quantity == "inverse":
         return md.inverse_dynamics(q, v, a).copy()
+    if quantity == "forward":
+        tau = np.array(a, dtype=float)
+        tau[:robot.n_base] = 0.0
+        return md.forward_dynamics(q, v, tau).copy()
     return md.floating_base_inverse_dynamics(q, v, a)[1].copy()
 
 
@@ -206,47 +226,60 @@ def count_table(chain_sizes=(2, 3, 4, 5, 6, 7)) -> dict:
     """Counts beside Table 1: the floating-base legged robots under both partitions, and the fixed-base chains.
 
     Returns ``{"legged": {(robot, partition, quantity): (mul, add, sqrt, n)}, "chains": {n: (mul, add)},
-    "fit": (mul slope, mul intercept, add slope, add intercept)}`` -- ``mul`` counts divisions too, as the paper.
+    "fit": (mul slope, mul intercept, add slope, add intercept), "chains_forward": ..., "fit_forward": ...}``
+    (``chains``/``fit`` inverse dynamics, ``*_forward`` forward dynamics) -- ``mul`` counts divisions too, as
+    the paper.
     """
     legged = {}
     for make in (planar_biped, spatial_quadruped):
         robot = make()
         q, v, a, fext = random_state(robot)
         for partition, r in (("modules", robot), ("links", link_partition(robot))):
-            for quantity in ("floating_inverse", "mass_matrix"):
+            for quantity in ("floating_inverse", "forward", "mass_matrix"):
                 c, _ = count(r, quantity, q, v, a, fext)
                 legged[(robot.name, partition, quantity)] = (c.mul + c.div, c.add, c.sqrt, robot.n_actuated)
-    chains = {}
-    for n in chain_sizes:
-        robot = link_partition(serial_chain(n))
-        q, v, a, fext = random_state(robot)
-        c, _ = count(robot, "inverse", q, v, a, np.zeros_like(fext))
-        chains[n] = (c.mul + c.div, c.add)
-    ns = np.array(list(chains))
-    mul = np.polyfit(ns, [chains[n][0] for n in ns], 1)
-    add = np.polyfit(ns, [chains[n][1] for n in ns], 1)
-    return {"legged": legged, "chains": chains, "fit": (mul[0], mul[1], add[0], add[1])}
+    out = {"legged": legged}
+    for quantity, key in (("inverse", ""), ("forward", "_forward")):
+        chains = {}
+        for n in chain_sizes:
+            robot = link_partition(serial_chain(n))
+            q, v, a, fext = random_state(robot)
+            c, _ = count(robot, quantity, q, v, a, np.zeros_like(fext))
+            chains[n] = (c.mul + c.div, c.add)
+        ns = np.array(list(chains))
+        mul = np.polyfit(ns, [chains[n][0] for n in ns], 1)
+        add = np.polyfit(ns, [chains[n][1] for n in ns], 1)
+        out["chains" + key] = chains
+        out["fit" + key] = (mul[0], mul[1], add[0], add[1])
+    return out
 
 
 def format_table(table: dict) -> str:
     lines = ["Seed 004 Table 1 beside the module-level DeNOC recursion counted here (M: mul/div, A: add/sub)",
-             f"{'quantity':44s} {'n':>3s} | {'paper M':>8s} {'paper A':>8s} | {'ours M':>7s} {'ours A':>7s} sqrt"]
+             f"{'quantity':54s} {'n':>3s} | {'paper M':>8s} {'paper A':>8s} | {'ours M':>7s} {'ours A':>7s} sqrt"]
     lines.append("-" * len(lines[-1]))
+    labels = {"floating_inverse": "floating-base ID (26-27)", "forward": "floating-base FD (28-30)",
+              "mass_matrix": "GIM (A.2-A.3)"}
+    paper_row = {"floating_inverse": "floating_inverse", "forward": "floating_forward"}
     for (name, partition, quantity), (mul, add, sqrt, n) in table["legged"].items():
-        label = f"{name} {'floating-base ID (26-27)' if quantity == 'floating_inverse' else 'GIM (A.2-A.3)'}, {partition}"
-        if quantity == "floating_inverse":
-            pm, pa = paper_counts("floating_inverse", n)
+        label = f"{name} {labels[quantity]}, {partition}"
+        if quantity in paper_row:
+            pm, pa = paper_counts(paper_row[quantity], n)
             paper = f"{pm:8d} {pa:8d}"
         else:
             paper = f"{'-':>8s} {'-':>8s}"
-        lines.append(f"{label:44s} {n:3d} | {paper} | {mul:7d} {add:7d} {sqrt:4d}")
-    for n, (mul, add) in table["chains"].items():
-        pm, pa = paper_counts("fixed_inverse", n)
-        lines.append(f"{'fixed-base chain ID, links':44s} {n:3d} | {pm:8d} {pa:8d} | {mul:7d} {add:7d} {0:4d}")
-    ms, mi, as_, ai = table["fit"]
-    lines.append(f"fixed-base ID fitted: ({ms:.0f}n {mi:+.0f})M ({as_:.0f}n {ai:+.0f})A; paper (94n - 81)M (82n - 75)A, "
-                 "Featherstone (130n - 68)M (101n - 56)A")
-    lines.append("forward dynamics (paper (209n + 60)M (201n + 66)A floating base): not counted, no module-level UDU^T")
+        lines.append(f"{label:54s} {n:3d} | {paper} | {mul:7d} {add:7d} {sqrt:4d}")
+    for key, what, row in (("", "ID", "fixed_inverse"), ("_forward", "FD", "fixed_forward")):
+        for n, (mul, add) in table["chains" + key].items():
+            pm, pa = paper_counts(row, n)
+            lines.append(f"{'fixed-base chain ' + what + ', links':54s} {n:3d} | {pm:8d} {pa:8d} | {mul:7d} {add:7d} "
+                         f"{0:4d}")
+    for key, what, row in (("", "ID", "fixed_inverse"), ("_forward", "FD", "fixed_forward")):
+        ms, mi, as_, ai = table["fit" + key]
+        (pms, pmi), (pas, pai) = PAPER_TABLE1[row]
+        (fms, fmi), (fas, fai) = PAPER_TABLE1[row + "_featherstone"]
+        lines.append(f"fixed-base {what} fitted: ({ms:.0f}n {mi:+.0f})M ({as_:.0f}n {ai:+.0f})A; paper ({pms}n {pmi:+d})M "
+                     f"({pas}n {pai:+d})A, Featherstone ({fms}n {fmi:+d})M ({fas}n {fai:+d})A")
     return "\n".join(lines)
 
 
