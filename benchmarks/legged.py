@@ -7,7 +7,9 @@ computed-torque (CT, eqs. 33-37) controllers of :mod:`rtctl.plants.legged.contro
 paper's gains (kp = 49, kd = 14), all measured in the same run:
 
 * time per q'': rtctl's O(n) articulated-module recursion (``aba``, UDU^T,
-  eqs. 28-30), rtctl's O(n^3) reference (M by composite modules + Cholesky)
+  eqs. 28-30, one link per module), the module-level block UDU^T of the
+  paper's modules (:mod:`rtctl.plants.legged.modular`, "O(n) mod.", timed for
+  q'' only), rtctl's O(n^3) reference (M by composite modules + Cholesky)
   and Pinocchio's ABA on the same model (built from the robot's URDF export:
   the planar and Euler-angle bases as prismatic + revolute joints) and the
   same states (sampled every 10 ms along the controlled run). Each is the
@@ -63,8 +65,8 @@ from oracle import Pair  # noqa: E402
 from rtctl.dynamics.contact import ContactModel  # noqa: E402
 from rtctl.plants.legged.control import (BipedWalk, LeggedComputedTorque, LeggedFeedForwardPD,  # noqa: E402
                                          QuadrupedTrot)
-from rtctl.plants.legged.modular import (ModularDynamics, _entry_floating_base, _entry_inverse_dynamics,  # noqa: E402
-                                         _entry_mass_matrix)
+from rtctl.plants.legged.modular import (ModularDynamics, _entry_floating_base, _entry_forward_dynamics,  # noqa: E402
+                                         _entry_inverse_dynamics, _entry_mass_matrix)
 from rtctl.plants.legged.plant import PAPER_GROUND, LeggedPlant  # noqa: E402
 from rtctl.dynamics import Dynamics, kernels  # noqa: E402
 from rtctl.plants.legged.model import planar_biped, spatial_quadruped  # noqa: E402
@@ -153,18 +155,23 @@ def per_call_us(fn, states, calls):
 
 
 def time_qdd(robot, record, batches, calls):
-    """Median us per q'' of the O(n), O(n^3) and Pinocchio ABA on the recorded states (same states for all)."""
+    """Median us per q'' of the O(n), O(n^3), the module-level block UDU^T (:mod:`rtctl.plants.legged.modular`,
+    the paper's modules) and Pinocchio ABA on the recorded states (same states for all)."""
     pair = Pair.from_model(robot.model)
     dyn = pair.dyn
     mi, mf, ws, mat = dyn.mi, dyn.mf, dyn.ws, dyn._mat
+    md = ModularDynamics(robot)
+    mmi, mmf, mws, mods, work, fd_work = md.dyn.mi, md.dyn.mf, md.dyn.ws, md.mods, md._work, md._fd_work
     out = np.zeros(robot.model.nv)
     states = [(q, v, tau, pair.q_to_pin(q), pair.v_to_pin(v), pair.v_to_pin(tau)) for q, v, tau in record]
     pm, pd = pair.pin_model, pair.pin_data
-    worst = max(np.abs(dyn.forward_dynamics(q, v, tau) - pair.v_from_pin(pin.aba(pm, pd, qp, vp, tp))).max()
+    worst = max(max(np.abs(dyn.forward_dynamics(q, v, tau) - pair.v_from_pin(pin.aba(pm, pd, qp, vp, tp))).max(),
+                    np.abs(md.forward_dynamics(q, v, tau) - pair.v_from_pin(pin.aba(pm, pd, qp, vp, tp))).max())
                 for q, v, tau, qp, vp, tp in states)
     candidates = {
         "O(n)": lambda q, v, tau, *_: kernels.aba(mi, mf, ws, q, v, tau, out),
         "O(n^3)": lambda q, v, tau, *_: kernels.forward_dynamics_cholesky(mi, mf, ws, mat, q, v, tau, out),
+        "module": lambda q, v, tau, *_: _entry_forward_dynamics(mmi, mmf, mws, mods, q, v, tau, out, work, fd_work),
         "pin": lambda q, v, tau, qp, vp, tp: pin.aba(pm, pd, qp, vp, tp),
     }
     for fn in candidates.values():
@@ -349,11 +356,14 @@ def main(argv=None) -> int:
                   f"{improvement(bdf['cholesky'][0], bdf['aba'][0]):>7.1f}%{bdf['aba'][1]:>7d}"
                   f"   {paper[1]:.2f} ({improvement(paper[0], paper[1]):.2f}%), {paper[3]} "
                   f"({improvement(paper[2], paper[3]):.2f}%)")
+            print(f"{'':<14}{'O(n) mod.':<10}{qdd['module']:>9.2f}"
+                  f"{improvement(qdd['O(n^3)'], qdd['module']):>7.1f}%{qdd['module'] / qdd['pin']:>6.2f}"
+                  f"   module-level block UDU^T (eqs. 28-30, A.4-A.9), q'' only")
             print(f"{'':<14}{'Pinocchio':<10}{qdd['pin']:>9.2f}")
     print("-" * len(head))
     print(f"fixed step: biped {1e-3 / LOOP_DT['biped']:g} kHz loop, {FIXED['biped'][1]} ({FIXED['biped'][0]}) "
           f"sub-step; quadruped {1e-3 / LOOP_DT['quadruped']:g} kHz, {FIXED['quadruped'][1]} sub-steps; wall time includes the "
-          "trajectory sample and the controller; largest |q''| disagreement rtctl vs Pinocchio: "
+          "trajectory sample and the controller; largest |q''| disagreement rtctl (link and module) vs Pinocchio: "
           f"{max((r[3] for r in rows.values()), default=np.nan):.1e}")
     quad = [rows[("quadruped", c)] for c in CONTROLLERS if ("quadruped", c) in rows]
     faster = bool(quad) and all(r[0]["O(n)"] < r[0]["O(n^3)"] for r in quad)

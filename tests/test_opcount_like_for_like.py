@@ -21,18 +21,18 @@ from rtctl.plants.stewart.opcount import (
 
 # (mul + div, add, sqrt) measured with plants/legged/opcount.py
 LEGGED_COUNTS = {
-    ("planar_biped", "modules", "floating_inverse"): (1906, 2069, 3),
-    ("planar_biped", "links", "floating_inverse"): (1594, 1673, 3),
-    ("spatial_quadruped", "modules", "floating_inverse"): (4754, 5111, 6),
-    ("spatial_quadruped", "links", "floating_inverse"): (4406, 4535, 6),
-    ("planar_biped", "modules", "mass_matrix"): (1239, 1374, 0),
-    ("spatial_quadruped", "modules", "mass_matrix"): (3186, 3510, 0),
+    ("planar_biped", "modules", "floating_inverse"): (1620, 1717, 3),
+    ("planar_biped", "links", "floating_inverse"): (1308, 1329, 3),
+    ("spatial_quadruped", "modules", "floating_inverse"): (4142, 4393, 6),
+    ("spatial_quadruped", "links", "floating_inverse"): (3722, 3745, 6),
+    ("planar_biped", "modules", "mass_matrix"): (1047, 1119, 0),
+    ("spatial_quadruped", "modules", "mass_matrix"): (2817, 3018, 0),
     # forward dynamics, the block UDU^T (eqs. 28-30, A.4-A.9); paper (209 n + 60) M (201 n + 66) A: 1314 / 1272
     # (biped, n = 6), 2568 / 2478 (quadruped, n = 12)
-    ("planar_biped", "modules", "forward"): (2223, 2281, 0),
-    ("planar_biped", "links", "forward"): (1921, 1943, 0),
-    ("spatial_quadruped", "modules", "forward"): (4416, 4593, 0),
-    ("spatial_quadruped", "links", "forward"): (4004, 4133, 0),
+    ("planar_biped", "modules", "forward"): (1934, 1932, 0),
+    ("planar_biped", "links", "forward"): (1560, 1542, 0),
+    ("spatial_quadruped", "modules", "forward"): (3900, 3983, 0),
+    ("spatial_quadruped", "links", "forward"): (3308, 3355, 0),
 }
 
 
@@ -53,9 +53,9 @@ def test_legged_counts_are_reproducible_and_count_the_numeric_algorithm(key):
 
 
 def test_link_level_recursion_is_linear_in_n_and_the_module_blocks_are_not():
-    """Every link its own module (the paper's link-level case): fixed-base ID costs exactly (126 n - 24) M and
-    (131 n - 50) A, against the paper's (94 n - 81) M (82 n - 75) A; fixed-base FD (block UDU^T, eqs. 28-30)
-    exactly (301 n - 204) M (305 n - 257) A, against the paper's (209 n - 198) M (201 n - 185) A and
+    """Every link its own module (the paper's link-level case): fixed-base ID costs exactly (96 n - 31) M and
+    (98 n - 59) A, against the paper's (94 n - 81) M (82 n - 75) A; fixed-base FD (block UDU^T, eqs. 28-30)
+    exactly (247 n - 202) M (248 n - 257) A, against the paper's (209 n - 198) M (201 n - 185) A and
     Featherstone's (300 n - 267) M (279 n - 259) A, computing what the compiled kernel computes; one dense
     module of n links (N^i of eq. 5 full) grows faster than linearly."""
     links, forward, block = {}, {}, {}
@@ -72,9 +72,9 @@ def test_link_level_recursion_is_linear_in_n_and_the_module_blocks_are_not():
         c, _ = legged_count.count(chain, "inverse", q, v, a, zero)
         block[n] = c.mul + c.div
     for n, (mul, add) in links.items():
-        assert (mul, add) == (126 * n - 24, 131 * n - 50)
+        assert (mul, add) == (96 * n - 31, 98 * n - 59)
         assert legged_count.paper_counts("fixed_inverse", n) == (94 * n - 81, 82 * n - 75)
-        assert forward[n] == (301 * n - 204, 305 * n - 257, 0)
+        assert forward[n] == (247 * n - 202, 248 * n - 257, 0)
         assert legged_count.paper_counts("fixed_forward", n) == (209 * n - 198, 201 * n - 185)
     second_difference = [block[n + 1] - 2 * block[n] + block[n - 1] for n in range(3, 6)]
     assert all(d > 0 for d in second_difference)

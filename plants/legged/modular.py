@@ -118,9 +118,11 @@ def module_matrices(mods, pos, s_axis, v, twist, n_mat, n_dot, a_col, a_dot):
             else:
                 for r in range(6):
                     twist[b, r] = 0.0
-            for j in range(k + 1):                 # N^i block (k, j) = A_{k,j} p_j, eq. 5
+            for j in range(k):                     # N^i block (k, j) = A_{k,j} p_j, eq. 5
                 bj = first + j
                 _twist_shift(pos, b, bj, s_axis[bj], n_mat[i, :, j], 6 * k)
+            for r in range(6):                     # block (k, k) = p_k (A_{k,k} = 1)
+                n_mat[i, 6 * k + r, k] = s_axis[b, r]
             for j in range(k + 1, eta):
                 for r in range(6):
                     n_mat[i, 6 * k + r, j] = 0.0
@@ -146,12 +148,15 @@ def module_matrices(mods, pos, s_axis, v, twist, n_mat, n_dot, a_col, a_dot):
                 lx, ly, lz = s_axis[bj, 3], s_axis[bj, 4], s_axis[bj, 5]
                 pex, pey, pez = _cross(wjx, wjy, wjz, ex, ey, ez)
                 plx, ply, plz = _cross(wjx, wjy, wjz, lx, ly, lz)
+                r0 = 6 * k
+                n_dot[i, r0, j], n_dot[i, r0 + 1, j], n_dot[i, r0 + 2, j] = pex, pey, pez
+                if j == k:                         # block (k, k) = Omega_k p_k (A_{k,k} = 1, A-dot_{k,k} = 0)
+                    n_dot[i, r0 + 3, j], n_dot[i, r0 + 4, j], n_dot[i, r0 + 5, j] = plx, ply, plz
+                    continue
                 ax, ay, az = pos[bj, 0] - pos[b, 0], pos[bj, 1] - pos[b, 1], pos[bj, 2] - pos[b, 2]
                 sx, sy, sz = _cross(ax, ay, az, pex, pey, pez)
                 ux, uy, uz = twist[bj, 3] - twist[b, 3], twist[bj, 4] - twist[b, 4], twist[bj, 5] - twist[b, 5]
                 dx, dy, dz = _cross(ux, uy, uz, ex, ey, ez)
-                r0 = 6 * k
-                n_dot[i, r0, j], n_dot[i, r0 + 1, j], n_dot[i, r0 + 2, j] = pex, pey, pez
                 n_dot[i, r0 + 3, j] = plx + sx + dx
                 n_dot[i, r0 + 4, j] = ply + sy + dy
                 n_dot[i, r0 + 5, j] = plz + sz + dz
