@@ -63,6 +63,7 @@ MOVING_FRACTION = 0.1            # of a joint's RMS velocity: below it the joint
 ROUND_OFF = 1e-12                # of the largest regressor column: a column this small is round-off
 BASE_TOLERANCE = 1e-6            # R's diagonal below this times its largest: a direction the run does not see
 MAX_EVALUATIONS = 100            # of the consistent fit's residual, when the free minimum is not consistent
+EFFORT_MARGIN = 10.0              # a commanded torque beyond this times the effort limit: not this robot's run
 MIN_THICKNESS = 1e-4             # m: least RMS extent of a body's mass along each axis (a 0.35 mm plate)
 
 
@@ -136,8 +137,13 @@ def read_run(path, model: Model):
                                   "needs the base's motion, which a recording of the joints does not hold")
     recording = read_recording(str(path), progress=False)
     samples, meta = recording["samples"], recording["meta"] or {}
-    recorded = list(meta.get("joints") or [])
-    _, _, needed = actuated_indices(model)
+    recorded = meta.get("joints") or []
+    if not isinstance(recorded, list) or not all(isinstance(name, str) for name in recorded):
+        raise IdentificationError(f"{path}: the metadata's 'joints' is {str(recorded)[:80]}, not a list of joint names")
+    twice = sorted({name for name in recorded if recorded.count(name) > 1})
+    if twice:
+        raise IdentificationError(f"{path}: the metadata names the joint(s) {twice[:5]} more than once")
+    _, v_index, needed = actuated_indices(model)
     missing = [name for name in needed if name not in recorded]
     if missing:
         raise IdentificationError(f"{path}: the recording has no joint(s) {missing} of model '{model.name}' "
@@ -145,9 +151,30 @@ def read_run(path, model: Model):
     for name in ("t", "q", "effort_cmd"):
         if name not in samples:
             raise IdentificationError(f"{path}: the recording has no '{name}' field")
+        width = samples[name].shape[1] if samples[name].ndim == 2 else None
+        if name != "t" and width != len(recorded):
+            raise IdentificationError(f"{path}: the field '{name}' holds {width or 'no list of'} values per sample "
+                                      f"where the metadata names {len(recorded)} joints")
+    if samples["t"].ndim != 1:
+        raise IdentificationError(f"{path}: the field 't' holds lists where each sample has one time")
     columns = [recorded.index(name) for name in needed]
     keep = samples["tripped"] == 0 if "tripped" in samples else np.ones(len(samples["t"]), dtype=bool)
     t, q, tau = samples["t"][keep], samples["q"][keep][:, columns], samples["effort_cmd"][keep][:, columns]
+    index = samples["index"][keep] if "index" in samples else np.flatnonzero(keep)
+    for field_name, values in (("t", t[:, None]), ("q", q), ("effort_cmd", tau)):
+        bad = ~np.isfinite(values)
+        if bad.any():
+            k, j = np.argwhere(bad)[0]
+            joint = f" ({needed[j]})" if field_name != "t" else ""
+            raise IdentificationError(f"{path}: sample {index[k]} has {field_name}{joint} = {values[k, j]}; "
+                                      f"identification needs finite values")
+    limit = model.effort_limit[v_index]
+    beyond = np.isfinite(limit) & (limit > 0) & (np.abs(tau) > EFFORT_MARGIN * limit)
+    if beyond.any():
+        k, j = np.argwhere(beyond)[0]
+        raise IdentificationError(f"{path}: sample {index[k]} commands effort_cmd ({needed[j]}) = {tau[k, j]:.6g}, "
+                                  f"over {EFFORT_MARGIN:g} times the model's effort limit {limit[j]:g}: a recording "
+                                  f"of another robot, or a damaged one")
     if len(t) < 3 or np.any(np.diff(t) <= 0):
         raise IdentificationError(f"{path}: needs a run of increasing sample times; got {len(t)} samples")
     return t, q, tau

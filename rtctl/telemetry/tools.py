@@ -283,50 +283,234 @@ def record(endpoint: str, path: str, duration: float | None = None, samples: int
 
 
 # -- reading recordings ------------------------------------------------------------------------
+MAX_CHUNK_BYTES = 64 << 20       # one MCAP chunk, uncompressed (rtctl record writes chunks of about 1 MiB)
+MAX_RECORDING_BYTES = 1 << 30    # messages of one recording, uncompressed (about 1.5 million 7-joint samples)
+COLUMN_BATCH = 4096              # samples parsed before they are turned into arrays (8 bytes a number)
+
+
 def read_recording(path: str, progress: bool = True, out=None) -> dict:
-    """Load an MCAP recording: ``{"meta": last meta, "events": [...], "samples": {field: array}}``."""
+    """Load an MCAP recording: ``{"meta": last meta, "events": [...], "samples": {field: array}}``.
+
+    A file that is not a recording of ``rtctl record`` -- truncated, with lengths or chunk sizes beyond the
+    file or beyond :data:`MAX_CHUNK_BYTES`, a compressed chunk that inflates past its declared size or the
+    messages past :data:`MAX_RECORDING_BYTES` (a compression bomb), samples that are not objects of numbers
+    with the same fields -- is a ``ValueError`` of one line naming the file and what is wrong, read before
+    anything inflates beyond those bounds."""
     from mcap.exceptions import McapError
 
     if os.path.getsize(path) == 0:
         raise ValueError(f"{path}: the file is empty (a recording that never started?)")
     try:
-        rows, events, meta = _read_mcap_rows(path, progress, out)
-    except (McapError, EOFError, struct.error, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not a readable MCAP recording ({type(exc).__name__}: {exc}); "
-                         f"record one with `rtctl record FILE.mcap`") from None
-    if not rows:
+        columns, events, meta = _read_mcap_rows(path, progress, out)
+    except SchemaError:
+        raise
+    except (McapError, EOFError, struct.error, ValueError, MemoryError, OverflowError, RuntimeError) as exc:
+        raise ValueError(f"{path}: not a readable MCAP recording ({type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:200]}); record one with `rtctl record FILE.mcap`") from None
+    if columns is None:
         raise ValueError(f"{path}: the recording holds no telemetry samples")
-    samples = {name: np.asarray([r[name] for r in rows], dtype=np.int64
-                                if name in INTEGER_FIELDS or name == "index" else np.float64) for name in rows[0]}
-    return {"meta": meta, "events": events, "samples": samples}
+    return {"meta": meta, "events": events, "samples": columns}
+
+
+class _FileBound:
+    """A file's reads capped at what is left of it: a record that declares more bytes than the file holds
+    ends the read (MCAP's EndOfFile) instead of allocating the declared size."""
+
+    def __init__(self, fh, size: int):
+        self._fh, self._size = fh, size
+
+    def read(self, n: int = -1) -> bytes:
+        left = max(0, self._size - self._fh.tell())
+        return self._fh.read(left if n is None or n < 0 else min(n, left))
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._fh.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._fh.tell()
+
+    def seekable(self) -> bool:
+        return True
+
+
+def _inflate(path: str, chunk) -> bytes:
+    """A chunk's records, decompressed to at most MAX_CHUNK_BYTES and exactly its declared size."""
+    size = chunk.uncompressed_size
+    where = f"{path}: an MCAP chunk"
+    if size > MAX_CHUNK_BYTES:
+        raise SchemaError(f"{where} declares {size} bytes uncompressed, more than the {MAX_CHUNK_BYTES >> 20} MiB "
+                          f"rtctl reads at once (not a recording of `rtctl record`)")
+    limit = MAX_CHUNK_BYTES + 1
+    if chunk.compression == "zstd":
+        import io
+
+        import zstandard
+        try:
+            with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(chunk.data), read_across_frames=True) as z:
+                parts, got = [], 0
+                while got < limit:
+                    part = z.read(min(1 << 20, limit - got))
+                    if not part:
+                        break
+                    parts.append(part)
+                    got += len(part)
+            data = b"".join(parts)
+        except zstandard.ZstdError as exc:
+            raise SchemaError(f"{where} is not valid zstd data ({exc})") from None
+    elif chunk.compression == "lz4":
+        import lz4.frame
+        data = lz4.frame.LZ4FrameDecompressor().decompress(chunk.data, max_length=limit)
+    elif chunk.compression == "":
+        data = chunk.data
+    else:
+        raise SchemaError(f"{where} uses the compression {chunk.compression[:40]!r}; rtctl reads zstd, lz4 or none")
+    if len(data) != size:
+        more = "or more " if len(data) >= limit else ""
+        raise SchemaError(f"{where} declares {size} bytes uncompressed and inflates to {more}{len(data)} bytes "
+                          f"(damaged, or a compression bomb)")
+    return data
 
 
 def _read_mcap_rows(path: str, progress: bool, out):
+    """(columns or None, events, meta) in log-time order, each message checked and bounded as it is read."""
+    import dataclasses
+
     from mcap.reader import make_reader
+    from mcap.records import Channel, Chunk, Message
+    from mcap.stream_reader import StreamReader, breakup_chunk
     from tqdm import tqdm
 
-    rows, events, meta = [], [], None
+    size = os.path.getsize(path)
+    events, metas, batches, rows, stamps = [], [], [], [], []
+    names = None
     with open(path, "rb") as fh:
-        reader = make_reader(fh)
-        summary = reader.get_summary()
+        summary = make_reader(_FileBound(fh, size)).get_summary()
         total = sum(summary.statistics.channel_message_counts.values()) if summary and summary.statistics else None
         if total is not None and not _sample_count(summary):
-            return rows, events, meta     # no samples: read_recording says so, with no progress bar before it
+            return None, events, None     # no samples: read_recording says so, with no progress bar before it
+        fh.seek(0)
         bar = tqdm(total=total, unit="msg", desc=f"reading {path}", disable=not progress, file=out or sys.stderr)
-        for _schema, channel, message in reader.iter_messages(log_time_order=True):
-            obj = json.loads(message.data)
-            if channel.topic == CH_SAMPLES:
+        topics, inflated = {}, 0
+
+        def records():
+            nonlocal inflated
+            for record in StreamReader(_FileBound(fh, size), emit_chunks=True, record_size_limit=size).records:
+                if isinstance(record, Chunk):
+                    data = _inflate(path, record)
+                    inflated += len(data)
+                    if inflated > MAX_RECORDING_BYTES:
+                        break
+                    yield from breakup_chunk(dataclasses.replace(record, compression="", data=data), True)
+                else:
+                    yield record
+
+        for record in records():
+            if isinstance(record, Channel):
+                topics[record.id] = record.topic
+                continue
+            if not isinstance(record, Message):
+                continue
+            inflated += len(record.data)
+            if inflated > MAX_RECORDING_BYTES:
+                break
+            obj = json.loads(record.data)
+            topic = topics.get(record.channel_id)
+            if topic == CH_SAMPLES:
                 rows.append(obj)
-            elif channel.topic == CH_META:
+                stamps.append(record.log_time)
+                if len(rows) == COLUMN_BATCH:
+                    names = _add_batch(path, batches, rows, names)
+            elif topic == CH_META:
+                if not isinstance(obj, dict):
+                    raise SchemaError(f"{path}: a {CH_META} message is a JSON {type(obj).__name__}, not an object")
                 if obj.get("version") != SCHEMA_VERSION:
                     raise SchemaError(f"{path}: recording has telemetry schema version {obj.get('version')!r}, "
                                       f"this rtctl reads version {SCHEMA_VERSION}")
-                meta = obj
+                metas.append((record.log_time, obj))
             else:
-                events.append(obj)
+                events.append((record.log_time, obj))
             bar.update(1)
         bar.close()
-    return rows, events, meta
+    if inflated > MAX_RECORDING_BYTES:
+        raise SchemaError(f"{path}: the recording's messages inflate to more than {MAX_RECORDING_BYTES >> 20} MiB, "
+                          f"more than rtctl reads into memory (a compression bomb, or record a shorter run)")
+    if rows:
+        names = _add_batch(path, batches, rows, names)
+    meta = max(metas, key=lambda m: m[0])[1] if metas else None       # the last in log time
+    events = [e for _, e in sorted(events, key=lambda e: e[0])]
+    if not batches:
+        return None, events, meta
+    order = np.argsort(np.asarray(stamps, dtype=np.uint64), kind="stable")
+    columns = {name: np.concatenate([b[name] for b in batches])[order] for name in names}
+    return columns, events, meta
+
+
+def _add_batch(path: str, batches: list, rows: list, names):
+    """Turn ``rows`` (the samples' JSON objects) into arrays appended to ``batches``; empties ``rows``.
+    Every sample must be an object with the first sample's fields: numbers (64-bit integers for the integer
+    fields) or, for the per-joint fields, lists of numbers as long in every sample."""
+    first = sum(len(next(iter(b.values()))) for b in batches)
+    for k, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise SchemaError(f"{path}: telemetry sample {first + k} is a JSON {type(row).__name__}, not an object")
+        if names is None:
+            names = tuple(row)
+            if not names:
+                raise SchemaError(f"{path}: telemetry sample {first + k} has no fields")
+        if row.keys() != set(names):
+            missing = [n for n in names if n not in row]
+            extra = [n for n in row if n not in names]
+            raise SchemaError(f"{path}: telemetry sample {first + k} "
+                              + (f"lacks the field(s) {missing}" if missing else f"has the field(s) {extra[:5]}")
+                              + " that the first sample " + ("has" if missing else "has not"))
+    batch = {}
+    for name in names:
+        integer = name in INTEGER_FIELDS or name == "index"
+        values = [r[name] for r in rows]
+        try:
+            column = np.asarray(values, dtype=np.int64 if integer else np.float64)
+        except (ValueError, TypeError, OverflowError):
+            column = None
+        if column is None or column.ndim not in (1, 2) or (batches and column.shape[1:] != batches[0][name].shape[1:]):
+            _raise_bad_field(path, first, name, values, integer, batches[0][name].shape[1:] if batches else None)
+        batch[name] = column
+    batches.append(batch)
+    rows.clear()
+    return names
+
+
+def _raise_bad_field(path: str, first: int, name: str, values: list, integer: bool, shape):
+    """The first sample whose ``name`` is not what the others' are, in one line."""
+    import numbers
+
+    def kind(v):
+        if isinstance(v, bool) or not isinstance(v, (numbers.Real, list)):
+            return None
+        if isinstance(v, list):
+            if not all(isinstance(x, numbers.Real) and not isinstance(x, bool) for x in v):
+                return None
+            if integer and not all(isinstance(x, int) and -2 ** 63 <= x < 2 ** 63 for x in v):
+                return None
+            return (len(v),)
+        if integer and isinstance(v, int) and not -2 ** 63 <= v < 2 ** 63:
+            return None
+        return ()
+
+    expected = shape if shape is not None else kind(values[0])
+    for k, v in enumerate(values):
+        got = kind(v)
+        if got is None or got != expected:
+            number = "a 64-bit integer" if integer else "a number"
+            if expected is None:
+                what = f"{number} or a list of them"
+            elif expected:
+                what = f"a list of {expected[0]} {'64-bit integers' if integer else 'numbers'}"
+            else:
+                what = number
+            text = json.dumps(v)
+            raise SchemaError(f"{path}: telemetry sample {first + k} field '{name}' = "
+                              f"{text[:60] + ('...' if len(text) > 60 else '')} is not {what}")
+    raise SchemaError(f"{path}: telemetry field '{name}' is not numbers of one shape")
 
 
 def _sample_count(summary) -> int:
