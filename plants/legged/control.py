@@ -49,6 +49,8 @@ average 1.5 on 2 cores): trajectory sample + FF update + plant step 11 us per
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 from numba.core.errors import TypingError
@@ -72,7 +74,8 @@ from rtctl.loops.controllers import (
 from rtctl.registry import CONTROLLERS
 
 __all__ = ["BIPED_GROUND", "BipedGait", "BipedWalk", "LeggedComputedTorque", "LeggedFeedForwardPD", "QuadrupedGait",
-           "QuadrupedTrot", "WalkRecord", "ipm_initial_state", "make_walk", "run_walk", "run_walk_offline"]
+           "QuadrupedTrot", "TROT_PAIRS", "WalkRecord", "ipm_initial_state", "make_walk", "planned_zmp_offset",
+           "run_walk", "run_walk_offline", "support_line_offsets"]
 
 BIPED_GROUND = PAPER_GROUND
 """The legged plant's default ground, seed 004's (module docstring, "Ground"): k = 1e6 N/m, d = 5000 N s/m."""
@@ -312,3 +315,87 @@ def run_walk_offline(robot_name: str, controller: str, duration: float, *, recor
         energy.append(sum(plant.energy()))
     rec.energy_change = energy[1] - energy[0]
     return rec
+
+
+# -- the trot's support line (tests, plots) ------------------------------------------------------------------
+TROT_PAIRS = ((0, 3), (1, 2))
+"""Contact points of the quadruped's diagonal pair in stance on even steps (front-left, hind-right) and odd ones."""
+
+
+def _line_offset(p, a, b) -> float:
+    """Signed horizontal distance (m) of ``p`` from the line through ``a`` and ``b`` (positive left of a -> b)."""
+    dx, dy = b[0] - a[0], b[1] - a[1]
+    return float((dx * (p[1] - a[1]) - dy * (p[0] - a[0])) / math.hypot(dx, dy))
+
+
+def _contact_positions(dyn, robot, q) -> np.ndarray:
+    rot, pos = dyn.forward_kinematics(q)
+    return np.array([pos[b] + rot[b] @ p for b, p in zip(robot.contact_bodies, robot.contact_points)])
+
+
+def support_line_offsets(rec: WalkRecord) -> dict:
+    """Where a quadruped trot stands relative to its support line, per sample of ``rec``.
+
+    The line runs through the contact points of the diagonal pair the gait has in stance
+    (:data:`TROT_PAIRS`). Returns (N,) arrays of signed horizontal distances from it (m):
+    ``com`` the measured centre of mass (line through the measured feet), ``com_planned``
+    the planned one (line through the planned feet), ``cop`` the centre of pressure of the
+    ground reaction (NaN unless exactly the two stance feet carry load), and the bool
+    ``two_feet`` marking those samples. Two point contacts put the centre of pressure on
+    their line: there the ground exerts no moment about it, and gravity's moment about it
+    is ``m g com``.
+    """
+    robot = rec.robot
+    dyn = Dynamics(robot.model)
+    planned, _ = rec.planned()
+    n = rec.t.shape[0]
+    out = {name: np.full(n, np.nan) for name in ("com", "com_planned", "cop")}
+    out["two_feet"] = np.zeros(n, dtype=bool)
+    for k in range(n):
+        i, j = TROT_PAIRS[rec.gait.stance(rec.t[k])]
+        feet, feet_planned = _contact_positions(dyn, robot, rec.q[k]), _contact_positions(dyn, robot, planned[k])
+        out["com"][k] = _line_offset(dyn.center_of_mass(rec.q[k]), feet[i], feet[j])
+        out["com_planned"][k] = _line_offset(dyn.center_of_mass(planned[k]), feet_planned[i], feet_planned[j])
+        fz = rec.grf[k, :, 2]
+        others = [c for c in range(fz.shape[0]) if c not in (i, j)]
+        if fz[i] > 0.0 and fz[j] > 0.0 and not np.any(fz[others] > 0.0):
+            out["two_feet"][k] = True
+            out["cop"][k] = _line_offset(fz @ feet / fz.sum(), feet[i], feet[j])
+    return out
+
+
+def planned_zmp_offset(gait: QuadrupedGait, t: float, h: float = 1e-4) -> float:
+    """Signed horizontal distance (m) of the zero-moment point of ``gait``'s planned motion at ``t`` from the line
+    through its planned stance diagonal (:data:`TROT_PAIRS`).
+
+    The ground wrench the motion needs is the rate of change of the bodies' momenta minus
+    gravity's (central differences of the planned body poses, step ``h`` s; ``t`` at least
+    ``2 h`` from a step boundary, where the plan's acceleration jumps); its zero-moment
+    point on the ground ``z = 0`` is ``(-M_y / F_z, M_x / F_z)`` with ``M`` its moment
+    about the world origin.
+    """
+    robot = gait.robot
+    m = robot.model
+    dyn = Dynamics(m)
+    g = np.array([0.0, 0.0, float(np.linalg.norm(m.gravity))])
+
+    def poses(tt):
+        rot, pos = dyn.forward_kinematics(gait.state(tt)[0])
+        return rot, pos + np.einsum("bij,bj->bi", rot, m.com)
+
+    def momentum(tt):
+        (ra, ca), (r0, c0), (rb, cb) = poses(tt - 0.5 * h), poses(tt), poses(tt + 0.5 * h)
+        angular = np.zeros(3)
+        for i in range(m.nbodies):
+            spin = ((rb[i] - ra[i]) / h) @ r0[i].T
+            omega = np.array([spin[2, 1], spin[0, 2], spin[1, 0]])
+            angular += m.mass[i] * np.cross(c0[i], (cb[i] - ca[i]) / h) + r0[i] @ m.inertia_com[i] @ r0[i].T @ omega
+        return angular
+
+    (_, cm), (_, c0), (_, cp) = poses(t - h), poses(t), poses(t + h)
+    force = (m.mass[:, None] * ((cp - 2.0 * c0 + cm) / (h * h) + g)).sum(axis=0)
+    moment = (momentum(t + h) - momentum(t - h)) / (2.0 * h) + np.cross(c0, m.mass[:, None] * g).sum(axis=0)
+    zmp = np.array([-moment[1] / force[2], moment[0] / force[2], 0.0])
+    i, j = TROT_PAIRS[gait.stance(t)]
+    feet = gait.feet(t)
+    return _line_offset(zmp, feet[i], feet[j])

@@ -61,14 +61,29 @@ Double support (``double_support = d``): the first ``d T`` of each step has
 all feet down and the trunk follows a quintic matching position, velocity
 and acceleration of the neighbouring single-support phases; B.1 and B.2 act
 over the single support ``T_ss = (1 - d) T``. The biped uses ``d = 0`` (the
-paper). The quadruped uses ``d = 0.4``: on a diagonal pair of point feet the
-robot can only tip about the line through the two feet, an inverted
-pendulum with e-folding time about ``sqrt(z_c / g) = 0.23 s`` on which no
-joint-space law acts, and the planned motion puts the zero-moment point up
-to 1.8 cm off that line. The pure trot (``d = 0``, 1 s on two feet) rolls
-by 0.3 rad within 2 s and topples after about 5 s (measured with both
-laws); a four-foot phase of 0.4 s re-levels the trunk every step (roll
-below 0.05 rad).
+paper). The quadruped uses ``d = 0.4``. On a diagonal pair of point feet the
+ground's centre of pressure lies on the line through them, so the ground
+exerts no moment about that line: gravity's moment about it, ``m g`` times
+the centre of mass's distance from it, is opposed only by the motion's own
+inertia. The paper's pure trot (``d = 0``, T = 1 s) carries the centre of
+mass from 4.3 cm on one side of the line to 4.3 cm on the other over each
+step with the zero-moment point of the planned motion within 1.8 cm of the
+line (1.1 cm over the middle 90 % of the step): the unstable orbit of an
+inverted pendulum of height ``z_c``, whose departures grow as
+``exp(sqrt(g / z_c) t)`` (4.43 1/s, e-folding time 0.23 s; measured 4.64 1/s
+over 0.5-0.7 s of the first step) and on which no joint-space law acts.
+Simulated (10 kHz, default ground; tests/test_legged_trot.py,
+``plots.py --paper``): the trunk rolls past 0.3 rad at 3.4 s and rolls over
+(past 1 rad) at 7.4 s under computed torque, 6.1 s under feed-forward. Two
+changes make the trot walk. A four-foot phase of 0.4 s re-levels the trunk
+every step (roll below 0.05 rad; the config). Or shorter steps: the swing
+feet land where the joints put them relative to the trunk, so each
+touch-down moves the support line with the trunk and catches the departure
+of the step before, which grew by ``exp(sqrt(g / z_c) T)``: with T = 0.3 s
+(stride 0.09 m, the same 0.3 m/s; factor 3.8) the pure trot walks (roll
+within 0.053 rad over 8 s, 93 % of the planned progress -- the feet slip at
+touch-down), T = 0.5 s (factor 9.2) rolls up to 0.25 rad and T >= 0.6 s
+(factor 14) rolls over within 8 s.
 
 Step ``k`` (``kT <= t < (k + 1) T``) has its stance ankle at
 ``x_0 + k l_s``; the biped alternates left (even k) and right stance; the

@@ -16,10 +16,15 @@ laws -- and writes
 
 * ``biped_paper_walk.png`` -- the paper's plan and feed-forward gains on the default ground
   (k = 1e6 N/m, d = 5000 N s/m): trunk height, pitch and vertical ground reaction of each foot, 12 s;
-* ``quadruped_trot_paper.png`` -- the paper's pure trot (two feet down at a time) against the config's
-  trot with a four-foot phase (40 % of each step), computed torque: roll, pitch and height of the trunk;
+* ``quadruped_trot_paper.png`` -- the paper's pure trot (two feet down at a time, 1 s steps), the same
+  pure trot with 0.3 s steps, and the config's trot with a four-foot phase (40 % of each 1 s step),
+  computed torque: roll, pitch and height of the trunk;
+* ``quadruped_trot_support_line.png`` -- why the paper's pure trot falls: the centre of mass's distance
+  from the support line (measured, planned), the centre of pressure on it, the planned zero-moment point,
+  and the departure from the plan against exp(sqrt(g / z_c) t);
+* ``quadruped_trot_periods.png`` -- the pure trot's largest roll in 8 s against the step period;
 
-and prints the bounds the tests assert. ``--paper`` writes only the last two.
+and prints the bounds the tests assert. ``--paper`` writes only the last four.
 Usage: python plants/legged/plots.py [--out DIR] [--paper]
 """
 from __future__ import annotations
@@ -33,7 +38,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from rtctl.plants.legged.control import run_walk  # noqa: E402
+from rtctl.plants.legged.control import (QuadrupedGait, planned_zmp_offset, run_walk,  # noqa: E402
+                                         support_line_offsets)
+
+Z_C = 0.5                       # m, the quadruped's planned centre-of-mass height
+OMEGA = np.sqrt(9.81 / Z_C)     # 1/s, the inverted pendulum's rate about the support line
+FAST = {"period": 0.3, "stride": 0.09}  # the pure trot's step that walks (the same 0.3 m/s)
 
 
 # FF and CT agree with the plan to ~1e-4 rad: the plan is a wide grey band, FF a solid line and CT a dashed
@@ -135,7 +145,7 @@ def biped_paper_walk_figure(path, rec):
     """Trunk height, pitch and each foot's vertical ground reaction of one biped walk."""
     z_err = np.abs(rec.q[:, 1] - 0.96).max()
     pitch = np.abs(rec.q[:, 2]).max()
-    fig, axes = plt.subplots(3, 1, figsize=(7.5, 7.4), sharex=True, layout="constrained")
+    fig, axes = plt.subplots(3, 1, figsize=(9.5, 7.4), sharex=True, layout="constrained")
     axes[0].plot(rec.t, rec.q[:, 1], color="C0", label="trunk centre of mass z_0")
     axes[0].axhline(0.96, color="0.6", ls="--", lw=1, label="planned z_c = 0.96 m")
     axes[0].set_ylabel("z_0 (m)")
@@ -148,7 +158,7 @@ def biped_paper_walk_figure(path, rec):
     axes[2].set_xlabel("time (s)")
     for ax in axes:
         ax.grid(True, alpha=0.3)
-        ax.legend(loc="upper right", fontsize=7, framealpha=0.9)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     axes[0].set_ylim(0.955, 0.965)
     fig.suptitle(f"Biped, paper's plan (B.1) and FF gains on k = 1e6 N/m, d = 5000 N s/m, {rec.t[-1]:.0f} s\n"
                  f"max |z_0 - 0.96| = {z_err * 1e3:.2f} mm, max |pitch| = {pitch * 1e3:.2f} mrad, "
@@ -158,15 +168,20 @@ def biped_paper_walk_figure(path, rec):
 
 
 def trot_figure(path, runs):
-    """``runs``: label -> walk record of the quadruped; roll, pitch and height of the trunk, with fall times."""
+    """``runs``: label -> walk record of the quadruped; roll, pitch and height of the trunk, with fall times
+    (roll or pitch past 0.3 rad, or the trunk 10 cm off its height)."""
     fig, axes = plt.subplots(3, 1, figsize=(7.5, 7.4), sharex=True, layout="constrained")
     notes = []
     for k, (label, rec) in enumerate(runs.items()):
-        tipped = (np.abs(rec.q[:, 3:6]).max(axis=1) > 0.3) | (np.abs(rec.q[:, 2] - 0.5) > 0.1)
-        end = np.argmax(tipped) if tipped.any() else len(rec.t)
-        notes.append(f"{label}: " + (f"tips over at {rec.t[end]:.2f} s" if tipped.any() else
-                                     f"max |roll| {np.abs(rec.q[:, 5]).max():.3f} rad"))
-        sel = slice(0, min(len(rec.t), end + 20))
+        roll = np.abs(rec.q[:, 5])
+        note = f"{label.split(' (')[0]}: "
+        if (roll > 1.0).any():
+            note += (f"roll past 0.3 rad at {rec.t[np.argmax(roll > 0.3)]:.2f} s, rolls over (past 1 rad) at "
+                     f"{rec.t[np.argmax(roll > 1.0)]:.2f} s")
+        else:
+            note += f"max |roll| {roll.max():.3f} rad"
+        notes.append(note)
+        sel = slice(None)
         axes[0].plot(rec.t[sel], rec.q[sel, 5], color=f"C{k}", label=label)
         axes[1].plot(rec.t[sel], rec.q[sel, 4], color=f"C{k}", label=label)
         axes[2].plot(rec.t[sel], rec.q[sel, 2], color=f"C{k}", label=label)
@@ -178,15 +193,91 @@ def trot_figure(path, runs):
     axes[2].set_ylim(0.35, 0.6)
     axes[-1].set_xlabel("time (s)")
     _finish(fig, path, "Quadruped trot, computed torque (kp = 49, kd = 14), k = 1e6 N/m, d = 5000 N s/m\n"
-            + "; ".join(notes), axes)
+            + "\n".join(notes), axes)
+
+
+def support_line_figure(path, rec, t_max=2.0):
+    """The paper's pure trot against its support line: distances from it and the departure's growth."""
+    sel = rec.t <= t_max
+    t = rec.t[sel]
+    off = {k: v[sel] for k, v in support_line_offsets(rec).items()}
+    gait = QuadrupedGait(double_support=0.0)
+    tz = np.concatenate([k + np.linspace(0.002, 0.998, 100) for k in range(int(np.ceil(t_max)))])
+    zmp = np.array([planned_zmp_offset(gait, x) for x in tz])
+    fig, axes = plt.subplots(2, 1, figsize=(10.0, 7.0), sharex=True, layout="constrained")
+    ax = axes[0]
+    ax.plot(t, 100 * off["com_planned"], color="0.6", lw=3, label="centre of mass, planned")
+    ax.plot(t, 100 * off["com"], color="C0", label="centre of mass, simulated")
+    ax.plot(tz, 100 * zmp, color="C2", ls="--", lw=1, label="zero-moment point, planned")
+    ax.plot(t, 100 * off["cop"], color="C3", lw=2.5, label="centre of pressure (two feet down)")
+    ax.set_ylabel("distance from support line (cm)")
+    ax = axes[1]
+    departure = np.abs(off["com"] - off["com_planned"])
+    ax.semilogy(t, 100 * departure, color="C0", label="|simulated - planned| centre-of-mass distance")
+    window = (t >= 0.5) & (t <= 0.7)
+    rate, c0 = np.polyfit(t[window], np.log(departure[window]), 1)
+    ref = (t > 0.1) & (t < 0.8)
+    ax.semilogy(t[ref], 100 * np.exp(c0 + OMEGA * (t[ref] - 0.6) + rate * 0.6), color="k", ls=":",
+                label=f"exp(sqrt(g / z_c) t), sqrt(g / z_c) = {OMEGA:.2f} 1/s")
+    ax.set_ylabel("departure (cm)")
+    ax.set_xlabel("time (s)")
+    for a in axes:
+        a.grid(True, alpha=0.3)
+        a.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    axes[0].set_ylim(-8, 8)
+    axes[1].set_ylim(1e-3, 20)
+    fig.suptitle("Paper's pure trot (1 s steps, CT): two point feet give no moment about their line\n"
+                 f"departure grows at {rate:.2f} 1/s over 0.5-0.7 s; roll {abs(rec.q[np.searchsorted(rec.t, 0.7), 5]):.2f}"
+                 f" rad at 0.7 s; the swing feet then touch down early", fontsize=10)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return rate
+
+
+def period_figure(path, periods=(0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0), duration=8.0):
+    """The pure trot's largest |roll| and |pitch| in ``duration`` s against the step period (stride 0.3 m/s x T)."""
+    rows = []
+    for period in periods:
+        rec = run_walk("spatial_quadruped", "ct", duration, double_support=0.0, period=period, stride=0.3 * period)
+        rows.append((period, np.abs(rec.q[:, 5]).max(), np.abs(rec.q[:, 4]).max()))
+    rows = np.array(rows)
+    fig, ax = plt.subplots(figsize=(8.5, 4.8), layout="constrained")
+    ax.semilogy(rows[:, 0], rows[:, 1], "o-", color="C0", label="max |roll|")
+    ax.semilogy(rows[:, 0], rows[:, 2], "s--", color="C1", label="max |pitch|")
+    ax.axhline(0.3, color="k", ls=":", lw=1, label="0.3 rad")
+    ax.set_xlabel("step period T (s)")
+    ax.set_ylabel(f"largest trunk angle in {duration:g} s (rad)")
+    top = ax.secondary_xaxis("top", functions=(lambda x: np.exp(OMEGA * x), lambda y: np.log(np.maximum(y, 1e-9)) / OMEGA))
+    top.set_ticks([2, 5, 10, 20, 50, 100])
+    top.set_xlabel("growth per step exp(sqrt(g / z_c) T)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    fig.suptitle("Pure trot (no four-foot phase), computed torque, 0.3 m/s, k = 1e6 N/m, d = 5000 N s/m", fontsize=10)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return rows
 
 
 def paper_figures(out: Path) -> None:
     walk = run_walk("planar_biped", "ff", 12.0)
     biped_paper_walk_figure(out / "biped_paper_walk.png", walk)
-    trots = {"pure trot (paper)": run_walk("spatial_quadruped", "ct", 6.0, double_support=0.0),
-             "40 % four-foot phase (config)": run_walk("spatial_quadruped", "ct", 6.0)}
+    pure = run_walk("spatial_quadruped", "ct", 8.0, double_support=0.0, record_every=5e-3)
+    trots = {"pure trot, 1 s steps (paper)": pure,
+             "pure trot, 0.3 s steps": run_walk("spatial_quadruped", "ct", 8.0, double_support=0.0, **FAST),
+             "40 % four-foot phase, 1 s steps (config)": run_walk("spatial_quadruped", "ct", 8.0)}
     trot_figure(out / "quadruped_trot_paper.png", trots)
+    rate = support_line_figure(out / "quadruped_trot_support_line.png", pure)
+    rows = period_figure(out / "quadruped_trot_periods.png")
+    roll = np.abs(pure.q[:, 5])
+    print(f"pure trot, 1 s steps: roll past 0.3 rad at {pure.t[np.argmax(roll > 0.3)]:.2f} s, past 1 rad at "
+          f"{pure.t[np.argmax(roll > 1.0)] if (roll > 1.0).any() else float('nan'):.2f} s; departure from the "
+          f"support line grows at {rate:.2f} 1/s (sqrt(g / z_c) = {OMEGA:.2f})")
+    for name, rec in trots.items():
+        planned, _ = rec.planned()
+        print(f"{name}: max |roll| {np.abs(rec.q[:, 5]).max():.3f} rad, |y| {np.abs(rec.q[:, 1]).max():.3f} m, "
+              f"progress {(rec.q[-1, 0] - rec.q[0, 0]) / (planned[-1, 0] - planned[0, 0]):.3f} of the plan")
+    for period, roll_max, pitch_max in rows:
+        print(f"pure trot T = {period:g} s: max |roll| {roll_max:.3f} rad, max |pitch| {pitch_max:.3f} rad")
     print(f"biped, paper's plan on the default ground: |z_0 - 0.96| <= {np.abs(walk.q[:, 1] - 0.96).max() * 1e3:.2f} "
           f"mm, |pitch| <= {np.abs(walk.q[:, 2]).max() * 1e3:.2f} mrad")
 
