@@ -421,6 +421,32 @@ def _udu_solve(a, n, b):
 
 
 @jit
+def _add_shifted_inertia(mk, a_col, r0, out):
+    """out += A_k^T M A_k for a symmetric 6 x 6 M = [P Q; Q^T R] and A_k = [1 0; a~ 1] (eq. 2, a~ read from rows
+    r0+3:r0+6 of the A^{i,beta} block column ``a_col``): [P + X a~ - a~ Q^T, X; X^T, R] with X = Q - a~ R;
+    upper triangle computed, mirrored (the parent's share of A.8)."""
+    for r in range(3):                             # X = Q - a~ R -> out's upper-right block (and its transpose)
+        for c in range(3):
+            s = mk[r, 3 + c]
+            for e in range(3):
+                s = s - a_col[r0 + 3 + r, e] * mk[3 + e, 3 + c]
+            out[r, 3 + c] = out[r, 3 + c] + s
+            out[3 + c, r] = out[r, 3 + c]
+            mk[r, 3 + c] = s                       # M^_k's Q is not read again: X kept in its place
+    for r in range(3):                             # P + X a~ - a~ Q^T, with Q^T = mk's lower-left block
+        for c in range(r, 3):
+            s = mk[r, c]
+            for e in range(3):
+                s = s + mk[r, 3 + e] * a_col[r0 + 3 + e, c] - a_col[r0 + 3 + r, e] * mk[3 + e, c]
+            out[r, c] = out[r, c] + s
+            out[c, r] = out[r, c]
+    for r in range(3):                             # R
+        for c in range(r, 3):
+            out[3 + r, 3 + c] = out[3 + r, 3 + c] + mk[3 + r, 3 + c]
+            out[3 + c, 3 + r] = out[3 + r, 3 + c]
+
+
+@jit
 def articulated_modules(mods, d, m, inertia, arm, n_mat, a_col, phi, m_hat, i_hat, psi_hat, g, g_hat, mass_work, eta):
     """Backward pass of the forward dynamics, modules last to first: the block UDU^T of the GIM (eqs. A.4-A.9)
     with eq. 30 (i)-(ii) done on the way.
@@ -431,7 +457,8 @@ def articulated_modules(mods, d, m, inertia, arm, n_mat, a_col, phi, m_hat, i_ha
     Psi^i = Psi^^i I^^{i,-1} (A.7; the OCR prints the inverse as "I^{i-1}") enters U only as
     U^{beta,i} = N^{beta T} A^{i,beta T} Psi^i (A.6: the OCR's order "(A^{j,i})^T N^{i,T}" does not multiply),
     so it is kept as the 6 x eta^i ``g[i]`` = A^{i,beta T} Psi^i = (I^^{i,-1} G^^T)^T with G^ = A^{i,beta T} Psi^^i.
-    The parent's share (A.9) A^{i,beta T} (M^^i - Psi^^i Psi^{i T}) A^{i,beta} = sum_k A_k^T M^_k A_k - G^ g^T.
+    The parent's share (A.9) A^{i,beta T} (M^^i - Psi^^i Psi^{i T}) A^{i,beta} = sum_k A_k^T M^_k A_k - G^ g^T
+    (:func:`_add_shifted_inertia`; M^^i is not read again afterwards).
     Eq. 30 (i), U phi^ = phi: phi^^i = phi^i - N^{i T} eta^i with eta^i = sum_c A^{c,i T} (Psi^c phi^^c + eta^c)
     (on the last link: ``eta`` (nb, 6)); (ii), D phi~ = phi^: phi~^i = I^^{i,-1} phi^^i. ``phi`` (nv) holds
     tau - h on entry and phi~ on return. Returns False if an I^^i is not positive definite."""
@@ -484,23 +511,15 @@ def articulated_modules(mods, d, m, inertia, arm, n_mat, a_col, phi, m_hat, i_ha
                 for r in range(6):
                     s = s + a_col[i, 6 * (n - 1) + r, c] * eta[last, r]
                 eta[last_beta, c] = s
-            for k in range(n):                     # mass_work = M^^i A^{i,beta} (per link)
-                for r in range(6):
-                    for c in range(6):
-                        s = 0.0
-                        for e in range(6):
-                            s = s + m_hat[first + k, r, e] * a_col[i, 6 * k + e, c]
-                        mass_work[6 * k + r, c] = s
             for r in range(6):                     # M^^beta += A^T M^^i A - G^ g^T (A.8-A.9), symmetric
                 for c in range(r, 6):
-                    s = 0.0
-                    for k in range(6 * n):
-                        s = s + a_col[i, k, r] * mass_work[k, c]
+                    s = m_hat[last_beta, r, c]
                     for j in range(n):
                         s = s - g_hat[r, j] * g[i, c, j]
-                    m_hat[last_beta, r, c] = m_hat[last_beta, r, c] + s
-                    if c != r:
-                        m_hat[last_beta, c, r] = m_hat[last_beta, r, c]
+                    m_hat[last_beta, r, c] = s
+                    m_hat[last_beta, c, r] = s
+            for k in range(n):                     # ... + sum_k A_k^T M^_k A_k
+                _add_shifted_inertia(m_hat[first + k], a_col[i], 6 * k, m_hat[last_beta])
         _udu_solve(i_hat, n, phi[dof:dof + n])   # phi~^i = I^^{i,-1} phi^^i (eq. 30 ii)
     return True
 
