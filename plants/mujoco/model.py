@@ -78,6 +78,54 @@ def _strip_urdf_meshes(text: str, label: str) -> str:
     return ET.tostring(root, encoding="unicode")
 
 
+MAX_BODIES = 2000          # bodies, joints or geoms of a model rtctl compiles (Menagerie's largest have a few hundred)
+MAX_INCLUDE_DEPTH = 8      # <include> within <include>
+
+
+def _check_replicates(path: Path, top: Path | None = None, factor: int = 1, depth: int = 0) -> None:
+    """MujocoModelError naming the file when nested ``<replicate>`` counts (in it or the files it includes)
+    multiply past MAX_BODIES copies: MuJoCo expands them while it parses, and 1000 x 1000 copies of one body
+    take minutes and gigabytes before its compiler could say anything. Files that are not well-formed XML are
+    left to MuJoCo's own message."""
+    top = top or path
+    try:
+        root = ET.parse(path).getroot()
+    except (ET.ParseError, OSError, ValueError):
+        return
+
+    def walk(element, factor):
+        for child in element:
+            if child.tag == "replicate":
+                try:
+                    count = int(child.get("count", "1"))
+                except ValueError:
+                    continue
+                if count * factor > MAX_BODIES:
+                    raise MujocoModelError(f"{path}: <replicate count=\"{count}\"> makes {count * factor} copies "
+                                           f"(nested replicates multiply); rtctl compiles at most {MAX_BODIES}")
+                walk(child, count * factor)
+            elif child.tag == "include" and child.get("file"):
+                if depth >= MAX_INCLUDE_DEPTH:
+                    raise MujocoModelError(f"{path}: <include file=\"{child.get('file')}\"> nests more than "
+                                           f"{MAX_INCLUDE_DEPTH} includes deep")
+                included = Path(child.get("file"))
+                _check_replicates(included if included.is_absolute() else top.parent / included, top, factor,
+                                  depth + 1)
+            else:
+                walk(child, factor)
+
+    walk(root, factor)
+
+
+def _check_counts(spec, path: Path) -> None:
+    """MujocoModelError naming the file when it has more than MAX_BODIES bodies, joints or geoms (checked
+    before MuJoCo compiles it: its memory grows with their square)."""
+    for kind in ("bodies", "joints", "geoms"):
+        n = len(getattr(spec, kind))
+        if n > MAX_BODIES:
+            raise MujocoModelError(f"{path}: {n} {kind}; rtctl compiles models of at most {MAX_BODIES}")
+
+
 _MUJOCO_ELEMENT = re.compile(r"Element name '([^']*)', id (\d+)|Element '([^']*)'|line (\d+)")
 
 
@@ -99,7 +147,9 @@ def compile_model(source, *, floating_base: str | None = None, lock_joints=()):
         if path.suffix.lower() == ".urdf":
             spec = mujoco.MjSpec.from_string(_strip_urdf_meshes(path.read_text(), str(path)))
         else:
+            _check_replicates(path)
             spec = mujoco.MjSpec.from_file(str(path))
+        _check_counts(spec, path)
         if floating_base == "free_flyer":
             root = spec.worldbody.first_body()
             if root is None:
@@ -128,7 +178,9 @@ def _lock_joints(mujoco, spec, names: tuple, path) -> None:
     one_dof = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
     locked = set()
     for name in names:
-        j = mujoco.mj_name2id(m, JOINT, str(name))
+        if not isinstance(name, str) or not name.isprintable():
+            raise MujocoModelError(f"{path}: lock_joints: {name!r} is not a joint name (printable text)")
+        j = mujoco.mj_name2id(m, JOINT, name)
         if j < 0:
             known = [mujoco.mj_id2name(m, JOINT, k) for k in range(m.njnt)]
             raise MujocoModelError(f"{path}: lock_joints: no joint named {name!r}; its joints: {known}")
