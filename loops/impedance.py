@@ -32,7 +32,7 @@ linearised ``Lambda eddot + D edot + K e = 0`` has damping ratio zeta with the t
 current q. Here ``Lambda^-1 = C C^T`` (Cholesky), ``C^T K C = V K_0 V^T`` (Jacobi), ``Q = C^-T V``.
 
 Live changes (:meth:`CartesianImpedance.set_impedance`, the control channel's ``set_impedance``): K and
-D move linearly from their values to the new ones over ``gain_ramp`` s, so in one cycle of period dt
+D (or the damping ratio zeta) move linearly from their values to the new ones over ``gain_ramp`` s, so in one cycle of period dt
 the wrench changes by at most ``|K_new - K_old| |e| dt / gain_ramp`` (plus the same for D) on top of
 what the motion itself changes.
 
@@ -78,7 +78,8 @@ __all__ = ["CartesianImpedance", "task_matrix", "user_matrix"]
 # Settings vector.
 S_RAMP_T0, S_RAMP_TIME, S_ZETA, S_CORIOLIS, S_FEEDFORWARD, S_EXTERNAL, S_BODY, S_FRAME_R, S_FRAME_T = \
     0, 1, 2, 3, 4, 5, 6, 7, 16
-S_WIDTH = 19
+S_ZETA_FROM, S_ZETA_TO = 19, 20   # a damping_ratio change's ends, blended like K and D
+S_WIDTH = 21
 # Rows of the 6 x 6 matrices (row-major, [angular; linear]): the ramp's ends and the gains in use, scratch.
 # Width max(36, nv^2): row G_MASS holds the LDL^T factor of M.
 G_K_FROM, G_K_TO, G_D_FROM, G_D_TO, G_K, G_D, G_LAMBDA_INV, G_LAMBDA, G_S, G_V, G_Q, G_MASS = range(12)
@@ -210,6 +211,8 @@ def _ramped_gains(settings, g, t):
     for k in range(36):
         g[G_K, k] = g[G_K_FROM, k] + w * (g[G_K_TO, k] - g[G_K_FROM, k])
         g[G_D, k] = g[G_D_FROM, k] + w * (g[G_D_TO, k] - g[G_D_FROM, k])
+    if settings[S_ZETA_TO] > 0.0:
+        settings[S_ZETA] = settings[S_ZETA_FROM] + w * (settings[S_ZETA_TO] - settings[S_ZETA_FROM])
 
 
 @njit(cache=True)
@@ -510,7 +513,7 @@ class CartesianImpedance(Controller):
         s = self.settings
         s[S_RAMP_T0] = -math.inf
         s[S_RAMP_TIME] = float(gain_ramp)
-        s[S_ZETA] = 0.0 if zeta is None else float(zeta)
+        s[S_ZETA] = s[S_ZETA_FROM] = s[S_ZETA_TO] = 0.0 if zeta is None else float(zeta)
         s[S_CORIOLIS] = float(bool(coriolis))
         s[S_FEEDFORWARD] = float(bool(inertia_feedforward))
         s[S_BODY] = f.body
@@ -578,6 +581,7 @@ class CartesianImpedance(Controller):
         self._anchor_pending = True
         self.gains[G_K_FROM] = self.gains[G_K_TO]
         self.gains[G_D_FROM] = self.gains[G_D_TO]
+        self.settings[S_ZETA] = self.settings[S_ZETA_FROM] = self.settings[S_ZETA_TO]
         self.settings[S_RAMP_T0] = -math.inf
 
     # -- the live settings (control channel protocol) ----------------------------------------------
@@ -613,8 +617,9 @@ class CartesianImpedance(Controller):
             g[G_K_TO, :36] = k.reshape(36)
         if d is not None:
             g[G_D_TO, :36] = d.reshape(36)
-        if zeta is not None:
-            self.settings[S_ZETA] = float(zeta)
+        self.settings[S_ZETA_FROM] = self.settings[S_ZETA]         # a ratio blended like K and D: a step in
+        if zeta is not None:                                        # zeta is a step in D (0.1 -> 10: 100 x)
+            self.settings[S_ZETA_TO] = float(zeta)
         self.settings[S_RAMP_T0] = math.nan
         parts = []
         if k is not None:

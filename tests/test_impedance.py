@@ -297,6 +297,22 @@ def test_set_impedance_changes_the_measured_stiffness_without_a_torque_step():
     assert steps.max() <= 1.2 * full_step.max() * DT / 0.1, (steps, full_step)
 
 
+def test_a_damping_ratio_change_is_blended_like_stiffness_not_stepped():
+    """D is built from zeta every cycle: a step in zeta (0.2 -> 2) was a 10 x step of D in one cycle. It moves
+    over gain_ramp like K: one cycle in, D has moved by about dt / gain_ramp of the change."""
+    loop = arm_loop(controller={"damping_ratio": 0.2})
+    server = ControlServer(loop, token=TOKEN)
+    loop.run(duration=0.1)
+    before = np.linalg.norm(loop.controller.damping_matrix)
+    assert "damping_ratio=2" in server.apply_now({"cmd": "set_impedance", "damping_ratio": 2.0})
+    loop.run(cycles=1)
+    one_cycle = np.linalg.norm(loop.controller.damping_matrix)
+    loop.run(duration=0.15)
+    after = np.linalg.norm(loop.controller.damping_matrix)
+    assert after / before == pytest.approx(10.0, rel=0.02)
+    assert one_cycle / before < 1.0 + 2 * 9.0 * DT / 0.1, (before, one_cycle, after)
+
+
 @pytest.fixture(scope="module")
 def idle_server():
     loop = arm_loop()
