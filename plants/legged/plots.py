@@ -226,9 +226,10 @@ def support_line_figure(path, rec, t_max=2.0):
         a.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     axes[0].set_ylim(-8, 8)
     axes[1].set_ylim(1e-3, 20)
+    roll = abs(rec.q[np.searchsorted(rec.t, 0.7), 5])
     fig.suptitle("Paper's pure trot (1 s steps, CT): two point feet give no moment about their line\n"
-                 f"departure grows at {rate:.2f} 1/s over 0.5-0.7 s; roll {abs(rec.q[np.searchsorted(rec.t, 0.7), 5]):.2f}"
-                 f" rad at 0.7 s; the swing feet then touch down early", fontsize=10)
+                 f"departure grows at {rate:.2f} 1/s over 0.5-0.7 s; roll {roll:.2f} rad at 0.7 s; "
+                 "the swing feet then touch down early", fontsize=10)
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return rate
@@ -247,7 +248,8 @@ def period_figure(path, periods=(0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0), durat
     ax.axhline(0.3, color="k", ls=":", lw=1, label="0.3 rad")
     ax.set_xlabel("step period T (s)")
     ax.set_ylabel(f"largest trunk angle in {duration:g} s (rad)")
-    top = ax.secondary_xaxis("top", functions=(lambda x: np.exp(OMEGA * x), lambda y: np.log(np.maximum(y, 1e-9)) / OMEGA))
+    top = ax.secondary_xaxis("top", functions=(lambda x: np.exp(OMEGA * x),
+                                               lambda y: np.log(np.maximum(y, 1e-9)) / OMEGA))
     top.set_ticks([2, 5, 10, 20, 50, 100])
     top.set_xlabel("growth per step exp(sqrt(g / z_c) T)")
     ax.grid(True, which="both", alpha=0.3)
