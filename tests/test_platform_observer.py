@@ -302,9 +302,6 @@ def test_bad_input_is_named():
 
 
 def write_plots(out):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from pathlib import Path
 
     out = Path(out)
@@ -317,7 +314,7 @@ def write_plots(out):
 
 
 def write_plot(out, tag, errors, label):
-    import matplotlib.pyplot as plt
+    from rtctl.loops.observer_plots import plot_wrench_estimate
 
     loop, hook, plant = stewart_loop(errors)
     omega = 2 * np.pi * 2.0
@@ -325,27 +322,12 @@ def write_plot(out, tag, errors, label):
                            lambda t: WRENCH if t < T_ON + 0.5 else WRENCH * np.cos(omega * (t - T_ON - 0.5)))
     loop.run(duration=T_ON + 1.5)
     t = np.arange(len(rows["w"])) * DT
-    w, F = np.array(rows["w"]), np.array(rows["F"])
-    fig, axes = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True)
-    for k, (name, c) in enumerate(zip(("fx", "fy", "fz"), ("C0", "C1", "C2"))):
-        axes[0].plot(t, F[:, 3 + k], c, lw=2.5, alpha=0.35, label=f"{name} applied")
-        axes[0].plot(t, w[:, 3 + k], c, lw=1, label=f"{name} estimated")
-    for k, (name, c) in enumerate(zip(("nx", "ny", "nz"), ("C3", "C4", "C5"))):
-        axes[1].plot(t, F[:, k], c, lw=2.5, alpha=0.35, label=f"{name} applied")
-        axes[1].plot(t, w[:, k], c, lw=1, label=f"{name} estimated")
-    err = np.abs(w - F)[t >= T_ON + 0.1].max(axis=0)
-    axes[0].set_ylabel("force on the platform (N)")
-    axes[1].set_ylabel("moment about its centre (N m)")
-    axes[1].set_xlabel("control time (s)")
-    axes[0].set_title(f"Stewart platform, momentum observer K_O = {K_O:g} 1/s; {label}\n"
-                      f"largest |error| after 0.1 s: force {err[3:].max():.2f} N, moment {err[:3].max():.3f} N m")
-    for ax in axes:
-        ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
-        ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out / f"stewart_observer_{tag}.png", dpi=110)
-    plt.close(fig)
-    print(out / f"stewart_observer_{tag}.png")
+    path, errors = plot_wrench_estimate(
+        out / f"stewart_observer_{tag}.png", t, np.array(rows["F"]), np.array(rows["w"]),
+        f"Stewart platform, momentum observer K_O = {K_O:g} 1/s; {label}", where="the platform centre",
+        windows=[("step, 5/K_O after it", T_ON + 5 / K_O, T_ON + 0.5),
+                 ("2 Hz, with the 1/K_O lag", T_ON + 0.5, T_ON + 1.5)])
+    print(path, errors)
 
 
 if __name__ == "__main__":
