@@ -28,7 +28,9 @@ def test_module_forward_dynamics_equals_link_level_aba_and_the_gim_solve(name):
     """Floating base (the biped's planar and the quadruped's Euler-angle module M_0, tau_0 = 0 as in eq. 25, and
     with base forces) and fixed base (a generic 5-link chain), modules as the paper's and one link per module:
     qdd equals rtctl's link-level ABA and I(q)^-1 (tau - h(q, qdot)) to 1e-10 relative, ground wrenches included,
-    on random states; the result satisfies I qdd + h = tau."""
+    on random states; the result satisfies I qdd + h = tau. This checks the re-derived readings of the OCR'd text:
+    U^{i,j} = N^{i T} A^{j,i T} Psi^j (A.6, printed in an order that does not multiply), Psi^i = Psi^^i I^^{i,-1}
+    (A.7, printed "I^{i-1}") and step 1's twist rates at qdd = 0 (printed "qdot = 0")."""
     robot = ROBOTS[name]()
     m = robot.model
     md, dyn = ModularDynamics(robot), Dynamics(m)

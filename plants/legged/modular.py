@@ -30,6 +30,13 @@ Recursions (Fig. A.1)
     Floating-base inverse dynamics (eqs. 26-27, steps 1-3 of section 4.1):
         ``h~`` with ``qdd_0 = 0``, ``I_0 = I^{0,0}``, ``I_{theta0} = [I^{i,0}]``,
         ``qdd_0 = -I_0^{-1} h~_0`` (Cholesky), ``tau_theta = I_{theta0} qdd_0 + h~_theta``.
+    Forward dynamics (section 4.2, eqs. 28-30, Fig. A.2; the block UDU^T of eqs. A.4-A.9):
+        step 1 ``h`` at ``qdd = 0``; backward, modules s..0: ``M^^i = M^i + sum_c A^{c,i T} M-bar^c A^{c,i}``,
+        ``Psi^^i = M^^i N^i``, ``I^^i = N^{i T} Psi^^i = U_i D_i U_i^T`` (within the module),
+        ``M-bar^i = M^^i - Psi^^i Psi^{i T}``, ``phi^^i = phi^i - N^{i T} eta^i``, ``phi~^i = I^^{i,-1} phi^^i``;
+        forward, modules 0..s: ``qdd^i = phi~^i - Psi^{i T} A^{i,beta} mu-bar^beta``. Read from the OCR'd text
+        and re-derived: A.6 is ``U^{i,j} = N^{i T} A^{j,i T} Psi^j`` (the printed order does not multiply), A.7's
+        "I^{i-1}" is the inverse of I^^i, and step 1's "qdot = 0" is ``qdd = 0`` (tests/test_legged_modular_fd.py).
 
 Gravity enters as the world's twist rate ``[0; -g]`` (as in rtctl's RNEA).
 Joint armature ``a_k`` adds ``a_k qdd_k`` to the forces and ``a_k`` to the GIM
