@@ -110,6 +110,38 @@ def test_the_publisher_process_runs_nicer_than_the_loop_by_publisher_nice(nice):
     assert added == min(expected, 19 - os.getpriority(os.PRIO_PROCESS, 0))
 
 
+def test_the_publisher_process_leaves_a_real_time_policy_it_inherits():
+    """A loop's process started under SCHED_FIFO (`chrt -f`): the publisher process used to inherit the loop's
+    FIFO priority, where publisher_nice means nothing and a busy encoder holds a shared CPU until it blocks. It
+    runs under SCHED_OTHER, publisher_nice below the loop."""
+    script = textwrap.dedent("""
+        import os, sys
+        sys.path.insert(0, sys.argv[1])
+        from rtctl.telemetry import Telemetry
+        from telemetry_helpers import make_loop
+        loop = make_loop()
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+        except PermissionError:
+            print("no permission"); sys.exit(0)
+        tel = Telemetry(endpoint="tcp://127.0.0.1:0", process=True).attach(loop).start()
+        try:
+            pid = tel._relay.pid
+            print(os.sched_getscheduler(0), os.sched_getscheduler(pid),
+                  os.getpriority(os.PRIO_PROCESS, pid) - os.getpriority(os.PRIO_PROCESS, 0))
+        finally:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+            tel.close()
+    """)
+    out = subprocess.run([sys.executable, "-c", script, os.path.dirname(os.path.abspath(__file__))],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    if out.stdout.strip() == "no permission":
+        pytest.skip("setting SCHED_FIFO needs a privilege this run does not have")
+    parent, child, added = (int(x) for x in out.stdout.split())
+    assert (parent, child, added) == (os.SCHED_FIFO, os.SCHED_OTHER, 10), out.stdout
+
+
 def test_publisher_nice_out_of_range_is_refused_naming_it():
     with pytest.raises(ValueError, match="publisher_nice"):
         make_loop(telemetry=dict(TEL, publisher_nice=20))

@@ -82,7 +82,13 @@ HEADER_WORDS = 8         # int64 words before the ring rows in the shared mappin
 # The publisher process imports the same rtctl as this one, from the folder that holds it, never from its working
 # directory (``python -m`` and ``-c`` would put the working directory first on sys.path: a module planted there,
 # e.g. in a shared /tmp, would run in the loop's name).
-RELAY_BOOT = "import sys; sys.path[0] = sys.argv[1]; from rtctl.telemetry.relay import main; sys.exit(main(sys.argv[2:]))"
+# The child leaves a real-time policy it inherited (the loop's process started under `chrt -f`, say): at the
+# loop's own FIFO priority the publisher would hold a shared CPU until it blocks, and niceness means nothing
+# there; under SCHED_OTHER it runs publisher_nice below the loop, as intended.
+RELAY_BOOT = ("import os, sys\n"
+              "if hasattr(os, 'sched_getscheduler') and os.sched_getscheduler(0) in (os.SCHED_FIFO, os.SCHED_RR):\n"
+              "    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))\n"
+              "sys.path[0] = sys.argv[1]; from rtctl.telemetry.relay import main; sys.exit(main(sys.argv[2:]))")
 
 
 @njit("void(float64[:, ::1], int64[::1], float64[::1], float64[::1], float64[::1], int64[:, ::1], float64[::1], "
