@@ -212,7 +212,9 @@ def _ramped_gains(settings, g, t):
         g[G_K, k] = g[G_K_FROM, k] + w * (g[G_K_TO, k] - g[G_K_FROM, k])
         g[G_D, k] = g[G_D_FROM, k] + w * (g[G_D_TO, k] - g[G_D_FROM, k])
     if settings[S_ZETA_TO] > 0.0:
-        settings[S_ZETA] = settings[S_ZETA_FROM] + w * (settings[S_ZETA_TO] - settings[S_ZETA_FROM])
+        # (1 - w) from + w to: exactly the new ratio at the ramp's end (from + w (to - from) rounded a tiny ratio
+        # to 0, which reads as "explicit damping matrix")
+        settings[S_ZETA] = (1.0 - w) * settings[S_ZETA_FROM] + w * settings[S_ZETA_TO]
 
 
 @njit(cache=True)

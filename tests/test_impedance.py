@@ -312,6 +312,11 @@ def test_a_damping_ratio_change_is_blended_like_stiffness_not_stepped():
     after = np.linalg.norm(loop.controller.damping_matrix)
     assert after / before == pytest.approx(10.0, rel=0.02)
     assert one_cycle / before < 1.0 + 2 * 9.0 * DT / 0.1, (before, one_cycle, after)
+    # The ramp ends on the new ratio exactly: a tiny one did not round to 0 (read as "explicit damping matrix")
+    server.apply_now({"cmd": "set_impedance", "damping_ratio": 5e-324})
+    loop.run(duration=0.15)
+    assert loop.controller.impedance_limits()["damping_mode"] == "ratio"
+    server.apply_now({"cmd": "set_impedance", "damping_ratio": 0.7})
 
 
 @pytest.fixture(scope="module")
