@@ -239,3 +239,25 @@ def test_the_publisher_process_never_imports_from_the_working_directory(tmp_path
     finally:
         tel.close()
     assert tel.published == 20 and not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.parametrize("publisher", ["process", "thread"])
+def test_a_subscriber_that_joins_late_gets_the_metadata_at_once_not_after_meta_period(publisher):
+    """The publisher hears subscriptions (an XPUB): a subscriber that connects long after the last metadata
+    message gets one within a few batch periods, not after ``meta_period`` (here 60 s). Without it a recording
+    shorter than ``meta_period`` had no joint names. Two late subscribers with the same (empty) filter each
+    get theirs."""
+    loop = make_loop(telemetry=dict(TEL, meta_period=60.0, publisher=publisher))
+    try:
+        first = subscriber(loop.telemetry.endpoint)
+        wait_meta(first)
+        for _ in range(2):
+            time.sleep(0.3)
+            late = subscriber(loop.telemetry.endpoint)
+            t0 = time.monotonic()
+            meta = wait_meta(late, timeout=2.0)
+            assert time.monotonic() - t0 < 1.0 and meta["joints"] == list(loop.controller.joint_names)
+            late.close()
+        first.close()
+    finally:
+        loop.telemetry.close()

@@ -85,6 +85,22 @@ HEADER_WORDS = 8         # int64 words before the ring rows in the shared mappin
 # The child leaves a real-time policy it inherited (the loop's process started under `chrt -f`, say): at the
 # loop's own FIFO priority the publisher would hold a shared CPU until it blocks, and niceness means nothing
 # there; under SCHED_OTHER it runs publisher_nice below the loop, as intended.
+SUBSCRIPTIONS_READ = 256   # subscription messages read per batch at most (a flood waits, never spins)
+
+
+def _new_subscriber(pub) -> bool:
+    """Read the XPUB's pending subscription messages; True if one subscribes (so that it gets the metadata
+    now, not after up to ``meta_period``)."""
+    joined = False
+    for _ in range(SUBSCRIPTIONS_READ):
+        try:
+            message = pub.recv(flags=zmq.NOBLOCK)
+        except zmq.Again:
+            break
+        joined = joined or message[:1] == b"\x01"
+    return joined
+
+
 RELAY_BOOT = ("import os, sys\n"
               "if hasattr(os, 'sched_getscheduler') and os.sched_getscheduler(0) in (os.SCHED_FIFO, os.SCHED_RR):\n"
               "    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))\n"
@@ -482,7 +498,8 @@ class Telemetry:
         pub = pj = None
         opened = []
         try:
-            pub = self._ctx.socket(zmq.PUB)
+            pub = self._ctx.socket(zmq.XPUB)          # a PUB that hears subscriptions: meta for each newcomer
+            pub.setsockopt(zmq.XPUB_VERBOSE, 1)
             pub.setsockopt(zmq.LINGER, 0)
             pub.setsockopt(zmq.SNDHWM, self.sndhwm)
             if self.sndbuf:
@@ -515,6 +532,8 @@ class Telemetry:
             while True:
                 stopping = self._stop.wait(self.batch_period)
                 now = time.monotonic()
+                if _new_subscriber(pub):
+                    meta_due = now
                 if now >= meta_due:
                     meta = self.metadata()
                     pub.send_multipart([TOPIC_META, pack(meta)], flags=zmq.NOBLOCK)
