@@ -1,11 +1,20 @@
 #!/usr/bin/env python3
-"""Reproduce section 5 of Shah, Saha & Dutt (seed 004): Figs. 12-14 (biped) and 16-17 (quadruped).
+"""Reproduce Shah, Saha & Dutt (seed 004): Figs. 7 and 11, section 5's Figs. 12-14 (biped) and 16-17 (quadruped).
 
 Runs the closed loops through the real-time loop (sim driver, "legged" plant, 10 kHz, unpaced) with the
 paper's gains kp = 49, kd = 14 -- the biped 12 s under feed-forward (eq. 31) and computed-torque
 (eqs. 34-37) control and 1 s with the inverse-dynamics torques alone, the quadruped's trot 6 s under both
 laws -- and writes
 
+* ``fig07_operation_counts.png`` -- Fig. 7 (floating-base forward dynamics) and Table 1 as lines: operation
+  counts against n, the paper's formulas as printed (its proposed ID and FD, McMillan and Orin's O(n) and
+  O(n^3) FD, Featherstone's fixed-base ID and FD) beside ours counted by :mod:`rtctl.plants.legged.opcount`
+  (the biped and quadruped, paper's modules and one link per module; fixed-base chains and their fitted lines).
+  The extracted text of the paper has Fig. 7's caption only: the log-log axes and the n range are ours, and
+  its Featherstone floating-base curve, whose formula is not printed, is not drawn;
+* ``fig11_biped_gait_ik.png`` -- Fig. 11: the biped's six joint trajectories from the inverse kinematics of
+  the Appendix B gait, first 4 s (the span of Figs. 13-14; the text gives Fig. 11's caption only), rad with
+  degrees on the right axis;
 * ``fig12_biped_without_control.png`` -- support-leg (module M1) joint angles, desired vs simulated;
 * ``fig13_biped_trunk.png`` -- trunk centre of mass (x, z) and pitch, planned, FF, CT;
 * ``fig14_biped_joints.png`` -- support-leg joint angles, desired, FF, CT (first 4 s);
@@ -24,8 +33,9 @@ laws -- and writes
   and the departure from the plan against exp(sqrt(g / z_c) t);
 * ``quadruped_trot_periods.png`` -- the pure trot's largest roll in 8 s against the step period;
 
-and prints the bounds the tests assert. ``--paper`` writes only the last four.
-Usage: python plants/legged/plots.py [--out DIR] [--paper]
+and prints the bounds the tests assert. Figs. 7 and 11 need no simulation and are always drawn;
+``--no-sim`` writes only them, ``--paper`` them and the last four.
+Usage: python plants/legged/plots.py [--out DIR] [--paper | --no-sim]
 """
 from __future__ import annotations
 
@@ -53,10 +63,15 @@ STYLE = {"FF": {"lw": 1.6, "color": "C0"}, "CT": {"lw": 1.0, "ls": "--", "color"
 PLAN = {"lw": 4.0, "color": "0.75", "solid_capstyle": "butt"}
 
 
-def _finish(fig, path, title, axes):
-    """Shared legend below the axes (never over a curve), title, save."""
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=8, frameon=False)
+def _finish(fig, path, title, axes, ncol=None):
+    """Shared legend below the axes (never over a curve; each label once, from whichever panel draws it),
+    title, save. ``ncol``: legend columns (default all labels in one row)."""
+    legend = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, handle)
+    fig.legend(list(legend.values()), list(legend), loc="outside lower center", ncol=ncol or len(legend),
+               fontsize=8, frameon=False)
     fig.suptitle(title)
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -260,6 +275,161 @@ def period_figure(path, periods=(0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0), durat
     return rows
 
 
+N_AXIS = np.geomspace(1, 50, 60)   # n of Fig. 7's formula lines (log axis)
+
+
+def mcmillan_orin_fd(n):
+    """McMillan and Orin's floating-base forward dynamics as printed in Table 1(a): label -> (M, A) at ``n``."""
+    n = np.asarray(n, float)
+    return {"O(n)": (224 * n + 158, 205 * n + 131),
+            "O(n^3)": (n ** 3 / 6 + 17.5 * n ** 2 + (175 + 1 / 3) * n + 137,
+                       n ** 3 / 6 + 13 * n ** 2 + (160 + 5 / 6) * n + 91)}
+
+
+def opcount_summary(table):
+    """The numbers Fig. 7's title quotes, from :func:`~rtctl.plants.legged.opcount.count_table`'s ``table``:
+    ``{"fit": (M slope, M intercept, A slope, A intercept) of the counted fixed-base ID, "fit_forward": the same
+    for FD, (robot, partition, quantity): (ours M, ours A, n, paper M, paper A)}`` (floating-base ID and FD)."""
+    from rtctl.plants.legged.opcount import paper_counts
+    out = {key: tuple(int(round(x)) for x in table[key]) for key in ("fit", "fit_forward")}
+    rows = {"floating_inverse": "floating_inverse", "forward": "floating_forward"}
+    for (name, partition, quantity), (mul, add, _, n) in table["legged"].items():
+        if quantity in rows:
+            out[(name, partition, quantity)] = (mul, add, n, *paper_counts(rows[quantity], n))
+    return out
+
+
+def _formula(slope, intercept):
+    return f"{slope}n {'+' if intercept >= 0 else '-'} {abs(intercept)}"
+
+
+def opcount_figure(path, table):
+    """Fig. 7 (and Table 1 as lines): operation counts against n, the paper's formulas as printed (lines) and
+    ours as counted (markers; the fixed-base chains' fitted lines dotted). Columns: floating-base forward
+    dynamics (Fig. 7; the paper's Featherstone floating-base curve has no printed formula and is not drawn),
+    floating-base inverse dynamics (Table 1(a)), fixed base (Table 1(b)); rows: multiplications/divisions,
+    additions/subtractions. Returns :func:`opcount_summary`."""
+    from rtctl.plants.legged.opcount import PAPER_TABLE1
+    summary = opcount_summary(table)
+    fig, axes = plt.subplots(2, 3, figsize=(13.5, 8.8), sharex=True, layout="constrained")
+    fd, id_ = {"color": "C0"}, {"color": "C2"}
+    robots = [(k, v) for k, v in summary.items() if isinstance(k, tuple)]
+    for row in range(2):              # 0: M, 1: A
+        for col, (quantity, ours, style, what) in enumerate((("floating_forward", "forward", fd, "FD"),
+                                                             ("floating_inverse", "floating_inverse", id_, "ID"))):
+            ax = axes[row, col]
+            slope, intercept = PAPER_TABLE1[quantity][row]
+            ax.plot(N_AXIS, slope * N_AXIS + intercept, lw=1.4, label=f"paper: proposed {what} (Table 1)", **style)
+            if what == "FD":
+                for (label, mo), ls in zip(mcmillan_orin_fd(N_AXIS).items(), ("--", "-.")):
+                    ax.plot(N_AXIS, mo[row], color="0.45", ls=ls, lw=1.2, label=f"paper: McMillan & Orin {label} FD")
+            for (name, partition, q), (mul, add, n, _, _) in robots:
+                if q != ours:
+                    continue
+                modules = partition == "modules"
+                ax.plot([n], [(mul, add)[row]], "s" if modules else "o", ms=7, mew=1.5,
+                        mfc=style["color"] if modules else "none", mec=style["color"], ls="none",
+                        label=f"ours: {what} counted, " + ("paper's modules" if modules else "one link per module"))
+        ax = axes[row, 2]
+        for key, quantity, style, what in (("_forward", "fixed_forward", fd, "FD"), ("", "fixed_inverse", id_, "ID")):
+            slope, intercept = PAPER_TABLE1[quantity][row]
+            ax.plot(N_AXIS, slope * N_AXIS + intercept, lw=1.4, label=f"paper: proposed {what} (Table 1)", **style)
+            slope, intercept = PAPER_TABLE1[quantity + "_featherstone"][row]
+            ax.plot(N_AXIS, slope * N_AXIS + intercept, lw=1.2, ls="--", color="C3" if what == "FD" else "C4",
+                    label=f"paper: Featherstone {what} (Table 1(b))")
+            chains = table["chains" + key]
+            ns = np.array(list(chains))
+            ax.plot(ns, [chains[n][row] for n in ns], "o", ms=7, mew=1.5, mfc="none", mec=style["color"], ls="none",
+                    label=f"ours: {what} counted, one link per module")
+            fit = summary["fit" + key][2 * row:2 * row + 2]
+            ax.plot(N_AXIS, fit[0] * N_AXIS + fit[1], ls=":", lw=1.6, label=f"ours: {what} fitted to the counts",
+                    **style)
+    unit = ("multiplications / divisions M", "additions / subtractions A")
+    panels = ("floating base, FD (Fig. 7)", "floating base, ID (Table 1(a))", "fixed base, chain (Table 1(b))")
+    for row in range(2):
+        for col, panel in enumerate(panels):
+            ax = axes[row, col]
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlim(1, 50)
+            ax.set_xticks([1, 2, 5, 10, 20, 50], ["1", "2", "5", "10", "20", "50"])
+            ax.grid(True, which="both", alpha=0.3)
+            ax.set_title(f"{panel}: {unit[row].split(' ')[0]}", loc="left", fontsize=9)
+            if col == 0:
+                ax.set_ylabel(f"{unit[row]} per evaluation")
+            if row == 1:
+                ax.set_xlabel("n, joint DOFs outside the base (links)")
+        axes[row, 1].set_ylim(axes[row, 0].get_ylim())    # the floating-base FD and ID panels on one scale
+    b, q = ("planar_biped", "modules", "forward"), ("spatial_quadruped", "modules", "forward")
+    bl, ql = ("planar_biped", "links", "forward"), ("spatial_quadruped", "links", "forward")
+    fm, fi = summary["fit_forward"], summary["fit"]
+    title = ("Fig. 7 -- operation counts against n: the paper's Table 1 formulas (lines) beside ours counted "
+             "(markers)\n"
+             f"floating-base FD: biped (n = {summary[b][2]}) {summary[b][0]} M (paper {summary[b][3]}), quadruped "
+             f"(n = {summary[q][2]}) {summary[q][0]} M (paper {summary[q][3]}); one link per module "
+             f"{summary[bl][0]} / {summary[ql][0]} M\n"
+             f"fixed-base FD ({_formula(*fm[:2])}) M ({_formula(*fm[2:])}) A (paper {_formula(209, -198)} / "
+             f"{_formula(201, -185)}); ID ({_formula(*fi[:2])}) M ({_formula(*fi[2:])}) A (paper "
+             f"{_formula(94, -81)} / {_formula(82, -75)})")
+    _finish(fig, path, title, axes.ravel(), ncol=4)
+    return summary
+
+
+def gait_joint_trajectories(gait, t):
+    """Actuated joint angles (rad) the gait's inverse kinematics gives at the times ``t``: (len(t), n)."""
+    nb = gait.robot.n_base
+    return np.array([gait.state(float(x))[0][nb:] for x in t])
+
+
+def angle_ranges_deg(q):
+    """(min, max) of each column of ``q`` (rad), in degrees."""
+    q = np.degrees(np.asarray(q, float))
+    return [(float(lo), float(hi)) for lo, hi in zip(q.min(axis=0), q.max(axis=0))]
+
+
+def gait_ik_figure(path, gait, t_max=4.0):
+    """Fig. 11: the biped's actuated joint trajectories from the inverse kinematics of the Appendix B gait
+    (left and right leg, rad with degrees on the right axis; grey bands: left leg in stance). Returns the
+    joint ranges (deg) the title quotes, hip, knee, ankle of the left leg then the right."""
+    t = np.linspace(0.0, t_max, int(round(t_max * 200)) + 1)
+    q = gait_joint_trajectories(gait, t)
+    ranges = angle_ranges_deg(q)
+    fig, axes = plt.subplots(3, 1, figsize=(7.5, 7.6), sharex=True, layout="constrained")
+    for j, (ax, name) in enumerate(zip(axes, ("hip theta_1", "knee theta_2", "ankle theta_3"))):
+        for k in range(int(np.ceil(t_max / gait.period))):
+            if gait.stance(k * gait.period) == 0:
+                ax.axvspan(k * gait.period, min((k + 1) * gait.period, t_max), color="0.92", lw=0)
+        ax.plot(t, q[:, j], color="C0", lw=1.6, label="left leg (module M1)")
+        ax.plot(t, q[:, 3 + j], color="C1", lw=1.2, ls="--", label="right leg (module M2)")
+        ax.set_ylabel(f"{name} (rad)")
+        ax.secondary_yaxis("right", functions=(np.degrees, np.radians)).set_ylabel("(deg)")
+        ax.grid(True, alpha=0.3)
+        ax.set_xlim(0, t_max)
+    axes[0].fill_between([], [], color="0.92", label="left leg in stance")
+    axes[-1].set_xlabel("time (s)")
+    span = "left leg: " + ", ".join(f"{n} {lo:.1f} to {hi:.1f} deg" for n, (lo, hi) in
+                                    zip(("hip", "knee", "ankle"), ranges[:3]))
+    _finish(fig, path, f"Fig. 11 -- biped joint trajectories from the gait's inverse kinematics, first {t_max:g} s\n"
+            f"Appendix B gait: T = {gait.period:g} s, l_s = {gait.stride:g} m, h_f = {gait.foot_height:g} m, z_c = "
+            f"{gait.com_height:g} m\n{span}", axes)
+    return ranges
+
+
+def static_figures(out: Path) -> None:
+    """Figs. 7 and 11: no simulation."""
+    from rtctl.plants.legged.gait import BipedGait
+    from rtctl.plants.legged.opcount import count_table
+    summary = opcount_figure(out / "fig07_operation_counts.png", count_table())
+    fm, fi = summary["fit_forward"], summary["fit"]
+    print(f"Fig. 7: fixed-base FD ({_formula(*fm[:2])}) M ({_formula(*fm[2:])}) A, ID ({_formula(*fi[:2])}) M "
+          f"({_formula(*fi[2:])}) A; " + "; ".join(
+              f"{k[0]} {k[2]} {k[1]}: {v[0]} M {v[1]} A (paper {v[3]} / {v[4]})"
+              for k, v in summary.items() if isinstance(k, tuple)))
+    ranges = gait_ik_figure(out / "fig11_biped_gait_ik.png", BipedGait())
+    print("Fig. 11: " + ", ".join(f"{n} {lo:.1f} to {hi:.1f} deg" for n, (lo, hi) in
+                                  zip(("hip", "knee", "ankle"), ranges[:3])))
+
+
 def paper_figures(out: Path) -> None:
     walk = run_walk("planar_biped", "ff", 12.0)
     biped_paper_walk_figure(out / "biped_paper_walk.png", walk)
@@ -288,9 +458,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="legged_figures", help="output directory for the PNGs")
     ap.add_argument("--paper", action="store_true", help="only the paper-fidelity figures (default ground, trot)")
+    ap.add_argument("--no-sim", action="store_true", help="only Figs. 7 and 11 (operation counts, gait IK)")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    static_figures(out)
+    if args.no_sim:
+        print(f"figures written to {out}/")
+        return 0
     paper_figures(out)
     if args.paper:
         print(f"figures written to {out}/")
