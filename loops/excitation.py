@@ -113,7 +113,7 @@ class ExcitationTrajectory(_CompiledTrajectory):
 
     @dataclass(frozen=True)
     class Options:
-        frequency: float = setting("float", 0.1, positive=True)           # Hz: the fundamental, 1 / period
+        frequency: float = setting("float", 0.1, low=1e-3, high=10.0)     # Hz: the fundamental, 1 / period
         harmonics: int = setting("int", 5, low=3, high=40)                # L
         periods: int = setting("int", 1, low=1)
         acceleration_limit: object = setting("floats", None, positive=True, required=True)   # rad/s^2 (m/s^2)

@@ -263,6 +263,15 @@ def test_excitation_fills_its_limits_and_optimising_lowers_the_condition_number(
     assert np.all(trajectory.peaks()[3] <= 4.0 * (1 + 1e-12))
 
 
+@pytest.mark.parametrize("frequency, message", [(1e-300, "must be >= 0.001"), (1e300, "must be <= 10.0")])
+def test_an_excitation_frequency_outside_its_range_is_refused_naming_the_key(frequency, message):
+    """A frequency of 1e-300 or 1e300 Hz scaled the series to NaN ('[trajectory] q contains NaN or inf')."""
+    raw = {"robot": {"model": "arm7"}, "trajectory": dict(EXCITATION, optimise=False, frequency=frequency),
+           "loop": {"pace": False}}
+    with pytest.raises(ConfigError, match=rf"\[trajectory\] frequency: {message}"):
+        build(validate(raw))
+
+
 def test_an_excitation_beyond_the_safety_limits_is_refused_at_build():
     raw = {"robot": {"model": "arm7"}, "safety": {"acceleration_limit": 1.0},
            "trajectory": dict(EXCITATION, optimise=False), "loop": {"pace": False}}
