@@ -407,6 +407,9 @@ def identify(model: Model, t, q, tau, cutoff_hz: float = DEFAULT_CUTOFF_HZ, sour
     X, y = _stacked(model, motion)
     moving = _moving_rows(model, motion)
     X, y = X[moving], y[moving]
+    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
+        raise IdentificationError(f"{source}: the regressor or the torques less the armature's share are not finite "
+                                  f"(largest armature {np.max(model.armature):g} kg m^2): nothing to fit")
     labels = _labels(model)
     nv, n, n_bodies = model.nv, len(names), model.nbodies
     structural = _structural_rank(model)
@@ -428,6 +431,13 @@ def identify(model: Model, t, q, tau, cutoff_hz: float = DEFAULT_CUTOFF_HZ, sour
     identified = _with_parameters(model, p[:PARAMETERS_PER_BODY * n_bodies], p[-2 * n:-n], p[-n:])
     before = _per_joint_rms(X @ prior - y, dof, v_index)
     after = _per_joint_rms(X @ p - y, dof, v_index)
+    with np.errstate(all="ignore"):
+        scale = np.sum(y * y)
+    if not (np.all(np.isfinite(p)) and np.all(np.isfinite(before)) and np.all(np.isfinite(after))
+            and np.isfinite(scale)):
+        raise IdentificationError(f"{source}: the fit overflowed (torques up to {np.max(np.abs(y)):.3g} N m after the "
+                                  f"armature's share, largest armature {np.max(model.armature):g} kg m^2): nothing "
+                                  f"written")
     coupled = np.abs(run.K) >= 1e-9
     no_effect = [labels[c] for k, c in sorted(enumerate(run.dependent), key=lambda kc: kc[1])
                  if not coupled[:, k].any()]
@@ -538,9 +548,13 @@ def identify_command(args) -> int:
         model_path = bundled_model_path(args.model)          # a bundled robot by name, as `rtctl info` takes it
     model = load_urdf(model_path)
     if args.armature is not None:
+        if len(args.armature) not in (1, model.nv):
+            raise IdentificationError(f"--armature: give one value or {model.nv} (one per joint of model "
+                                      f"'{model.name}'), got {len(args.armature)}")
         model.set_armature(np.broadcast_to(np.asarray(args.armature, dtype=float), (model.nv,)))
     t, q, tau = read_run(recording, model)
-    result = identify(model, t, q, tau, cutoff_hz=args.cutoff, source=str(recording))
+    with np.errstate(over="ignore", invalid="ignore"):      # an overflowing fit is refused in one line by identify
+        result = identify(model, t, q, tau, cutoff_hz=args.cutoff, source=str(recording))
     out = Path(args.out) if args.out else recording.with_name(f"{recording.stem}_identified.urdf")
     out.write_text(model_to_urdf(result.model))
     report = result.report()

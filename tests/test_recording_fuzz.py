@@ -196,3 +196,22 @@ def test_rtctl_identify_on_a_hostile_recording_is_one_line(tmp_path, model, caps
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "hostile.mcap: telemetry sample 7 is a JSON list, not an object" in err, err
     assert not (tmp_path / "x.urdf").exists()
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")        # numpy's overflow warnings are more lines
+@pytest.mark.parametrize("armature, message", [
+    (["1e300"], "the fit overflowed (torques up to"),
+    (["0.05", "0.05"], "--armature: give one value or 7 (one per joint of model 'arm7'), got 2"),
+])
+def test_rtctl_identify_with_an_armature_that_cannot_be_fitted_is_one_line_and_writes_nothing(tmp_path, model, capsys,
+                                                                                              armature, message):
+    """--armature 1e300 wrote a URDF of 1e-21 kg links and a report of inf / nan; two values for seven joints was
+    numpy's broadcasting text."""
+    from rtctl.cli import main
+
+    path = write(tmp_path / "run.mcap", rows(model, n=1500), meta_of(model))
+    out = tmp_path / "x.urdf"
+    assert main(["identify", str(path), "--model", "arm7", "--out", str(out), "--armature", *armature]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and message in err, err
+    assert not out.exists()
