@@ -450,14 +450,16 @@ def _add_batch(path: str, batches: list, rows: list, names):
     Every sample must be an object with the first sample's fields: numbers (64-bit integers for the integer
     fields) or, for the per-joint fields, lists of numbers as long in every sample."""
     first = sum(len(next(iter(b.values()))) for b in batches)
+    expected = None if names is None else set(names)
     for k, row in enumerate(rows):
         if not isinstance(row, dict):
             raise SchemaError(f"{path}: telemetry sample {first + k} is a JSON {type(row).__name__}, not an object")
         if names is None:
             names = tuple(row)
+            expected = set(names)
             if not names:
                 raise SchemaError(f"{path}: telemetry sample {first + k} has no fields")
-        if row.keys() != set(names):
+        if row.keys() != expected:
             missing = [n for n in names if n not in row]
             extra = [n for n in row if n not in names]
             raise SchemaError(f"{path}: telemetry sample {first + k} "
