@@ -215,3 +215,18 @@ def test_rtctl_identify_with_an_armature_that_cannot_be_fitted_is_one_line_and_w
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and message in err, err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("command, needs", [("plot", "plot needs the field(s) ['period', 'latency', 'overruns'"),
+                                            ("replay", "replay needs the field(s) ['index']")])
+def test_plot_and_replay_of_a_recording_lacking_their_fields_are_one_line(tmp_path, model, capsys, command, needs):
+    """A recording of another writer (only some of the schema's fields): was KeyError: 'q_d' / 'index'."""
+    from rtctl.cli import main
+
+    samples = [{k: v for k, v in row.items() if k != "index"} for row in rows(model)]
+    path = write(tmp_path / "partial.mcap", samples, meta_of(model))
+    argv = (["plot", str(path), "--out", str(tmp_path / "p.png"), "--no-progress"] if command == "plot"
+            else ["replay", str(path), "--endpoint", "tcp://127.0.0.1:0"])
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"partial.mcap: {needs}" in err, err

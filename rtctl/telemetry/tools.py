@@ -515,6 +515,22 @@ def _raise_bad_field(path: str, first: int, name: str, values: list, integer: bo
     raise SchemaError(f"{path}: telemetry field '{name}' is not numbers of one shape")
 
 
+def require_fields(path: str, samples: dict, names, command: str) -> None:
+    """ValueError of one line when the recording lacks a field ``command`` reads: scalar fields hold one number
+    per sample, per-joint fields as many as ``q`` (a recording of another writer, or hand-made)."""
+    missing = [name for name in names if name not in samples]
+    if missing:
+        raise ValueError(f"{path}: {command} needs the field(s) {missing}, which the recording's samples lack "
+                         f"(fields: {sorted(samples)})")
+    width = samples["q"].shape[1:] if "q" in samples else None
+    for name in names:
+        joint = name in JOINT_FIELDS
+        if samples[name].ndim != (2 if joint else 1) or (joint and width is not None and samples[name].shape[1:] != width):
+            raise ValueError(f"{path}: the field '{name}' holds {samples[name].shape[1:] or 'one value'} per sample; "
+                             f"{command} needs " + (f"one per joint ({width[0] if width else '?'})" if joint
+                                                    else "one number"))
+
+
 def _sample_count(summary) -> int:
     """Messages on the samples channel(s), from a recording's summary."""
     counts = summary.statistics.channel_message_counts
@@ -534,6 +550,7 @@ def replay(path: str, endpoint: str, speed: float = 1.0, batch_period: float = 0
 
     rec = read_recording(path, progress=False)
     s = rec["samples"]
+    require_fields(path, s, ("index", "t", "cycle"), "replay")
     n = len(s.get("t", ()))
     meta = rec["meta"] or envelope(joints=[], fields={}, note="recording without metadata")
     ctx = ctx or zmq.Context.instance()
@@ -614,7 +631,11 @@ def plot(path: str, out_path: str, progress: bool = True, out=None) -> str:
     s = rec["samples"]
     if not s:
         raise ValueError(f"{path}: no samples recorded")
-    joints = (rec["meta"] or {}).get("joints") or [f"j{k}" for k in range(s["q"].shape[1])]
+    require_fields(path, s, ("t", "cycle", "period", "latency", "overruns", "tripped", "q", "q_d", "error",
+                             "effort_cmd"), "plot")
+    joints = (rec["meta"] or {}).get("joints")
+    if not isinstance(joints, list) or len(joints) != s["q"].shape[1]:
+        joints = [f"j{k}" for k in range(s["q"].shape[1])]
     t = s["t"]
     fig, ax = plt.subplots(2, 2, figsize=(14, 8), constrained_layout=True)
     for k, name in enumerate(joints):
