@@ -43,11 +43,7 @@ SCRIPT = textwrap.dedent("""
                 rng.normal(size=m.nv), rng.normal(size=m.nv), np.zeros(m.nv), np.zeros(m.nq),
                 np.zeros((6, m.nv)), np.zeros(6))
         assert cycles(1, *args) == 0  # compile
-        counts = []
-        for n in (1, 300):
-            before = rtsys.get_allocation_stats().alloc
-            assert cycles(n, *args) == 0
-            counts.append(rtsys.get_allocation_stats().alloc - before)
+        counts = allocations(cycles, *args)
         print(name, "allocations for 1 and 300 cycles:", counts)
         assert counts[0] == counts[1], (name, counts)
     print("OK")

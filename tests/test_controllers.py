@@ -393,11 +393,7 @@ NRT_SCRIPT = textwrap.dedent("""
                 m.neutral_configuration(), np.ones(m.nv), np.full(c.n, 0.1), np.ones(c.n), np.ones(c.n),
                 np.zeros(m.nv))
         assert cycles(1, *args) == 0
-        counts = []
-        for n in (1, 300):
-            before = rtsys.get_allocation_stats().alloc
-            assert cycles(n, *args) == 0
-            counts.append(rtsys.get_allocation_stats().alloc - before)
+        counts = allocations(cycles, *args)
         assert counts[0] == counts[1], (name, counts)
     print("OK")
 """)

@@ -487,11 +487,7 @@ ALLOC_SCRIPT = textwrap.dedent("""
     cpg.perturb(phase=(0.0, 0.5, 0.0), radius=(1.2, 0.8, 1.0))  # every term of the kernel at work
     st, coef, out = cpg.kernel_args
     assert cycles(1, 1e-3, st, coef, out) == 0
-    counts = []
-    for n in (1, 3000):
-        before = rtsys.get_allocation_stats().alloc
-        assert cycles(n, 1e-3, st, coef, out) == 0
-        counts.append(rtsys.get_allocation_stats().alloc - before)
+    counts = allocations(cycles, 1e-3, st, coef, out, n=3000)
     print("allocations for 1 and 3000 steps:", counts)
     assert counts[0] == counts[1], counts
     print("OK")

@@ -293,11 +293,7 @@ args = ((obs.pts_all, obs.par_all, obs.maps), q, np.full(6, 0.01), np.full(6, 3.
         np.zeros((6, 2)), np.zeros((6, 2)), np.zeros((6, 2)), P,
         (np.full(6, 5e-4), np.zeros((6, 6)), np.zeros((6, 2)), np.zeros(6)))
 assert cycles(1, *args) == 0
-counts = []
-for n in (1, 300):
-    before = rtsys.get_allocation_stats().alloc
-    assert cycles(n, *args) == 0
-    counts.append(rtsys.get_allocation_stats().alloc - before)
+counts = allocations(cycles, *args)
 print("allocations for 1 and 300 cycles:", counts)
 assert counts[0] == counts[1], counts
 print("OK")

@@ -306,11 +306,7 @@ ALLOC_SCRIPT = textwrap.dedent("""
     io[0, :3], io[1, :3] = (0.0, 0.0, -0.01), (0.0, 0.0, 0.02)
     args = (m.pts2, P, S, C, m.W, m.V, io, np.zeros(6))
     assert cycles(1, *args) == 0
-    counts = []
-    for n in (1, 300):
-        before = rtsys.get_allocation_stats().alloc
-        assert cycles(n, *args) == 0
-        counts.append(rtsys.get_allocation_stats().alloc - before)
+    counts = allocations(cycles, *args)
     print("allocations for 1 and 300 cycles:", counts)
     assert counts[0] == counts[1], counts
     print("OK")

@@ -330,11 +330,7 @@ ALLOCATION_SCRIPT = textwrap.dedent("""
             args = (d.mi, d.mf, d.ws, plant.q, plant.v, np.zeros(plant.nv), method, plant._viscous,
                     plant._coulomb, plant._work, plant._contact, plant._energy, np.zeros((robot.model.nbodies, 6)))
             assert cycles(1, *args) == 0  # compile
-            counts = []
-            for n in (1, 300):
-                before = rtsys.get_allocation_stats().alloc
-                assert cycles(n, *args) == 0
-                counts.append(rtsys.get_allocation_stats().alloc - before)
+            counts = allocations(cycles, *args)
             print(fd, method, "allocations for 1 and 300 steps:", counts)
             assert counts[0] == counts[1], (fd, method, counts)
     print("OK")

@@ -178,11 +178,7 @@ ALLOC_SCRIPT = textwrap.dedent("""
             (m.par, m.A, m.D, m.r, plant.x, plant.xd, effort, 1e-3, 2, plant._work), plant_state, effort,
             traj._scratch, ctl._scratch, plant._step_work)
     assert cycles(1, *args) == 0
-    counts = []
-    for n in (1, 300):
-        before = rtsys.get_allocation_stats().alloc
-        assert cycles(n, *args) == 0
-        counts.append(rtsys.get_allocation_stats().alloc - before)
+    counts = allocations(cycles, *args)
     print("allocations for 1 and 300 cycles:", counts)
     assert counts[0] == counts[1], counts
     print("OK")

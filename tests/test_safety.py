@@ -420,11 +420,7 @@ NRT_SCRIPT = textwrap.dedent("""
         args = (st.q, st.v, st.effort, cmd.effort, cmd.stiffness, cmd.damping, cmd.velocity, force,
                 mon.q_index, mon.v_index, mon._lim, mon._ctl, mon._val)
         cycles(1, *args)  # compile
-        counts = []
-        for n in (1, 300):
-            before = rtsys.get_allocation_stats().alloc
-            cycles(n, *args)
-            counts.append(rtsys.get_allocation_stats().alloc - before)
+        counts = allocations(cycles, *args, status=False)
         print("force_safe", force, "allocations for 1 and 300 checks:", counts)
         assert counts[0] == counts[1], counts
     print("OK")

@@ -277,11 +277,7 @@ NRT_SCRIPT = textwrap.dedent("""
     sn = tj.Sinusoid([0, 1, 2], 1.0, 2.0)
     args = (mj._args, sp._args, sn._args, np.zeros(3), np.zeros(3), np.zeros(3))
     assert cycles(1, *args) == 0
-    counts = []
-    for n in (1, 300):
-        before = rtsys.get_allocation_stats().alloc
-        assert cycles(n, *args) == 0
-        counts.append(rtsys.get_allocation_stats().alloc - before)
+    counts = allocations(cycles, *args)
     assert counts[0] == counts[1], counts
     print("OK", counts)
 """)
