@@ -248,43 +248,38 @@ def test_jaw_model_errors_stay_inside_the_documented_bound():
 # -- real time and bad input -------------------------------------------------------------------------
 
 
-def test_the_observer_allocates_nothing_per_cycle():
-    loop, hook, plant = stewart_loop()
-    plant.set_external_wrench("platform", WRENCH)
+def retained_per_cycle(loop, modules) -> list:
+    """Memory that ``modules`` keep from cycle to cycle: 300 warm-up cycles, then two windows of 400 compared
+    under tracemalloc (the first window holds one-time caches and the live counter)."""
     for k in range(300):
         loop.step(k * DT)
-    import rtctl.plants.stewart.observer as mod
     tracemalloc.start()
     snapshots = []
-    for window in range(3):                 # the first window holds one-time caches and the live counter
+    for window in range(3):
         for k in range(300 + 400 * window, 700 + 400 * window):
             loop.step(k * DT)
         snapshots.append(tracemalloc.take_snapshot())
     tracemalloc.stop()
-    ours = [tracemalloc.Filter(True, mod.__file__)]
+    ours = [tracemalloc.Filter(True, m.__file__) for m in modules]
     before, after = (s.filter_traces(ours) for s in snapshots[1:])
-    growth = [d for d in after.compare_to(before, "lineno") if d.size_diff > 0]
+    return [d for d in after.compare_to(before, "lineno") if d.size_diff > 0]
+
+
+def test_the_observer_allocates_nothing_per_cycle():
+    import rtctl.plants.stewart.observer as mod
+    loop, hook, plant = stewart_loop()
+    plant.set_external_wrench("platform", WRENCH)
+    growth = retained_per_cycle(loop, [mod])
     assert not growth, "\n".join(str(d) for d in growth[:10])
     assert hook.observer.samples == 1500
 
 
 def test_the_jaw_observer_hook_allocates_nothing_per_cycle():
-    loop, hook, plant = jaw_loop()
-    plant.set_external_wrench("incisal", JAW_BITE)
-    for k in range(300):
-        loop.step(k * DT)
     import rtctl.plants.jaw.observer as jaw_mod
     import rtctl.plants.stewart.observer as mod
-    tracemalloc.start()
-    snapshots = []
-    for window in range(3):                 # the first window holds one-time caches and the live counter
-        for k in range(300 + 400 * window, 700 + 400 * window):
-            loop.step(k * DT)
-        snapshots.append(tracemalloc.take_snapshot())
-    tracemalloc.stop()
-    ours = [tracemalloc.Filter(True, m.__file__) for m in (mod, jaw_mod)]
-    before, after = (s.filter_traces(ours) for s in snapshots[1:])
-    growth = [d for d in after.compare_to(before, "lineno") if d.size_diff > 0]
+    loop, hook, plant = jaw_loop()
+    plant.set_external_wrench("incisal", JAW_BITE)
+    growth = retained_per_cycle(loop, [mod, jaw_mod])
     assert not growth, "\n".join(str(d) for d in growth[:10])
     assert hook.observer.samples == 1500 and np.abs(hook.observer.wrench[5] + 10.0) < 0.1   # it did run, and right
 
