@@ -3,6 +3,7 @@ starts, hence a subprocess), from the repository root so that ``rtctl``, ``loops
 import os
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,3 +34,20 @@ def run_with_allocation_counters(script: str, timeout: float = 600.0) -> str:
                             timeout=timeout, cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
+
+
+def retained_per_cycle(loop, modules) -> list:
+    """Memory that ``modules`` keep from cycle to cycle of ``loop``: 300 warm-up cycles, then two windows of 400
+    compared under tracemalloc (the first window holds one-time caches and the live counter); [] when none."""
+    for k in range(300):
+        loop.step(k * loop.period)
+    tracemalloc.start()
+    snapshots = []
+    for window in range(3):
+        for k in range(300 + 400 * window, 700 + 400 * window):
+            loop.step(k * loop.period)
+        snapshots.append(tracemalloc.take_snapshot())
+    tracemalloc.stop()
+    ours = [tracemalloc.Filter(True, m.__file__) for m in modules]
+    before, after = (s.filter_traces(ours) for s in snapshots[1:])
+    return [d for d in after.compare_to(before, "lineno") if d.size_diff > 0]

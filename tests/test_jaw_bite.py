@@ -241,7 +241,7 @@ def test_the_cpg_phase_takes_the_estimated_bite_force_as_feedback(tmp_path):
 def test_the_bite_monitor_allocates_nothing_per_cycle():
     """The monitor (jaw observer, bite force, RLS, telemetry values) over a bolus bite: no Python allocation in
     its modules after warm-up (the compiled calls are held to numba's counter below)."""
-    import tracemalloc
+    from allocation_counter import retained_per_cycle
 
     import rtctl.plants.jaw.bite as bite_mod
     import rtctl.plants.jaw.observer as jaw_mod
@@ -249,18 +249,7 @@ def test_the_bite_monitor_allocates_nothing_per_cycle():
 
     loop, mon, _ = bolus_run(limit=1e4)
     loop.hooks.pop()                          # the recording hook of bolus_run allocates by design
-    for k in range(300):
-        loop.step(k * loop.period)
-    tracemalloc.start()
-    snapshots = []
-    for window in range(3):                   # the first window holds one-time caches and the live counter
-        for k in range(300 + 400 * window, 700 + 400 * window):
-            loop.step(k * loop.period)
-        snapshots.append(tracemalloc.take_snapshot())
-    tracemalloc.stop()
-    ours = [tracemalloc.Filter(True, m.__file__) for m in (bite_mod, jaw_mod, obs_mod)]
-    before, after = (s.filter_traces(ours) for s in snapshots[1:])
-    growth = [d for d in after.compare_to(before, "lineno") if d.size_diff > 0]
+    growth = retained_per_cycle(loop, [bite_mod, jaw_mod, obs_mod])
     assert not growth, "\n".join(str(d) for d in growth[:10])
     assert mon.observer.samples == 1500 and mon.peak_bite_force > 15.0   # it ran, through the bolus
 

@@ -14,7 +14,6 @@ without contact stays inside MODEL_ERROR_BOUND (Stewart) and JAW_MODEL_ERROR_BOU
 """
 import copy
 import sys
-import tracemalloc
 
 import numpy as np
 import pytest
@@ -248,25 +247,9 @@ def test_jaw_model_errors_stay_inside_the_documented_bound():
 # -- real time and bad input -------------------------------------------------------------------------
 
 
-def retained_per_cycle(loop, modules) -> list:
-    """Memory that ``modules`` keep from cycle to cycle: 300 warm-up cycles, then two windows of 400 compared
-    under tracemalloc (the first window holds one-time caches and the live counter)."""
-    for k in range(300):
-        loop.step(k * DT)
-    tracemalloc.start()
-    snapshots = []
-    for window in range(3):
-        for k in range(300 + 400 * window, 700 + 400 * window):
-            loop.step(k * DT)
-        snapshots.append(tracemalloc.take_snapshot())
-    tracemalloc.stop()
-    ours = [tracemalloc.Filter(True, m.__file__) for m in modules]
-    before, after = (s.filter_traces(ours) for s in snapshots[1:])
-    return [d for d in after.compare_to(before, "lineno") if d.size_diff > 0]
-
-
 def test_the_observer_allocates_nothing_per_cycle():
     import rtctl.plants.stewart.observer as mod
+    from allocation_counter import retained_per_cycle
     loop, hook, plant = stewart_loop()
     plant.set_external_wrench("platform", WRENCH)
     growth = retained_per_cycle(loop, [mod])
@@ -275,6 +258,8 @@ def test_the_observer_allocates_nothing_per_cycle():
 
 
 def test_the_jaw_observer_hook_allocates_nothing_per_cycle():
+    from allocation_counter import retained_per_cycle
+
     import rtctl.plants.jaw.observer as jaw_mod
     import rtctl.plants.stewart.observer as mod
     loop, hook, plant = jaw_loop()
