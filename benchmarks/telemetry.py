@@ -19,7 +19,8 @@
    recorder process; all of them together. Each case with the publisher process
    (what run configs use, at ``publisher_nice`` 10), "all" also with the publisher process at
    nice 0 and with the publisher thread (with the GIL
-   switch interval it sets, and with CPython's default 5 ms). Reported per case:
+   switch interval it sets, and with CPython's default 5 ms); "off" and "all" also with the
+   loop thread on the kernel's default time slice instead of ``[loop] time_slice_us`` 100. Reported per case:
    overruns in each round, compute p99 and wake-up latency p99/max (us, worst
    round). The load average before and after is printed: other processes on the
    machine count. ``--realtime-priority N`` runs the loop thread under SCHED_FIFO
@@ -84,9 +85,11 @@ print(received, lost, flush=True)
 """
 
 
-def make_loop(pace: bool):
+def make_loop(pace: bool, kernel_slice: bool = False):
     raw = copy.deepcopy(ARM)
     raw["loop"]["pace"] = pace
+    if kernel_slice:
+        raw["loop"]["time_slice_us"] = 0.0
     return build(validate(raw))
 
 
@@ -221,7 +224,7 @@ print(res["samples"], res["lost"], flush=True)
 """
 
 SINK_CASES = ("off", "pub", "plotjuggler", "foxglove", "dashboard", "record", "all", "all, nice 0", "all, thread",
-              "all, thread, 5 ms")
+              "all, thread, 5 ms", "off, kernel slice", "all, kernel slice")
 
 
 def spawn_script(script, *argv):
@@ -239,7 +242,8 @@ def sink_case(case: str, seconds: float, tmp: str):
     from rtctl.telemetry.foxglove import FoxgloveSink
     from rtctl.telemetry.publisher import PUBLISHER_NICE, SWITCH_INTERVAL
 
-    loop = make_loop(True)
+    loop = make_loop(True, kernel_slice="kernel slice" in case)
+    case = case.replace(", kernel slice", "")
     tel = None
     procs = []
     if case != "off":

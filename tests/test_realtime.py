@@ -1,0 +1,50 @@
+"""The loop thread's scheduling: a short fair-scheduler slice while it runs (so that it preempts readers
+and the publisher when woken), the kernel's own slice back afterwards, and the config key's bounds."""
+import threading
+
+import pytest
+
+import rtctl
+from rtctl.config import ConfigError, build, load_config, validate
+from rtctl.rt.realtime import TIME_SLICE, set_time_slice, time_slice
+
+
+def demo_config():
+    from pathlib import Path
+    return load_config(Path(rtctl.__file__).parent / "data" / "configs" / "demo.toml")
+
+
+def custom_slices() -> bool:
+    """Whether this kernel takes a custom slice (Linux 6.12 and later); probed in a throwaway thread."""
+    result = []
+    probe = threading.Thread(target=lambda: result.append(set_time_slice(2 * TIME_SLICE)))
+    probe.start()
+    probe.join()
+    return result == [""]
+
+
+@pytest.mark.skipif(not custom_slices(), reason="this kernel keeps its own fair-scheduler slice")
+def test_the_loop_thread_runs_with_the_short_slice_and_gets_the_kernel_default_back():
+    default = time_slice()
+    assert default > 5 * TIME_SLICE                       # the kernel's default (0.7 ms x (1 + log2 ncpus))
+    loop = build(demo_config())
+    seen = []
+    loop.hooks.append(lambda *_args: seen.append(time_slice()) if len(seen) < 3 else None)
+    report = loop.run(cycles=20)
+    assert report.cycles == 20 and "time slice 100 us" in report.realtime
+    assert seen == [pytest.approx(TIME_SLICE, abs=1e-9)] * 3
+    assert time_slice() == pytest.approx(default, abs=1e-9)
+
+
+def test_time_slice_config_key():
+    cfg = demo_config()
+    cfg["loop"]["time_slice_us"] = 0.0
+    assert build(cfg).realtime.time_slice is None            # 0: the kernel's default slice, nothing requested
+    cfg["loop"]["time_slice_us"] = 500.0
+    assert build(cfg).realtime.time_slice == pytest.approx(5e-4)
+    cfg["loop"]["time_slice_us"] = 50.0
+    with pytest.raises(ConfigError, match=r"\[loop\] time_slice_us = 50: the kernel's shortest slice is 100 us"):
+        build(cfg)
+    cfg["loop"]["time_slice_us"] = -1.0
+    with pytest.raises(ConfigError, match="time_slice_us"):
+        validate({"robot": {"model": "arm7"}, "loop": {"time_slice_us": -1.0}})
