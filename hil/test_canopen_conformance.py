@@ -20,6 +20,7 @@ from rtctl.hil.can_emulator import Cia402Emulator, run_in_thread
 from rtctl.hil.can_robot import build_arm2, make_plant
 
 MARGIN = 0.15  # s: scheduling slack of the emulator thread and the notifier on a loaded machine
+MARKER = 0x07F  # a frame ID outside CiA 301's predefined connection set: the test's in-order marker on the bus
 
 
 class Sniffer(can.Listener):
@@ -55,6 +56,16 @@ class Rig:
         self.net.add_node(self.node)
         self.node.nmt.state = "PRE-OPERATIONAL"
         self.node.sdo.RESPONSE_TIMEOUT = 0.3
+
+    def marker(self):
+        """Send a marker frame (an ID no device uses) from the emulator's side and wait until the sniffer has it;
+        its index in ``sniffer.frames``: frames after it were sent by the emulator after this call."""
+        def markers():
+            return [k for k, (_t, c, _d) in enumerate(list(self.sniffer.frames)) if c == MARKER]
+        before = len(markers())
+        self.bus.send(can.Message(arbitration_id=MARKER, data=b"", is_extended_id=False))
+        assert self.wait(lambda: len(markers()) > before, 5.0), "marker lost"
+        return markers()[-1] + 1
 
     def abort_of(self, fn):
         with pytest.raises(SdoAbortedError) as info:
@@ -145,14 +156,17 @@ def test_pdos_only_in_operational(rig):
     assert rig.sniffer.of(0x181) == []                      # pre-operational: SYNC, but no TPDO
     node.nmt.state = "OPERATIONAL"
     assert rig.wait(lambda: len(rig.sniffer.of(0x181)) >= 5)
-    for state in ("PRE-OPERATIONAL", "STOPPED"):
+    for state, nmt in (("PRE-OPERATIONAL", 127), ("STOPPED", 4)):
         node.nmt.state = "OPERATIONAL"
-        time.sleep(0.03)
+        assert rig.wait(lambda: rig.drive.nmt == 5, 5.0)
         node.nmt.state = state
-        time.sleep(0.03)
-        t0 = time.monotonic()
+        # Not a fixed sleep: on a loaded machine the emulator may take longer to act on the command, and TPDOs
+        # it sent at SYNCs before the command may still be on their way to the sniffer. Once the drive has left
+        # OPERATIONAL, a marker frame sent on the emulator's bus arrives after every frame it sent before.
+        assert rig.wait(lambda: rig.drive.nmt == nmt, 5.0), state
+        n0 = rig.marker()
         time.sleep(0.1)
-        assert rig.sniffer.of(0x181, t0) == [], state
+        assert [c for _t, c, _d in rig.sniffer.frames[n0:]].count(0x181) == 0, state
     node.nmt.state = "PRE-OPERATIONAL"
     rig.net.send_message(0x201, bytes([0x06, 0x00]))        # RPDO1 (controlword "shutdown") in PRE-OPERATIONAL
     time.sleep(0.05)
