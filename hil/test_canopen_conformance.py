@@ -67,6 +67,14 @@ class Rig:
         assert self.wait(lambda: len(markers()) > before, 5.0), "marker lost"
         return markers()[-1] + 1
 
+    def after_syncs(self, total):
+        """Return once the emulator has taken ``total`` SYNCs in all and the sniffer holds every frame it sent
+        for them. Not a fixed sleep: on a loaded machine the emulator may still be working through the SYNCs.
+        The emulator serves frames in order, so its answer to an SDO upload sent now comes after every TPDO of
+        those SYNCs, and the notifier hands frames to the sniffer in order."""
+        assert self.wait(lambda: self.emu.syncs >= total, 5.0), (self.emu.syncs, total)
+        self.node.sdo[0x1000].raw
+
     def abort_of(self, fn):
         with pytest.raises(SdoAbortedError) as info:
             fn()
@@ -297,10 +305,11 @@ def test_tpdo_synchronous_cyclic_every_nth_sync(rig):
     rig.node.nmt.state = "OPERATIONAL"
     time.sleep(0.02)
     t0 = time.monotonic()
+    syncs = rig.emu.syncs
     for _ in range(30):
         rig.net.sync.transmit()
         time.sleep(0.004)
-    time.sleep(0.02)
+    rig.after_syncs(syncs + 30)
     assert len(rig.sniffer.of(0x181, t0)) == 10
 
 
@@ -311,12 +320,13 @@ def test_tpdo_synchronous_acyclic_on_change(rig):
     node.nmt.state = "OPERATIONAL"
     time.sleep(0.02)
     t0 = time.monotonic()
+    syncs = rig.emu.syncs
     for k in range(10):
         if k == 5:
             node.sdo[0x6040].raw = 0x06                         # shutdown: statusword changes
         rig.net.sync.transmit()
         time.sleep(0.005)
-    time.sleep(0.02)
+    rig.after_syncs(syncs + 10)
     words = [int.from_bytes(d, "little") for _t, d in rig.sniffer.of(0x181, t0)]
     assert words == [0x0240, 0x0231]
 
