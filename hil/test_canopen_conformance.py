@@ -126,7 +126,8 @@ def test_boot_up_after_reset_node_and_reset_communication(rig):
         t0 = time.monotonic()
         node.nmt.state = command
         assert rig.wait(lambda: b"\x00" in [d for _t, d in rig.sniffer.of(0x701, t0)])
-        assert rig.drive.nmt == 127
+        # the device sends the boot-up and then enters PRE-OPERATIONAL: the sniffer can see the frame first
+        assert rig.wait(lambda: rig.drive.nmt == 127), rig.drive.nmt
         assert node.sdo[0x1017].raw == 0                   # communication object back to power-on
         assert (node.sdo[0x6072].raw == 3000) == app_restored
     assert rig.sniffer.of(0x702, start) == []              # node 2 was not addressed
