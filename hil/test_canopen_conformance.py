@@ -375,8 +375,8 @@ def test_heartbeat_consumer_loss_faults_the_drive(rig):
     assert rig.drive.state == "OPERATION ENABLED"                 # no heartbeat yet: not monitored
     for _ in range(6):
         time.sleep(0.05)
+        last = time.monotonic()        # before the send: the drive receives this heartbeat at or after `last`
         rig.net.send_message(0x77F, b"\x05")
-    last = time.monotonic()
     assert rig.wait(lambda: rig.sniffer.of(0x81, last), 0.15 + MARGIN + 0.1)
     t_emcy, data = rig.sniffer.of(0x81, last)[0]
     assert data == bytes([0x30, 0x81, 0x11, 0, 0, 0, 0, 0])
