@@ -43,6 +43,15 @@ def motor():
         return None if reply is None else (reply.arbitration_id, bytes(reply.data))
 
     yield emu, send
+
+
+def settled(predicate, timeout=2.0):
+    """The firmware answers before it acts on a frame (CAN1_RX0_IRQHandler packs the reply first), so the reply
+    can reach the test while the emulator thread has not yet applied the frame: wait for its effect."""
+    deadline = time.monotonic() + timeout
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return predicate()
     stop.set()
     time.sleep(0.01)
     host.shutdown()
@@ -70,12 +79,12 @@ def test_enter_exit_motor_mode_and_commands_only_act_in_motor_mode(motor):
     time.sleep(0.02)
     assert emu.mode[0] == "rest" and emu.clock.motor_torque[0] == 0.0
     send(ENTER)
-    assert emu.mode[0] == "motor"
+    assert settled(lambda: emu.mode[0] == "motor")
     send(pack_command(MC, 0, 0, 0, 0, 5.0))
     _mid, _p, _v, t = unpack_reply(MC, send(pack_command(MC, 0, 0, 0, 0, 5.0))[1])
     assert abs(t - 5.0) <= 2 * MC.step("t")
     send(EXIT)
-    assert emu.mode[0] == "rest" and np.all(emu.cmd[0] == 0.0)
+    assert settled(lambda: emu.mode[0] == "rest" and np.all(emu.cmd[0] == 0.0)), (emu.mode[0], emu.cmd[0])
     _mid, _p, _v, t = unpack_reply(MC, send(EXIT)[1])
     assert abs(t) <= MC.step("t")
 
@@ -100,9 +109,9 @@ def test_packed_ranges_and_out_of_range_commands(motor):
     emu, send = motor
     send(pack_command(MC, 99.0, 999.0, 1e4, 50.0, 99.0))
     assert bytes(pack_command(MC, 99.0, 999.0, 1e4, 50.0, 99.0)).hex() == "ffffffffffffffff"
-    assert np.allclose(emu.cmd[0], [12.5, 65.0, 500.0, 5.0, 18.0], rtol=0, atol=1e-12)
+    assert settled(lambda: np.allclose(emu.cmd[0], [12.5, 65.0, 500.0, 5.0, 18.0], rtol=0, atol=1e-12)), emu.cmd[0]
     send(pack_command(MC, -99.0, -999.0, -1.0, -1.0, -99.0))
-    assert np.allclose(emu.cmd[0], [-12.5, -65.0, 0.0, 0.0, -18.0], rtol=0, atol=1e-12)
+    assert settled(lambda: np.allclose(emu.cmd[0], [-12.5, -65.0, 0.0, 0.0, -18.0], rtol=0, atol=1e-12)), emu.cmd[0]
     send(ENTER)
     send(pack_command(MC, 12.5, 0.0, 500.0, 0.0, 0.0))               # kp * error ~ 6000 N m asked
     _mid, _p, _v, t = unpack_reply(MC, send(pack_command(MC, 12.5, 0.0, 500.0, 0.0, 0.0))[1])
