@@ -125,8 +125,8 @@ def test_can_timeout_zeroes_the_commands_and_only_a_command_resumes(motor):
     not reset the counter; the next command frame does."""
     emu, send = motor
     send(ENTER)
+    t_cmd = time.monotonic()        # before the send: the firmware takes the command at or after t_cmd
     send(pack_command(MC, 0, 0, 0, 0, 4.0))
-    t_cmd = time.monotonic()
     torques = []
     while time.monotonic() - t_cmd < 0.35:                           # probe with FC: a no-op in MOTOR mode
         _mid, _p, _v, t = unpack_reply(MC, send(ENTER)[1])
