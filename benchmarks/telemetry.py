@@ -20,7 +20,9 @@
    (what run configs use, at ``publisher_nice`` 10), "all" also with the publisher process at
    nice 0 and with the publisher thread (with the GIL
    switch interval it sets, and with CPython's default 5 ms); "off" and "all" also with the
-   loop thread on the kernel's default time slice instead of ``[loop] time_slice_us`` 100. Reported per case:
+   loop thread on the kernel's default time slice instead of ``[loop] time_slice_us`` 100;
+   "all, no readers": PUB, PlotJuggler and Foxglove servers publishing with no process
+   reading them (the dashboard and the recorder are readers: they are left out). Reported per case:
    overruns in each round, compute p99 and wake-up latency p99/max (us, worst
    round). The load average before and after is printed: other processes on the
    machine count. ``--realtime-priority N`` runs the loop thread under SCHED_FIFO
@@ -224,7 +226,7 @@ print(res["samples"], res["lost"], flush=True)
 """
 
 SINK_CASES = ("off", "pub", "plotjuggler", "foxglove", "dashboard", "record", "all", "all, nice 0", "all, thread",
-              "all, thread, 5 ms", "off, kernel slice", "all, kernel slice")
+              "all, thread, 5 ms", "off, kernel slice", "all, kernel slice", "all, no readers")
 
 
 def spawn_script(script, *argv):
@@ -243,7 +245,8 @@ def sink_case(case: str, seconds: float, tmp: str):
     from rtctl.telemetry.publisher import PUBLISHER_NICE, SWITCH_INTERVAL
 
     loop = make_loop(True, kernel_slice="kernel slice" in case)
-    case = case.replace(", kernel slice", "")
+    readers = "no readers" not in case
+    case = case.replace(", kernel slice", "").replace(", no readers", "")
     tel = None
     procs = []
     if case != "off":
@@ -255,15 +258,15 @@ def sink_case(case: str, seconds: float, tmp: str):
                         switch_interval=None if "5 ms" in case else SWITCH_INTERVAL,
                         process="thread" not in case,
                         publisher_nice=0 if "nice 0" in case else PUBLISHER_NICE).attach(loop).start()
-        if every or case == "pub":
+        if readers and (every or case == "pub"):
             procs.append(spawn(tel.endpoint, "reader"))
-        if pj:
+        if readers and pj:
             procs.append(spawn_script(PJ_READER, tel.plotjuggler_endpoint))
-        if fox:
+        if readers and fox:
             procs.append(spawn_script(FOXGLOVE_CLIENT, tel.sinks[0].url))
-        if every or case == "dashboard":
+        if readers and (every or case == "dashboard"):
             procs.append(spawn_script(DASHBOARD_CLIENT, tel.endpoint))
-        if every or case == "record":
+        if readers and (every or case == "record"):
             procs.append(spawn_script(RECORDER, tel.endpoint, os.path.join(tmp, f"bench-{case[:3]}.mcap")))
         time.sleep(1.0)  # subscriptions in place, helper processes settled
     report = loop.run(duration=seconds)
