@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
+from threadpoolctl import threadpool_limits
 
 from rtctl.dynamics.regressor import BaseParameters, JointTorqueRegressor
 from rtctl.options import setting
@@ -206,6 +207,7 @@ class ExcitationTrajectory(_CompiledTrajectory):
         self._a[:] = a * scale[:, None]
         self._b[:] = b * scale[:, None]
 
+    @threadpool_limits.wrap(limits=1, user_api="blas")
     def optimise(self, regressor: JointTorqueRegressor, q_index, iterations: int = 30, samples: int = 80) -> float:
         """Minimise the condition number of the base regressor with friction columns over one period
         (Swevers et al. eq. 22) in the free coefficients, from the current ones; returns the condition."""

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from rtctl.dynamics import Dynamics
 from rtctl.dynamics.regressor import (PARAMETERS_PER_BODY, BaseParameters, JointTorqueRegressor,
@@ -399,6 +400,7 @@ def torque_rms(error: np.ndarray) -> np.ndarray:
     return np.sqrt(np.mean(np.asarray(error) ** 2, axis=0))
 
 
+@threadpool_limits.wrap(limits=1, user_api="blas")
 def identify(model: Model, t, q, tau, cutoff_hz: float = DEFAULT_CUTOFF_HZ, source: str = "the run") -> Identification:
     """Identify ``model``'s inertial parameters and joint friction from a run: sample times ``t`` (N,), measured
     positions ``q`` and commanded torques ``tau`` (N, n) of its actuated joints (module docstring)."""
