@@ -92,6 +92,42 @@ def test_endpoints_are_loopback_unless_explicit():
     assert check_endpoint("tcp://0.0.0.0:5555", allow_remote=True) == "tcp://0.0.0.0:5555"
     with pytest.raises(EndpointError):
         check_endpoint("udp://127.0.0.1:1")
+    with pytest.raises(EndpointError, match="abstract socket has no permissions"):
+        check_endpoint("ipc://@rtctl-telemetry")
+
+
+@pytest.mark.parametrize("process", [False, True])
+def test_ipc_sockets_are_created_owner_only(tmp_path, process):
+    """An ipc:// server socket gets mode 0600 whatever the umask (connecting to a unix socket needs write
+    permission on it, so no other user of the PC reads the stream or reaches the control channel), the
+    umask comes back, and the owner's clients still connect."""
+    import os
+    import stat
+
+    paths = {name: tmp_path / f"{name}.sock" for name in ("telemetry", "plotjuggler", "control")}
+    token = tmp_path / "token"
+    token.write_text("a-token-of-enough-length-0123\n")
+    token.chmod(0o600)
+    umask = os.umask(0o002)
+    try:
+        loop = make_loop(telemetry={"enabled": True, "endpoint": f"ipc://{paths['telemetry']}", "plotjuggler": True,
+                                    "plotjuggler_endpoint": f"ipc://{paths['plotjuggler']}", "meta_period": 0.05,
+                                    "publisher": "process" if process else "thread"},
+                         control={"enabled": True, "endpoint": f"ipc://{paths['control']}",
+                                  "token_file": str(token)})
+        assert os.umask(0o002) == 0o002
+    finally:
+        os.umask(umask)
+    try:
+        for name, path in paths.items():
+            mode = path.stat().st_mode
+            assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) & 0o077 == 0, (name, oct(mode))
+        sub = subscriber(loop.telemetry.endpoint)
+        wait_meta(sub)
+        sub.close(linger=0)
+    finally:
+        loop.control.close()
+        loop.telemetry.close()
 
 
 def _paced_run(stalled: bool, seconds: float = 2.0):

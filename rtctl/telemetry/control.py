@@ -72,7 +72,7 @@ import zmq
 
 from .client import ServerNotTrusted, request
 from .commands import CommandValidation
-from .endpoints import LOOPBACK_HOSTS, check_endpoint
+from .endpoints import LOOPBACK_HOSTS, bind, check_endpoint
 from .requests import (COMMANDS, COMMON, INT64_MAX, INT64_MIN, MAX_DEPTH, MAX_ELEMENTS, MAX_REQUEST_BYTES, MAX_STRING,
                        OPEN_COMMANDS, Refused, check_command, check_request_structure, decode_request, encode_reply)
 
@@ -196,8 +196,7 @@ class ControlServer(CommandValidation):
             self._authenticator.configure_curve(domain="*", location=str(clients))
             sock.curve_publickey, sock.curve_secretkey = public, secret
             sock.curve_server = True
-        sock.bind(self._bind)
-        self.endpoint = sock.getsockopt(zmq.LAST_ENDPOINT).decode()
+        self.endpoint = bind(sock, self._bind)
         return sock
 
     def _run(self) -> None:

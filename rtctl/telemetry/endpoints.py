@@ -1,7 +1,16 @@
-"""ZeroMQ endpoints: what a server may bind (loopback unless allowed) and what a client may connect to."""
+"""ZeroMQ endpoints: what a server may bind (loopback unless allowed) and what a client may connect to.
+
+An ``ipc://PATH`` server socket is created owner-only (mode 0600, :func:`bind`): on a shared control PC
+another user cannot connect to it, as they could to a socket created under the usual umask 022. Abstract
+sockets (``ipc://@NAME``) have no permissions at all and are refused.
+"""
 from __future__ import annotations
 
+import os
+import threading
 from urllib.parse import urlsplit
+
+import zmq
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 
@@ -19,6 +28,9 @@ def check_endpoint(endpoint: str, allow_remote: bool = False, what: str = "endpo
     if not isinstance(endpoint, str) or "://" not in endpoint:
         raise EndpointError(f"{what} {endpoint!r}: expected tcp://HOST:PORT, ipc://PATH or inproc://NAME")
     scheme = endpoint.split("://", 1)[0]
+    if scheme == "ipc" and endpoint.startswith("ipc://@"):
+        raise EndpointError(f"{what} {endpoint!r}: an abstract socket has no permissions, any user of this machine "
+                            "could connect; use ipc://PATH (created owner-only)")
     if scheme in ("ipc", "inproc"):
         return endpoint
     if scheme != "tcp":
@@ -51,3 +63,21 @@ def loopback_connect(endpoint: str) -> str:
     if parts.scheme == "tcp" and parts.hostname in ("0.0.0.0", "*"):
         return f"tcp://127.0.0.1:{parts.port}"
     return endpoint
+
+
+_UMASK_LOCK = threading.Lock()
+
+
+def bind(sock, endpoint: str) -> str:
+    """Bind a ZeroMQ socket to a checked endpoint, an ``ipc://`` path owner-only; returns the bound endpoint.
+    The umask is process-wide: files other threads create meanwhile are owner-only too, never wider."""
+    if endpoint.startswith("ipc://"):
+        with _UMASK_LOCK:
+            previous = os.umask(0o077)
+            try:
+                sock.bind(endpoint)
+            finally:
+                os.umask(previous)
+    else:
+        sock.bind(endpoint)
+    return sock.getsockopt(zmq.LAST_ENDPOINT).decode()

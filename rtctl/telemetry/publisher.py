@@ -67,7 +67,7 @@ import numpy as np
 import zmq
 from numba import njit
 
-from .endpoints import check_endpoint
+from .endpoints import bind, check_endpoint
 from .schema import (JOINT_FIELDS, SCALAR_FIELDS, SCALAR_UNITS, TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, JsonRows,
                      Layout, envelope, pack)
 
@@ -504,14 +504,12 @@ class Telemetry:
             pub.setsockopt(zmq.SNDHWM, self.sndhwm)
             if self.sndbuf:
                 pub.setsockopt(zmq.SNDBUF, self.sndbuf)
-            pub.bind(self._bind)
-            self.endpoint = pub.getsockopt(zmq.LAST_ENDPOINT).decode()
+            self.endpoint = bind(pub, self._bind)
             if self._pj_bind:
                 pj = self._ctx.socket(zmq.PUB)
                 pj.setsockopt(zmq.LINGER, 0)
                 pj.setsockopt(zmq.SNDHWM, self.sndhwm)
-                pj.bind(self._pj_bind)
-                self.plotjuggler_endpoint = pj.getsockopt(zmq.LAST_ENDPOINT).decode()
+                self.plotjuggler_endpoint = bind(pj, self._pj_bind)
                 self._pj_json = JsonRows(self.layout, self.joints, self.extra_names, style="plotjuggler")
             for sink in self.sinks:
                 sink.open(self)

@@ -50,10 +50,12 @@ def rows_of(msg: dict):
 class PublisherWait:
     """Says once, after ``after`` s with nothing received, that the tool is waiting for a publisher (the
     subscribing tools: echo, stats, record, the dashboard). Call :meth:`idle` when a wait for a message
-    timed out, :meth:`received` when one arrived, :meth:`finish` when the tool stops listening."""
+    timed out, :meth:`received` when one arrived, :meth:`finish` when the tool stops listening. ``write``
+    says the line instead of printing it to ``out`` (a progress bar's ``write``, so the line is not appended
+    to the bar's)."""
 
-    def __init__(self, endpoint: str, out, after: float = 1.0):
-        self.endpoint, self.out = endpoint, out
+    def __init__(self, endpoint: str, out, after: float = 1.0, write=None):
+        self.endpoint, self.out, self.write = endpoint, out, write
         self.deadline = time.monotonic() + after
         self.heard = False
 
@@ -73,7 +75,11 @@ class PublisherWait:
         return self.heard
 
     def _say(self) -> None:
-        print(f"waiting for a publisher on {self.endpoint} ...", file=self.out or sys.stderr, flush=True)
+        line = f"waiting for a publisher on {self.endpoint} ..."
+        if self.write is not None:
+            self.write(line)
+        else:
+            print(line, file=self.out or sys.stderr, flush=True)
         self.deadline = None
 
 
@@ -235,7 +241,7 @@ def record(endpoint: str, path: str, duration: float | None = None, samples: int
         bar = tqdm(total=samples, unit="sample", desc="recording", disable=not progress, file=out)
         start = time.monotonic()
         last_rx = start
-        waiting = PublisherWait(endpoint, out)
+        waiting = PublisherWait(endpoint, out, write=lambda line: bar.write(line, file=out))
         try:
             while True:
                 now = time.monotonic()
@@ -546,7 +552,7 @@ def replay(path: str, endpoint: str, speed: float = 1.0, batch_period: float = 0
     """
     from tqdm import tqdm
 
-    from .endpoints import check_endpoint
+    from .endpoints import bind, check_endpoint
 
     rec = read_recording(path, progress=False)
     s = rec["samples"]
@@ -557,8 +563,7 @@ def replay(path: str, endpoint: str, speed: float = 1.0, batch_period: float = 0
     pub = ctx.socket(zmq.PUB)
     pub.setsockopt(zmq.LINGER, 1000)
     pub.setsockopt(zmq.SNDHWM, 100_000)
-    pub.bind(check_endpoint(endpoint))
-    bound = pub.getsockopt(zmq.LAST_ENDPOINT).decode()
+    bound = bind(pub, check_endpoint(endpoint))
     if ready is not None:
         ready(bound)
     time.sleep(connect_wait)  # let subscribers connect (PUB/SUB slow joiner)
