@@ -201,6 +201,14 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (`{self.prog} -h` shows the usage)\n")
 
+    def parse_known_args(self, args=None, namespace=None):
+        """An argument no parser knows is named by the (sub)command given it (argparse hands a subcommand's
+        leftovers up, and the top parser blamed ``rtctl`` for ``rtctl control status --bogus``)."""
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
 
 def require_subcommand(parser: argparse.ArgumentParser, subparsers, what: str = "command") -> None:
     """``parser`` given none of its ``subparsers`` says so in one line, naming the ones there are (argparse's
@@ -210,6 +218,10 @@ def require_subcommand(parser: argparse.ArgumentParser, subparsers, what: str = 
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .config import CORE_SCHEMA
+    from .options import argument_type
+
+    duration = argument_type(CORE_SCHEMA["loop"]["duration"])   # --duration: checked as [loop] duration is
     parser = Parser(prog="rtctl", description="Real-time robot controller framework.")
     parser.add_argument("--version", action="version", version=f"rtctl {__version__}")
     sub = parser.add_subparsers(dest="command")
@@ -231,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "run":
             cmd.add_argument("config", help="TOML run configuration: a path, or the name of a bundled one "
                                              "(e.g. stewart, jaw, legged_biped)")
-        cmd.add_argument("--duration", type=float, default=None, help="override [loop] duration (s)")
+        cmd.add_argument("--duration", type=duration, default=None, help="override [loop] duration (s)")
         cmd.add_argument("--offline", action="store_true",
                          help="run cycles back to back instead of at wall-clock rate (same control time)")
         cmd.set_defaults(func=func)
@@ -242,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "and print tracking error and leg force per phase")
     js.add_argument("config", help="TOML run configuration with [trajectory] type = \"jaw_cpg\"")
     js.add_argument("--out", required=True, help="directory for legs.png, incisal.png, session.npz")
-    js.add_argument("--duration", type=float, default=None, help="override [loop] duration (s)")
+    js.add_argument("--duration", type=duration, default=None, help="override [loop] duration (s)")
     js.set_defaults(func=_cmd_jaw_session)
     sw = sub.add_parser("sweep", help="run many offline simulations of a config with varied parameters")
     sw.add_argument("sweep", help="sweep file (TOML): base config, parameters, sampling, metrics, backend")
@@ -302,7 +314,8 @@ def _explain(exc: BaseException) -> str:
         return f"address already in use ({exc}): another program (another rtctl?) is serving there; " \
                f"stop it or choose another port/endpoint"
     text = " ".join(str(exc).split()) or type(exc).__name__
-    if isinstance(exc, (ModelError, ValueError, FileNotFoundError, PermissionError)):
+    if isinstance(exc, (ModelError, ValueError, FileNotFoundError, PermissionError, IsADirectoryError,
+                        NotADirectoryError)):     # a path given where a file is read or written: the message says
         return text
     return f"{type(exc).__name__}: {text} (RTCTL_TRACEBACK=1 shows where)"
 

@@ -105,6 +105,25 @@ def check_value(value, key: Key, where: str):
     raise AssertionError(key.kind)
 
 
+def argument_type(key: Key | str, **bounds):
+    """An argparse ``type`` that checks a command-line number as :func:`check_value` checks a config key
+    (``key``, or ``Key(kind, **bounds)``): ``--duration -1`` is then one usage line naming the option."""
+    import argparse
+
+    key = key if isinstance(key, Key) else Key(key, **bounds)
+    integer = key.kind == "int"
+
+    def parse(text: str):
+        value = int(text) if integer else float(text)   # ValueError: argparse's "invalid float value: 'x'"
+        try:
+            return check_value(value, key, "")
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(": ")) from None
+
+    parse.__name__ = "int" if integer else "float"
+    return parse
+
+
 def check_table(given, keys: dict[str, Key], where: str, owner: str = "") -> dict:
     """Every key of ``keys`` with its checked value or default. ``where`` is ``"FILE: [section]"``;
     ``owner`` (e.g. ``"driver 'sim'"``) is named when a key is unknown."""

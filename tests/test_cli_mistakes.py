@@ -98,6 +98,11 @@ def test_plot_on_a_file_that_is_not_mcap(capsys, tmp_path):
     assert "not a readable MCAP recording" in line and str(bad) in line
 
 
+def test_plot_on_a_directory(capsys, tmp_path):
+    line = one_error_line(capsys, ["plot", str(tmp_path), "--out", str(tmp_path / "o.png"), "--no-progress"], 1)
+    assert line == f"rtctl plot: error: [Errno 21] Is a directory: '{tmp_path}'"
+
+
 def test_plot_on_an_empty_file_and_on_a_recording_without_samples(capsys, tmp_path):
     empty = tmp_path / "empty.mcap"
     empty.write_bytes(b"")
@@ -168,6 +173,14 @@ def test_record_with_no_publisher_exits_non_zero(capsys, tmp_path):
     assert f"waiting for a publisher on {endpoint}" in captured.err and "0 samples" in captured.out
 
 
+def test_record_says_it_waits_on_a_line_of_its_own_beside_its_progress_bar(capsys, tmp_path):
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    status = main(["record", str(tmp_path / "r.mcap"), "--endpoint", endpoint, "--duration", "1.5"])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert f"waiting for a publisher on {endpoint} ..." in err.replace("\r", "\n").splitlines(), err   # not after the bar
+
+
 def test_an_unexpected_error_is_one_line_naming_its_type():
     """Outside pytest's capture: the real process prints one line, and the traceback only on request."""
     code = ("import rtctl.cli as c\n"
@@ -230,6 +243,19 @@ def test_control_without_a_command_names_the_commands_as_a_real_process():
     (["control"], "rtctl control", "missing command: one of status, set_gains, "),
     (["run"], "rtctl run", "the following arguments are required: config "),
     (["telemetry", "stats", "--duration", "soon"], "rtctl telemetry stats", "invalid float value: 'soon'"),
+    (["control", "status", "--bogus"], "rtctl control", "unrecognized arguments: --bogus "),   # not `rtctl:`
+    (["info", "arm7", "--bogus"], "rtctl info", "unrecognized arguments: --bogus "),
+    (["control", "frobnicate"], "rtctl control", "invalid choice: 'frobnicate' (choose from 'status', "),
+    (["control", "set_gains", "kq=300"], "rtctl control", "set_gains: unknown field 'kq'; allowed: ['kd', 'kp']"),
+    (["control", "set_gains", "kp"], "rtctl control", "expected KEY=VALUE, got 'kp'"),
+    (["demo", "--duration", "-1"], "rtctl demo", "argument --duration: must be > 0, got -1.0 "),
+    (["run", "demo", "--duration", "inf"], "rtctl run", "argument --duration: must be finite, got inf "),
+    (["jaw-session", "jaw", "--out", "o", "--duration", "nan"], "rtctl jaw-session", "must be finite, got nan "),
+    (["telemetry", "stats", "--duration", "0"], "rtctl telemetry stats", "argument --duration: must be > 0, got 0.0 "),
+    (["telemetry", "echo", "--count", "0"], "rtctl telemetry echo", "argument --count: must be > 0, got 0 "),
+    (["record", "o.mcap", "--samples", "-5"], "rtctl record", "argument --samples: must be > 0, got -5 "),
+    (["replay", "r.mcap", "--speed", "-1"], "rtctl replay", "argument --speed: must be >= 0.0, got -1.0 "),
+    (["dashboard", "--port", "70000"], "rtctl dashboard", "argument --port: must be <= 65535, got 70000 "),
 ])
 def test_a_command_without_its_subcommand_or_argument_is_one_line(capsys, argv, prog, expected):
     line = one_error_line(capsys, argv, 2)

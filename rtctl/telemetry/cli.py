@@ -53,6 +53,7 @@ def _dashboard(args) -> int:
 
 def _control(args) -> int:
     from .control import ServerNotTrusted, request
+    from .requests import check_command
     if args.cmd is None:       # argparse would print the usage block and call the optional params required
         print(f"rtctl control: error: missing command: one of {', '.join(COMMANDS)} (e.g. `rtctl control "
               "status`)", file=sys.stderr)
@@ -61,12 +62,12 @@ def _control(args) -> int:
     for item in args.params:
         key, sep, value = item.partition("=")
         if not sep:
-            print(f"rtctl control: expected KEY=VALUE, got {item!r}", file=sys.stderr)
-            return 2
+            raise ValueError(f"expected KEY=VALUE, got {item!r}")
         try:
             req[key] = json.loads(value)
         except ValueError:
             req[key] = value
+    check_command(req, {"cmd"})     # a misspelt field is named here, before the request goes anywhere
     if args.cmd not in ("status", "estop"):
         from .auth import CredentialError, client_token
         try:
@@ -88,31 +89,34 @@ def _control(args) -> int:
 def add_commands(sub) -> list:
     """Add the telemetry commands to ``sub``; returns the (parser, subparsers) pairs whose parser needs one of
     its subcommands (``rtctl telemetry``), for the caller to say so when none is given."""
+    from ..options import argument_type
+    seconds, count = argument_type("float", positive=True), argument_type("int", positive=True)
     tel = sub.add_parser("telemetry", help="inspect a live telemetry stream (echo, stats)")
     tsub = tel.add_subparsers(dest="telemetry_command", required=True)
     e = tsub.add_parser("echo", help="print decoded messages as JSON lines (one line per sample)")
     e.add_argument("--endpoint", default=DEFAULT_TELEMETRY)
-    e.add_argument("--count", type=int, default=None, help="stop after this many lines")
-    e.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")
+    e.add_argument("--count", type=count, default=None, help="stop after this many lines")
+    e.add_argument("--timeout", type=seconds, default=None, help="stop after this many seconds")
     e.set_defaults(func=_echo)
     s = tsub.add_parser("stats", help="rate, losses, publisher drops and latency of the stream")
     s.add_argument("--endpoint", default=DEFAULT_TELEMETRY)
-    s.add_argument("--duration", type=float, default=5.0)
+    s.add_argument("--duration", type=seconds, default=5.0)
     s.set_defaults(func=_stats)
 
     r = sub.add_parser("record", help="record the telemetry stream to an MCAP file (opens in Foxglove)")
     r.add_argument("out", help="output .mcap file")
     r.add_argument("--endpoint", default=DEFAULT_TELEMETRY)
-    r.add_argument("--duration", type=float, default=None, help="seconds to record (default: until Ctrl-C)")
-    r.add_argument("--samples", type=int, default=None, help="stop after this many samples")
-    r.add_argument("--idle-timeout", type=float, default=None, help="stop when nothing arrives for this long (s)")
+    r.add_argument("--duration", type=seconds, default=None, help="seconds to record (default: until Ctrl-C)")
+    r.add_argument("--samples", type=count, default=None, help="stop after this many samples")
+    r.add_argument("--idle-timeout", type=seconds, default=None, help="stop when nothing arrives for this long (s)")
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=_record)
 
     p = sub.add_parser("replay", help="republish an MCAP recording as a live telemetry stream")
     p.add_argument("recording")
     p.add_argument("--endpoint", default=DEFAULT_TELEMETRY, help="PUB endpoint to bind (loopback)")
-    p.add_argument("--speed", type=float, default=1.0, help="playback speed (0: as fast as possible)")
+    p.add_argument("--speed", type=argument_type("float", low=0.0), default=1.0,
+                   help="playback speed (0: as fast as possible)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=_replay)
 
@@ -128,7 +132,8 @@ def add_commands(sub) -> list:
                    help=f"control endpoint for the e-stop and re-arm buttons (e.g. {DEFAULT_CONTROL}); the dashboard "
                         "holds no token: re-arm sends the one typed into the page")
     d.add_argument("--host", default="127.0.0.1", help="address to serve on (default: loopback only)")
-    d.add_argument("--port", type=int, default=8050)
+    d.add_argument("--port", type=argument_type("int", low=0, high=65535), default=8050,
+                   help="TCP port (0: a free one)")
     d.add_argument("--allow-remote", action="store_true",
                    help="serve on a --host beyond this machine (anyone who reaches it sees the robot and can "
                         "press e-stop)")
@@ -136,7 +141,7 @@ def add_commands(sub) -> list:
 
     c = sub.add_parser("control", help="send one control-channel request, e.g. `rtctl control set_gains kp=300`",
                        allow_abbrev=False)
-    c.add_argument("cmd", nargs="?", help=", ".join(COMMANDS))
+    c.add_argument("cmd", nargs="?", choices=COMMANDS, metavar="COMMAND", help=", ".join(COMMANDS))
     c.add_argument("params", nargs="*", help="KEY=VALUE (VALUE parsed as JSON when it can be)")
     c.add_argument("--endpoint", default=DEFAULT_CONTROL)
     c.add_argument("--token-file", default=None,
