@@ -19,7 +19,6 @@ JSON line.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import signal
 import sys
@@ -33,6 +32,7 @@ from rtctl.drivers.can import objects as ob
 from rtctl.drivers.can.bus import shutdown_bus
 
 from .cia402_drive import Cia402Drive
+from .cli import Parser
 from .mit_firmware import MitEmulator
 from .plant_clock import Faults, PlantClock
 
@@ -132,11 +132,6 @@ def final_state(emu) -> dict:
             for k, i in enumerate(emu.ids)}
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):   # one line, not the usage block
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
 def run_in_thread(emulator, stop: threading.Event, timeout=0.005) -> threading.Thread:
     """Serve ``emulator`` from a daemon thread until ``stop`` is set (in-process tests)."""
     def loop():
@@ -176,7 +171,7 @@ def build_plant(robot: str, urdf: str | None, initial, mjcf: str | None = None):
 
 
 def main(argv=None, prog="python -m rtctl.hil.can_emulator"):
-    p = _Parser(prog=prog, description=__doc__.split("\n")[0])
+    p = Parser(prog=prog, description=__doc__.split("\n")[0])
     p.add_argument("--protocol", choices=("mit", "cia402"), required=True)
     p.add_argument("--interface", default="remote")
     p.add_argument("--channel", required=True, help="e.g. ws://127.0.0.1:PORT/")

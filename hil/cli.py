@@ -157,16 +157,27 @@ def _port(text: str) -> int:
     return value
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
+    """argparse, but a mistake is one line (``PROG: error: ...``), not the usage block; the parser of every
+    rtctl-hil tool (the emulators' too)."""
+
     def error(self, message):   # one line, not the usage block
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
+    def parse_known_args(self, args=None, namespace=None):
+        """An unknown argument is named by the subcommand given it (argparse hands a subcommand's leftovers
+        up, and the top parser blamed ``rtctl-hil`` for ``rtctl-hil can-bus --bogus``)."""
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="rtctl-hil", description="Hardware-in-the-loop tools: a loopback CAN bus server and the "
+    p = Parser(prog="rtctl-hil", description="Hardware-in-the-loop tools: a loopback CAN bus server and the "
                                                "emulated CAN and Dynamixel actuators.")
     sub = p.add_subparsers(dest="command", required=True, metavar="{can-bus,can-emulator,dynamixel-emulator}",
-                           parser_class=_Parser)
+                           parser_class=Parser)
     bus = sub.add_parser("can-bus", help="loopback CAN bus server (python-can-remote on 127.0.0.1)",
                          description="Serve a CAN bus to processes on this machine: python-can-remote's websocket "
                                      "server on 127.0.0.1 over one python-can virtual channel. Prints the URL "

@@ -64,6 +64,8 @@ from rtctl.drivers.dynamixel.control_table import (
     VELOCITY_CONTROL,
     ServoModel,
 )
+from rtctl.hil.cli import Parser
+from rtctl.options import argument_type
 from rtctl.hil.dynamixel_firmware import READ_ONLY, Firmware, Servo, parse_injection  # noqa: F401  (re-exported)
 
 BAUD_OF_SPEED = {getattr(termios, f"B{b}"): b for b in (9600, 57600, 115200, 1000000, 2000000, 3000000, 4000000)
@@ -115,7 +117,7 @@ class ServoChain(Firmware):
         n = len(v_idx)
         ids = list(range(1, n + 1)) if ids is None else list(ids)
         if len(ids) != n:
-            raise SystemExit(f"dynamixel_emulator: {len(ids)} ids for {n} actuated joints")
+            raise ValueError(f"{len(ids)} servo ids for {n} actuated joints")
         spec = ServoModel(servo_model)
         super().__init__([Servo(i, spec) for i in ids], drop_rate=drop_rate, corrupt_rate=corrupt_rate,
                          delay_sync_read=delay_sync_read, delay_ms=delay_ms, seed=seed, inject=inject)
@@ -263,35 +265,55 @@ def serve(chain: ServoChain, master: int, stop, slave: int | None = None) -> Non
                     pass
 
 
+def _comma_separated(kind):
+    """An argparse ``type``: ``"1,2,3"`` -> ``[kind(1), kind(2), kind(3)]``."""
+    def parse(text: str) -> list:
+        try:
+            return [kind(x) for x in text.split(",")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {'integers' if kind is int else 'numbers'}, "
+                                             f"got {text!r}") from None
+    return parse
+
+
+def _injection(text: str):
+    try:
+        return parse_injection(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="rtctl-hil dynamixel-emulator", description=__doc__.split("\n")[0])
+    prog = "rtctl-hil dynamixel-emulator"
+    ap = Parser(prog=prog, description=__doc__.split("\n")[0])
     ap.add_argument("--robot", default="arm2", help="arm2/arm3 (built-in HIL arm) or a bundled model name")
     ap.add_argument("--urdf", default=None, help="URDF file of the robot (instead of --robot)")
-    ap.add_argument("--ids", default=None, help="comma-separated servo ids (default 1..n)")
+    ap.add_argument("--ids", type=_comma_separated(int), default=None, help="comma-separated servo ids (default 1..n)")
     ap.add_argument("--servo-model", default="XM430-W350")
-    ap.add_argument("--initial", default=None, help="comma-separated initial joint positions (rad)")
+    ap.add_argument("--initial", type=_comma_separated(float), default=None,
+                    help="comma-separated initial joint positions (rad)")
     ap.add_argument("--viscous-friction", type=float, default=0.02)
-    ap.add_argument("--dt", type=float, default=5e-4, help="plant step (s)")
-    ap.add_argument("--drop-rate", type=float, default=0.0)
-    ap.add_argument("--corrupt-rate", type=float, default=0.0)
+    ap.add_argument("--dt", type=argument_type("float", positive=True), default=5e-4, help="plant step (s)")
+    ap.add_argument("--drop-rate", type=argument_type("float", low=0.0, high=1.0), default=0.0)
+    ap.add_argument("--corrupt-rate", type=argument_type("float", low=0.0, high=1.0), default=0.0)
     ap.add_argument("--delay-sync-read", type=int, default=0, help="1-based SYNC_READ whose replies are late")
     ap.add_argument("--delay-ms", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--inject-error", action="append", default=[], metavar="ID:KIND:SECONDS",
+    ap.add_argument("--inject-error", type=_injection, action="append", default=[], metavar="ID:KIND:SECONDS",
                     help="latch a hardware error (overload, overheating, input_voltage, electrical_shock, encoder)")
     ap.add_argument("--supply-voltage", type=float, default=12.0, help="V, what Present Input Voltage reads")
     ap.add_argument("--temperature", type=float, default=30.0, help="deg C, what Present Temperature reads")
     args = ap.parse_args(argv)
-    model = load_robot(args.robot, args.urdf)
-    chain = ServoChain(model, ids=None if args.ids is None else [int(x) for x in args.ids.split(",")],
-                       servo_model=args.servo_model, viscous_friction=args.viscous_friction,
-                       initial=None if args.initial is None else [float(x) for x in args.initial.split(",")],
-                       dt=args.dt, drop_rate=args.drop_rate, corrupt_rate=args.corrupt_rate,
-                       delay_sync_read=args.delay_sync_read, delay_ms=args.delay_ms, seed=args.seed,
-                       inject=[parse_injection(x) for x in args.inject_error], supply_voltage=args.supply_voltage,
-                       temperature=args.temperature)
-    chain._torques()
-    chain.plant.step(1e-6, chain.effort)        # load the compiled plant kernel before announcing the port
+    try:
+        model = load_robot(args.robot, args.urdf)
+        chain = ServoChain(model, ids=args.ids, servo_model=args.servo_model, viscous_friction=args.viscous_friction,
+                           initial=args.initial, dt=args.dt, drop_rate=args.drop_rate, corrupt_rate=args.corrupt_rate,
+                           delay_sync_read=args.delay_sync_read, delay_ms=args.delay_ms, seed=args.seed,
+                           inject=args.inject_error, supply_voltage=args.supply_voltage, temperature=args.temperature)
+        chain._torques()
+        chain.plant.step(1e-6, chain.effort)    # load the compiled plant kernel before announcing the port
+    except Exception as exc:  # noqa: BLE001  (a bad robot, URDF or servo setting: one line, as can-emulator says it)
+        ap.exit(1, f"{prog}: error: {type(exc).__name__}: {' '.join(str(exc).split())}\n")
     chain.plant.reset(chain.plant.q.copy(), np.zeros(model.nv))
     master, slave = os.openpty()
     tty.setraw(master)

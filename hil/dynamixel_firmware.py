@@ -580,6 +580,6 @@ def parse_injection(text: str) -> tuple[float, int, int]:
         dxl_id, kind, seconds = text.split(":")
         return float(seconds), int(dxl_id), HW_BITS[kind]
     except (ValueError, KeyError):
-        raise SystemExit(f"dynamixel_emulator: --inject-error {text!r}: expected ID:KIND:SECONDS with KIND one of "
+        raise ValueError(f"{text!r}: expected ID:KIND:SECONDS with KIND one of "
                          f"{sorted(HW_BITS)}") from None
 
