@@ -174,13 +174,30 @@ def _floating_base_dofs(model, v_index) -> int:
 
 
 class _CompiledController(Controller):
-    """Shared machinery: work vectors, the compiled step, status -> ValueError."""
+    """Shared machinery: work vectors, the compiled step, status -> ValueError.
+
+    ``friction_compensation`` (the model-based laws) adds the joint friction of the model (a URDF's
+    ``<dynamics damping friction>``, e.g. an identified one) along the desired velocity:
+    ``damping qd_d + friction sign(qd_d)``, on the actuated joints.
+    """
 
     mode = MODE_PD
 
-    def __init__(self, dyn: Dynamics, kp, kd=None):
+    @dataclass(frozen=True)
+    class Options(Controller.Options):
+        friction_compensation: bool = setting("bool", False)   # + the model's <dynamics> friction along qd_d
+
+    @classmethod
+    def from_config(cls, options: dict, context) -> "Controller":
+        return cls(context.dynamics, **cls.gains_from_config(options),
+                   friction_compensation=options.get("friction_compensation", False))
+
+    def __init__(self, dyn: Dynamics, kp, kd=None, friction_compensation: bool = False):
         if not isinstance(dyn, Dynamics):
             raise TypeError(f"{self.name}: dyn must be an rtctl.dynamics.Dynamics, got {type(dyn).__name__}")
+        if friction_compensation and self.mode == MODE_PD:
+            raise ValueError(f"{self.name}: friction_compensation is a model term and this law has none; use "
+                             "pd_gravity or another model-based controller")
         try:
             super().__init__(dyn, kp, kd)
         except ValueError as exc:
@@ -198,6 +215,9 @@ class _CompiledController(Controller):
         self.tau = self._work[3, :m.nv]    # full ID output of the last cycle
         self.acc = self._work[4, :m.nv]    # floating base: full acceleration incl. the base part (eq. 34)
         self._base_block = np.zeros((self.n_base, self.n_base))
+        self.friction_compensation = bool(friction_compensation)
+        self._viscous = np.ascontiguousarray(m.damping[self.v_index])
+        self._coulomb = np.ascontiguousarray(m.friction[self.v_index])
 
     def _check_base(self) -> None:
         pass
@@ -212,6 +232,15 @@ class _CompiledController(Controller):
             status = self._update_converted(q, v, q_d, qd_d, qdd_d, effort)
         if status != _OK:
             self._raise(status)
+        if self.friction_compensation:
+            self._compensate_friction(qd_d, effort)
+
+    def _compensate_friction(self, qd_d, effort) -> None:
+        try:
+            _add_friction_compensation(effort, self.v_index, qd_d, self._viscous, self._coulomb)
+        except TypeError:  # the slow path's inputs (lists, views), accepted by the control step
+            _add_friction_compensation(effort, self.v_index, np.ascontiguousarray(qd_d, dtype=np.float64),
+                                       self._viscous, self._coulomb)
 
     def _update_converted(self, q, v, q_d, qd_d, qdd_d, effort):
         """Slow path for inputs numba rejects (lists, other dtypes, strided views)."""
@@ -284,38 +313,11 @@ class ComputedTorque(_CompiledController):
     i.e. ``e_dd + Kd e_dot + Kp e = 0`` per joint (critically damped for the
     default ``kd = 2 sqrt(kp)``). The last ``alpha`` is kept in ``self.alpha``.
     Floating-base models need :class:`FloatingBaseComputedTorque`.
-
-    ``friction_compensation`` adds the joint friction of the model (a URDF's ``<dynamics damping
-    friction>``, e.g. an identified one) along the desired velocity: ``damping qd_d + friction sign(qd_d)``.
     """
 
     name = "computed_torque"
     default_kp = 400.0
     mode = MODE_COMPUTED_TORQUE
-
-    @dataclass(frozen=True)
-    class Options(Controller.Options):
-        friction_compensation: bool = setting("bool", False)   # + the model's <dynamics> friction along qd_d
-
-    @classmethod
-    def from_config(cls, options: dict, context) -> "ComputedTorque":
-        return cls(context.dynamics, **cls.gains_from_config(options),
-                   friction_compensation=options["friction_compensation"])
-
-    def __init__(self, dyn: Dynamics, kp, kd=None, friction_compensation: bool = False):
-        super().__init__(dyn, kp, kd)
-        self.friction_compensation = bool(friction_compensation)
-        self._viscous = np.ascontiguousarray(self.model.damping[self.v_index])
-        self._coulomb = np.ascontiguousarray(self.model.friction[self.v_index])
-
-    def update(self, t, dt, q, v, q_d, qd_d, qdd_d, effort) -> None:
-        super().update(t, dt, q, v, q_d, qd_d, qdd_d, effort)
-        if self.friction_compensation:
-            try:
-                _add_friction_compensation(effort, self.v_index, qd_d, self._viscous, self._coulomb)
-            except TypeError:  # the slow path's inputs (lists, views), accepted by the step above
-                _add_friction_compensation(effort, self.v_index, np.ascontiguousarray(qd_d, dtype=np.float64),
-                                           self._viscous, self._coulomb)
 
     def _check_base(self) -> None:
         if self.n_base:
@@ -366,6 +368,7 @@ class PD(_CompiledController):
 
     name = "pd"
     mode = MODE_PD
+    Options = Controller.Options
 
 
 for _cls in (FeedForwardPD, ComputedTorque, FloatingBaseComputedTorque, PDGravity, PD):

@@ -9,7 +9,6 @@ from scipy.integrate import solve_ivp
 import rtctl
 from rtctl.config import build, validate
 from rtctl.dynamics import Dynamics
-from rtctl.loops.controllers import ComputedTorque
 from rtctl.model import ModelBuilder
 from rtctl.model.urdf import load_urdf
 from rtctl.model.urdf_writer import model_to_urdf
@@ -101,18 +100,47 @@ def test_bad_stribeck_settings_are_named(options, message):
         RigidBodyPlant(rotor(), **options)
 
 
-def test_friction_compensation_adds_the_models_dynamics_along_the_desired_velocity():
-    model = load_urdf(rtctl.bundled_model_path("arm7"))
-    model.damping[:] = np.linspace(0.1, 0.7, 7)
-    model.friction[:] = np.linspace(1.0, 0.4, 7)
-    plain = ComputedTorque(Dynamics(model), kp=100.0)
-    compensated = ComputedTorque(Dynamics(model), kp=100.0, friction_compensation=True)
+@pytest.mark.parametrize("kind, robot", [("computed_torque", "arm7"), ("ff_pd", "arm7"), ("pd_gravity", "arm7"),
+                                         ("floating_base_computed_torque", "quadruped12"),
+                                         ("legged_computed_torque", "spatial_quadruped")])
+def test_friction_compensation_adds_the_models_dynamics_along_the_desired_velocity(kind, robot):
+    """Every model-based law adds exactly ``damping qd_d + friction sign(qd_d)`` on the actuated joints and
+    nothing on a floating base's rows; independent PD, which has no model terms, refuses the option."""
+    from rtctl.plants.legged.model import LEGGED_ROBOTS
+    from rtctl.registry import CONTROLLERS
+    from rtctl.rt.interfaces import actuated_indices
+
+    if robot in LEGGED_ROBOTS:
+        model = LEGGED_ROBOTS[robot]().model
+    else:
+        model = load_urdf(rtctl.bundled_model_path(robot), floating_base="free_flyer" if "floating" in kind else None)
+    actuated = actuated_indices(model)[1]
+    n = len(actuated)
+    model.damping[actuated] = np.linspace(0.1, 0.7, n)
+    model.friction[actuated] = np.linspace(1.0, 0.4, n)
+    plain = CONTROLLERS.create(kind, Dynamics(model), kp=100.0)
+    compensated = CONTROLLERS.create(kind, Dynamics(model), kp=100.0, friction_compensation=True)
     rng = np.random.default_rng(0)
-    q, v, q_d, qd_d, qdd_d = (rng.normal(size=7) for _ in range(5))
-    qd_d[3] = 0.0
-    a, b = np.zeros(7), np.zeros(7)
+    q = model.random_configuration(rng)
+    v = rng.normal(size=model.nv)
+    q_d, qd_d, qdd_d = (rng.normal(size=n) for _ in range(3))
+    qd_d[n // 2] = 0.0
+    expected = np.zeros(model.nv)
+    expected[actuated] = model.damping[actuated] * qd_d + model.friction[actuated] * np.sign(qd_d)
+    a, b = np.zeros(model.nv), np.zeros(model.nv)
     plain.update(0.0, 1e-3, q, v, q_d, qd_d, qdd_d, a)
     compensated.update(0.0, 1e-3, q, v, q_d, qd_d, qdd_d, b)
-    np.testing.assert_allclose(b - a, model.damping * qd_d + model.friction * np.sign(qd_d), rtol=1e-12, atol=1e-13)
+    round_off = 1e-14 * max(1.0, np.abs(a).max())     # a random pose sinks the legged robot: 8e5 N m
+    np.testing.assert_allclose(b - a, expected, rtol=1e-12, atol=round_off)
     compensated.update(0.0, 1e-3, list(q), v, q_d, list(qd_d), qdd_d, b)      # the slow path converts lists
-    np.testing.assert_allclose(b - a, model.damping * qd_d + model.friction * np.sign(qd_d), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(b - a, expected, rtol=1e-12, atol=round_off)
+
+
+def test_independent_pd_has_no_friction_compensation():
+    model = load_urdf(rtctl.bundled_model_path("arm7"))
+    from rtctl.registry import CONTROLLERS
+    with pytest.raises(ValueError, match="pd: friction_compensation is a model term"):
+        CONTROLLERS.create("pd", Dynamics(model), kp=10.0, friction_compensation=True)
+    raw = {"robot": {"model": "arm7"}, "controller": {"type": "pd", "kp": 10.0, "friction_compensation": True}}
+    with pytest.raises(ValueError, match="friction_compensation"):
+        build(validate(raw))

@@ -120,11 +120,12 @@ class _LeggedController(_CompiledController):
         contact = getattr(context.plant, "contact_model", None)
         if contact is None:
             raise ValueError(f"type '{cls.name}' needs plant type 'legged'")
-        return cls(context.dynamics, **cls.gains_from_config(options), contact=contact)
+        return cls(context.dynamics, **cls.gains_from_config(options), contact=contact,
+                   friction_compensation=options["friction_compensation"])
 
     def __init__(self, dyn: Dynamics, kp, kd=None, robot: LeggedRobot | None = None,
-                 contact: ContactModel | None = None):
-        super().__init__(dyn, kp, kd)
+                 contact: ContactModel | None = None, friction_compensation: bool = False):
+        super().__init__(dyn, kp, kd, friction_compensation)
         m = self.model
         if robot is None:
             if m.name not in LEGGED_ROBOTS:
@@ -157,6 +158,8 @@ class _LeggedController(_CompiledController):
             status = self._update_converted(q, v, q_d, qd_d, qdd_d, effort)
         if status != _OK:
             self._raise(status)
+        if self.friction_compensation:
+            self._compensate_friction(qd_d, effort)
 
     def _update_converted(self, q, v, q_d, qd_d, qdd_d, effort):
         args, kp, kd = self._converted_inputs(q, v, q_d, qd_d, qdd_d, effort)
