@@ -138,6 +138,30 @@ def mechanism_with_model_errors(mechanism, plant: str, body: str, mass_scale, pa
                                                                                            **payload)
 
 
+def stribeck_per_coordinate(static_friction, stribeck_velocity, coulomb, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(static - coulomb, v_s)`` per coordinate of a plant with ``n`` friction coordinates (the platforms'
+    legs): zeros and ones without a Stribeck curve; ValueError naming the key otherwise wrong."""
+    if static_friction is None:
+        if stribeck_velocity is not None:
+            raise ValueError("stribeck_velocity is given without static_friction (the static friction level)")
+        return np.zeros(n), np.ones(n)
+    if stribeck_velocity is None:
+        raise ValueError("static_friction needs stribeck_velocity (rad/s or m/s, > 0): the speed over which "
+                         "friction falls from the static to the Coulomb level")
+    arrays = []
+    for name, value, positive in (("static_friction", static_friction, False),
+                                  ("stribeck_velocity", stribeck_velocity, True)):
+        try:
+            arr = np.broadcast_to(np.asarray(value, dtype=float), (n,)).copy()
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be a number or {n} numbers, got {value!r}") from None
+        if not np.all(np.isfinite(arr)) or np.any(arr <= 0 if positive else arr < 0):
+            raise ValueError(f"{name} must be finite and {'> 0' if positive else '>= 0'} for every coordinate, "
+                             f"got {arr.tolist()}")
+        arrays.append(arr)
+    return arrays[0] - np.broadcast_to(np.asarray(coulomb, dtype=float), (n,)), arrays[1]
+
+
 def register_plant(name: str):
     def deco(cls):
         cls.name = name

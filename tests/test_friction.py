@@ -144,3 +144,63 @@ def test_independent_pd_has_no_friction_compensation():
     raw = {"robot": {"model": "arm7"}, "controller": {"type": "pd", "kp": 10.0, "friction_compensation": True}}
     with pytest.raises(ValueError, match="friction_compensation"):
         build(validate(raw))
+
+
+def platform_plant(kind, **friction_options):
+    from rtctl.plants.jaw.model import JawRehabRobot
+    from rtctl.plants.stewart.model import StewartPlatform
+    from rtctl.registry import PLANTS
+
+    mechanism = StewartPlatform() if kind == "stewart" else JawRehabRobot()
+    model = (mechanism if kind == "stewart" else mechanism.robot).actuator_model()
+    return PLANTS.create(kind, model, **friction_options)
+
+
+@pytest.mark.parametrize("kind", ["stewart", "jaw"])
+def test_platform_legs_follow_the_rigid_body_plants_stribeck_curve(kind):
+    """The Stewart and jaw plants' leg friction is the rigid-body plant's curve (one formula, written twice:
+    the legs' compiled kernel and the rigid-body table), per leg and with per-leg values."""
+    plant = platform_plant(kind, viscous_friction=VISCOUS, coulomb_friction=COULOMB, static_friction=STATIC,
+                           stribeck_velocity=V_S, coulomb_velocity_scale=SCALE)
+    reference = stribeck_plant()
+    for v in (-1.0, -0.2, -0.01, 0.0, 0.003, 0.1, 0.5):
+        np.testing.assert_allclose(plant.friction_forces(np.full(6, v)), reference.friction_forces([v])[0],
+                                   rtol=1e-14, atol=1e-15)
+    assert plant.parameters()["static_friction"] == STATIC
+    levels = np.linspace(0.5, 1.0, 6)
+    per_leg = platform_plant(kind, coulomb_friction=0.4, static_friction=levels, stribeck_velocity=V_S,
+                             coulomb_velocity_scale=SCALE)
+    np.testing.assert_allclose(-per_leg.friction_forces(np.zeros(6) + 1.0), 0.4 + (levels - 0.4) * np.exp(-25.0)
+                               * np.tanh(1.0 / SCALE), rtol=1e-14)
+    np.testing.assert_allclose(-per_leg.friction_forces(np.full(6, 50 * SCALE)), levels - (levels - 0.4) *
+                               (1 - np.exp(-(50 * SCALE / V_S) ** 2)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["stewart", "jaw"])
+@pytest.mark.parametrize("options, message", [
+    (dict(static_friction=0.5), "static_friction needs stribeck_velocity"),
+    (dict(stribeck_velocity=0.1), "stribeck_velocity is given without static_friction"),
+    (dict(static_friction=0.5, stribeck_velocity=0.0), "stribeck_velocity must be finite and > 0"),
+    (dict(static_friction=[0.5] * 5, stribeck_velocity=0.1), "static_friction must be a number or 6 numbers"),
+])
+def test_bad_platform_stribeck_settings_are_named(kind, options, message):
+    with pytest.raises(ValueError, match=message):
+        platform_plant(kind, **options)
+
+
+def test_a_stewart_leg_push_below_the_static_level_only_creeps():
+    """At rest at home, held against gravity by the generalized-momentum model's leg forces: an extra push on
+    every leg below the legs' static level moves the platform by less than the tanh scale allows; above it
+    the platform breaks away and the legs speed past the Stribeck velocity."""
+    static, coulomb, v_s, scale = 40.0, 20.0, 0.05, 0.002    # h static / (scale m_leg) ~ 0.5: RK4 stays stable
+    rates = {}
+    for factor in (0.9, 1.2):
+        plant = platform_plant("stewart", coulomb_friction=coulomb, static_friction=static, stribeck_velocity=v_s,
+                               coulomb_velocity_scale=scale, substeps=16)
+        home = plant.mechanism.home
+        hold = plant.mechanism.inverse_dynamics(home, np.zeros(6), np.zeros(6))
+        for _ in range(300):
+            plant.step(1e-3, hold + factor * static)
+        rates[factor] = np.abs(plant.v).max()
+    assert rates[0.9] < 3 * scale
+    assert rates[1.2] > v_s

@@ -61,7 +61,9 @@ C_VISC = 29         # robot leg viscous friction, 6
 C_COUL = 35         # robot leg Coulomb friction, 6
 C_VSC = 41          # Coulomb velocity scale
 C_DETR, C_DETJ = 42, 43   # |det J_C| thresholds of the robot and the jaw model
-NCP = 44
+C_STRIBECK = 44     # robot leg static minus Coulomb friction, 6 (0: no Stribeck rise)
+C_STRIBECK_V = 50   # robot leg Stribeck velocity, 6
+NCP = 56
 NP = max(NCP, _sk.NPAR)
 
 # Extra work slots (after the Stewart kernels' slots).
@@ -524,8 +526,9 @@ def coupled_inverse_dynamics_gm(pts2, P, x, xd, xdd, tau, W, V):
 
 @jit
 def coupled_forward_dynamics(pts2, P, x, xd, tau, xdd, W, V):
-    """xdd of the coupled system under robot leg forces tau minus the legs' viscous and tanh-regularised
-    Coulomb friction (cp[C_VISC], cp[C_COUL], cp[C_VSC]): ME xdd = J_E^T tau_net - hE. Returns OK or SINGULAR."""
+    """xdd of the coupled system under robot leg forces tau minus the legs' friction (viscous, tanh-regularised
+    Coulomb and Stribeck, :func:`~rtctl.plants.stewart.kernels.leg_friction`: cp[C_VISC], cp[C_COUL],
+    cp[C_STRIBECK], cp[C_STRIBECK_V], cp[C_VSC]): ME xdd = J_E^T tau_net - hE. Returns OK or SINGULAR."""
     cp = P[CPL]
     ME, hE, rhs = W[J_ME], V[U_H], V[U_T2]
     coupled_matrices(pts2, P, x, xd, ME, hE, W, V)
@@ -535,7 +538,8 @@ def coupled_forward_dynamics(pts2, P, x, xd, tau, xdd, W, V):
         ld = 0.0
         for c in range(6):
             ld += JE[i, c] * xd[c]
-        tn[i] = tau[i] - cp[C_VISC + i] * ld - cp[C_COUL + i] * np.tanh(ld / cp[C_VSC])
+        tn[i] = tau[i] - _sk.leg_friction(ld, cp[C_VISC + i], cp[C_COUL + i], cp[C_STRIBECK + i],
+                                          cp[C_STRIBECK_V + i], cp[C_VSC])
     for c in range(6):
         s = -hE[c]
         for i in range(6):

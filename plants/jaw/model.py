@@ -341,9 +341,9 @@ class JawRehabRobot:
 
     # ------------------------------------------------------------ packing
     def pack(self, impedance: PatientImpedance | None = None, *, viscous_friction=0.0, coulomb_friction=0.0,
-             coulomb_velocity_scale: float = 1e-3) -> np.ndarray:
+             coulomb_velocity_scale: float = 1e-3, stribeck_level=0.0, stribeck_velocity=1.0) -> np.ndarray:
         """The kernels' parameter array P (3, NP): robot par, jaw par, coupling row (with ``impedance``,
-        default the nominal one, and the robot legs' friction)."""
+        default the nominal one, and the robot legs' friction; ``stribeck_level`` is static minus Coulomb)."""
         P = np.zeros((3, _jk.NP))
         P[_jk.ROBOT, :_sk.NPAR] = self.robot.par
         P[_jk.JAW, :_sk.NPAR] = self.jaw.par
@@ -356,6 +356,8 @@ class JawRehabRobot:
         cp[_jk.C_VISC:_jk.C_VISC + 6] = _vec(viscous_friction, 6, "viscous_friction", nonneg=True)
         cp[_jk.C_COUL:_jk.C_COUL + 6] = _vec(coulomb_friction, 6, "coulomb_friction", nonneg=True)
         cp[_jk.C_VSC] = _scalar(coulomb_velocity_scale, "coulomb_velocity_scale", positive=True)
+        cp[_jk.C_STRIBECK:_jk.C_STRIBECK + 6] = _vec(stribeck_level, 6, "stribeck_level")
+        cp[_jk.C_STRIBECK_V:_jk.C_STRIBECK_V + 6] = _vec(stribeck_velocity, 6, "stribeck_velocity")
         cp[_jk.C_DETR], cp[_jk.C_DETJ] = self.robot.det_min, self.jaw.det_min
         return P
 

@@ -10,7 +10,8 @@ rigidly attached) with the generalized-momentum model of each platform
     T^T (M_r + E M_j S) xdd + T^T (V_r xd + G_r + E (V_j S xd + G_j)) = J_E^T tau_net + f_patient
 
 (:func:`rtctl.plants.jaw.kernels.coupled_matrices`), ``tau_net`` the leg
-forces minus the legs' viscous and Coulomb friction, ``f_patient`` the
+forces minus the legs' friction (viscous, Coulomb, and the Stribeck rise towards rest with
+``static_friction`` and ``stribeck_velocity``, as in :mod:`rtctl.plants.stewart.plant`), ``f_patient`` the
 stiffness, damping and food-bolus force of :class:`~rtctl.plants.jaw.model.PatientImpedance`,
 by classical RK4 in one compiled, allocation-free call per step
 (:func:`~rtctl.plants.jaw.steps.plant_step`). The controllers of
@@ -40,7 +41,8 @@ from rtctl.plants.stewart.solvers import solve6
 from rtctl.model import Model
 from rtctl.options import ConfigError, setting
 
-from ..base import Plant, check_integration_options, mechanism_with_model_errors, register_plant, time_step
+from ..base import (Plant, check_integration_options, mechanism_with_model_errors, register_plant,
+                    stribeck_per_coordinate, time_step)
 
 __all__ = ["JawPlant"]
 
@@ -76,6 +78,11 @@ class JawPlant(Plant):
 
     sections = {"patient": PatientOptions}
 
+    @dataclass(frozen=True)
+    class Options(Plant.Options):
+        static_friction: object = setting("floats", None, low=0.0)          # N: the legs' breakaway level
+        stribeck_velocity: object = setting("floats", None, positive=True)  # m/s
+
     @classmethod
     def from_config(cls, options: dict, context, **arguments):
         patient = {k: v for k, v in context.sections["patient"].items() if v is not None}
@@ -90,7 +97,8 @@ class JawPlant(Plant):
                  coulomb_velocity_scale: float = 1e-3, impedance: PatientImpedance | None = None,
                  stiffness=None, damping=None, bolus_damping=None, bolus_force=None, bolus_band=None,
                  bolus_edge=None, bolus_velocity_scale=None, mass_scale: float = 1.0, payload_mass: float = 0.0,
-                 payload_frame: str | None = None, payload_offset=None):
+                 payload_frame: str | None = None, payload_offset=None, static_friction=None,
+                 stribeck_velocity=None):
         if model.nq != 6 or model.nv != 6:
             raise ValueError(f"the jaw plant needs the 6-leg actuator-space model, got nq={model.nq}, nv={model.nv}")
         integrator, substeps, scale = check_integration_options(integrator, substeps, coulomb_velocity_scale)
@@ -105,12 +113,18 @@ class JawPlant(Plant):
             bolus_band=bolus_band, bolus_edge=bolus_edge, bolus_velocity_scale=bolus_velocity_scale)
         self.P = m.pack(self.impedance, viscous_friction=viscous_friction, coulomb_friction=coulomb_friction,
                         coulomb_velocity_scale=scale)
+        cp = self.P[_jk.CPL]
+        cp[_jk.C_STRIBECK:_jk.C_STRIBECK + 6], cp[_jk.C_STRIBECK_V:_jk.C_STRIBECK_V + 6] = stribeck_per_coordinate(
+            static_friction, stribeck_velocity, cp[_jk.C_COUL:_jk.C_COUL + 6], 6)
         self._substeps = substeps
         self._settings = dict(integrator=integrator, substeps=substeps,
                               viscous_friction=self.P[_jk.CPL, _jk.C_VISC:_jk.C_VISC + 6].tolist(),
                               coulomb_friction=self.P[_jk.CPL, _jk.C_COUL:_jk.C_COUL + 6].tolist(),
                               coulomb_velocity_scale=scale, **model_errors,
                               impedance=self.impedance.as_dict())
+        if static_friction is not None:
+            self._settings.update(static_friction=np.asarray(static_friction, float).tolist(),
+                                  stribeck_velocity=np.asarray(stribeck_velocity, float).tolist())
         self._S = np.zeros((_jk.NS, 6))
         self.x, self.xd = self._S[_jk.S_X], self._S[_jk.S_XD]
         self.q, self.v = self._S[_jk.S_Q], self._S[_jk.S_V]
@@ -206,6 +220,13 @@ class JawPlant(Plant):
         if st != _jk.OK:
             raise ValueError("singular inertia or J_E during the step; state unchanged")
         self.t += dt
+
+    def friction_forces(self, leg_rates) -> np.ndarray:
+        """The robot legs' friction forces (N) at ``leg_rates`` (m/s), opposing them (module docstring)."""
+        cp = self.P[_jk.CPL]
+        return _sk.leg_friction_forces(leg_rates, cp[_jk.C_VISC:_jk.C_VISC + 6], cp[_jk.C_COUL:_jk.C_COUL + 6],
+                                       cp[_jk.C_STRIBECK:_jk.C_STRIBECK + 6],
+                                       cp[_jk.C_STRIBECK_V:_jk.C_STRIBECK_V + 6], cp[_jk.C_VSC])
 
     def energy(self) -> tuple[float, float]:
         """(kinetic, potential) energy in J; potential = gravity of both platforms + the patient stiffness's."""

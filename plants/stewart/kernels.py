@@ -73,6 +73,21 @@ NWV = 24
 
 # ---------------------------------------------------------------- small linear algebra
 @jit
+def leg_friction(rate, viscous, coulomb, stribeck_level, stribeck_velocity, scale):
+    """A leg's friction force opposing its rate (N): viscous, and a tanh-regularised Coulomb level raised
+    near rest by the Stribeck part ``(static - coulomb) exp(-(rate / v_s)^2)`` (the rigid-body plant's curve)."""
+    x = rate / stribeck_velocity
+    return viscous * rate + (coulomb + stribeck_level * np.exp(-x * x)) * np.tanh(rate / scale)
+
+
+def leg_friction_forces(leg_rates, viscous, coulomb, stribeck_level, stribeck_velocity, scale) -> np.ndarray:
+    """The legs' friction forces (N, opposing ``leg_rates``) of :func:`leg_friction`, per leg (not compiled)."""
+    rates = np.broadcast_to(np.asarray(leg_rates, dtype=float), (6,))
+    return -np.array([leg_friction(float(rates[i]), viscous[i], coulomb[i], stribeck_level[i],
+                                   stribeck_velocity[i], scale) for i in range(6)])
+
+
+@jit
 def _skew(a, S):
     """S = a~ (eq. 38)."""
     S[0, 0] = 0.0

@@ -8,9 +8,11 @@ takes ``effort`` = leg forces (N). Internally it integrates the platform pose
 ``x`` = [x, y, z, psi, theta, phi] and rate ``xd`` (ZYX Euler angles) with the
 generalized-momentum model,
 
-    M(x) xdd = J_C(x)^T (tau - c_v l-dot - c_c tanh(l-dot / s)) - V(x, xd) xd - G(x)
+    M(x) xdd = J_C(x)^T (tau - f(l-dot)) - V(x, xd) xd - G(x),
+    f(l-dot) = c_v l-dot + (c_c + (c_s - c_c) exp(-(l-dot / v_s)^2)) tanh(l-dot / s)
 
-(section 3.5 of the paper solved for xdd, leg friction added), by classical
+(section 3.5 of the paper solved for xdd, leg friction added: viscous, Coulomb and, with
+``static_friction`` c_s and ``stribeck_velocity`` v_s, the Stribeck rise towards rest), by classical
 RK4 in one compiled, allocation-free call per step
 (:func:`rtctl.plants.stewart.steps.plant_step`), and rewrites ``q`` and
 ``v`` from the new pose after every step -- so the ``sim`` driver works
@@ -23,6 +25,7 @@ it (eq. 84), held over the step like the effort.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,8 +35,10 @@ from rtctl.plants.stewart import steps as _steps
 from rtctl.plants.stewart.solvers import solve6
 from rtctl.plants.stewart.model import StewartPlatform
 from rtctl.model import Model
+from rtctl.options import setting
 
-from ..base import Plant, check_integration_options, mechanism_with_model_errors, register_plant, time_step
+from ..base import (Plant, check_integration_options, mechanism_with_model_errors, register_plant,
+                    stribeck_per_coordinate, time_step)
 
 __all__ = ["StewartPlant"]
 
@@ -58,12 +63,20 @@ class StewartPlant(Plant):
     substeps : RK4 sub-steps per :meth:`step`.
     viscous_friction, coulomb_friction : leg friction, N s/m and N (scalar or 6 values).
     coulomb_velocity_scale : m/s of the tanh regularisation.
+    static_friction, stribeck_velocity : the legs' breakaway level (N) and Stribeck velocity (m/s, > 0);
+        both or neither (module docstring).
     """
+
+    @dataclass(frozen=True)
+    class Options(Plant.Options):
+        static_friction: object = setting("floats", None, low=0.0)          # N: the legs' breakaway level
+        stribeck_velocity: object = setting("floats", None, positive=True)  # m/s
 
     def __init__(self, model: Model, *, mechanism: StewartPlatform | None = None, integrator: str = "rk4",
                  substeps: int = 1, viscous_friction=0.0, coulomb_friction=0.0,
                  coulomb_velocity_scale: float = 1e-3, mass_scale: float = 1.0, payload_mass: float = 0.0,
-                 payload_frame: str | None = None, payload_offset=None):
+                 payload_frame: str | None = None, payload_offset=None, static_friction=None,
+                 stribeck_velocity=None):
         if model.nq != 6 or model.nv != 6:
             raise ValueError(f"the Stewart plant needs the 6-leg actuator-space model, got nq={model.nq}")
         integrator, substeps, scale = check_integration_options(integrator, substeps, coulomb_velocity_scale)
@@ -71,14 +84,20 @@ class StewartPlant(Plant):
             mechanism or StewartPlatform(), "stewart", "platform", mass_scale, payload_mass, payload_frame,
             payload_offset)
         super().__init__(model)
-        self._visc = _per_leg(viscous_friction, "viscous_friction")
-        self._coul = _per_leg(coulomb_friction, "coulomb_friction")
+        self._friction = np.zeros((4, 6))     # rows: viscous, Coulomb, static minus Coulomb, Stribeck velocity
+        self._friction[0] = _per_leg(viscous_friction, "viscous_friction")
+        self._friction[1] = _per_leg(coulomb_friction, "coulomb_friction")
+        self._friction[2], self._friction[3] = stribeck_per_coordinate(static_friction, stribeck_velocity,
+                                                                       self._friction[1], 6)
         self._scale = scale
         self._substeps = int(substeps)
         self._settings = dict(integrator=integrator, substeps=int(substeps),
                               viscous_friction=np.asarray(viscous_friction, float).tolist(),
                               coulomb_friction=np.asarray(coulomb_friction, float).tolist(),
                               coulomb_velocity_scale=scale, **model_errors)
+        if static_friction is not None:
+            self._settings.update(static_friction=np.asarray(static_friction, float).tolist(),
+                                  stribeck_velocity=np.asarray(stribeck_velocity, float).tolist())
         self.x = np.zeros(6)
         self.xd = np.zeros(6)
         self._rk = np.zeros((WORK_ROWS, 6))
@@ -149,20 +168,24 @@ class StewartPlant(Plant):
             effort = self._with_wrench(np.asarray(effort, dtype=float))
         try:
             st = _steps.plant_step(self.mechanism.pts, self.mechanism.par, self.x, self.xd, effort, dt,
-                               self._substeps, self._visc, self._coul, self._scale, self.q, self.v, self._rk,
-                               self._wk, self._wv)
+                                   self._substeps, self._friction, self._scale, self.q, self.v, self._rk,
+                                   self._wk, self._wv)
         except TypeError:
             eff = np.ascontiguousarray(effort, dtype=np.float64)
             if eff.shape != (6,):
                 raise ValueError(f"effort must have shape (6,), got {np.shape(effort)}") from None
             st = _steps.plant_step(self.mechanism.pts, self.mechanism.par, self.x, self.xd, eff, dt,
-                               self._substeps, self._visc, self._coul, self._scale, self.q, self.v, self._rk,
-                               self._wk, self._wv)
+                                   self._substeps, self._friction, self._scale, self.q, self.v, self._rk,
+                                   self._wk, self._wv)
         if st == _k.NOT_FINITE:
             raise ValueError("effort or plant state contains NaN or inf, or the step diverged; state unchanged")
         if st != _k.OK:
             raise ValueError("singular platform inertia or J_C during the step; state unchanged")
         self.t += dt
+
+    def friction_forces(self, leg_rates) -> np.ndarray:
+        """The legs' friction forces (N) at ``leg_rates`` (m/s), opposing them (module docstring)."""
+        return _k.leg_friction_forces(leg_rates, *self._friction, self._scale)
 
     def energy(self) -> tuple[float, float]:
         """(kinetic, potential) energy in J."""

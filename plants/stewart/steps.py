@@ -8,7 +8,7 @@ from numba import njit
 
 from ..integrate import inlined, rk4_advance
 from .kernels import (B_ALL, K_JA, K_JAD, K_JC, K_LU, K_R, K_S3, NOT_FINITE, OK, V_A, V_DX, V_L, V_Q1, V_Q2, V_TAU,
-                      V_U, V_X, V_XD, _dot3, euler_terms, jc_matrix, leg_motion, leg_vectors, rotation)
+                      V_U, V_X, V_XD, _dot3, euler_terms, jc_matrix, leg_friction, leg_motion, leg_vectors, rotation)
 from .solvers import forward_dynamics, forward_kinematics, inverse_dynamics, leg_rates_to_platform, solve6
 
 jit = njit(cache=True)
@@ -16,8 +16,9 @@ jit = njit(cache=True)
 
 # ---------------------------------------------------------------- plant step
 @jit
-def _plant_derivative(pts, par, x, xd, tau, visc, coul, vscale, xdd, wk, wv):
-    """xdd under leg forces tau minus leg friction (viscous, tanh-regularised Coulomb)."""
+def _plant_derivative(pts, par, x, xd, tau, friction, vscale, xdd, wk, wv):
+    """xdd under leg forces tau minus leg friction (:func:`leg_friction`; ``friction`` rows: viscous, Coulomb,
+    static minus Coulomb, Stribeck velocity)."""
     R, JC, f = wk[K_R], wk[K_JC], wv[V_TAU]
     rotation(x, R)
     jc_matrix(pts, x, R, JC, wv[V_A], wv[V_L])
@@ -27,31 +28,31 @@ def _plant_derivative(pts, par, x, xd, tau, visc, coul, vscale, xdd, wk, wv):
         ldi = 0.0
         for c in range(6):
             ldi += JC[i, c] * u[c]
-        f[i] = tau[i] - visc[i] * ldi - coul[i] * np.tanh(ldi / vscale)
+        f[i] = tau[i] - leg_friction(ldi, friction[0, i], friction[1, i], friction[2, i], friction[3, i], vscale)
     return forward_dynamics(pts, par, x, xd, f, xdd, wk, wv)
 
 
 @inlined
 def _plant_rates(x, xd, dx, xdd, args):
     """Rate function of :mod:`plants.integrate`: dx = xd and xdd of :func:`_plant_derivative`."""
-    pts, par, tau, visc, coul, vscale, wk, wv = args
+    pts, par, tau, friction, vscale, wk, wv = args
     for k in range(6):
         dx[k] = xd[k]
-    return _plant_derivative(pts, par, x, xd, tau, visc, coul, vscale, xdd, wk, wv)
+    return _plant_derivative(pts, par, x, xd, tau, friction, vscale, xdd, wk, wv)
 
 
 _plant_advance = rk4_advance("stewart", _plant_rates)
 
 
 @jit
-def plant_step(pts, par, x, xd, tau, dt, substeps, visc, coul, vscale, q, v, rk, wk, wv):
+def plant_step(pts, par, x, xd, tau, dt, substeps, friction, vscale, q, v, rk, wk, wv):
     """Advance the platform state (x, xd) by dt with leg forces tau held (classical RK4 in Euler
     coordinates), then write the leg lengths q and rates v. ``rk`` is (WORK_ROWS, 6) scratch of
     :mod:`plants.integrate`. On a non-OK status the state is restored. Returns OK, SINGULAR or NOT_FINITE."""
     for k in range(6):
         if not (np.isfinite(x[k]) and np.isfinite(xd[k]) and np.isfinite(tau[k])):
             return NOT_FINITE
-    status = _plant_advance(x, xd, dt, substeps, rk, NOT_FINITE, (pts, par, tau, visc, coul, vscale, wk, wv))
+    status = _plant_advance(x, xd, dt, substeps, rk, NOT_FINITE, (pts, par, tau, friction, vscale, wk, wv))
     if status != OK:
         return status
     R, JC = wk[K_R], wk[K_JC]
