@@ -43,6 +43,10 @@ def motor():
         return None if reply is None else (reply.arbitration_id, bytes(reply.data))
 
     yield emu, send
+    stop.set()
+    time.sleep(0.01)
+    host.shutdown()
+    emu_bus.shutdown()
 
 
 def settled(predicate, timeout=2.0):
@@ -52,10 +56,20 @@ def settled(predicate, timeout=2.0):
     while not predicate() and time.monotonic() < deadline:
         time.sleep(0.001)
     return predicate()
-    stop.set()
-    time.sleep(0.01)
-    host.shutdown()
-    emu_bus.shutdown()
+
+
+def test_the_fixture_stops_its_emulator_thread():
+    """The fixture's teardown runs: its emulator thread ends (a thread left serving per test loads the machine
+    the timing tests run on)."""
+    before = set(threading.enumerate())
+    fixture = motor.__wrapped__()
+    next(fixture)
+    started = [t for t in threading.enumerate() if t.name == "can-emulator" and t not in before]
+    assert len(started) == 1
+    with pytest.raises(StopIteration):
+        next(fixture)
+    started[0].join(1.0)
+    assert not started[0].is_alive()
 
 
 def test_every_frame_is_answered_with_the_six_byte_reply(motor):
