@@ -130,6 +130,32 @@ def test_ipc_sockets_are_created_owner_only(tmp_path, process):
         loop.telemetry.close()
 
 
+@pytest.mark.parametrize("part", ["telemetry", "control"])
+def test_an_ipc_endpoint_naming_a_file_leaves_it_alone(tmp_path, part):
+    """ZeroMQ unlinks what is at an ipc:// path before binding: a mistaken endpoint naming a file (here the token
+    file) is refused naming the path, and the file is still there; a socket a previous run left is replaced."""
+    from rtctl.telemetry.endpoints import bind
+
+    token = tmp_path / "token"
+    token.write_text("a-token-of-enough-length-0123\n")
+    token.chmod(0o600)
+    endpoint = f"ipc://{token}"
+    sections = {"telemetry": {"enabled": True, "endpoint": endpoint, "publisher": "thread"}} if part == "telemetry" \
+        else {"control": {"enabled": True, "endpoint": endpoint, "token_file": str(token)}}
+    with pytest.raises(ValueError, match="exists and is not a socket"):
+        make_loop(**sections)
+    assert token.read_text() == "a-token-of-enough-length-0123\n"
+    import socket
+    left = tmp_path / "left.sock"
+    with socket.socket(socket.AF_UNIX) as stale:                 # a crashed run's socket file
+        stale.bind(str(left))
+    sock = zmq.Context.instance().socket(zmq.PUB)
+    try:
+        assert bind(sock, f"ipc://{left}") == f"ipc://{left}"
+    finally:
+        sock.close(linger=0)
+
+
 def _paced_run(stalled: bool, seconds: float = 2.0):
     loop = make_loop(loop={"pace": True, "disable_gc": True},
                      trajectory={"type": "sinusoid", "center": [0.0] * 7, "amplitude": [0.2] * 7,

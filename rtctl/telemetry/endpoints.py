@@ -6,7 +6,9 @@ sockets (``ipc://@NAME``) have no permissions at all and are refused.
 """
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import threading
 from urllib.parse import urlsplit
 
@@ -72,6 +74,7 @@ def bind(sock, endpoint: str) -> str:
     """Bind a ZeroMQ socket to a checked endpoint, an ``ipc://`` path owner-only; returns the bound endpoint.
     The umask is process-wide: files other threads create meanwhile are owner-only too, never wider."""
     if endpoint.startswith("ipc://"):
+        _refuse_a_file_in_the_way(endpoint)
         with _UMASK_LOCK:
             previous = os.umask(0o077)
             try:
@@ -81,3 +84,18 @@ def bind(sock, endpoint: str) -> str:
     else:
         sock.bind(endpoint)
     return sock.getsockopt(zmq.LAST_ENDPOINT).decode()
+
+
+def _refuse_a_file_in_the_way(endpoint: str) -> None:
+    """ZeroMQ unlinks whatever is at an ipc:// path before it binds there: only a socket (one a previous run left)
+    may be replaced, never a file, directory or symlink that a mistaken endpoint names."""
+    path = endpoint[len("ipc://"):]
+    if path == "*" or path.startswith("@"):
+        return
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise zmq.ZMQError(errno.EEXIST, f"{endpoint}: {path} exists and is not a socket (binding would delete "
+                                         "it); remove it or choose another path")
