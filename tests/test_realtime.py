@@ -36,6 +36,25 @@ def test_the_loop_thread_runs_with_the_short_slice_and_gets_the_kernel_default_b
     assert time_slice() == pytest.approx(default, abs=1e-9)
 
 
+@pytest.mark.skipif(not custom_slices(), reason="this kernel keeps its own fair-scheduler slice")
+def test_the_slice_comes_back_when_the_run_is_interrupted_before_its_first_cycle(monkeypatch):
+    """Ctrl-C while the loop prepares the process (the full collection before the run): the kernel's slice and
+    the collector are given back, as after a run."""
+    import gc
+
+    default = time_slice()
+    loop = build(demo_config())
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(gc, "freeze", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        loop.run(cycles=20)
+    assert time_slice() == pytest.approx(default, abs=1e-9)
+    assert gc.isenabled()
+
+
 def test_time_slice_config_key():
     cfg = demo_config()
     cfg["loop"]["time_slice_us"] = 0.0

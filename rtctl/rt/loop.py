@@ -374,16 +374,24 @@ class ControlLoop:
         # Prepare the process first (a full collection can pause for a long time), then bring up the
         # hardware, so nothing stalls between activation and the first cycle: a drive's heartbeat or
         # watchdog would see the pause as a lost master.
-        report = apply_realtime(self.realtime)
-        self.realtime_message = report.message()
-        if report.not_applied:
-            print(f"rtctl: {self.realtime_message}; running without them", flush=True)
         gc_was_enabled = gc.isenabled()
-        if self.realtime.disable_gc:
-            if not self.hardware.any_active:  # collecting next to live hardware would stall it
-                gc.collect()
-            gc.freeze()
-            gc.disable()
+        report = apply_realtime(self.realtime)
+        try:
+            self.realtime_message = report.message()
+            if report.not_applied:
+                print(f"rtctl: {self.realtime_message}; running without them", flush=True)
+            if self.realtime.disable_gc:
+                if not self.hardware.any_active:  # collecting next to live hardware would stall it
+                    gc.collect()
+                gc.freeze()
+                gc.disable()
+        except BaseException:  # e.g. Ctrl-C in the collection: the scheduler and the collector come back
+            if self.realtime.disable_gc:
+                gc.unfreeze()
+                if gc_was_enabled:
+                    gc.enable()
+            restore_scheduler()
+            raise
         try:
             self.hardware.bring_up()
             for hook in self.hooks:  # a hook with a state (the collision observer) restarts with the hardware
