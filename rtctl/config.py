@@ -55,7 +55,7 @@ CORE_SCHEMA: dict[str, dict[str, Key]] = {
         "cpus": Key("ints", None, low=0),
         "lock_memory": Key("bool", False),
         "disable_gc": Key("bool", True),
-        "time_slice_us": Key("float", 100.0, low=0.0, high=100_000.0),   # 0: the kernel's default slice
+        "time_slice_us": Key("float", None, low=0.0, high=100_000.0),   # default 100 where possible; 0: the kernel's
     },
     "safety": {
         "safe_mode": Key("str", "damping", choices=("damping", "zero_torque")),
@@ -452,12 +452,13 @@ def build(cfg: dict):
     if problem:
         raise ConfigError(f"{src}: {problem}")
     slice_us = loop_cfg["time_slice_us"]
-    if 0.0 < slice_us < TIME_SLICE * 1e6:
+    if slice_us is not None and 0.0 < slice_us < TIME_SLICE * 1e6:
         raise ConfigError(f"{src}: [loop] time_slice_us = {slice_us:g}: the kernel's shortest slice is "
                           f"{TIME_SLICE * 1e6:.0f} us (0 keeps its default)")
     realtime = RealtimeSettings(priority=loop_cfg["realtime_priority"], cpus=loop_cfg["cpus"],
                                 lock_memory=loop_cfg["lock_memory"], disable_gc=loop_cfg["disable_gc"],
-                                time_slice=slice_us * 1e-6 if slice_us else None)
+                                time_slice=TIME_SLICE if slice_us is None else (slice_us * 1e-6 or None),
+                                time_slice_asked=slice_us is not None)
     try:
         control_loop = ControlLoop(model=context.model, drivers=drivers, controller=controller, trajectory=trajectory,
                                    safety=safety, rate_hz=loop_cfg["rate_hz"], overrun_policy=loop_cfg["overrun_policy"],

@@ -262,6 +262,18 @@ def test_a_command_without_its_subcommand_or_argument_is_one_line(capsys, argv, 
     assert line.startswith(f"{prog}: error: ") and expected in line, line
 
 
+def test_control_passes_the_fields_every_command_takes_to_the_server(capsys):
+    """The local check names a misspelt field but lets through what the server accepts on every command
+    (``id``, echoed in the reply)."""
+    from rtctl.telemetry import ControlServer
+    from telemetry_helpers import make_loop
+
+    with ControlServer(make_loop(), endpoint="tcp://127.0.0.1:0", token="a-token-of-enough-length-0123") as ctl:
+        assert main(["control", "status", "id=7", "--endpoint", ctl.endpoint]) == 0
+    reply = json.loads(capsys.readouterr().out)
+    assert reply["ok"] and reply["id"] == 7, reply
+
+
 @pytest.mark.parametrize("publisher", ["process", "thread"])
 def test_run_with_the_telemetry_port_in_use_says_cannot_bind_once(capsys, tmp_path, publisher):
     squatter = zmq.Context.instance().socket(zmq.PUB)

@@ -55,6 +55,20 @@ def test_the_slice_comes_back_when_the_run_is_interrupted_before_its_first_cycle
     assert gc.isenabled()
 
 
+def test_a_kernel_without_custom_slices_is_reported_only_when_the_slice_was_asked_for(monkeypatch):
+    import rtctl.rt.realtime as realtime
+
+    monkeypatch.setattr(realtime, "set_time_slice", lambda seconds: "kernel 6.8 keeps its own slice" if seconds
+                        else "")
+    assert realtime.apply_realtime(realtime.RealtimeSettings()).message() == "real-time settings none requested"
+    asked = realtime.apply_realtime(realtime.RealtimeSettings(time_slice_asked=True))
+    assert asked.not_applied == ["time slice 100 us (kernel 6.8 keeps its own slice)"]
+    cfg = demo_config()
+    assert build(cfg).realtime.time_slice == TIME_SLICE and not build(cfg).realtime.time_slice_asked
+    cfg["loop"]["time_slice_us"] = 100.0
+    assert build(cfg).realtime.time_slice_asked
+
+
 def test_time_slice_config_key():
     cfg = demo_config()
     cfg["loop"]["time_slice_us"] = 0.0

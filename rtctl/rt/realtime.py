@@ -39,6 +39,7 @@ class RealtimeSettings:
     lock_memory: bool = False            # mlockall(MCL_CURRENT | MCL_FUTURE)
     disable_gc: bool = True              # gc.freeze() + gc.disable() while the loop runs
     time_slice: float | None = TIME_SLICE  # s, the fair scheduler's slice for the loop thread; None: the kernel's
+    time_slice_asked: bool = False         # asked for by name: a kernel that keeps its own slice is reported
 
 
 @dataclass
@@ -66,10 +67,10 @@ def apply_realtime(settings: RealtimeSettings) -> RealtimeReport:
             report.not_applied.append(f"SCHED_FIFO priority {settings.priority} ({exc})")
     if settings.time_slice is not None and not _fifo():
         problem = set_time_slice(settings.time_slice)
-        if problem:
-            report.not_applied.append(f"time slice {settings.time_slice * 1e6:.0f} us ({problem})")
-        else:
+        if not problem:
             report.applied.append(f"time slice {settings.time_slice * 1e6:.0f} us")
+        elif settings.time_slice_asked:   # the default says nothing every run on a kernel before 6.12
+            report.not_applied.append(f"time slice {settings.time_slice * 1e6:.0f} us ({problem})")
     if settings.cpus is not None:
         try:
             os.sched_setaffinity(0, set(settings.cpus))

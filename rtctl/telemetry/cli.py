@@ -53,7 +53,7 @@ def _dashboard(args) -> int:
 
 def _control(args) -> int:
     from .control import ServerNotTrusted, request
-    from .requests import check_command
+    from .requests import COMMON, check_command
     if args.cmd is None:       # argparse would print the usage block and call the optional params required
         print(f"rtctl control: error: missing command: one of {', '.join(COMMANDS)} (e.g. `rtctl control "
               "status`)", file=sys.stderr)
@@ -67,7 +67,7 @@ def _control(args) -> int:
             req[key] = json.loads(value)
         except ValueError:
             req[key] = value
-    check_command(req, {"cmd"})     # a misspelt field is named here, before the request goes anywhere
+    check_command(req, COMMON)      # a misspelt field is named here, before the request goes anywhere
     if args.cmd not in ("status", "estop"):
         from .auth import CredentialError, client_token
         try:

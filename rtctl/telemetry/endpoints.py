@@ -1,6 +1,6 @@
 """ZeroMQ endpoints: what a server may bind (loopback unless allowed) and what a client may connect to.
 
-An ``ipc://PATH`` server socket is created owner-only (mode 0600, :func:`bind`): on a shared control PC
+An ``ipc://PATH`` server socket is created owner-only (umask 077, :func:`bind`): on a shared control PC
 another user cannot connect to it, as they could to a socket created under the usual umask 022. Abstract
 sockets (``ipc://@NAME``) have no permissions at all and are refused.
 """
