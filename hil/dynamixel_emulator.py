@@ -292,17 +292,19 @@ def main(argv=None) -> int:
     ap.add_argument("--servo-model", default="XM430-W350")
     ap.add_argument("--initial", type=_comma_separated(float), default=None,
                     help="comma-separated initial joint positions (rad)")
-    ap.add_argument("--viscous-friction", type=float, default=0.02)
+    ap.add_argument("--viscous-friction", type=argument_type("float", low=0.0), default=0.02)
     ap.add_argument("--dt", type=argument_type("float", positive=True), default=5e-4, help="plant step (s)")
     ap.add_argument("--drop-rate", type=argument_type("float", low=0.0, high=1.0), default=0.0)
     ap.add_argument("--corrupt-rate", type=argument_type("float", low=0.0, high=1.0), default=0.0)
     ap.add_argument("--delay-sync-read", type=int, default=0, help="1-based SYNC_READ whose replies are late")
-    ap.add_argument("--delay-ms", type=float, default=0.0)
+    ap.add_argument("--delay-ms", type=argument_type("float", low=0.0), default=0.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--inject-error", type=_injection, action="append", default=[], metavar="ID:KIND:SECONDS",
                     help="latch a hardware error (overload, overheating, input_voltage, electrical_shock, encoder)")
-    ap.add_argument("--supply-voltage", type=float, default=12.0, help="V, what Present Input Voltage reads")
-    ap.add_argument("--temperature", type=float, default=30.0, help="deg C, what Present Temperature reads")
+    ap.add_argument("--supply-voltage", type=argument_type("float", low=0.0, high=6553.5), default=12.0,
+                    help="V, what Present Input Voltage reads (2 bytes of 0.1 V)")
+    ap.add_argument("--temperature", type=argument_type("float", low=0.0, high=255.0), default=30.0,
+                    help="deg C, what Present Temperature reads (1 byte of 1 deg C)")
     args = ap.parse_args(argv)
     try:
         model = load_robot(args.robot, args.urdf)

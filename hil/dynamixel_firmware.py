@@ -30,6 +30,7 @@ What the ROBOTIS e-manual specifies and this firmware does ("P2" is the DYNAMIXE
 """
 from __future__ import annotations
 
+import math
 import random
 
 from rtctl.drivers.dynamixel import protocol as P
@@ -578,8 +579,11 @@ def parse_injection(text: str) -> tuple[float, int, int]:
     """``"ID:KIND:SECONDS"`` (KIND one of :data:`HW_BITS`) -> (seconds, id, bits)."""
     try:
         dxl_id, kind, seconds = text.split(":")
-        return float(seconds), int(dxl_id), HW_BITS[kind]
+        at = float(seconds)
+        if not math.isfinite(at) or at < 0:
+            raise ValueError
+        return at, int(dxl_id), HW_BITS[kind]
     except (ValueError, KeyError):
         raise ValueError(f"{text!r}: expected ID:KIND:SECONDS with KIND one of "
-                         f"{sorted(HW_BITS)}") from None
+                         f"{sorted(HW_BITS)} and SECONDS finite and >= 0") from None
 
