@@ -127,12 +127,17 @@ def test_stewart_step_follows_the_first_order_response_and_settles():
     np.testing.assert_allclose(hook.telemetry_values[6:], hook.observer.wrench)
 
 
-def sine_response(amplitude, omega: float, cycles: int, k_on: int):
-    """Time since the push began (s, a column) and the first-order observer's exact response, gain K_O, to
-    ``amplitude`` sin(omega t) starting at cycle ``k_on``."""
-    s = np.clip((np.arange(cycles) - k_on) * DT, 0, None)[:, None]
-    return s, amplitude * K_O / (K_O ** 2 + omega ** 2) * (K_O * np.sin(omega * s) - omega * np.cos(omega * s)
-                                                          + omega * np.exp(-K_O * s))
+def assert_follows_the_sine(rows, amplitude, omega: float, k_on: int, label: str) -> None:
+    """The residual is the first-order observer's exact response, gain K_O, to ``amplitude`` sin(omega t)
+    starting at cycle ``k_on``, within 2 % of the amplitude; the applied torque is that sine (the pose holds)."""
+    r, applied = np.array(rows["r"]), np.array(rows["applied"])
+    s = np.clip((np.arange(len(r)) - k_on) * DT, 0, None)[:, None]
+    expected = amplitude * K_O / (K_O ** 2 + omega ** 2) * (K_O * np.sin(omega * s) - omega * np.cos(omega * s)
+                                                            + omega * np.exp(-K_O * s))
+    scale = np.abs(amplitude).max()
+    print(f"{label} sine: first-order fit {np.abs(r - expected).max() / scale:.2%} of the amplitude")
+    assert np.abs(r - expected).max() < 0.02 * scale
+    assert np.abs(applied[k_on:] - amplitude * np.sin(omega * s[k_on:])).max() < 0.02 * scale
 
 
 def test_stewart_sine_follows_the_first_order_response():
@@ -140,14 +145,8 @@ def test_stewart_sine_follows_the_first_order_response():
     omega = 2 * np.pi * 2.0
     rows = push_and_record(loop, hook, plant, lambda t: WRENCH * np.sin(omega * (t - T_ON)))
     loop.run(duration=T_ON + 1.0)
-    r, applied = np.array(rows["r"]), np.array(rows["applied"])
-    k_on = round(T_ON / DT)
     amplitude = plant.mechanism.euler_jacobian(plant.x)[2].T @ np.concatenate([WRENCH[3:], WRENCH[:3]])
-    s, expected = sine_response(amplitude, omega, len(r), k_on)
-    scale = np.abs(amplitude).max()
-    print(f"stewart sine: first-order fit {np.abs(r - expected).max() / scale:.2%} of the amplitude")
-    assert np.abs(r - expected).max() < 0.02 * scale
-    assert np.abs(applied[k_on:] - amplitude * np.sin(omega * s[k_on:])).max() < 0.02 * scale  # the pose holds
+    assert_follows_the_sine(rows, amplitude, omega, round(T_ON / DT), "stewart")
 
 
 def test_stewart_model_errors_stay_inside_the_documented_bound():
@@ -218,17 +217,12 @@ def test_jaw_sine_at_the_incisal_point_follows_the_first_order_response():
     omega = 2 * np.pi * 2.0
     rows = push_and_record(loop, hook, plant, lambda t: JAW_BITE * np.sin(omega * (t - T_ON)), frame="incisal")
     loop.run(duration=T_ON + 1.0)
-    r, applied = np.array(rows["r"]), np.array(rows["applied"])
     k_on = round(T_ON / DT)
-    assert np.abs(r[:k_on]).max() < 1e-3
+    assert np.abs(np.array(rows["r"])[:k_on]).max() < 1e-3
     arm = plant.mechanism.robot.rotation(plant.x) @ plant.frames["incisal"]
     at_centre = np.concatenate([JAW_BITE[:3] + np.cross(arm, JAW_BITE[3:]), JAW_BITE[3:]])
     amplitude = plant.mechanism.robot.euler_jacobian(plant.x)[2].T @ np.concatenate([at_centre[3:], at_centre[:3]])
-    s, expected = sine_response(amplitude, omega, len(r), k_on)
-    scale = np.abs(amplitude).max()
-    print(f"jaw sine: first-order fit {np.abs(r - expected).max() / scale:.2%} of the amplitude")
-    assert np.abs(r - expected).max() < 0.02 * scale
-    assert np.abs(applied[k_on:] - amplitude * np.sin(omega * s[k_on:])).max() < 0.02 * scale   # the pose holds
+    assert_follows_the_sine(rows, amplitude, omega, k_on, "jaw")
 
 
 def test_jaw_model_errors_stay_inside_the_documented_bound():
