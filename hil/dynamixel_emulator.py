@@ -26,7 +26,8 @@ ROBOTIS e-manual specifies them. Physics of the servo, here:
 * Measured state is quantised like the servo: position in counts, velocity in
   0.229 rpm units, current in 2.69 mA units.
 
-The plant (:func:`plants.create_plant` ``"rigid_body"``) advances in soft real
+The plant (:func:`plants.create_plant` ``"rigid_body"``, or with ``--mjcf FILE`` MuJoCo's simulation of
+that file, the mujoco extra) advances in soft real
 time in fixed steps up to the wall clock whenever a packet arrives (and at
 least every 5 ms while idle); if the process falls more than 50 ms behind, the
 backlog is skipped and counted (``lag_skips``).
@@ -107,7 +108,9 @@ class ServoChain(Firmware):
     def __init__(self, model, ids=None, servo_model: str = "XM430-W350", viscous_friction: float = 0.02,
                  initial=None, dt: float = 5e-4, drop_rate: float = 0.0, corrupt_rate: float = 0.0,
                  delay_sync_read: int = 0, delay_ms: float = 0.0, seed: int = 0, inject=(),
-                 supply_voltage: float = 12.0, temperature: float = 30.0):
+                 supply_voltage: float = 12.0, temperature: float = 30.0, plant=None):
+        """``plant``: the simulation the servos drive (default: the rigid-body plant of ``model`` with
+        ``viscous_friction``), e.g. a :class:`~rtctl.plants.mujoco.plant.MujocoPlant`; ``model`` is then its own."""
         from rtctl.plants import create_plant
 
         from rtctl.rt.interfaces import actuated_indices
@@ -122,7 +125,8 @@ class ServoChain(Firmware):
         super().__init__([Servo(i, spec) for i in ids], drop_rate=drop_rate, corrupt_rate=corrupt_rate,
                          delay_sync_read=delay_sync_read, delay_ms=delay_ms, seed=seed, inject=inject)
         self.supply_units, self.temperature = int(round(supply_voltage * 10)), int(round(temperature))
-        self.plant = create_plant("rigid_body", model, viscous_friction=viscous_friction)
+        self.plant = plant if plant is not None else create_plant("rigid_body", model,
+                                                                  viscous_friction=viscous_friction)
         q0 = model.neutral_configuration()
         if initial is not None:
             q0[q_idx] = initial
@@ -207,12 +211,16 @@ class ServoChain(Firmware):
         while self.sim_t + self.dt <= target:
             self._torques(now)
             self.plant.step(self.dt, self.effort)
+            held = False
             for k, s in enumerate(self.servos):
                 if not s.torque_on():       # torque off: the 353:1 gear train holds the joint
                     self.plant.q[self.q_index[k]] = self.held[k]
                     self.plant.v[self.v_index[k]] = 0.0
+                    held = True
                 else:
                     self.held[k] = self.plant.q[self.q_index[k]]
+            if held:                        # a plant that keeps its own state (MuJoCo) takes the held joints
+                self.plant.reset(self.plant.q.copy(), self.plant.v.copy())
             self.sim_t += self.dt
             self.stats["steps"] += 1
             stepped = True
@@ -288,11 +296,14 @@ def main(argv=None) -> int:
     ap = Parser(prog=prog, description=__doc__.split("\n")[0])
     ap.add_argument("--robot", default="arm2", help="arm2/arm3 (built-in HIL arm) or a bundled model name")
     ap.add_argument("--urdf", default=None, help="URDF file of the robot (instead of --robot)")
+    ap.add_argument("--mjcf", default=None,
+                    help="simulate this MJCF (or URDF) file in MuJoCo (rtctl[mujoco]) instead of rtctl's plant")
     ap.add_argument("--ids", type=_comma_separated(int), default=None, help="comma-separated servo ids (default 1..n)")
     ap.add_argument("--servo-model", default="XM430-W350")
     ap.add_argument("--initial", type=_comma_separated(float), default=None,
                     help="comma-separated initial joint positions (rad)")
-    ap.add_argument("--viscous-friction", type=argument_type("float", low=0.0), default=0.02)
+    ap.add_argument("--viscous-friction", type=argument_type("float", low=0.0), default=None,
+                    help="N m s/rad of rtctl's plant (default 0.02; an MJCF's joints carry their own damping)")
     ap.add_argument("--dt", type=argument_type("float", positive=True), default=5e-4, help="plant step (s)")
     ap.add_argument("--drop-rate", type=argument_type("float", low=0.0, high=1.0), default=0.0)
     ap.add_argument("--corrupt-rate", type=argument_type("float", low=0.0, high=1.0), default=0.0)
@@ -306,12 +317,23 @@ def main(argv=None) -> int:
     ap.add_argument("--temperature", type=argument_type("float", low=0.0, high=255.0), default=30.0,
                     help="deg C, what Present Temperature reads (1 byte of 1 deg C)")
     args = ap.parse_args(argv)
+    if args.mjcf and (args.urdf or args.viscous_friction is not None):
+        ap.error("--mjcf simulates the file's own robot, joints and damping: give it without --urdf and "
+                 "--viscous-friction")
     try:
-        model = load_robot(args.robot, args.urdf)
-        chain = ServoChain(model, ids=args.ids, servo_model=args.servo_model, viscous_friction=args.viscous_friction,
+        plant = None
+        if args.mjcf:
+            from rtctl.plants.mujoco.plant import MujocoPlant
+            plant = MujocoPlant(source=args.mjcf)
+            model = plant.model
+        else:
+            model = load_robot(args.robot, args.urdf)
+        friction = 0.02 if args.viscous_friction is None else args.viscous_friction
+        chain = ServoChain(model, ids=args.ids, servo_model=args.servo_model, viscous_friction=friction,
                            initial=args.initial, dt=args.dt, drop_rate=args.drop_rate, corrupt_rate=args.corrupt_rate,
                            delay_sync_read=args.delay_sync_read, delay_ms=args.delay_ms, seed=args.seed,
-                           inject=args.inject_error, supply_voltage=args.supply_voltage, temperature=args.temperature)
+                           inject=args.inject_error, supply_voltage=args.supply_voltage, temperature=args.temperature,
+                           plant=plant)
         chain._torques()
         chain.plant.step(1e-6, chain.effort)    # load the compiled plant kernel before announcing the port
     except Exception as exc:  # noqa: BLE001  (a bad robot, URDF or servo setting: one line, as can-emulator says it)
