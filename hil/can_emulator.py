@@ -32,7 +32,7 @@ from rtctl.drivers.can import objects as ob
 from rtctl.drivers.can.bus import shutdown_bus
 
 from .cia402_drive import Cia402Drive
-from .cli import Parser
+from rtctl.options import Parser
 from .mit_firmware import MitEmulator
 from .plant_clock import Faults, PlantClock
 

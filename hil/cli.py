@@ -23,6 +23,8 @@ import socket
 import sys
 import threading
 
+from rtctl.options import Parser
+
 LOOPBACK = "127.0.0.1"
 log = logging.getLogger(__name__)
 
@@ -155,22 +157,6 @@ def _port(text: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"port must be 0..65535 (0: a free one), got {value}")
     return value
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse, but a mistake is one line (``PROG: error: ...``), not the usage block; the parser of every
-    rtctl-hil tool (the emulators' too)."""
-
-    def error(self, message):   # one line, not the usage block
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-    def parse_known_args(self, args=None, namespace=None):
-        """An unknown argument is named by the subcommand given it (argparse hands a subcommand's leftovers
-        up, and the top parser blamed ``rtctl-hil`` for ``rtctl-hil can-bus --bogus``)."""
-        namespace, extras = super().parse_known_args(args, namespace)
-        if extras:
-            self.error(f"unrecognized arguments: {' '.join(extras)}")
-        return namespace, extras
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -65,7 +65,7 @@ from rtctl.drivers.dynamixel.control_table import (
     VELOCITY_CONTROL,
     ServoModel,
 )
-from rtctl.hil.cli import Parser
+from rtctl.options import Parser
 from rtctl.options import argument_type
 from rtctl.hil.dynamixel_firmware import READ_ONLY, Firmware, Servo, parse_injection  # noqa: F401  (re-exported)
 

@@ -13,6 +13,7 @@ from numba.core import event
 
 from . import MODELS_DIR, __version__, bundled_model_path
 from .model import ModelError
+from .options import EXIT_USAGE, Parser
 
 
 def _load_model(spec: str, floating_base: str | None, inertia: str = "warn"):
@@ -52,7 +53,7 @@ def _cmd_info(args) -> int:
     return 0
 
 
-EXIT_OK, EXIT_USAGE, EXIT_TRIPPED, EXIT_OPERATOR_STOP = 0, 2, 3, 4
+EXIT_OK, EXIT_TRIPPED, EXIT_OPERATOR_STOP = 0, 3, 4
 
 
 class CompileProgress(event.Listener):
@@ -192,22 +193,6 @@ def _cmd_identify(args) -> int:
     from .loops.identification import identify_command
 
     return identify_command(args)
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse, but a usage mistake is one line on stderr (``PROG: error: ...``), not the usage block first;
-    the subcommands' parsers are of this class too."""
-
-    def error(self, message: str):
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (`{self.prog} -h` shows the usage)\n")
-
-    def parse_known_args(self, args=None, namespace=None):
-        """An argument no parser knows is named by the (sub)command given it (argparse hands a subcommand's
-        leftovers up, and the top parser blamed ``rtctl`` for ``rtctl control status --bogus``)."""
-        namespace, extras = super().parse_known_args(args, namespace)
-        if extras:
-            self.error(f"unrecognized arguments: {' '.join(extras)}")
-        return namespace, extras
 
 
 def require_subcommand(parser: argparse.ArgumentParser, subparsers, what: str = "command") -> None:

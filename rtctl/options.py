@@ -14,6 +14,7 @@ the file, section and key. Units are SI.
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import difflib
 import math
@@ -105,11 +106,28 @@ def check_value(value, key: Key, where: str):
     raise AssertionError(key.kind)
 
 
+EXIT_USAGE = 2   # a command-line mistake (argparse's own status)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line on stderr (``PROG: error: ...``), not the usage block first;
+    the parser of every rtctl and rtctl-hil command, their subcommands' too."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (`{self.prog} -h` shows the usage)\n")
+
+    def parse_known_args(self, args=None, namespace=None):
+        """An argument no parser knows is named by the (sub)command given it (argparse hands a subcommand's
+        leftovers up, and the top parser blamed ``rtctl`` for ``rtctl control status --bogus``)."""
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
+
 def argument_type(key: Key | str, **bounds):
     """An argparse ``type`` that checks a command-line number as :func:`check_value` checks a config key
     (``key``, or ``Key(kind, **bounds)``): ``--duration -1`` is then one usage line naming the option."""
-    import argparse
-
     key = key if isinstance(key, Key) else Key(key, **bounds)
     integer = key.kind == "int"
 
