@@ -32,8 +32,9 @@ linearised ``Lambda eddot + D edot + K e = 0`` has damping ratio zeta with the t
 current q. Here ``Lambda^-1 = C C^T`` (Cholesky), ``C^T K C = V K_0 V^T`` (Jacobi), ``Q = C^-T V``.
 
 Live changes (:meth:`CartesianImpedance.set_impedance`, the control channel's ``set_impedance``): K and
-D (or the damping ratio zeta) move linearly from their values to the new ones over ``gain_ramp`` s, so in one cycle of period dt
-the wrench changes by at most ``|K_new - K_old| |e| dt / gain_ramp`` (plus the same for D) on top of
+D (or the damping ratio zeta) and the null-space stiffness K_n move linearly from their values to the new ones
+over ``gain_ramp`` s, so in one cycle of period dt the wrench changes by at most
+``|K_new - K_old| |e| dt / gain_ramp`` (plus the same for D, and for K_n on the posture torque) on top of
 what the motion itself changes.
 
 The desired pose: a Cartesian trajectory the controller follows (:meth:`CartesianImpedance.follow`, e.g.
@@ -79,7 +80,8 @@ __all__ = ["CartesianImpedance", "task_matrix", "user_matrix"]
 S_RAMP_T0, S_RAMP_TIME, S_ZETA, S_CORIOLIS, S_FEEDFORWARD, S_EXTERNAL, S_BODY, S_FRAME_R, S_FRAME_T = \
     0, 1, 2, 3, 4, 5, 6, 7, 16
 S_ZETA_FROM, S_ZETA_TO = 19, 20   # a damping_ratio change's ends, blended like K and D
-S_WIDTH = 21
+S_NULLSPACE_RAMP = 21             # 1 while a null-space stiffness change is blended (joint_gains rows 2 -> 3)
+S_WIDTH = 22
 # Rows of the 6 x 6 matrices (row-major, [angular; linear]): the ramp's ends and the gains in use, scratch.
 # Width max(36, nv^2): row G_MASS holds the LDL^T factor of M.
 G_K_FROM, G_K_TO, G_D_FROM, G_D_TO, G_K, G_D, G_LAMBDA_INV, G_LAMBDA, G_S, G_V, G_Q, G_MASS = range(12)
@@ -202,8 +204,9 @@ def jacobi_eigen(a, ia, v, iv, n):
 
 
 @njit(cache=True)
-def _ramped_gains(settings, g, t):
-    """K and D of this cycle: linear from the *_FROM to the *_TO rows over the ramp time."""
+def _ramped_gains(settings, g, joint_gains, t):
+    """K and D of this cycle: linear from the *_FROM to the *_TO rows over the ramp time; K_n likewise (from
+    ``joint_gains`` row 2 to row 3) while a null-space stiffness change is under way."""
     if np.isnan(settings[S_RAMP_T0]):  # a change starts its ramp now
         settings[S_RAMP_T0] = t
     ramp = settings[S_RAMP_TIME]
@@ -215,6 +218,11 @@ def _ramped_gains(settings, g, t):
         # (1 - w) from + w to: exactly the new ratio at the ramp's end (from + w (to - from) rounded a tiny ratio
         # to 0, which reads as "explicit damping matrix")
         settings[S_ZETA] = (1.0 - w) * settings[S_ZETA_FROM] + w * settings[S_ZETA_TO]
+    if settings[S_NULLSPACE_RAMP] != 0.0:
+        for j in range(joint_gains.shape[1]):
+            joint_gains[0, j] = (1.0 - w) * joint_gains[2, j] + w * joint_gains[3, j]
+        if w >= 1.0:
+            settings[S_NULLSPACE_RAMP] = 0.0
 
 
 @njit(cache=True)
@@ -314,7 +322,7 @@ def impedance_step(mi, mf, ws, idx, settings, g, joint_gains, t, q, v, q_d, qd_d
 
     ``jx`` (2, 6, nv): J and X^T = J M^-1. ``mass`` (nv, nv): M. ``des``: the desired
     pose, twist and twist rate, filled here from the joint trajectory unless ``settings[S_EXTERNAL]``.
-    ``joint_gains`` (2, n): K_n, D_n."""
+    ``joint_gains`` (4, n): K_n, D_n, and the ends of a K_n change (:func:`_ramped_gains`)."""
     nv = v.shape[0]
     q_index, v_index = idx[0], idx[1]
     n = q_index.shape[0]
@@ -332,7 +340,7 @@ def impedance_step(mi, mf, ws, idx, settings, g, joint_gains, t, q, v, q_d, qd_d
         _desired_from_joints(mi, mf, ws, settings, idx, q, q_d, qd_d, qdd_d, jx, vec, des)
     if not all_finite(des):
         return _NOT_FINITE + 6
-    _ramped_gains(settings, g, t)
+    _ramped_gains(settings, g, joint_gains, t)
     body = int(settings[S_BODY])
     ft = S_FRAME_T
     zero, h = vec[V_ZERO, :nv], vec[V_H, :nv]
@@ -499,7 +507,7 @@ class CartesianImpedance(Controller):
         nv = model.nv
         self.idx = np.ascontiguousarray(np.array([self.q_index, self.v_index], dtype=np.int64).reshape(2, self.n))
         self.q_index, self.v_index = self.idx[0], self.idx[1]
-        self.joint_gains = np.zeros((2, self.n))
+        self.joint_gains = np.zeros((4, self.n))   # K_n, D_n, a K_n change's from and to
         self.joint_gains[0] = self.kp
         if nullspace_damping is None:
             q0 = model.neutral_configuration() if posture is None else np.asarray(posture, dtype=float)
@@ -584,6 +592,9 @@ class CartesianImpedance(Controller):
         self.gains[G_K_FROM] = self.gains[G_K_TO]
         self.gains[G_D_FROM] = self.gains[G_D_TO]
         self.settings[S_ZETA] = self.settings[S_ZETA_FROM] = self.settings[S_ZETA_TO]
+        if self.settings[S_NULLSPACE_RAMP]:
+            self.joint_gains[0] = self.joint_gains[3]
+            self.settings[S_NULLSPACE_RAMP] = 0.0
         self.settings[S_RAMP_T0] = -math.inf
 
     # -- the live settings (control channel protocol) ----------------------------------------------
@@ -609,10 +620,23 @@ class CartesianImpedance(Controller):
         d = None if damping is None else self.checked_damping(damping)
         return k, d, damping_ratio
 
-    def set_impedance(self, stiffness=None, damping=None, damping_ratio=None) -> str:
-        """Blend K (and D, or zeta) to new values over ``gain_ramp`` s from the next cycle (module docstring).
-        Call between cycles (the control channel does, at a cycle boundary). Returns what changed."""
+    def set_impedance(self, stiffness=None, damping=None, damping_ratio=None, nullspace_stiffness=None) -> str:
+        """Blend K (and D, or zeta, and the null-space stiffness K_n) to new values over ``gain_ramp`` s from the
+        next cycle (module docstring). Call between cycles (the control channel does, at a cycle boundary).
+        Returns what changed."""
         k, d, zeta = self.check_impedance(stiffness, damping, damping_ratio)
+        if nullspace_stiffness is not None:
+            try:
+                k_n = np.broadcast_to(np.asarray(nullspace_stiffness, dtype=float), (self.n,)).copy()
+            except (TypeError, ValueError):
+                k_n = None
+            if k_n is None or not np.all(np.isfinite(k_n)) or np.any(k_n < 0):
+                raise ValueError(f"{self.name}: nullspace_stiffness: one value or one per actuated joint, finite "
+                                 f"and >= 0, got {nullspace_stiffness!r}")
+        self.joint_gains[2] = self.joint_gains[0]                   # a change under way restarts from here
+        if nullspace_stiffness is not None:
+            self.joint_gains[3] = k_n
+            self.settings[S_NULLSPACE_RAMP] = 1.0
         g = self.gains
         g[G_K_FROM], g[G_D_FROM] = g[G_K], g[G_D]
         if k is not None:
@@ -630,6 +654,8 @@ class CartesianImpedance(Controller):
             parts.append(f"damping={np.round(np.diag(user_matrix(d)), 6).tolist()}")
         if zeta is not None:
             parts.append(f"damping_ratio={zeta:g}")
+        if nullspace_stiffness is not None:
+            parts.append(f"nullspace_stiffness={np.round(k_n, 6).tolist()}")
         return ", ".join(parts) + f" (blended over {self.settings[S_RAMP_TIME]:g} s)"
 
     @property

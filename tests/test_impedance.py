@@ -319,6 +319,25 @@ def test_a_damping_ratio_change_is_blended_like_stiffness_not_stepped():
     server.apply_now({"cmd": "set_impedance", "damping_ratio": 0.7})
 
 
+def test_a_nullspace_stiffness_change_is_blended_like_stiffness_not_stepped():
+    """K_n through set_impedance moves linearly over gain_ramp (from the cycle that takes the change), ends on
+    the new value exactly, and leaves set_gains' direct writes alone once done."""
+    loop = arm_loop()
+    server = ControlServer(loop, token=TOKEN)
+    loop.run(duration=0.1)
+    before = loop.controller.kp.copy()
+    new = np.linspace(20.0, 80.0, 7)
+    assert "nullspace_stiffness=[20.0" in server.apply_now({"cmd": "set_impedance", "nullspace_stiffness":
+                                                            new.tolist()})
+    loop.run(cycles=2)                                  # the ramp starts at the first cycle: w = 0, then dt / ramp
+    np.testing.assert_allclose(loop.controller.kp, before + (new - before) * DT / 0.1, rtol=1e-12)
+    loop.run(duration=0.15)
+    assert loop.controller.kp.tolist() == new.tolist()
+    server.apply_now({"cmd": "set_gains", "kp": [30.0] * 7})
+    loop.run(cycles=2)
+    assert loop.controller.kp.tolist() == [30.0] * 7
+
+
 @pytest.fixture(scope="module")
 def idle_server():
     loop = arm_loop()

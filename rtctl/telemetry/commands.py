@@ -283,16 +283,10 @@ class CommandValidation:
             raise Refused(f"set_impedance: {exc}") from None
 
         def apply(loop):
-            detail = []
             try:
-                if change:
-                    detail.append(loop.controller.set_impedance(**change))
+                return loop.controller.set_impedance(**change, nullspace_stiffness=nullspace)
             except ValueError as exc:
                 raise Refused(f"set_impedance: {exc}") from None
-            if nullspace is not None:
-                loop.controller.kp[:] = nullspace
-                detail.append(f"nullspace_stiffness={nullspace.tolist()}")
-            return "; ".join(detail)
         clean = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in change.items()}
         if nullspace is not None:
             clean["nullspace_stiffness"] = nullspace.tolist()
