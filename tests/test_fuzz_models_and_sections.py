@@ -523,7 +523,12 @@ def test_a_publisher_process_stopped_for_a_second_costs_the_loop_nothing():
         finally:
             os.kill(tel._relay.pid, signal.SIGCONT)
         assert loop.cycle == 1100 and not report.tripped
-        assert elapsed < 2.0, f"1000 paced cycles took {elapsed:.2f} s with the publisher process stopped"
+        # What the stopped reader could cost is the loop's own hand-off to the ring: measured per cycle by
+        # the loop (parts' "telemetry"), so a busy machine's late wake-ups are not counted against it. A
+        # blocking hand-off would spend the whole stop (about a second) there.
+        handoff = loop.stats.window("telemetry")[-1000:]
+        assert handoff.sum() < 0.05 * elapsed, (f"the loop spent {handoff.sum():.3f} s of {elapsed:.2f} s handing "
+                                                f"samples to the stopped publisher (max {handoff.max():.4f} s)")
         start = time.monotonic()
         tel.close()
         assert time.monotonic() - start < 5.0
