@@ -24,6 +24,8 @@ from rtctl.dynamics import Dynamics
 from rtctl.rt.loop import ControlLoop
 from rtctl.safety import SafetyMonitor
 
+from machine import skip_if_starved
+
 Q0 = [0.2, -0.4]
 RATE = 500.0
 # The emulators are Python processes on a shared, non-real-time machine: a scheduling stall of 10-20 ms is
@@ -88,6 +90,7 @@ def mit_run(server, *emu_args, duration=3.0, hooks=(), **drv):
 def test_mit_loop_closes_at_500_hz_and_tracks(server):
     loop, rep, emu = mit_run(server, max_missed=STALL_TOLERANT)
     h = loop.driver.health
+    skip_if_starved(rep, "500 Hz tracking over CAN")
     assert rep.cycles == 1500 and not rep.tripped and not rep.failures and not h.fault, rep.format()
     assert np.all(rep.tracking_max < tracking_bound(rep, h)), rep.format()
     assert rep.timing["period"]["mean"] == pytest.approx(2000.0, rel=0.01)   # the loop kept its rate
@@ -101,6 +104,7 @@ def test_mit_tolerates_10_percent_dropped_replies_and_a_delayed_one(server):
     loop, rep, emu = mit_run(server, "--drop", "0.1", "--seed", "3", "--delay-reply", "1000", "0.007",
                              max_missed=STALL_TOLERANT)
     h = loop.driver.health
+    skip_if_starved(rep, "tracking with 10 % dropped CAN replies")
     assert not rep.tripped and not h.fault and not rep.failures, rep.format()
     assert emu["dropped"] > 0 and emu["delayed"] == 1
     replies = 2 * rep.cycles

@@ -31,6 +31,8 @@ from rtctl.dynamics import Dynamics
 from rtctl.rt.loop import ControlLoop
 from rtctl.safety import SafetyMonitor
 
+from machine import skip_if_starved
+
 wall_clock = pytest.mark.flaky(reruns=1, reruns_delay=1)
 RATE_HZ = 500.0
 CENTER = np.array([0.4, -0.3])
@@ -85,6 +87,7 @@ def test_loop_closes_at_500_hz_and_tracks_within_bounds():
     h = loop.driver.health
     achieved = 1e6 / report.timing["period"]["mean"]
     print(report.format(), f"\nachieved {achieved:.1f} Hz, emulator {stats}")
+    skip_if_starved(report, "500 Hz tracking over the Dynamixel bus")
     assert report.cycles == 1500
     assert achieved >= 0.99 * RATE_HZ
     assert wall < 3.0 + 2.0                                 # configure/activate/deactivate included
@@ -132,12 +135,15 @@ def test_ten_percent_dropped_replies_are_tolerated_and_counted():
         report, _ = run(loop, 3.0)
     h, stats = loop.driver.health, emu.stats
     print(report.format(), h, stats)
+    skip_if_starved(report, "tracking with 10 % dropped Dynamixel replies")
     assert not report.tripped and not h.fault and not report.failures
     # Every dropped reply shows up as a missing packet (configure-time ones included); a reply can only be
-    # missed without being dropped if it came later than the 1.5 ms timeout (scheduling on a busy machine).
+    # missed without being dropped if it came later than the 1.5 ms timeout (scheduling on a busy machine),
+    # and then its bytes are drained as late bytes (but for the last replies of the run, still in flight).
     assert stats["dropped"] > 150
     assert h.extra["missing_packets"] >= stats["dropped"] - 3
-    assert h.extra["missing_packets"] <= stats["dropped"] + 0.05 * stats["replies"]
+    late_replies = h.extra["late_bytes"] // STATE_PACKET_BYTES
+    assert h.extra["missing_packets"] <= stats["dropped"] + late_replies + 2, (h.extra, stats)
     # With one retry: every failed attempt is a timeout; a failed first attempt is retried, a failed
     # retry makes the cycle stale.
     assert h.timeouts == h.retries + h.stale_cycles

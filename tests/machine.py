@@ -1,0 +1,31 @@
+"""What the machine did to a wall-clock run, as the run itself measured it.
+
+A test whose bounds need the loop (or an emulator beside it) to get a CPU when its period starts cannot hold
+when a busy machine does not give it one: a real controller starved for tens of milliseconds loses its plant
+too. Such a test asks the run's own report, after the run, and skips saying what was measured instead of
+failing, but only when the loop's timing shows the machine was at fault (late wake-ups with work that fitted
+the period), never for a loop whose own compute overran.
+"""
+from __future__ import annotations
+
+import pytest
+
+STARVED_SHARE = 0.10   # more than this share of cycles overran, mostly by waking up late
+
+
+def starved(report) -> str:
+    """Why the machine starved this run (a :class:`rtctl.rt.loop.LoopReport`), or ``""`` if it did not."""
+    late = report.late
+    if not late or report.overruns <= STARVED_SHARE * report.cycles or 2 * late["woke_late"] <= late["cycles"]:
+        return ""
+    p99 = report.timing.get("latency", {}).get("p99", float("nan"))
+    return (f"the machine starved the loop in this run: {report.overruns} of {report.cycles} cycles overran, "
+            f"{late['woke_late']} of them woke up late (wake-up latency {late['woke_late_latency']:.0f} us mean in "
+            f"them, p99 {p99:.0f} us over the run) with their work fitting the period")
+
+
+def skip_if_starved(report, what: str) -> None:
+    """Skip the calling test with the measurement when :func:`starved` says the machine was at fault."""
+    reason = starved(report)
+    if reason:
+        pytest.skip(f"{what}: {reason}")
