@@ -219,7 +219,7 @@ asyncio.run(main())
 
 RECORDER = r"""
 import sys, threading
-from rtctl.telemetry.tools import record
+from rtctl.telemetry.recording import record
 print("ready", flush=True)
 res = record(sys.argv[1], sys.argv[2], progress=False, idle_timeout=3.0)
 print(res["samples"], res["lost"], flush=True)

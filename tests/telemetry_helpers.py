@@ -114,3 +114,71 @@ def collect(sub, seconds):
             return out
         topic, payload = sub.recv_multipart()
         out.append((topic, decode(topic, payload)))
+
+
+def synthetic_value(index, column):
+    """A deterministic, poorly compressible float64 for sample ``index``, ring column ``column``."""
+    x = np.sin(np.add.outer(np.asarray(index, dtype=float) * 12.9898, np.asarray(column, dtype=float) * 78.233))
+    return (x * 43758.5453) % 1.0 - 0.5
+
+
+class SyntheticPublisher:
+    """Schema-v1 telemetry of a 7-joint robot on a loopback PUB socket, from a thread: ``rate`` samples/s in
+    batches of ``batch``, metadata every 0.2 s. Sample ``i`` holds :func:`synthetic_value` (``t`` = i / rate,
+    ``cycle`` = i, ``stamp`` = the wall clock when sent); ``nonfinite(i)`` -> {column: value} overrides."""
+
+    def __init__(self, rate=100.0, batch=2, nonfinite=None, joints=7):
+        from rtctl.telemetry.schema import Layout
+        self.layout = Layout(joints)
+        self.joints = [f"j{k}" for k in range(joints)]
+        self.rate, self.batch, self.nonfinite = float(rate), int(batch), nonfinite
+        self.sock = zmq.Context.instance().socket(zmq.PUB)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.SNDHWM, 100_000)
+        self.sock.bind("tcp://127.0.0.1:0")
+        self.endpoint = self.sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def rows(self, first, count):
+        lay = self.layout
+        index = np.arange(first, first + count)
+        rows = synthetic_value(index, np.arange(lay.width))
+        rows[:, lay.slices["t"].start] = index / self.rate
+        rows[:, lay.slices["cycle"].start] = index
+        for name in ("overruns", "tripped", "fresh"):
+            rows[:, lay.slices[name].start] = 0
+        if self.nonfinite is not None:
+            for k, i in enumerate(index):
+                for column, value in self.nonfinite(int(i)).items():
+                    rows[k, column] = value
+        return rows
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def _run(self):
+        from rtctl.telemetry.schema import TOPIC_META, TOPIC_SAMPLES, envelope, pack
+        t0, next_meta, seq = time.monotonic(), 0.0, 0
+        while not self._stop.is_set():
+            now = time.monotonic() - t0
+            if now >= next_meta:
+                self.sock.send_multipart([TOPIC_META, pack(envelope(joints=self.joints, rate_hz=self.rate,
+                                                                    fields={}, started=time.time()))])
+                next_meta = now + 0.2
+            rows = self.rows(self.sent, self.batch)
+            rows[:, self.layout.slices["stamp"].start] = time.time()
+            self.sock.send_multipart([TOPIC_SAMPLES, pack(envelope(seq=seq, first=self.sent, count=self.batch,
+                                                                   dropped=0, sent=time.time(),
+                                                                   fields=self.layout.columns(rows)))])
+            self.sent += self.batch
+            seq += 1
+            self._stop.wait(max(0.0, t0 + self.sent / self.rate - time.monotonic()))
+
+    def close(self):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
+        self.sock.close(linger=0)

@@ -237,7 +237,8 @@ def test_control_without_a_command_names_the_commands_as_a_real_process():
 
 
 @pytest.mark.parametrize("argv, prog, expected", [
-    ([], "rtctl", "missing command: one of info, demo, run, telemetry, record, replay, plot, dashboard, control, "),
+    ([], "rtctl", "missing command: one of info, demo, run, telemetry, record, recover, replay, plot, dashboard, "
+                  "control, "),
     (["telemetry"], "rtctl telemetry", "missing subcommand: one of echo, stats "),
     (["telemetry", "--endpoint", "tcp://127.0.0.1:5555"], "rtctl telemetry", "invalid choice: 'tcp://"),
     (["control"], "rtctl control", "missing command: one of status, set_gains, "),
@@ -255,6 +256,7 @@ def test_control_without_a_command_names_the_commands_as_a_real_process():
     (["telemetry", "echo", "--count", "0"], "rtctl telemetry echo", "argument --count: must be > 0, got 0 "),
     (["record", "o.mcap", "--samples", "-5"], "rtctl record", "argument --samples: must be > 0, got -5 "),
     (["replay", "r.mcap", "--speed", "-1"], "rtctl replay", "argument --speed: must be >= 0.0, got -1.0 "),
+    (["recover", "r.mcap"], "rtctl recover", "give --out FIXED.mcap (a new file) or --in-place"),
     (["dashboard", "--port", "70000"], "rtctl dashboard", "argument --port: must be <= 65535, got 70000 "),
 ])
 def test_a_command_without_its_subcommand_or_argument_is_one_line(capsys, argv, prog, expected):

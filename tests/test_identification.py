@@ -27,7 +27,7 @@ from rtctl.loops.identification import (IdentificationError, identify, identify_
 from rtctl.model.urdf import load_urdf
 from rtctl.model.urdf_writer import model_to_urdf
 from rtctl.options import ConfigError
-from rtctl.telemetry.tools import record
+from rtctl.telemetry.recording import record
 
 RATE_HZ = 500.0
 GEAR, ROTOR = 100.0, 5e-6                     # armature N^2 J = 0.05 kg m^2 per joint, known from the drives

@@ -128,6 +128,7 @@ NOT_CONFIG_WORDS = {
     "error", "reason", "timeout",           # a sweep row's status and its reason
     "null",                                 # an Origin header value
     "set_feedback",                         # the jaw CPG's feedback input (a method)
+    "nonfinite",                            # the JSON member listing a message's NaN and infinities
 }
 
 

@@ -21,13 +21,35 @@ def _stats(args) -> int:
 
 
 def _record(args) -> int:
-    from .tools import record
+    from .recording import record
     res = record(args.endpoint, args.out, duration=args.duration, samples=args.samples,
                  progress=not args.no_progress, idle_timeout=args.idle_timeout)
+    if res["failed"]:
+        print(f"rtctl record: {res['failed']}", file=sys.stderr)
+        return 1
     before = f", {res['before_first']} published before the first one recorded" if res["before_first"] else ""
+    stopped = f"; stopped by {res['stopped_by']}" if res["stopped_by"] else ""
     print(f"rtctl record: {res['samples']} samples ({res['lost']} lost by this subscriber{before}, "
-          f"{res['publisher_dropped']} dropped by the publisher), {res['events']} events -> {res['path']}")
+          f"{res['publisher_dropped']} dropped by the publisher), {res['meta']} metadata, {res['events']} events "
+          f"-> {res['path']}{stopped}")
     return 0 if res["samples"] else 1
+
+
+def _recover(args) -> int:
+    from .recover import recover
+    if (args.out is None) == (not args.in_place):
+        print("rtctl recover: error: give --out FIXED.mcap (a new file) or --in-place", file=sys.stderr)
+        return 2
+    res = recover(args.recording, args.out)
+    counts = ", ".join(f"{n} on {topic}" for topic, n in sorted(res["messages"].items())) or "no messages"
+    if res["complete"]:
+        print(f"rtctl recover: {args.recording} is complete ({counts}); nothing to do")
+        return 0
+    where = args.out or args.recording
+    summary = "" if res["summary"] else " (no room for the summary: readers read it from the start)"
+    print(f"rtctl recover: {where}: {res['chunks']} complete chunks kept ({counts}), {res['bytes_dropped']} "
+          f"bytes after the last one dropped{summary}")
+    return 0
 
 
 def _replay(args) -> int:
@@ -106,11 +128,20 @@ def add_commands(sub) -> list:
     r = sub.add_parser("record", help="record the telemetry stream to an MCAP file (opens in Foxglove)")
     r.add_argument("out", help="output .mcap file")
     r.add_argument("--endpoint", default=DEFAULT_TELEMETRY)
-    r.add_argument("--duration", type=seconds, default=None, help="seconds to record (default: until Ctrl-C)")
+    r.add_argument("--duration", type=seconds, default=None,
+                   help="seconds to record (default: until Ctrl-C, SIGTERM or SIGHUP, which close the file)")
     r.add_argument("--samples", type=count, default=None, help="stop after this many samples")
     r.add_argument("--idle-timeout", type=seconds, default=None, help="stop when nothing arrives for this long (s)")
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=_record)
+
+    v = sub.add_parser("recover", help="close a recording cut short (killed, disk full) after its last complete "
+                                       "chunk, with its summary: a file every MCAP reader opens")
+    v.add_argument("recording")
+    v.add_argument("--out", default=None, help="write the recovered recording to this new file")
+    v.add_argument("--in-place", action="store_true",
+                   help="repair the file itself (when the disk has no room for a copy)")
+    v.set_defaults(func=_recover)
 
     p = sub.add_parser("replay", help="republish an MCAP recording as a live telemetry stream")
     p.add_argument("recording")

@@ -66,6 +66,7 @@ import zmq.asyncio
 from .auth import MAX_TOKEN_BYTES
 from .endpoints import LOOPBACK_HOSTS, check_connect_endpoint
 from .schema import TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, SchemaError, decode
+from .jsonvalues import dumps
 from .tools import PublisherWait
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "data" / "dashboard"
@@ -237,10 +238,10 @@ class Dashboard:
         sender = asyncio.create_task(self._sender(ws, queue))
         try:
             if self.meta is not None:
-                self._offer(queue, json.dumps({"type": "meta", "meta": self.meta}))
+                self._offer(queue, dumps({"type": "meta", "meta": self.meta}, default=str))
             async for message in ws:
                 reply = await self._reply_to(message)
-                self._offer(queue, json.dumps({**reply, "type": "reply"}, default=str))
+                self._offer(queue, dumps({**reply, "type": "reply"}, default=str))
         except ConnectionClosed:
             pass
         finally:
@@ -350,7 +351,7 @@ class Dashboard:
                     first = self.meta is None
                     self.meta = msg
                     if first:
-                        text = json.dumps({"type": "meta", "meta": msg})
+                        text = dumps({"type": "meta", "meta": msg}, default=str)
                         for q in self.clients.values():
                             self._offer(q, text)
                 elif topic == TOPIC_EVENT:
@@ -398,7 +399,7 @@ class Dashboard:
             data = {k: [v[i] for i in pick] for k, v in data.items()}
         events = list(self._events)
         self._events.clear()
-        return json.dumps({"type": "frame", **data, "hist_edges_us": HIST_EDGES_US.tolist(),
+        return dumps({"type": "frame", **data, "hist_edges_us": HIST_EDGES_US.tolist(),
                            "hist": self._hist.tolist(), "tripped": int(self._tripped), "t_now": self._last_t,
                            "samples": self.samples, "lost": self.lost, "publisher_dropped": self.publisher_dropped,
                            "client_drops": self.client_drops, "bridge_drops": self.bridge_drops,

@@ -78,8 +78,9 @@ import numpy as np
 
 from .dashboard import _url_host, allowed_hosts, host_refusal, origin_refusal
 from .endpoints import LOOPBACK_HOSTS
+from .jsonvalues import dumps
 from .schema import (CHANNEL_EVENT, CHANNEL_META, CHANNEL_SAMPLES, OBJECT_JSON_SCHEMA, OBJECT_SCHEMA_NAME,
-                     SAMPLE_SCHEMA_NAME, SCHEMA_VERSION, JsonRows, sample_json_schema)
+                     SAMPLE_SCHEMA_NAME, SCHEMA_VERSION, JsonRows, sample_json_schema, stamp_ns)
 
 SUBPROTOCOL = "foxglove.websocket.v1"
 DEFAULT_PORT = 8765
@@ -130,15 +131,6 @@ def check_origins(origins) -> frozenset:
                              f"sends it (e.g. {FOXGLOVE_WEB_APP!r}, 'http://localhost:8080', {LOCAL_PAGES!r})")
         out.add(f"{parts.scheme}://{parts.netloc}")
     return frozenset(out)
-
-
-def _ns(seconds) -> int:
-    """A log time in ns (0 for a stamp that is not a finite, non-negative time)."""
-    try:
-        ns = float(seconds) * 1e9
-    except (TypeError, ValueError):
-        return 0
-    return int(ns) if 0.0 <= ns < _MAX_NS else 0
 
 
 def _is_id(value) -> bool:
@@ -255,14 +247,14 @@ class FoxgloveSink:
         self.sent += len(texts)
 
     def meta(self, meta: dict) -> None:
-        text = json.dumps(meta, default=str).encode()  # once per meta_period: kept for the next subscriber
+        text = dumps(meta, default=str).encode()  # once per meta_period: kept for the next subscriber
         self._last_meta = text
         if self._subscribers[META_ID]:
             self._post(META_ID, [time.time_ns()], [text])
 
     def event(self, event: dict) -> None:
         if self._subscribers[EVENT_ID]:
-            self._post(EVENT_ID, [_ns(event.get("stamp", time.time()))], [json.dumps(event, default=str).encode()])
+            self._post(EVENT_ID, [stamp_ns(event.get("stamp", time.time()))], [dumps(event, default=str).encode()])
             self.events_sent += 1
 
     def _post(self, channel: int, stamps: list, payloads: list) -> None:

@@ -60,8 +60,12 @@ one per sample (optionally decimated), ``{"timestamp": t, "q/<joint>": ...,
 """
 from __future__ import annotations
 
+import json
+
 import msgpack
 import numpy as np
+
+from .jsonvalues import NONFINITE, NONFINITE_JSON_SCHEMA, pointer_token, spell
 
 SCHEMA = "rtctl.telemetry"
 SCHEMA_VERSION = 1
@@ -116,6 +120,19 @@ class Layout:
         return out
 
 
+_MAX_NS = 2 ** 63 - 1
+
+
+def stamp_ns(seconds) -> int:
+    """A wall-clock stamp (unix s) as an MCAP / Foxglove log time in ns; 0 for one that is not a finite,
+    non-negative time."""
+    try:
+        ns = float(seconds) * 1e9
+    except (TypeError, ValueError):
+        return 0
+    return int(ns) if 0.0 <= ns < _MAX_NS else 0
+
+
 def pack(obj) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
@@ -168,7 +185,7 @@ def plotjuggler_objects(layout: Layout, rows: np.ndarray, joints: list[str], ext
 
 
 # -- JSON per sample: PlotJuggler's flat objects and the Foxglove / MCAP sample messages ---------------------
-# The MCAP recorder (:func:`rtctl.telemetry.tools.record`) and the live Foxglove server
+# The MCAP recorder (:func:`rtctl.telemetry.recording.record`) and the live Foxglove server
 # (:mod:`rtctl.telemetry.foxglove`) use the same channels, JSON Schemas and messages: one JSON
 # message per loop sample on ``/rtctl/samples`` (the fields of one row plus ``index``, the sample
 # index), log time = the sample's ``stamp`` (unix ns); ``/rtctl/meta`` and ``/rtctl/event`` carry the
@@ -179,15 +196,21 @@ OBJECT_SCHEMA_NAME = "rtctl.telemetry.Object"
 OBJECT_JSON_SCHEMA = b'{"type": "object"}'
 
 
-def sample_json_schema() -> bytes:
-    """The JSON Schema (bytes) of one ``/rtctl/samples`` message."""
-    import json
+NUMBER_NOTE = ("null where the value is not finite; the message's 'nonfinite' list then says which (NaN, "
+               "Infinity, -Infinity) and where")
 
+
+def sample_json_schema() -> bytes:
+    """The JSON Schema (bytes) of one ``/rtctl/samples`` message. A non-finite value is ``null`` and listed in
+    ``nonfinite`` (:mod:`rtctl.telemetry.jsonvalues`); the fields keep ``"type": "number"``, the one type
+    name Foxglove's JSON Schema reader accepts, and say so in their description."""
     props = {"index": {"type": "integer"}}
     for name in SCALAR_FIELDS:
-        props[name] = {"type": "integer" if name in INTEGER_FIELDS else "number"}
+        props[name] = {"type": "integer" if name in INTEGER_FIELDS else "number",
+                       "description": f"{SCALAR_UNITS[name]}; {NUMBER_NOTE}"}
     for name in (*JOINT_FIELDS, "extra"):
-        props[name] = {"type": "array", "items": {"type": "number"}}
+        props[name] = {"type": "array", "items": {"type": "number", "description": NUMBER_NOTE}}
+    props[NONFINITE] = NONFINITE_JSON_SCHEMA
     return json.dumps({"title": SAMPLE_SCHEMA_NAME, "type": "object", "properties": props}).encode()
 
 
@@ -200,13 +223,12 @@ class JsonRows:
 
     One C-level ``%`` per row (float ``repr``: the shortest text that reads back to the same
     float64, as :func:`json.dumps` writes it), so an encoding thread holds the GIL in short stretches
-    and makes a few objects per row instead of a dict of ~80. Non-finite values, which JSON cannot
-    carry, are written as ``null`` (PlotJuggler and Foxglove skip them).
+    and makes a few objects per row instead of a dict of ~80. A row with a non-finite value, which JSON cannot
+    carry, takes the slow path and follows :mod:`rtctl.telemetry.jsonvalues`: ``null`` in its place and the
+    ``nonfinite`` list naming it.
     """
 
     def __init__(self, layout: Layout, joints: list[str], extra: list[str], style: str = "plotjuggler"):
-        import json
-
         if style not in ("plotjuggler", "sample"):
             raise ValueError(f"JsonRows style must be 'plotjuggler' or 'sample', got {style!r}")
         if len(joints) != layout.n or len(extra) != layout.n_extra:
@@ -218,13 +240,20 @@ class JsonRows:
 
         ints = {layout.slices[name].start for name in INTEGER_FIELDS} if style == "sample" else set()
         self._ints = ints
+        flat_names = ["timestamp", *SCALAR_FIELDS[1:]]
+        flat_names += [f"{f}/{j}" for f in JOINT_FIELDS for j in joints] + [f"extra/{e}" for e in extra]
+        if style == "plotjuggler":
+            pointers = ["/" + pointer_token(n) for n in flat_names]
+        else:       # the ring's columns: the scalars, then each per-joint block, then the extras
+            pointers = [f"/{name}" for name in SCALAR_FIELDS]
+            pointers += [f"/{name}/{k}" for name in (*JOINT_FIELDS, "extra")
+                         for k in range(len(range(layout.width)[layout.slices[name]]))]
+        self._pointers = [json.dumps(p) for p in pointers]     # a column's place, for the 'nonfinite' list
 
         def template(fmt_int: str, fmt_float: str) -> str:
             conv = [fmt_int if c in ints else fmt_float for c in range(layout.width)]
             if style == "plotjuggler":  # every value a float, as plotjuggler_objects writes them
-                names = ["timestamp", *SCALAR_FIELDS[1:]]
-                names += [f"{f}/{j}" for f in JOINT_FIELDS for j in joints] + [f"extra/{e}" for e in extra]
-                return "{" + ",".join(f"{key(n)}:{c}" for n, c in zip(names, conv)) + "}"
+                return "{" + ",".join(f"{key(n)}:{c}" for n, c in zip(flat_names, conv)) + "}"
             parts = [f"{key('index')}:{fmt_int}"]
             parts += [f"{key(name)}:{conv[layout.slices[name].start]}" for name in SCALAR_FIELDS]
             for name in ([*JOINT_FIELDS, "extra"] if layout.n_extra else JOINT_FIELDS):
@@ -254,6 +283,8 @@ class JsonRows:
     def _slow(self, row: list, index) -> bytes:
         ints = self._ints
         cells = ["null" if not np.isfinite(v) else (str(int(v)) if c in ints else repr(v)) for c, v in enumerate(row)]
+        listed = ",".join(f'{{"at":{self._pointers[c]},"value":"{spell(v)}"}}' for c, v in enumerate(row)
+                          if not np.isfinite(v))
         if index is not None:
             cells.insert(0, str(int(index)))
-        return (self._null_template % tuple(cells)).encode()
+        return ((self._null_template % tuple(cells))[:-1] + f',"{NONFINITE}":[{listed}]}}').encode()

@@ -1,4 +1,4 @@
-"""Telemetry tools: echo, stats, record (MCAP), replay and plot.
+"""Telemetry tools: echo, stats, replay and plot; reading recordings (``rtctl record``: :mod:`.recording`).
 
 Recordings are MCAP files (the ``mcap`` package's reference writer/reader)
 with JSON messages and JSON Schemas, so Foxglove opens them directly:
@@ -18,8 +18,9 @@ import time
 import numpy as np
 import zmq
 
-from .schema import (INTEGER_FIELDS, JOINT_FIELDS, SCALAR_FIELDS, SCHEMA_VERSION, TOPIC_EVENT, TOPIC_META,
-                     TOPIC_SAMPLES, SchemaError, decode, envelope, pack)
+from .jsonvalues import dumps, restore
+from .schema import (INTEGER_FIELDS, JOINT_FIELDS, SCHEMA_VERSION, TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES,
+                     SchemaError, decode, envelope, pack)
 
 CH_SAMPLES, CH_META, CH_EVENT = "/rtctl/samples", "/rtctl/meta", "/rtctl/event"
 
@@ -132,12 +133,12 @@ def echo(endpoint: str, count: int | None = None, timeout: float | None = None, 
                 continue
             if topic == TOPIC_SAMPLES:
                 for row in rows_of(msg):
-                    print(f"{topic.decode()} {json.dumps(row)}", file=out)
+                    print(f"{topic.decode()} {dumps(row)}", file=out)
                     printed += 1
                     if count is not None and printed >= count:
                         break
             else:
-                print(f"{topic.decode()} {json.dumps(msg, default=str)}", file=out)
+                print(f"{topic.decode()} {dumps(msg, default=str)}", file=out)
                 printed += 1
             out.flush()
     finally:
@@ -207,87 +208,6 @@ def stats(endpoint: str, duration: float = 5.0, out=None, ctx=None) -> dict:
     return result
 
 
-# -- record ---------------------------------------------------------------------------------
-def _json_schema(fields: dict) -> bytes:
-    props = {"index": {"type": "integer"}}
-    for name in SCALAR_FIELDS:
-        props[name] = {"type": "integer" if name in INTEGER_FIELDS else "number"}
-    for name in (*JOINT_FIELDS, "extra"):
-        props[name] = {"type": "array", "items": {"type": "number"}}
-    return json.dumps({"title": f"rtctl.telemetry.v{SCHEMA_VERSION}.Sample", "type": "object",
-                       "properties": props}).encode()
-
-
-def record(endpoint: str, path: str, duration: float | None = None, samples: int | None = None,
-           progress: bool = True, ctx=None, idle_timeout: float | None = None, out=None) -> dict:
-    """Write the live stream to an MCAP file until ``duration`` s, ``samples`` samples, idle or Ctrl-C."""
-    from mcap.writer import Writer
-    from tqdm import tqdm
-
-    out = out or sys.stderr
-    sub = _subscriber(endpoint, ctx)
-    counter = StreamCounter()
-    events = metas = 0
-    with open(path, "wb") as fh:
-        writer = Writer(fh)
-        writer.start(profile="", library=f"rtctl telemetry v{SCHEMA_VERSION}")
-        obj_schema = writer.register_schema(name="rtctl.telemetry.Object", encoding="jsonschema",
-                                            data=json.dumps({"type": "object"}).encode())
-        sample_schema = writer.register_schema(name=f"rtctl.telemetry.v{SCHEMA_VERSION}.Sample",
-                                               encoding="jsonschema", data=_json_schema({}))
-        ch_samples = writer.register_channel(CH_SAMPLES, "json", sample_schema)
-        ch_meta = writer.register_channel(CH_META, "json", obj_schema)
-        ch_event = writer.register_channel(CH_EVENT, "json", obj_schema)
-        bar = tqdm(total=samples, unit="sample", desc="recording", disable=not progress, file=out)
-        start = time.monotonic()
-        last_rx = start
-        waiting = PublisherWait(endpoint, out, write=lambda line: bar.write(line, file=out))
-        try:
-            while True:
-                now = time.monotonic()
-                if duration is not None and now - start >= duration:
-                    break
-                if samples is not None and counter.received >= samples:
-                    break
-                if idle_timeout is not None and now - last_rx >= idle_timeout:
-                    break
-                if not sub.poll(100):
-                    waiting.idle()
-                    continue
-                waiting.received()
-                topic, payload = sub.recv_multipart()[:2]
-                last_rx = time.monotonic()
-                try:
-                    msg = decode(topic, payload)
-                except SchemaError as exc:
-                    bar.write(f"rtctl record: skipped a message: {exc}")
-                    continue
-                if topic == TOPIC_SAMPLES:
-                    counter.add(msg)
-                    for row in rows_of(msg):
-                        ns = int(row["stamp"] * 1e9)
-                        writer.add_message(ch_samples, log_time=ns, publish_time=ns, data=json.dumps(row).encode())
-                    bar.update(msg["count"])
-                elif topic == TOPIC_META:
-                    ns = time.time_ns()
-                    writer.add_message(ch_meta, log_time=ns, publish_time=ns, data=json.dumps(msg).encode())
-                    metas += 1
-                else:
-                    ns = int(msg.get("stamp", time.time()) * 1e9)
-                    writer.add_message(ch_event, log_time=ns, publish_time=ns,
-                                       data=json.dumps(msg, default=str).encode())
-                    events += 1
-        except KeyboardInterrupt:
-            pass
-        finally:
-            bar.close()
-            writer.finish()
-            sub.close(linger=0)
-            waiting.finish()
-    return {"samples": counter.received, "lost": counter.lost, "before_first": counter.before_first,
-            "publisher_dropped": counter.publisher_dropped, "meta": metas, "events": events, "path": str(path)}
-
-
 # -- reading recordings ------------------------------------------------------------------------
 MAX_CHUNK_BYTES = 64 << 20       # one MCAP chunk, uncompressed (rtctl record writes chunks of about 1 MiB)
 MAX_RECORDING_BYTES = 1 << 30    # messages of one recording, uncompressed (about 1.5 million 7-joint samples)
@@ -339,7 +259,7 @@ class _FileBound:
         return True
 
 
-def _inflate(path: str, chunk) -> bytes:
+def inflate_chunk(path: str, chunk) -> bytes:
     """A chunk's records, decompressed to at most MAX_CHUNK_BYTES and exactly its declared size."""
     size = chunk.uncompressed_size
     where = f"{path}: an MCAP chunk"
@@ -402,7 +322,7 @@ def _read_mcap_rows(path: str, progress: bool, out):
             nonlocal inflated
             for record in StreamReader(_FileBound(fh, size), emit_chunks=True, record_size_limit=size).records:
                 if isinstance(record, Chunk):
-                    data = _inflate(path, record)
+                    data = inflate_chunk(path, record)
                     inflated += len(data)
                     if inflated > MAX_RECORDING_BYTES:
                         break
@@ -419,8 +339,8 @@ def _read_mcap_rows(path: str, progress: bool, out):
             inflated += len(record.data)
             if inflated > MAX_RECORDING_BYTES:
                 break
-            obj = json.loads(record.data)
             topic = topics.get(record.channel_id)
+            obj = _message(path, topic, record.data)
             if topic == CH_SAMPLES:
                 rows.append(obj)
                 stamps.append(record.log_time)
@@ -449,6 +369,15 @@ def _read_mcap_rows(path: str, progress: bool, out):
     order = np.argsort(np.asarray(stamps, dtype=np.uint64), kind="stable")
     columns = {name: np.concatenate([b[name] for b in batches])[order] for name in names}
     return columns, events, meta
+
+
+def _message(path: str, topic, data: bytes):
+    """A recorded JSON message with its non-finite values restored (:mod:`rtctl.telemetry.jsonvalues`;
+    recordings of earlier versions hold the literals NaN and Infinity, which :func:`json.loads` reads)."""
+    try:
+        return restore(json.loads(data))
+    except ValueError as exc:
+        raise SchemaError(f"{path}: a {topic or 'recorded'} message: {' '.join(str(exc).split())[:200]}") from None
 
 
 def _add_batch(path: str, batches: list, rows: list, names):

@@ -52,7 +52,7 @@
     ws.onopen = () => { state.connected = true; $("info").textContent = "connected, waiting for telemetry..."; };
     ws.onclose = () => { state.connected = false; $("info").textContent = "disconnected; retrying..."; setTimeout(connect, 1000); };
     ws.onmessage = ev => {
-      const m = JSON.parse(ev.data);
+      const m = RtctlJson.parse(ev.data);
       if (m.type === "frame") onFrame(m);
       else if (m.type === "meta") setJoints(m.meta.joints || []);
       else if (m.type === "reply") { state.replies.push(m); $("reply").textContent = `${m.cmd}: ${m.ok ? "ok" : "refused: " + m.error}`; }

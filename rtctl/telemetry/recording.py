@@ -1,0 +1,224 @@
+"""``rtctl record``: the live stream into an MCAP file that every reader opens, however the recording stops.
+
+The file is written by the ``mcap`` package's reference Writer (JSON messages, JSON Schemas, zstd chunks;
+see :mod:`rtctl.telemetry.tools` for the channels). What a stop leaves:
+
+* Ctrl-C, SIGTERM or SIGHUP (and the end of ``--duration``, ``--samples``, ``--idle-timeout``): the open
+  chunk is closed and DataEnd, the summary and the footer are written: a complete file, also when nothing
+  was received (the magic and header are on disk from the start);
+* a full disk (or any failed write): one line saying so, and the file is closed after its last complete
+  chunk (:func:`rtctl.telemetry.recover.recover`, in place), with its summary if the disk has room for it;
+* SIGKILL or a power cut: the file lacks its footer; ``rtctl recover`` rebuilds it from its complete chunks.
+
+The chunk in progress is closed at least every :data:`FLUSH_PERIOD` s (and at :data:`CHUNK_BYTES` of
+messages), each closed chunk is handed to the operating system at once: a stop that lets nothing run loses
+at most the last :data:`FLUSH_PERIOD` s (plus one 0.1 s receive wait) of samples.
+
+Signals: while a recording runs in the main thread, SIGINT, SIGTERM and SIGHUP ask the receive loop to stop
+(a flag it reads at least every 0.1 s), so no write is ever cut in the middle by a signal. A stop that arrives
+as an exception anyway (KeyboardInterrupt raised by another handler, or in a thread) between two writes still
+finishes the file with the Writer; one that lands inside a write is closed by recovery, like a full disk.
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import signal
+import sys
+import threading
+import time
+
+from .jsonvalues import dumps
+from .schema import (OBJECT_JSON_SCHEMA, OBJECT_SCHEMA_NAME, SAMPLE_SCHEMA_NAME, SCHEMA_VERSION, TOPIC_META,
+                     TOPIC_SAMPLES, SchemaError, decode, sample_json_schema, stamp_ns)
+from .tools import CH_EVENT, CH_META, CH_SAMPLES, PublisherWait, StreamCounter, _subscriber, rows_of
+
+FLUSH_PERIOD = 1.0           # s: the longest a chunk stays open
+CHUNK_BYTES = 1 << 20        # messages' bytes that close a chunk sooner
+STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+FULL = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+        errno.EFBIG: "the file size limit is reached"}
+
+
+class _StopRequest:
+    """Set by a stop signal; read by the receive loop."""
+
+    def __init__(self):
+        self.signum = None
+
+    def __call__(self, signum, _frame) -> None:
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name if self.signum else ""
+
+
+@contextlib.contextmanager
+def stop_signals():
+    """SIGINT, SIGTERM and SIGHUP turned into a stop request while the block runs (main thread only; the
+    previous handlers are put back after it)."""
+    request = _StopRequest()
+    if threading.current_thread() is not threading.main_thread():
+        yield request
+        return
+    previous = {}
+    try:
+        for name in STOP_SIGNALS:
+            if hasattr(signal, name):
+                previous[name] = signal.signal(getattr(signal, name), request)
+        yield request
+    finally:
+        for name, handler in previous.items():
+            signal.signal(getattr(signal, name), handler)
+
+
+class McapRecording:
+    """The recording file: the reference Writer, chunks closed at least every :data:`FLUSH_PERIOD` s, and
+    :meth:`close`, which leaves a readable file whatever interrupted the writing."""
+
+    def __init__(self, path: str):
+        from mcap.writer import Writer
+
+        self.path = str(path)
+        self.fh = open(self.path, "wb")
+        self.writer = Writer(self.fh, chunk_size=CHUNK_BYTES)
+        self.written = {CH_SAMPLES: 0, CH_META: 0, CH_EVENT: 0}
+        self._busy = True            # a Writer call in progress: its state is then not to be trusted
+        self.writer.start(profile="", library=f"rtctl telemetry v{SCHEMA_VERSION}")
+        obj = self.writer.register_schema(name=OBJECT_SCHEMA_NAME, encoding="jsonschema", data=OBJECT_JSON_SCHEMA)
+        sample = self.writer.register_schema(name=SAMPLE_SCHEMA_NAME, encoding="jsonschema",
+                                             data=sample_json_schema())
+        self.channels = {CH_SAMPLES: self.writer.register_channel(CH_SAMPLES, "json", sample),
+                         CH_META: self.writer.register_channel(CH_META, "json", obj),
+                         CH_EVENT: self.writer.register_channel(CH_EVENT, "json", obj)}
+        self.writer.flush()          # magic and header on disk: a stop from here on leaves an MCAP file
+        self._busy = False
+        self._flushed = time.monotonic()
+
+    def add(self, topic: str, ns: int, text: str) -> None:
+        self._busy = True
+        self.writer.add_message(self.channels[topic], log_time=ns, publish_time=ns, data=text.encode())
+        self._busy = False
+        self.written[topic] += 1
+
+    def tick(self, now: float) -> None:
+        """Close the chunk in progress when it has been open :data:`FLUSH_PERIOD` s."""
+        if now - self._flushed >= FLUSH_PERIOD:
+            self._busy = True
+            self.writer.flush()
+            self._busy = False
+            self._flushed = now
+
+    def close(self) -> dict:
+        """Finish the file. ``{"messages": {topic: count in the file}, "recovered": None or recover()'s
+        result, "error": None or the OSError that stopped a write}``."""
+        error = None
+        if not self._busy:
+            try:
+                self.writer.finish()
+                self.fh.close()
+                return {"messages": dict(self.written), "recovered": None, "error": None}
+            except OSError as exc:
+                error = exc
+        with contextlib.suppress(OSError):
+            self.fh.close()          # what it still buffers may not fit: recovery cuts at the last chunk
+        from .recover import recover
+
+        found = recover(self.path)
+        return {"messages": {t: found["messages"].get(t, 0) for t in self.written}, "recovered": found,
+                "error": error}
+
+
+def record(endpoint: str, path: str, duration: float | None = None, samples: int | None = None,
+           progress: bool = True, ctx=None, idle_timeout: float | None = None, out=None) -> dict:
+    """Write the live stream to an MCAP file until ``duration`` s, ``samples`` samples, idle, Ctrl-C, SIGTERM
+    or SIGHUP. Returns what was received and what the file holds (``samples``, ``meta``, ``events``: messages
+    in the file); ``failed``: None, or one line saying which write failed and what the file kept."""
+    from tqdm import tqdm
+
+    out = out or sys.stderr
+    counter = StreamCounter()
+    failure = stopped_by = None
+    with stop_signals() as stop:         # from before the file exists to after it is closed
+        sub = _subscriber(endpoint, ctx)
+        try:
+            rec = _open(path)
+        except BaseException:
+            sub.close(linger=0)
+            raise
+        bar = tqdm(total=samples, unit="sample", desc="recording", disable=not progress, file=out)
+        waiting = PublisherWait(endpoint, out, write=lambda line: bar.write(line, file=out))
+        try:
+            _receive(sub, rec, counter, bar, waiting, stop, duration, samples, idle_timeout)
+        except KeyboardInterrupt:
+            stopped_by = "SIGINT"
+        except OSError as exc:
+            failure = exc
+        finally:
+            bar.close()
+            sub.close(linger=0)
+            closed = rec.close()
+            waiting.finish()
+        stopped_by = stopped_by or stop.name
+    failure = failure or closed["error"]
+    held = closed["messages"]
+    return {"samples": held[CH_SAMPLES], "received": counter.received, "lost": counter.lost,
+            "before_first": counter.before_first, "publisher_dropped": counter.publisher_dropped,
+            "meta": held[CH_META], "events": held[CH_EVENT], "path": str(path), "stopped_by": stopped_by,
+            "failed": None if failure is None and closed["recovered"] is None else
+            _failure_line(path, failure, closed["recovered"], held[CH_SAMPLES], counter.received)}
+
+
+def _open(path: str) -> McapRecording:
+    try:
+        return McapRecording(path)
+    except OSError as exc:
+        if exc.errno not in FULL:
+            raise
+        raise ValueError(f"{path}: {FULL[exc.errno]} ({exc.strerror}): nothing was recorded") from None
+
+
+def _receive(sub, rec: McapRecording, counter, bar, waiting, stop, duration, samples, idle_timeout) -> None:
+    start = last_rx = time.monotonic()
+    while stop.signum is None:
+        now = time.monotonic()
+        rec.tick(now)
+        if duration is not None and now - start >= duration:
+            return
+        if samples is not None and counter.received >= samples:
+            return
+        if idle_timeout is not None and now - last_rx >= idle_timeout:
+            return
+        if not sub.poll(100):
+            waiting.idle()
+            continue
+        waiting.received()
+        topic, payload = sub.recv_multipart()[:2]
+        last_rx = time.monotonic()
+        try:
+            msg = decode(topic, payload)
+        except SchemaError as exc:
+            bar.write(f"rtctl record: skipped a message: {exc}")
+            continue
+        if topic == TOPIC_SAMPLES:
+            counter.add(msg)
+            for row in rows_of(msg):
+                rec.add(CH_SAMPLES, stamp_ns(row["stamp"]), dumps(row))
+            bar.update(msg["count"])
+        elif topic == TOPIC_META:
+            rec.add(CH_META, time.time_ns(), dumps(msg, default=str))
+        else:
+            rec.add(CH_EVENT, stamp_ns(msg.get("stamp", time.time())), dumps(msg, default=str))
+
+
+def _failure_line(path, exc, recovered, kept: int, received: int) -> str:
+    """One line: what failed, and what the file holds now."""
+    what = FULL.get(getattr(exc, "errno", None), "a write failed") if exc is not None else \
+        "the recording was interrupted inside a write"
+    cause = f" ({exc.strerror or exc})" if isinstance(exc, OSError) else ""
+    if recovered is None:
+        return f"{path}: {what}{cause} while closing the recording"
+    closed = "closed at its last complete chunk" if recovered["summary"] else \
+        "closed at its last complete chunk, without a summary (no room for it)"
+    return f"{path}: {what}{cause}; the recording was {closed}: {kept} of the {received} samples received are in it"
