@@ -406,9 +406,12 @@ def test_record_counts_the_samples_published_before_its_first_one(capsys, tmp_pa
     index = read_recording(str(out), progress=False)["samples"]["index"].tolist()
     first = index[0]
     assert index == list(range(first, first + 50)) and first >= published_before_start
+    from mcap.reader import make_reader
+    with open(out, "rb") as fh:
+        metas = make_reader(fh).get_summary().statistics.message_count - 50
     assert capsys.readouterr().out.splitlines() == [
         f"rtctl record: 50 samples (0 lost by this subscriber, {first} published before the first one recorded, "
-        f"0 dropped by the publisher), 0 events -> {out}"]
+        f"0 dropped by the publisher), {metas} metadata, 0 events -> {out}"]
 
 
 def test_dashboard_says_once_it_waits_for_a_publisher_and_keeps_serving_as_a_real_process():
