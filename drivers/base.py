@@ -119,6 +119,10 @@ class ActuatorDriver(Lifecycle, abc.ABC):
     def write(self, command: Command, now: float) -> None:
         """Send this driver's joints of ``command`` (effort or position targets per ``mode``)."""
 
+    def warm(self, cycle) -> None:
+        """Before :meth:`activate`: reach every kernel :meth:`read` and :meth:`write` can call
+        (:mod:`rtctl.rt.warmup`), without touching the hardware. Nothing for a backend that calls none."""
+
     def publish_measurement(self, state: RobotState, transmission, position, velocity, effort, work,
                             now: float, fresh: bool) -> bool:
         """Write actuator-space measurements (SI, one entry per joint of this driver) into ``state``.

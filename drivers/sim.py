@@ -96,6 +96,16 @@ class SimDriver(ActuatorDriver):
         self._pending[:] = 0.0
         self._applied[:] = 0.0
 
+    def warm(self, cycle) -> None:
+        """Its joints of the scratch state where the plant is now (the components after it warm at the run's
+        first state), then the plant's step, by the driver that steps it (the driver's own work is NumPy)."""
+        state, plant = cycle.state, self.plant
+        state.q[self.q_index], state.v[self.v_index] = plant.q[self.q_index], plant.v[self.v_index]
+        if self.base_nq:
+            state.q[:self.base_nq], state.v[:self.base_nv] = plant.q[:self.base_nq], plant.v[:self.base_nv]
+        if self.steps_plant:
+            self.plant.warm(cycle.dt)
+
     def read(self, state, now: float) -> bool:
         plant, tr = self.plant, self.transmission
         np.take(plant.q, self.q_index, out=self._j_vec)

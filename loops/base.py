@@ -6,9 +6,10 @@ arrays. A :class:`Controller` turns the measured state and the desired motion
 into generalized efforts (nv) for the actuated joints; neither allocates per
 cycle.
 
-Lifecycle (ros2_control's controllers): the loop calls ``on_activate()`` before
-its first cycle and ``on_deactivate()`` + ``on_activate()`` on a re-arm, then
-``update(t, dt, ...)`` every cycle with the control time and period (s).
+Lifecycle (ros2_control's controllers): the loop calls ``warm(cycle)`` before it
+activates the hardware (:mod:`rtctl.rt.warmup`), ``on_activate()`` before its first
+cycle and ``on_deactivate()`` + ``on_activate()`` on a re-arm, then ``update(t, dt,
+...)`` every cycle with the control time and period (s).
 
 Config: each class declares the keys of its ``[controller]`` / ``[trajectory]``
 table as a dataclass ``Options`` (:mod:`rtctl.options`) and builds itself with
@@ -49,6 +50,13 @@ class Trajectory(abc.ABC):
         """What of this motion leaves the safety monitor's limits (``""``: nothing); checked before a run."""
         return ""
 
+    def warm(self, cycle) -> None:
+        """Before the hardware is activated, reach every kernel :meth:`sample` can call (:mod:`rtctl.rt.warmup`):
+        by default one sample at the run's start time into ``cycle``'s scratch arrays, which suits a
+        trajectory that is a function of time. One with a state (an integrator, a clock) or with kernels a
+        sample at that time does not reach calls its kernels on copies of its arrays instead."""
+        self.sample(cycle.t, cycle.q_d, cycle.qd_d, cycle.qdd_d)
+
 
 class Controller(abc.ABC):
     """Base for controllers over a model's actuated joints.
@@ -88,6 +96,14 @@ class Controller(abc.ABC):
 
     def on_deactivate(self) -> None:
         """When the loop stops using this controller (a stop before a re-arm)."""
+
+    def warm(self, cycle) -> None:
+        """Before the hardware is activated, reach every kernel :meth:`update` can call (:mod:`rtctl.rt.warmup`):
+        by default one update on ``cycle``'s scratch arrays. What it leaves in the controller's state is reset
+        by :meth:`on_activate`, which the loop calls before the first cycle; a controller with kernels one
+        update does not reach (a mode, a ramp) calls those too."""
+        self.update(cycle.t, cycle.dt, cycle.state.q, cycle.state.v, cycle.q_d, cycle.qd_d, cycle.qdd_d,
+                    cycle.command.effort)
 
     def __init__(self, dyn: Dynamics, kp, kd=None):
         self.dyn = dyn

@@ -30,6 +30,7 @@ from numba import njit
 
 from rtctl.dynamics import Dynamics
 from rtctl.options import setting
+from rtctl.rt.hooks import LoopHook
 
 from .observer import MomentumObserver
 
@@ -57,7 +58,7 @@ def reflex_effort(g, v, v_index, damping, push, limit, effort):
         effort[i] = min(max(e, -limit[k]), limit[k])
 
 
-class CollisionMonitor:
+class CollisionMonitor(LoopHook):
     """Observer + detection + reaction, as a loop hook (module docstring)."""
 
     @dataclass(frozen=True)
@@ -131,6 +132,17 @@ class CollisionMonitor:
         """At the start of each run (the loop calls it after bringing the hardware up): the torque measured
         before it does not continue the last run's, so the observer restarts (r = 0, p(0) = p now)."""
         self.observer.reset()
+
+    def warm(self, cycle) -> None:
+        """The observer, the detection and the reflex's gravity and effort kernels, on copies: a collision
+        must not wait for a compiler (:mod:`rtctl.rt.warmup`)."""
+        state, n = cycle.state, self.band.shape[0]
+        self.observer.warm(state.q, state.v, state.effort)
+        detect(np.zeros(n), state.v, self.v_index, cycle.qdd_d, self.threshold, self.velocity_band,
+               self.acceleration_band, np.zeros(n))
+        g = self.dyn.gravity_forces(state.q, out=np.zeros(self.dyn.model.nv))
+        reflex_effort(g, state.v, self.v_index, self.reflex_damping, np.zeros(n), self.effort_limit,
+                      cycle.command.effort)
 
     def __call__(self, cycle: int, t: float, state, command) -> None:
         """One cycle: update the observer on the measured state and the torque applied over the last period,

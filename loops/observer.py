@@ -239,6 +239,15 @@ class MomentumObserver:
         """Restart: the next :meth:`update` takes its momentum as p(0) and sets r = 0."""
         self._first = True
 
+    def warm(self, q, v, tau) -> None:
+        """Reach :meth:`update`'s kernels (:mod:`rtctl.rt.warmup`) at ``q``, ``v``, ``tau``, on copies of this
+        observer's arrays: its state stays as it is."""
+        dyn, x = self.dyn, self._x.copy()
+        observer_step(dyn.mi, dyn.mf, dyn.ws, self._acc.copy(), q, v, tau, x, self.decay, self.dt, True)
+        if self.frame is not None:
+            _frame_wrench(dyn.mi, dyn.ws, self._body, self._point, self._jac.copy(), self._normal.copy(), x[X_R],
+                          self._wrench_damping, self.wrench.copy())
+
     def update(self, q, v, tau) -> bool:
         """One cycle at the measured ``q``, ``v`` and the torque ``tau`` (nv) applied over the last period.
         Returns False (nothing updated) on a non-finite input."""

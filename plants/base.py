@@ -10,6 +10,7 @@ plus their own) and are built from config by ``from_config(options, context)``.
 from __future__ import annotations
 
 import abc
+import copy
 import math
 import numbers
 from dataclasses import dataclass
@@ -76,6 +77,11 @@ class Plant(abc.ABC):
     @abc.abstractmethod
     def step(self, dt: float, effort: np.ndarray) -> None:
         """Advance the state by ``dt`` seconds under the generalized ``effort`` (held constant)."""
+
+    def warm(self, dt: float) -> None:
+        """Reach every kernel :meth:`step` calls before a run (:mod:`rtctl.rt.warmup`): by default one step of a
+        copy of this plant, so that this one's state, time and counters stay as they are."""
+        copy.deepcopy(self).step(dt, np.zeros(self.nv))
 
     def parameters(self) -> dict:
         return {}

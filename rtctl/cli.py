@@ -114,8 +114,6 @@ def _run_config(path, duration: float | None, pace: bool | None) -> int:
     finally:
         close_telemetry(loop)
     print(report.format())
-    if report.overrun_warning():
-        print(f"rtctl: {report.overrun_warning()}", file=sys.stderr)
     if report.operator_stop:
         print(f"rtctl: stopped by an operator e-stop and not re-armed: {report.trip_reason}", file=sys.stderr)
         return EXIT_OPERATOR_STOP

@@ -316,6 +316,7 @@ class SafetyMonitor:
 
         self.tripped, self.trip_reason, self.trip_cycle, self.operator_stop = False, "", -1, False
         self.estop_count = 0  # every estop() call, latched or not: a re-arm sent before one must not undo it
+        self.trip_count = self.rearm_count = 0  # trips into the safe state (one per latch), re-arms out of it
         self._transition = threading.Lock()
         self.events: deque = deque(maxlen=int(event_capacity))
         self._fault_pending = False   # report_fault() since the last check
@@ -409,6 +410,7 @@ class SafetyMonitor:
         self.tripped = True
         self.trip_reason = reason
         self.trip_cycle = cycle
+        self.trip_count += 1
         self.events.append((cycle, "trip", reason))
 
     # -- leaving the safe state --------------------------------------------------------
@@ -486,6 +488,7 @@ class SafetyMonitor:
             if recovering:
                 detail += f"; recovering {recovering} from outside their soft limits"
             self.events.append((self.cycles, "rearm", detail))
+            self.rearm_count += 1
             self.tripped, self._reaction, self.trip_reason, self.trip_cycle = False, None, "", -1
             self.operator_stop = False
             self._ctl[C_CLAMPING] = 0

@@ -321,6 +321,18 @@ def test_demo_estopped_at_half_a_second_and_rearmed_at_one_and_a_half_tracks_as_
     assert [entry[2] for entry in loop.schedule.log] == ["e-stop: operator test", "re-armed; rejoining the trajectory"]
     assert not report.tripped and not plain.tripped
     assert rms < 2.0 * rms_plain, (rms, rms_plain)
+    assert report.safety_summary() == ("safety: armed at the end, after 1 trip and 1 re-arm: e-stop: operator test "
+                                       "(cycle 500, re-armed at cycle 1500)")
+    assert "armed throughout" not in report.format() and "safety: armed throughout, no trips" in plain.format()
+
+
+def test_the_report_names_every_trip_and_re_arm_before_the_stop_it_ended_in():
+    _, report, _ = _demo_run([{"t": 0.2, "cmd": "estop", "reason": "first"}, {"t": 0.4, "cmd": "rearm"},
+                              {"t": 0.6, "cmd": "estop", "reason": "second"}, {"t": 0.8, "cmd": "rearm"},
+                              {"t": 1.0, "cmd": "estop", "reason": "third"}], 1.2)
+    assert (report.trips, report.rearms, report.operator_stop) == (3, 2, True)
+    assert ("SAFE STATE: stopped by the operator (e-stop: third); before that 2 trips and 2 re-arms: e-stop: first "
+            "(cycle 200, re-armed at cycle 400); e-stop: second (cycle 600, re-armed at cycle 800)") in report.format()
 
 
 def test_rearm_from_outside_a_soft_limit_recovers_into_the_limits_without_tripping():

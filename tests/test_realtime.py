@@ -81,3 +81,17 @@ def test_time_slice_config_key():
     cfg["loop"]["time_slice_us"] = -1.0
     with pytest.raises(ConfigError, match="time_slice_us"):
         validate({"robot": {"model": "arm7"}, "loop": {"time_slice_us": -1.0}})
+
+
+def test_an_offline_run_applies_no_real_time_setting_and_says_so():
+    """Cycles back to back need no scheduler setting; the report used to say 'real-time settings applied'."""
+    cfg = demo_config()
+    cfg["loop"]["pace"] = False
+    loop = build(cfg)
+    before, seen = time_slice(), []
+    loop.hooks.append(lambda *_args: seen.append(time_slice()) if len(seen) < 3 else None)
+    report = loop.run(cycles=20)
+    assert report.realtime == ("real-time settings not applied: an offline run (pace off) runs its cycles back to "
+                               "back")
+    assert "real-time settings applied" not in report.format() and "time slice" not in report.format()
+    assert seen == [before] * 3

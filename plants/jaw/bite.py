@@ -209,6 +209,14 @@ class BiteMonitor(PlatformObserverHook):
         super().on_start()
         self._rls_first = True
 
+    def warm(self, cycle) -> None:
+        """The observer's kernels and the identification's step, on copies (:mod:`rtctl.rt.warmup`)."""
+        super().warm(cycle)
+        obs = self.observer
+        rls_step(obs.residual.copy(), obs.x.copy(), obs.xd.copy(), self.x_rest, obs.decay, self.forgetting,
+                 self._phi_prev.copy(), self._phi_f.copy(), self._theta.copy(), self._P.copy(), True, self.window,
+                 self.min_speed, self.fit_tolerance, self._stats.copy(), self._estimate.copy(), self.valid.copy())
+
     def __call__(self, cycle: int, t: float, state, command) -> None:
         obs = self.observer
         if not obs.update(state.q, state.v, state.effort):

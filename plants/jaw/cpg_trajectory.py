@@ -163,6 +163,12 @@ class JawCPGTrajectory(Trajectory):
             raise ValueError(f"jaw_cpg: the chewing motion left the workspace at t = {t:.6g} s: "
                              f"{STATUS_REASONS.get(status, status)}")
 
+    def warm(self, cycle) -> None:
+        """The CPG step and the legs' kinematics on copies of their state (a sample before ``t0`` calls no
+        kernel; one after it would advance the CPG): :mod:`rtctl.rt.warmup`."""
+        args = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in self._args)
+        _cpg_legs(cycle.dt, *args, cycle.q_d, cycle.qd_d, cycle.qdd_d, self._W.copy(), self._V.copy())
+
     def set_feedback(self, value: float) -> None:
         """The feedback the CPG phase follows (unit: what ``feedback_gain`` is per); allocation-free, for a
         loop hook or an observer to call every cycle."""

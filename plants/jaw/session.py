@@ -22,10 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
+from rtctl.rt.hooks import LoopSink
+
 TRANSITION_WINDOW = 2.0  # s after a scheduled change counted as its transition
 
 
-class SessionRecorder:
+class SessionRecorder(LoopSink):
     """Per-cycle recording into preallocated arrays (the loop's sink slot; forwards to a telemetry sink)."""
 
     def __init__(self, loop, n_cycles: int, inner=None):
@@ -59,6 +61,13 @@ class SessionRecorder:
             self.k = k + 1
         if self.inner is not None:
             self.inner.sample(loop, t)
+
+    def warm(self, cycle) -> None:
+        if isinstance(self.inner, LoopSink):
+            self.inner.warm(cycle)
+
+    def notes(self) -> list[str]:
+        return self.inner.notes() if isinstance(self.inner, LoopSink) else []
 
     def event(self, kind, text, cycle, t, data=None) -> None:
         """A control or safety event: kept in ``events`` and forwarded to the wrapped publisher."""

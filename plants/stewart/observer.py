@@ -36,6 +36,7 @@ import numpy as np
 from numba import njit
 
 from rtctl.options import setting
+from rtctl.rt.hooks import LoopHook
 
 from . import kernels as _k
 from .solvers import forward_kinematics, leg_rates_to_platform, solve6
@@ -245,6 +246,15 @@ class PlatformObserver:
         """Restart: the next :meth:`update` takes its momentum as p(0) and sets r = 0."""
         self._first = True
 
+    def warm(self, q, v, tau) -> None:
+        """Reach :meth:`update`'s kernels (:mod:`rtctl.rt.warmup`) on copies of this observer's arrays, whether or
+        not the forward kinematics converges at ``q``: its state stays as it is."""
+        observer_step(self.pts_all, self.par_all, self.maps, q, v, tau, self.x.copy(), self.fk_tol, self.fk_max_iter,
+                      self._X.copy(), self._Y.copy(), self.decay, self.dt, True, self._wk.copy(), self._wv.copy())
+        R = np.zeros((3, 3))
+        _k.rotation(self.home, R)
+        wrench_at_point(R, self._point, np.zeros(6), np.zeros(6))
+
     def update(self, q, v, tau) -> bool:
         """One cycle; False (estimates unchanged, :attr:`status` says why) on a non-finite input, a failed
         forward kinematics or a singular J_E."""
@@ -267,7 +277,7 @@ class PlatformObserver:
         return tuple(out)
 
 
-class PlatformObserverHook:
+class PlatformObserverHook(LoopHook):
     """A :class:`PlatformObserver` as one of the loop's ``hooks``: updated every cycle on the measured state
     and the leg forces applied over the last period; telemetry: the residual per leg (N) and the wrench at
     its frame ([n; f], N m and N)."""
@@ -287,6 +297,9 @@ class PlatformObserverHook:
     def on_start(self) -> None:
         """A run starts: the torque measured before it does not continue the last run's."""
         self.observer.reset()
+
+    def warm(self, cycle) -> None:
+        self.observer.warm(cycle.state.q, cycle.state.v, cycle.state.effort)
 
     def publish(self) -> None:
         values, obs = self.telemetry_values, self.observer

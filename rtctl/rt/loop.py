@@ -16,6 +16,10 @@ safety monitor). Any exception raised by a component moves the system to the
 safe state: the component enters its error state, the safety monitor latches,
 and the loop keeps sending the safe command until it ends.
 
+Before the hardware is activated every kernel a run can reach is compiled or loaded from numba's cache
+(:meth:`ControlLoop.warm`, :mod:`rtctl.rt.warmup`), and the run watches that none is first reached
+after activation (its report names any that was).
+
 The control time handed to the trajectory is ``deadline index x period``,
 independent of the wall clock, so runs are reproducible; ``pace=False`` runs
 cycles back to back (offline simulation, sweeps) with the same control time.
@@ -24,7 +28,6 @@ from __future__ import annotations
 
 import gc
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 from numba import njit
@@ -33,8 +36,12 @@ from .hardware import Hardware
 from .interfaces import Command, RobotState
 from .limits import MIN_JERK_PEAK_ACCELERATION, MIN_JERK_PEAK_VELOCITY, SafetyError
 from .lifecycle import Lifecycle
+from .hooks import LoopHook, LoopSink
 from .realtime import RealtimeSettings, apply_realtime, restore_scheduler
-from .stats import PARTS, CycleStats
+from .stats import CycleStats, LoopReport, trip_history
+from .warmup import KernelWatch, ScratchCycle
+
+__all__ = ["ControlLoop", "LoopReport", "OVERRUN_POLICIES"]
 
 OVERRUN_POLICIES = ("count", "skip", "trip")
 
@@ -99,93 +106,6 @@ def _accumulate_tracking(q, q_index, q_d, max_abs, sum_sq):
         sum_sq[k] += e * e
 
 
-@dataclass
-class LoopReport:
-    """What a run did: tracking, timing, safety."""
-
-    cycles: int
-    duration: float
-    rate_hz: float
-    joint_names: list[str]
-    tracking_rms: np.ndarray
-    tracking_max: np.ndarray
-    timing: dict
-    overruns: int
-    skipped_cycles: int
-    tripped: bool
-    trip_reason: str
-    operator_stop: bool = False
-    safety_events: list = field(default_factory=list)
-    driver_health: dict = field(default_factory=dict)
-    realtime: str = ""
-    failures: list = field(default_factory=list)
-    late: dict = field(default_factory=dict)  # the overrun cycles' timing (CycleStats.late_summary)
-
-    OVERRUN_WARNING_FRACTION = 0.01
-
-    def overrun_warning(self) -> str:
-        """A loud line when more than 1 % of cycles overran (the loop did not keep its rate), else ``""``.
-
-        It names what made the cycles late: when most late cycles computed within the period they overran
-        because they woke up late (wake-up latency: the machine's scheduling, not the loop's work); otherwise
-        the part of the compute time that took the most in the late cycles (over all cycles without ``late``).
-        """
-        if not (self.cycles and self.overruns > self.OVERRUN_WARNING_FRACTION * self.cycles):
-            return ""
-        head = (f"WARNING: {self.overruns} of {self.cycles} cycles ({100.0 * self.overruns / self.cycles:.1f} %) "
-                f"overran their {1e3 / self.rate_hz:g} ms period: this loop did not keep its rate on this machine")
-        compute_p99 = self.timing.get("compute", {}).get("p99", float("nan"))
-        late = self.late
-        if late and 2 * late["woke_late"] > late["cycles"]:
-            latency_p99 = self.timing.get("latency", {}).get("p99", float("nan"))
-            return (f"{head}: {late['woke_late']} of its {late['cycles']} late cycles woke up late (wake-up latency "
-                    f"{late['woke_late_latency']:.0f} us mean in them, p99 {latency_p99:.0f} us over the run) and "
-                    f"computed within the period ({late['woke_late_compute']:.0f} us mean in them, compute p99 "
-                    f"{compute_p99:.0f} us): the machine woke the loop late, its work fits; free a CPU for it "
-                    "([loop] cpus, realtime_priority), or lower rate_hz")
-        if late:
-            means = {part: late[part] for part in PARTS if part in late}
-        else:
-            means = {part: self.timing[part]["mean"] for part in PARTS if part in self.timing}
-        worst = max(means, key=means.get) if means else ""
-        scope = " in the late cycles" if late else ""
-        where = f", most of it in {worst} ({means[worst]:.0f} us mean{scope})" if worst else ""
-        return (f"{head} (compute p99 {compute_p99:.0f} us{where}); lower rate_hz, or free a CPU for it "
-                "([loop] cpus, realtime_priority)")
-
-    def format(self) -> str:
-        lines = [f"ran {self.cycles} cycles at {self.rate_hz:g} Hz ({self.duration:.3f} s of control time)",
-                 self.realtime, "", "tracking error (rad or m)       RMS          max"]
-        for name, rms, mx in zip(self.joint_names, self.tracking_rms, self.tracking_max):
-            lines.append(f"  {name:<26}{rms:>11.3e}  {mx:>11.3e}")
-        lines += ["", "loop timing (us)        min      mean       p50       p99       max"]
-        for metric in ("period", "latency", "compute", *PARTS):
-            if metric in self.timing:
-                m = self.timing[metric]
-                if metric in PARTS and m["max"] == 0.0:
-                    continue  # e.g. no in-process plant, no telemetry
-                cells = "".join(f"{m[k]:>10.1f}" for k in ("min", "mean", "p50", "p99", "max"))
-                label = f"  {metric:<14}" if metric not in PARTS else f"    {metric:<12}"
-                lines.append(f"{label}{cells}")
-        lines.append(f"  overruns: {self.overruns}, skipped cycles: {self.skipped_cycles}")
-        if self.overrun_warning():
-            lines.append(f"  {self.overrun_warning()}")
-        lines.append("")
-        if self.tripped and self.operator_stop:
-            lines.append(f"SAFE STATE: stopped by the operator ({self.trip_reason})")
-        elif self.tripped:
-            lines.append(f"SAFE STATE: tripped ({self.trip_reason})")
-        else:
-            lines.append("safety: armed throughout, no trips")
-        for event in self.safety_events:
-            lines.append(f"  event: {event}")
-        for failure in self.failures:
-            lines.append(f"  component failure: {failure}")
-        if self.driver_health:
-            lines.append("driver: " + ", ".join(f"{k}={v}" for k, v in self.driver_health.items()))
-        return "\n".join(lines)
-
-
 class ControlLoop:
     """Runs drivers, a trajectory, a controller and a safety monitor at a fixed rate."""
 
@@ -236,6 +156,8 @@ class ControlLoop:
         self._consecutive_overruns = 0
         self._stop_requested = False
         self.realtime_message = ""
+        self._warmed = False
+        self.late_kernels: list[str] = []  # kernels first reached after activation, over all runs
 
     # -- one cycle ---------------------------------------------------------------
     def step(self, t: float) -> None:
@@ -363,39 +285,66 @@ class ControlLoop:
         the telemetry sink). :meth:`run` then returns its report over the cycles that ran."""
         self._stop_requested = True
 
-    # -- the run -------------------------------------------------------------------
+    # -- the run -------------------------------------------------------------------------
+    def warm(self) -> None:
+        """Compile, or load from numba's cache, every kernel a run can reach (:mod:`rtctl.rt.warmup`): the
+        loop's own (the recovery move of a re-arm, the tracking sums), then each component's ``warm`` on
+        copies of the loop's arrays. :meth:`run` calls it before the hardware is activated; the
+        controller's ``on_activate`` follows before the first cycle."""
+        cycle = ScratchCycle(self)
+        n = self.controller.n
+        offset, recovery = np.zeros((2, n)), np.zeros(2)
+        for start in (True, False):
+            _recovery_blend(cycle.t, start, cycle.state.q, cycle.state.v, self.controller.q_index,
+                            self.controller.v_index, cycle.q_d, cycle.qd_d, cycle.qdd_d, offset, recovery,
+                            self._recovery_vmax, self._recovery_amax)
+        _accumulate_tracking(cycle.state.q, self.controller.q_index, cycle.q_d, np.zeros(n), np.zeros(n))
+        for driver in self.drivers:
+            driver.warm(cycle)
+        self.trajectory.warm(cycle)
+        self.controller.warm(cycle)
+        for hook in (*self.hooks, *self.boundary_hooks):
+            if isinstance(hook, LoopHook):
+                hook.warm(cycle)
+        if isinstance(self.telemetry, LoopSink):
+            self.telemetry.warm(cycle)
+
+    def _kernel_packages(self) -> set:
+        """The top-level packages whose kernels the run may reach: rtctl's and those of its components'
+        classes (a plugin's)."""
+        parts = (self.controller, self.trajectory, self.safety, self.telemetry, *self.drivers, *self.hooks,
+                 *self.boundary_hooks)
+        return {"rtctl"} | {type(part).__module__.partition(".")[0] for part in parts if part is not None}
+
     def run(self, duration: float | None = None, cycles: int | None = None) -> LoopReport:
-        """Run for ``duration`` seconds of control time or ``cycles`` cycles (one of them)."""
+        """Run for ``duration`` seconds of control time or ``cycles`` cycles (one of them).
+
+        Before the hardware is activated, every kernel the run can reach is made ready (:meth:`warm`,
+        on the first run) and the scheduler settings are applied (paced runs only: an offline run takes
+        none). What the run reached for the first time after activation is in the report's
+        ``late_kernels``."""
         if (duration is None) == (cycles is None):
             raise ValueError("give exactly one of duration or cycles")
         n_cycles = int(round(duration * self.rate_hz)) if cycles is None else int(cycles)
         if n_cycles < 1:
             raise ValueError(f"a run needs at least one cycle, got {n_cycles}")
+        if not self._warmed:
+            self.warm()
+            self._warmed = True
         # Prepare the process first (a full collection can pause for a long time), then bring up the
         # hardware, so nothing stalls between activation and the first cycle: a drive's heartbeat or
         # watchdog would see the pause as a lost master.
         gc_was_enabled = gc.isenabled()
-        report = apply_realtime(self.realtime)
         try:
-            self.realtime_message = report.message()
-            if report.not_applied:
-                print(f"rtctl: {self.realtime_message}; running without them", flush=True)
-            if self.realtime.disable_gc:
-                if not self.hardware.any_active:  # collecting next to live hardware would stall it
-                    gc.collect()
-                gc.freeze()
-                gc.disable()
+            self._prepare_process()
         except BaseException:  # e.g. Ctrl-C in the collection: the scheduler and the collector come back
-            if self.realtime.disable_gc:
-                gc.unfreeze()
-                if gc_was_enabled:
-                    gc.enable()
-            restore_scheduler()
+            self._restore_process(gc_was_enabled)
             raise
+        watch = KernelWatch(self._kernel_packages()).start()
         try:
             self.hardware.bring_up()
             for hook in self.hooks:  # a hook with a state (the collision observer) restarts with the hardware
-                if hasattr(hook, "on_start"):
+                if isinstance(hook, LoopHook):
                     hook.on_start()
             if not self._controller_active:
                 self._activate_controller()
@@ -405,13 +354,34 @@ class ControlLoop:
                 self._run_unpaced(n_cycles)
         finally:
             self._stop_requested = False
-            if self.realtime.disable_gc:
-                gc.unfreeze()
-                if gc_was_enabled:
-                    gc.enable()
-            restore_scheduler()
+            self._restore_process(gc_was_enabled)
             self.failures += self.hardware.shut_down()
+            self.late_kernels += [k for k in watch.stop() if k not in self.late_kernels]
         return self.report()
+
+    def _prepare_process(self) -> None:
+        """The scheduler settings (a paced run), then the collector: collected and frozen, then disabled."""
+        if self.pace:
+            report = apply_realtime(self.realtime)
+            self.realtime_message = report.message()
+            if report.not_applied:
+                print(f"rtctl: {self.realtime_message}; running without them", flush=True)
+        else:
+            self.realtime_message = "real-time settings not applied: an offline run (pace off) runs its cycles " \
+                                    "back to back"
+        if self.realtime.disable_gc:
+            if not self.hardware.any_active:  # collecting next to live hardware would stall it
+                gc.collect()
+            gc.freeze()
+            gc.disable()
+
+    def _restore_process(self, gc_was_enabled: bool) -> None:
+        if self.realtime.disable_gc:
+            gc.unfreeze()
+            if gc_was_enabled:
+                gc.enable()
+        if self.pace:
+            restore_scheduler()
 
     def _run_unpaced(self, n_cycles: int) -> None:
         clock = time.perf_counter
@@ -492,4 +462,9 @@ class ControlLoop:
             realtime=self.realtime_message,
             failures=list(self.failures),
             late=self.stats.late_summary(self.period),
+            trips=self.safety.trip_count,
+            rearms=self.safety.rearm_count,
+            trip_history=trip_history(self.safety.events),
+            late_kernels=list(self.late_kernels),
+            notes=self.telemetry.notes() if isinstance(self.telemetry, LoopSink) else [],
         )

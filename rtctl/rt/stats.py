@@ -26,8 +26,13 @@ late cycles spent their time on: waking up (latency) or computing.
 Counters: ``cycles`` (recorded), ``overruns`` (cycles flagged as overrun),
 ``skipped`` (deadlines dropped by a skip policy; the loop may add to it directly),
 ``max_consecutive_overruns`` (longest run of consecutive overruns).
+
+:class:`LoopReport` is what a run returns: tracking, this timing, the safety monitor's trips and re-arms,
+the kernels first reached after activation and the telemetry sink's notes, and its printed form.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -158,3 +163,131 @@ class CycleStats:
 
     def __repr__(self) -> str:
         return f"CycleStats(capacity={self.capacity}, cycles={self.cycles}, overruns={self.overruns})"
+
+
+def trip_history(events) -> list[tuple[int, str, int]]:
+    """``(trip cycle, reason, cycle of the re-arm that left it or -1)`` of each trip among a safety monitor's
+    ``events`` (``(cycle, kind, detail)``), oldest first."""
+    history = []
+    for cycle, kind, detail in list(events):
+        if kind == "trip":
+            history.append((cycle, detail, -1))
+        elif kind == "rearm" and history and history[-1][2] < 0:
+            history[-1] = (history[-1][0], history[-1][1], cycle)
+    return history
+
+
+@dataclass
+class LoopReport:
+    """What a run did: tracking, timing, safety."""
+
+    cycles: int
+    duration: float
+    rate_hz: float
+    joint_names: list[str]
+    tracking_rms: np.ndarray
+    tracking_max: np.ndarray
+    timing: dict
+    overruns: int
+    skipped_cycles: int
+    tripped: bool
+    trip_reason: str
+    operator_stop: bool = False
+    safety_events: list = field(default_factory=list)
+    driver_health: dict = field(default_factory=dict)
+    realtime: str = ""
+    failures: list = field(default_factory=list)
+    late: dict = field(default_factory=dict)  # the overrun cycles' timing (CycleStats.late_summary)
+    trips: int = 0           # safe-state trips during the run (e-stops, limits, faults), re-armed or not
+    rearms: int = 0          # re-arms during the run
+    trip_history: list = field(default_factory=list)   # (trip cycle, reason, re-arm cycle or -1), oldest first
+    late_kernels: list = field(default_factory=list)   # kernels first reached after activation (rtctl.rt.warmup)
+    notes: list = field(default_factory=list)          # what the telemetry sink reports (LoopSink.notes)
+
+    OVERRUN_WARNING_FRACTION = 0.01
+
+    def overrun_warning(self) -> str:
+        """A loud line when more than 1 % of cycles overran (the loop did not keep its rate), else ``""``.
+
+        It names what made the cycles late: when most late cycles computed within the period they overran
+        because they woke up late (wake-up latency: the machine's scheduling, not the loop's work); otherwise
+        the part of the compute time that took the most in the late cycles (over all cycles without ``late``).
+        """
+        if not (self.cycles and self.overruns > self.OVERRUN_WARNING_FRACTION * self.cycles):
+            return ""
+        head = (f"WARNING: {self.overruns} of {self.cycles} cycles ({100.0 * self.overruns / self.cycles:.1f} %) "
+                f"overran their {1e3 / self.rate_hz:g} ms period: this loop did not keep its rate on this machine")
+        compute_p99 = self.timing.get("compute", {}).get("p99", float("nan"))
+        late = self.late
+        if late and 2 * late["woke_late"] > late["cycles"]:
+            latency_p99 = self.timing.get("latency", {}).get("p99", float("nan"))
+            return (f"{head}: {late['woke_late']} of its {late['cycles']} late cycles woke up late (wake-up latency "
+                    f"{late['woke_late_latency']:.0f} us mean in them, p99 {latency_p99:.0f} us over the run) and "
+                    f"computed within the period ({late['woke_late_compute']:.0f} us mean in them, compute p99 "
+                    f"{compute_p99:.0f} us): the machine woke the loop late, its work fits; free a CPU for it "
+                    "([loop] cpus, realtime_priority), or lower rate_hz")
+        if late:
+            means = {part: late[part] for part in PARTS if part in late}
+        else:
+            means = {part: self.timing[part]["mean"] for part in PARTS if part in self.timing}
+        worst = max(means, key=means.get) if means else ""
+        scope = " in the late cycles" if late else ""
+        where = f", most of it in {worst} ({means[worst]:.0f} us mean{scope})" if worst else ""
+        return (f"{head} (compute p99 {compute_p99:.0f} us{where}); lower rate_hz, or free a CPU for it "
+                "([loop] cpus, realtime_priority)")
+
+    SHOWN_TRIPS = 3
+
+    def safety_summary(self) -> str:
+        """The safety line: the state the run ended in, and every trip it had and whether it was re-armed
+        (count; the reasons of the first :data:`SHOWN_TRIPS`)."""
+        if self.tripped and self.operator_stop:
+            line = f"SAFE STATE: stopped by the operator ({self.trip_reason})"
+        elif self.tripped:
+            line = f"SAFE STATE: tripped ({self.trip_reason})"
+        elif not self.trips:
+            return "safety: armed throughout, no trips"
+        else:
+            line = "safety: armed at the end"
+        earlier = self.trips - (1 if self.tripped else 0)
+        if not earlier:
+            return line
+        plural = "s" if earlier != 1 else ""
+        rearms = f"{self.rearms} re-arm{'s' if self.rearms != 1 else ''}"
+        shown = [f"{reason} (cycle {cycle}, re-armed at cycle {rearm})"
+                 for cycle, reason, rearm in self.trip_history if rearm >= 0][:self.SHOWN_TRIPS]
+        more = f"; and {earlier - len(shown)} more" if earlier > len(shown) else ""
+        before = "; before that" if self.tripped else ", after"
+        return f"{line}{before} {earlier} trip{plural} and {rearms}: " + "; ".join(shown) + more
+
+    def format(self) -> str:
+        lines = [f"ran {self.cycles} cycles at {self.rate_hz:g} Hz ({self.duration:.3f} s of control time)",
+                 self.realtime, "", "tracking error (rad or m)       RMS          max"]
+        for name, rms, mx in zip(self.joint_names, self.tracking_rms, self.tracking_max):
+            lines.append(f"  {name:<26}{rms:>11.3e}  {mx:>11.3e}")
+        lines += ["", "loop timing (us)        min      mean       p50       p99       max"]
+        for metric in ("period", "latency", "compute", *PARTS):
+            if metric in self.timing:
+                m = self.timing[metric]
+                if metric in PARTS and m["max"] == 0.0:
+                    continue  # e.g. no in-process plant, no telemetry
+                cells = "".join(f"{m[k]:>10.1f}" for k in ("min", "mean", "p50", "p99", "max"))
+                label = f"  {metric:<14}" if metric not in PARTS else f"    {metric:<12}"
+                lines.append(f"{label}{cells}")
+        lines.append(f"  overruns: {self.overruns}, skipped cycles: {self.skipped_cycles}")
+        if self.overrun_warning():
+            lines.append(f"  {self.overrun_warning()}")
+        lines.append("")
+        lines.append(self.safety_summary())
+        if self.late_kernels:
+            lines.append(f"WARNING: {len(self.late_kernels)} kernel{'s' if len(self.late_kernels) != 1 else ''} "
+                         "compiled or loaded after the hardware was activated (a cycle waited for each; warm them "
+                         "before the run): " + "; ".join(self.late_kernels))
+        lines += self.notes
+        for event in self.safety_events:
+            lines.append(f"  event: {event}")
+        for failure in self.failures:
+            lines.append(f"  component failure: {failure}")
+        if self.driver_health:
+            lines.append("driver: " + ", ".join(f"{k}={v}" for k, v in self.driver_health.items()))
+        return "\n".join(lines)

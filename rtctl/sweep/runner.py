@@ -18,6 +18,8 @@ import traceback
 import numpy as np
 from numba import njit
 
+from ..rt.hooks import LoopSink
+
 STATUSES = ("ok", "tripped", "diverged", "error", "timeout")
 FAILURES = STATUSES[1:]
 
@@ -42,7 +44,7 @@ def _accumulate_effort(effort, v, v_index, dt, peak, energy):
     return finite
 
 
-class MetricsSink:
+class MetricsSink(LoopSink):
     """The loop's per-cycle sink (the slot telemetry uses): effort and energy metrics, divergence detection,
     and the wall-clock limit ``limit`` (s, ``None``: none).
 
@@ -61,6 +63,9 @@ class MetricsSink:
         self.timed_out = False
         self._deadline = self._last_check = None   # set at the first look at the clock
         self._interval = self._countdown = 1
+
+    def warm(self, cycle) -> None:
+        _accumulate_effort(cycle.command.effort, cycle.state.v, self.v_index, self.dt, np.zeros(1), np.zeros(1))
 
     def sample(self, loop, t: float) -> None:
         finite = _accumulate_effort(loop.command.effort, loop.state.v, self.v_index, self.dt, self.peak, self.energy)
