@@ -53,7 +53,7 @@ def _cmd_info(args) -> int:
     return 0
 
 
-EXIT_OK, EXIT_TRIPPED, EXIT_OPERATOR_STOP = 0, 3, 4
+EXIT_OK, EXIT_TRIPPED, EXIT_OPERATOR_STOP, EXIT_TELEMETRY_LOST = 0, 3, 4, 5
 
 
 class CompileProgress(event.Listener):
@@ -107,7 +107,7 @@ def _run_config(path, duration: float | None, pace: bool | None) -> int:
     print(f"rtctl: running {cfg['_source']} -- {cfg['robot']['model']}, {cfg['controller']['type']}, "
           f"{' + '.join(t['backend'] for t in cfg.get('drivers', [cfg.get('driver')]))} driver, {cfg['loop']['rate_hz']:g} Hz, {cfg['loop']['duration']:g} s",
           flush=True)
-    from .telemetry.wiring import close as close_telemetry, describe as describe_telemetry
+    from .telemetry.wiring import close as close_telemetry, describe as describe_telemetry, lost as telemetry_lost
     describe_telemetry(loop)
     try:
         report = loop.run(duration=cfg["loop"]["duration"])
@@ -123,6 +123,9 @@ def _run_config(path, duration: float | None, pace: bool | None) -> int:
     if cfg["safety"]["expect_trip"] and not report.tripped:
         print("rtctl: the config expects a safety trip, but none happened", file=sys.stderr)
         return EXIT_TRIPPED
+    if telemetry_lost(loop):
+        print(f"rtctl: the telemetry stream was lost during the run: {telemetry_lost(loop)}", file=sys.stderr)
+        return EXIT_TELEMETRY_LOST
     return EXIT_OK
 
 

@@ -15,7 +15,9 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+from pathlib import Path
 
 import msgpack
 import pytest
@@ -192,8 +194,10 @@ def test_a_dead_publisher_process_leaves_the_loop_running_and_the_estop_answerin
         loop.run(cycles=100)
         tel._relay.kill()
         assert _wait_gone(tel._relay.pid, 10.0)
-        loop.run(cycles=200)
+        report = loop.run(cycles=200)
         assert loop.cycle == 300 and not loop.safety.tripped
+        assert report.notes[0].startswith(f"TELEMETRY LOST: the publisher process (pid {tel._relay.pid}) died "
+                                          "(killed by signal 9)"), report.notes
         req = zmq.Context.instance().socket(zmq.REQ)
         req.setsockopt(zmq.LINGER, 0)
         req.connect(control.endpoint)
@@ -206,6 +210,69 @@ def test_a_dead_publisher_process_leaves_the_loop_running_and_the_estop_answerin
         control.close()
         tel.close()
     assert any("publisher process" in e for e in tel.sink_errors), tel.sink_errors
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry))
+        except (ValueError, OSError, IndexError):
+            continue
+    return found
+
+
+def test_rtctl_run_says_at_once_that_its_publisher_was_killed_and_ends_with_status_5(tmp_path):
+    """kill -9 of the publisher process mid-run: one line on stderr while the run goes on (before the report),
+    the report's TELEMETRY LOST line, and exit status 5 instead of 0 ("armed throughout")."""
+    demo = (Path(__file__).parent.parent / "rtctl" / "data" / "configs" / "demo.toml").read_text()
+    config = tmp_path / "run.toml"
+    config.write_text(demo + '\n[telemetry]\nenabled = true\nendpoint = "tcp://127.0.0.1:0"\n')
+    proc = subprocess.Popen([sys.executable, "-m", "rtctl.cli", "run", str(config), "--duration", "4"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []   # (monotonic time, stream, line)
+
+    def read(stream, name):
+        for line in stream:
+            lines.append((time.monotonic(), name, line.rstrip("\n")))
+
+    readers = [threading.Thread(target=read, args=(proc.stdout, "out"), daemon=True),
+               threading.Thread(target=read, args=(proc.stderr, "err"), daemon=True)]
+    for reader in readers:
+        reader.start()
+    try:
+        end = time.monotonic() + 120
+        while not any(text.startswith("rtctl: telemetry on ") for _, _, text in lines) and time.monotonic() < end:
+            time.sleep(0.05)
+        endpoint = next(text for _, _, text in lines if text.startswith("rtctl: telemetry on ")).split()[3]
+        sub = subscriber(endpoint)
+        while sub.poll(100) == 0 or sub.recv_multipart()[0] != TOPIC_SAMPLES:   # the loop runs
+            assert time.monotonic() < end and proc.poll() is None, lines
+        sub.close()
+        relay = [pid for pid in _children(proc.pid) if b"rtctl.telemetry.relay" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        assert len(relay) == 1, relay
+        os.kill(relay[0], signal.SIGKILL)
+        assert proc.wait(120) == 5
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for reader in readers:
+            reader.join(5)
+    said = [(t, text) for t, name, text in lines if name == "err" and "telemetry: the publisher process" in text]
+    assert len(said) == 1, lines
+    when, text = said[0]
+    assert text.startswith(f"rtctl: telemetry: the publisher process (pid {relay[0]}) died (killed by signal 9) at "
+                           "cycle ") and text.endswith("samples are no longer published; the run goes on")
+    report = next(t for t, name, line in lines if name == "out" and line.startswith("ran 4000 cycles"))
+    assert when < report   # said while the run went on, not at its end
+    out = "\n".join(line for _, name, line in lines if name == "out")
+    assert f"TELEMETRY LOST: the publisher process (pid {relay[0]}) died (killed by signal 9)" in out
+    assert "samples handed off since were not published" in out
+    assert any(name == "err" and line.startswith("rtctl: the telemetry stream was lost during the run")
+               for _, name, line in lines), lines
 
 
 def test_a_bind_that_fails_in_the_publisher_process_is_one_clear_error():

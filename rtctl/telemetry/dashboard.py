@@ -6,7 +6,9 @@ CDN) over HTTP and the bridge on ``/ws`` on the same port. The bridge
 subscribes to the telemetry endpoint, keeps the wake-up-latency histogram over
 every sample, and every ~33 ms (30 Hz) sends each browser one JSON frame: the
 samples since the last frame decimated to at most ``points_per_frame``, the
-histogram, the safety state and new events. Each client has its own bounded
+histogram, the safety state, how old the newest samples are (``age``, s; ``stale``
+beyond :data:`STALE_AFTER_S`: the loop or its publisher stopped sending, and the
+page greys the safety state out) and new events. Each client has its own bounded
 queue; when a browser lags, its oldest frames are dropped (and counted), never
 the bridge or the loop.
 
@@ -83,6 +85,7 @@ MAX_PENDING_BATCHES = 64
 MAX_EVENTS = 200
 MAX_EVENT_DETAIL = 1000
 CONTROL_TIMEOUT_S = 3.0
+STALE_AFTER_S = 0.5      # no samples for this long: the page marks what it shows as stale
 SUBSCRIBER_HWM = 200
 CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
                            "connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; "
@@ -177,6 +180,7 @@ class Dashboard:
         self._hist = np.zeros(len(HIST_EDGES_US) - 1, dtype=np.int64)
         self._tripped = 0
         self._last_t = 0.0
+        self._last_batch = None   # time.monotonic() when the last samples arrived
         self._loop = None
         self._stop = None
         self._thread = None
@@ -372,6 +376,7 @@ class Dashboard:
         np.add.at(self._hist, idx, 1)
         self._tripped = f["tripped"][-1]
         self._last_t = f["t"][-1]
+        self._last_batch = time.monotonic()
         if not self.clients:
             return
         if len(self._pending) == self._pending.maxlen:
@@ -399,19 +404,27 @@ class Dashboard:
             data = {k: [v[i] for i in pick] for k, v in data.items()}
         events = list(self._events)
         self._events.clear()
+        age = self.data_age()
         return dumps({"type": "frame", **data, "hist_edges_us": HIST_EDGES_US.tolist(),
                            "hist": self._hist.tolist(), "tripped": int(self._tripped), "t_now": self._last_t,
+                           "age": age, "stale": age is not None and age > STALE_AFTER_S,
                            "samples": self.samples, "lost": self.lost, "publisher_dropped": self.publisher_dropped,
                            "client_drops": self.client_drops, "bridge_drops": self.bridge_drops,
                            "events": events})
 
+    def data_age(self) -> float | None:
+        """Seconds since the last samples arrived (None: none yet)."""
+        return None if self._last_batch is None else time.monotonic() - self._last_batch
+
     async def _pusher(self):
+        """A frame every ``frame_period`` once samples have come, new ones or not: each says how old the data
+        is (``age``, s) and whether that is more than :data:`STALE_AFTER_S` (``stale``)."""
         while True:
             await asyncio.sleep(self.frame_period)
             if not self.clients:
                 self._pending.clear()
                 continue
-            if not self._pending and not self._events:
+            if not self._pending and not self._events and self._last_batch is None:
                 continue
             text = self._frame()
             for q in list(self.clients.values()):

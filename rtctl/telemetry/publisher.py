@@ -67,6 +67,7 @@ import numpy as np
 import zmq
 from numba import njit
 
+from ..rt.hooks import LoopSink
 from .endpoints import bind, check_endpoint
 from .schema import (JOINT_FIELDS, SCALAR_FIELDS, SCALAR_UNITS, TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, JsonRows,
                      Layout, envelope, pack)
@@ -141,7 +142,7 @@ def gain_units(controller_name: str) -> tuple[str, str]:
     return "N m/rad", "N m s/rad"
 
 
-class Telemetry:
+class Telemetry(LoopSink):
     """The loop's telemetry sink and publisher. ``attach(loop)``, ``start()``, then run the loop; ``close()``.
 
     ``endpoint``: PUB bind address (loopback by default; ``:0`` picks a free port,
@@ -213,6 +214,8 @@ class Telemetry:
         self._shared: mmap.mmap | None = None   # process mode: the mapping holding the counter and the ring
         self._relay: subprocess.Popen | None = None
         self._relay_conn: Connection | None = None
+        self.lost = ""            # process mode: how and when the publisher process died during the run
+        self._lost_at = 0         # samples handed off when it did
 
     # -- set-up --------------------------------------------------------------------------
     def attach(self, loop) -> "Telemetry":
@@ -376,10 +379,14 @@ class Telemetry:
         self._thread.start()
 
     def _forward(self) -> None:
-        """Process mode, in this process: pass events and, every ``meta_period``, the metadata to the child."""
+        """Process mode, in this process: pass events and, every ``meta_period``, the metadata to the child;
+        see each time whether the child still runs (a wait that does not block)."""
         meta_due = time.monotonic() + self.meta_period
         try:
             while not self._stop.wait(self.batch_period):
+                if self._relay.poll() is not None:
+                    self._publisher_died(self._relay.returncode)
+                    return
                 self._collect_safety_events()
                 while self._events and self._relay_writable(0.0):
                     self._relay_conn.send(("event", self._events.popleft()))
@@ -388,6 +395,23 @@ class Telemetry:
                     meta_due = time.monotonic() + self.meta_period
         except (OSError, EOFError) as exc:
             self.sink_errors.append(f"publisher process: {type(exc).__name__}: {exc}")
+
+    def _publisher_died(self, code: int) -> None:
+        """Say at once, in one line, that the publisher process is gone and nothing is published any more; the
+        loop runs on (the report's notes and :attr:`lost` keep it; ``rtctl run`` ends with a non-zero status)."""
+        self._lost_at = self.handed
+        how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+        at = f"cycle {self.loop.cycle} (t = {self.loop.cycle * self.loop.period:.3f} s)" if self.loop else "start"
+        self.lost = f"the publisher process (pid {self._relay.pid}) died ({how}) at {at}"
+        print(f"rtctl: telemetry: {self.lost}: samples are no longer published; the run goes on", file=sys.stderr,
+              flush=True)
+
+    def notes(self) -> list[str]:
+        """The publisher process's death, if it died, and how many samples were not published since."""
+        if not self.lost:
+            return []
+        return [f"TELEMETRY LOST: {self.lost}; the {self.handed - self._lost_at} samples handed off since were "
+                "not published"]
 
     def _update_sinks(self, numbers) -> None:
         for sink, public in zip(self.sinks, numbers):
@@ -404,6 +428,10 @@ class Telemetry:
         self._thread = None
         self._collect_safety_events()
         reply = None
+        if self.lost or self._relay.poll() is not None:
+            self.sink_errors.append(f"publisher process: {self.lost or 'exited before close'}")
+            self._stop_relay(kill=True)
+            return
         try:
             while self._events and self._relay_writable(1.0):
                 self._relay_conn.send(("event", self._events.popleft()))

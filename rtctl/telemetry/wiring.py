@@ -62,6 +62,11 @@ def close(loop) -> None:
             part.close()
 
 
+def lost(loop) -> str:
+    """How the loop's telemetry publisher process died during the run (``""``: it did not, or there is none)."""
+    return loop.telemetry.lost if isinstance(loop.telemetry, Telemetry) else ""
+
+
 def describe(loop) -> None:
     """Print where a loop's telemetry and control channel listen (nothing when off)."""
     tel, ctl = getattr(loop, "telemetry", None), getattr(loop, "control", None)

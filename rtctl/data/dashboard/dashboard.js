@@ -4,7 +4,9 @@
 (function () {
   const $ = id => document.getElementById(id);
   const P = TinyPlot;
-  const state = window.rtctl = { frames: 0, samples: 0, tripped: null, replies: [], events: [], connected: false, joints: [] };
+  const state = window.rtctl = { frames: 0, samples: 0, tripped: null, stale: false, replies: [], events: [], connected: false, joints: [] };
+  const STALE_MS = 500;  // no fresh samples for this long (the bridge says so, or no frame came): the data is stale
+  let freshAt = null;    // performance.now() when the newest samples reached the bridge (from each frame's age)
   const pos = new P.LinePlot($("pos"), { title: "joint position q vs desired q_d", ylabel: "rad or m" });
   const err = new P.LinePlot($("err"), { title: "tracking error q_d - q", ylabel: "rad or m" });
   const eff = new P.LinePlot($("eff"), { title: "commanded effort", ylabel: "N m or N" });
@@ -39,7 +41,8 @@
     }
     hist.set(f.hist_edges_us, f.hist);
     state.frames++; state.samples = f.samples; state.tripped = !!f.tripped;
-    const b = $("safety"); b.textContent = f.tripped ? "SAFE STATE: TRIPPED" : "ARMED"; b.className = f.tripped ? "tripped" : "armed";
+    if (typeof f.age === "number") freshAt = performance.now() - 1000 * f.age;
+    showSafety();
     $("info").textContent = `t = ${f.t_now.toFixed(2)} s · ${f.samples} samples · lost ${f.lost} · ring drops ${f.publisher_dropped} · browser drops ${f.client_drops} · bridge drops ${f.bridge_drops}`;
     for (const e of f.events) {
       state.events.push(e);
@@ -47,6 +50,18 @@
     }
     dirty = true;
   }
+  // The safety state as last received; greyed out and marked STALE once the newest samples are older than STALE_MS,
+  // whether the bridge says so (the loop or its publisher stopped) or no frame arrives at all (the bridge stopped).
+  function showSafety() {
+    if (state.tripped === null || freshAt === null) return;
+    const age = performance.now() - freshAt;
+    state.stale = age > STALE_MS;
+    const shown = state.tripped ? "SAFE STATE: TRIPPED" : "ARMED";
+    const b = $("safety");
+    b.textContent = state.stale ? `STALE: no data for ${(age / 1000).toFixed(1)} s (last: ${shown})` : shown;
+    b.className = state.stale ? "stale" : state.tripped ? "tripped" : "armed";
+  }
+  setInterval(showSafety, 100);
   function connect() {
     ws = new WebSocket(`ws://${location.host}/ws`);
     ws.onopen = () => { state.connected = true; $("info").textContent = "connected, waiting for telemetry..."; };
