@@ -13,14 +13,13 @@ with an EMCY message.
 
 Run as a process: ``rtctl-hil can-emulator --protocol mit --channel ws://127.0.0.1:PORT/ --ids 1 2`` (or
 ``python -m rtctl.hil.can_emulator ...``; see ``--help``); it prints ``READY`` once on the bus and runs until
-killed or SIGTERM (or Ctrl-C), then prints its counters, its event log (``events``: monotonic time and what
+killed or SIGTERM, SIGHUP or Ctrl-C (within one poll, 5 ms), then prints its counters, its event log (``events``: monotonic time and what
 happened, per motor / drive) and each actuator's final state (``final``: torque it makes, mode / state) as one
 JSON line.
 """
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import threading
 import time
@@ -33,6 +32,7 @@ from rtctl.drivers.can.bus import shutdown_bus
 
 from .cia402_drive import Cia402Drive
 from rtctl.options import Parser
+from rtctl.rt.signals import on_stop_signals
 from .mit_firmware import MitEmulator
 from .plant_clock import Faults, PlantClock
 
@@ -208,8 +208,7 @@ def main(argv=None, prog="python -m rtctl.hil.can_emulator"):
         emu = Cia402Emulator(bus, plant, v_idx, args.ids, ratio=args.ratio, drop=args.drop, delay_reply=delay,
                              seed=args.seed, fault_at_sync=args.fault_at_sync)
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    on_stop_signals(lambda *_: stop.set())
     print(f"PLANT {type(plant).__name__} nv={plant.model.nv}", flush=True)
     print("READY", flush=True)
     try:

@@ -9,7 +9,7 @@ Subcommands::
 ``can-bus`` serves python-can-remote's websocket server on 127.0.0.1 only (port 0, the default, takes a
 free port); every client connection gets its own python-can ``virtual`` bus on one channel, so frames
 cross between the processes connected to it. It prints one line, the URL clients open with
-``can.Bus(interface="remote", channel=URL)``, and serves until Ctrl-C or SIGTERM; then it closes every
+``can.Bus(interface="remote", channel=URL)``, and serves until Ctrl-C, SIGTERM or SIGHUP; then it closes every
 client connection, shuts their buses down and exits with status 0. The same runs as
 ``python -m rtctl.hil.cli``.
 """
@@ -18,12 +18,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import signal
 import socket
 import sys
 import threading
 
 from rtctl.options import Parser
+from rtctl.rt.signals import on_stop_signals
 
 LOOPBACK = "127.0.0.1"
 log = logging.getLogger(__name__)
@@ -133,8 +133,7 @@ class CanBusServer:
 
 def _can_bus(args) -> int:
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    on_stop_signals(lambda *_: stop.set())
     try:
         server = CanBusServer(args.port, args.channel)
     except OSError as exc:
@@ -167,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     bus = sub.add_parser("can-bus", help="loopback CAN bus server (python-can-remote on 127.0.0.1)",
                          description="Serve a CAN bus to processes on this machine: python-can-remote's websocket "
                                      "server on 127.0.0.1 over one python-can virtual channel. Prints the URL "
-                                     "for interface='remote', serves until Ctrl-C or SIGTERM.")
+                                     "for interface='remote', serves until Ctrl-C, SIGTERM or SIGHUP.")
     bus.add_argument("--port", type=_port, default=0, help="TCP port on 127.0.0.1 (default 0: a free one)")
     bus.add_argument("--channel", default="rtctl-hil", help="name of the virtual channel inside the server")
     sub.add_parser("can-emulator", help="emulated MIT motors / CiA 402 drives on a CAN bus (args: see --help)",

@@ -5,9 +5,9 @@ Run as its own process from the repository root::
     rtctl-hil dynamixel-emulator --robot arm2 [--drop-rate 0.1] [--corrupt-rate 0.02] ...
 
 It opens a pty (``os.openpty()``), prints ``PORT /dev/pts/N`` on stdout once
-it is ready, and answers Protocol 2.0 instruction packets on the master side
+it is ready (then ``TORQUE time id on|off`` as a servo's torque changes), and answers Protocol 2.0 instruction packets on the master side
 for servos ``--ids`` (default 1..n, one per actuated joint, the servo horn
-being the joint). On SIGTERM or SIGINT it prints one ``STATS {json}`` line
+being the joint). On SIGTERM, SIGHUP or SIGINT it prints one ``STATS {json}`` line
 (packets handled, replies sent, dropped, corrupted, delayed) and exits.
 
 Firmware (per servo, the X-series control table of :mod:`drivers.dynamixel.control_table` as a byte array):
@@ -30,7 +30,11 @@ The plant (:func:`plants.create_plant` ``"rigid_body"``, or with ``--mjcf FILE``
 that file, the mujoco extra) advances in soft real
 time in fixed steps up to the wall clock whenever a packet arrives (and at
 least every 5 ms while idle); if the process falls more than 50 ms behind, the
-backlog is skipped and counted (``lag_skips``).
+backlog is skipped and counted (``lag_skips``). Each wake-up steps the plant for at most
+:data:`ADVANCE_SLICE` of wall time: a plant that cannot keep real time (a ``--dt`` far below what a step
+costs, e.g. ``--dt 1e-9``, a large MuJoCo model, a loaded machine) runs slower than real time, counted in
+``lag_skips``, but the emulator still answers packets, stops on a signal within a slice and a poll, and
+leaves the CPU to others while it waits for packets (at most about ``2 / 7`` of a core when idle).
 
 Fault injection: ``--drop-rate p`` (each status packet lost with probability
 p), ``--corrupt-rate p`` (CRC byte flipped), ``--delay-sync-read N --delay-ms D``
@@ -40,7 +44,8 @@ emulator), all from a seeded RNG; ``--inject-error ID:KIND:SECONDS`` latches a h
 ``--supply-voltage`` and ``--temperature`` set what the servos measure. The port's bit rate (as the
 master set it on the pty) is compared with each servo's Baud Rate item: a servo at another rate hears
 nothing. STATS also lists each Bus Watchdog expiry (``watchdog``: id, timeout, last packet and expiry
-times on the ``time.perf_counter`` clock, which is system-wide).
+times) and each change of a servo's torque (``torque``: time, id, "torque on" / "torque off"), times on the
+``time.perf_counter`` clock, which is system-wide (CLOCK_MONOTONIC on Linux, as ``time.monotonic``).
 """
 from __future__ import annotations
 
@@ -67,8 +72,10 @@ from rtctl.drivers.dynamixel.control_table import (
 )
 from rtctl.options import Parser
 from rtctl.options import argument_type
+from rtctl.rt.signals import on_stop_signals
 from rtctl.hil.dynamixel_firmware import READ_ONLY, Firmware, Servo, parse_injection  # noqa: F401  (re-exported)
 
+ADVANCE_SLICE = 2e-3     # s of wall time a wake-up may spend stepping the plant before it serves the port again
 BAUD_OF_SPEED = {getattr(termios, f"B{b}"): b for b in (9600, 57600, 115200, 1000000, 2000000, 3000000, 4000000)
                  if hasattr(termios, f"B{b}")}
 
@@ -208,7 +215,8 @@ class ServoChain(Firmware):
             target = now - self.t0
             self.stats["lag_skips"] += 1
         stepped = False
-        while self.sim_t + self.dt <= target:
+        clock, give_up = time.perf_counter, time.perf_counter() + ADVANCE_SLICE
+        while self.sim_t + self.dt <= target and clock() < give_up:
             self._torques(now)
             self.plant.step(self.dt, self.effort)
             held = False
@@ -237,10 +245,17 @@ def line_baud(fd: int):
         return None
 
 
-def serve(chain: ServoChain, master: int, stop, slave: int | None = None) -> None:
+def serve(chain: ServoChain, master: int, stop, slave: int | None = None, say=None) -> None:
+    """Answer the master on ``master`` until ``stop()``; ``say(line)`` gets a ``TORQUE time id on|off`` line as
+    each servo's torque changes (times on ``time.perf_counter``)."""
     decoder = P.StreamDecoder(keep_corrupt=True)
     clock = time.perf_counter
+    said = 0
     while not stop():
+        if say is not None:
+            for t, dxl_id, what in chain.torque_events[said:]:
+                say(f"TORQUE {t:.6f} {dxl_id} {what.split()[-1]}")
+            said = len(chain.torque_events)
         now = clock()
         timeout = 0.005
         if chain.pending:
@@ -343,13 +358,13 @@ def main(argv=None) -> int:
     tty.setraw(master)
     tty.setraw(slave)
     stopping = []
-    signal.signal(signal.SIGTERM, lambda *a: stopping.append(1))
-    signal.signal(signal.SIGINT, lambda *a: stopping.append(1))
+    on_stop_signals(lambda *a: stopping.append(1))
     print(f"PORT {os.ttyname(slave)}", flush=True)
     try:
-        serve(chain, master, lambda: bool(stopping), slave)
+        serve(chain, master, lambda: bool(stopping), slave, say=lambda line: print(line, flush=True))
     finally:
-        print("STATS " + json.dumps(dict(chain.stats, watchdog=chain.watchdog_events)), flush=True)
+        print("STATS " + json.dumps(dict(chain.stats, watchdog=chain.watchdog_events, torque=chain.torque_events)),
+              flush=True)
     return 0
 
 

@@ -295,6 +295,8 @@ class Firmware:
                                       "refused_writes", "watchdog_expiries", "hardware_errors",
                                       "factory_resets_refused")}
         self.watchdog_events: list[dict] = []
+        self.torque_events: list[list] = []      # [time, servo id, "torque on" | "torque off"] as it changes
+        self._torque_was = [s.torque_on() for s in self.servos]
         self.pending: list[tuple[float, bytes]] = []
         self._last_reply = None
         self._last_tick = -1.0
@@ -324,6 +326,14 @@ class Firmware:
                 self.watchdog_events.append(event)
             if s.detect(s.conditions(now)):
                 self.stats["hardware_errors"] += 1
+        self._note_torque(now)
+
+    def _note_torque(self, now: float) -> None:
+        for k, s in enumerate(self.servos):
+            on = s.torque_on()
+            if on != self._torque_was[k]:
+                self._torque_was[k] = on
+                self.torque_events.append([now, s.id, "torque on" if on else "torque off"])
 
     # -- replies ----------------------------------------------------------------------------------
     def _send(self, data: bytes, servo: Servo, now: float, extra_delay: float = 0.0) -> None:
@@ -376,6 +386,7 @@ class Firmware:
             self._unicast(pkt, targets, lambda s: P.ERROR_INSTRUCTION, now)
         else:
             handler(self, pkt, servos, targets, now)
+        self._note_torque(now)
 
     def crc_error(self, pkt: P.Packet, now: float) -> None:
         """An instruction packet whose CRC did not match: the servo it names answers CRC Error."""

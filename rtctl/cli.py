@@ -14,6 +14,8 @@ from numba.core import event
 from . import MODELS_DIR, __version__, bundled_model_path
 from .model import ModelError
 from .options import EXIT_USAGE, Parser
+from .rt.signals import StopSignal, StopSignals, exit_status, signal_name, stop_requests
+from .rt.signals import hold as hold_signals, release as release_signals
 
 
 def _load_model(spec: str, floating_base: str | None, inertia: str = "warn"):
@@ -54,12 +56,14 @@ def _cmd_info(args) -> int:
 
 
 EXIT_OK, EXIT_TRIPPED, EXIT_OPERATOR_STOP, EXIT_TELEMETRY_LOST = 0, 3, 4, 5
+EXIT_INTERRUPTED = 130           # a KeyboardInterrupt that no stop signal of ours raised (128 + SIGINT)
 
 
 class CompileProgress(event.Listener):
     """Says on ``stream`` what numba compiles for rtctl while a command runs (the first run of a version
     compiles for about a minute; later runs load the cache and print nothing). On a terminal one line is
-    rewritten per kernel; elsewhere one line when compiling starts and one when the command is done."""
+    rewritten per kernel; elsewhere one line when compiling starts and one when the command is done. A stop
+    signal during a compile is raised once it has finished (:func:`rtctl.rt.signals.hold`)."""
 
     def __init__(self, stream=None):
         self.stream = stream or sys.stderr
@@ -78,6 +82,7 @@ class CompileProgress(event.Listener):
                   f"run of this rtctl version loads them from the cache", file=self.stream, flush=True)
 
     def on_start(self, ev) -> None:
+        hold_signals()           # a stop signal while numba compiles is raised when it has finished
         func = getattr(ev.data["dispatcher"], "py_func", None)
         module = getattr(func, "__module__", "") or ""
         if module.partition(".")[0] != "rtctl":
@@ -92,7 +97,7 @@ class CompileProgress(event.Listener):
             print(f"\r{line[:100]:<100}", end="", file=self.stream, flush=True)
 
     def on_end(self, ev) -> None:
-        pass
+        release_signals()
 
 
 def _run_config(path, duration: float | None, pace: bool | None) -> int:
@@ -108,25 +113,26 @@ def _run_config(path, duration: float | None, pace: bool | None) -> int:
           f"{' + '.join(t['backend'] for t in cfg.get('drivers', [cfg.get('driver')]))} driver, {cfg['loop']['rate_hz']:g} Hz, {cfg['loop']['duration']:g} s",
           flush=True)
     from .telemetry.wiring import close as close_telemetry, describe as describe_telemetry, lost as telemetry_lost
-    describe_telemetry(loop)
-    try:
-        report = loop.run(duration=cfg["loop"]["duration"])
-    finally:
-        close_telemetry(loop)
-    print(report.format())
-    if report.operator_stop:
-        print(f"rtctl: stopped by an operator e-stop and not re-armed: {report.trip_reason}", file=sys.stderr)
-        return EXIT_OPERATOR_STOP
-    if report.tripped and not cfg["safety"]["expect_trip"]:
-        print(f"rtctl: the safe state tripped unexpectedly: {report.trip_reason}", file=sys.stderr)
-        return EXIT_TRIPPED
-    if cfg["safety"]["expect_trip"] and not report.tripped:
-        print("rtctl: the config expects a safety trip, but none happened", file=sys.stderr)
-        return EXIT_TRIPPED
-    if telemetry_lost(loop):
-        print(f"rtctl: the telemetry stream was lost during the run: {telemetry_lost(loop)}", file=sys.stderr)
-        return EXIT_TELEMETRY_LOST
-    return EXIT_OK
+    with stop_requests():        # from here a stop signal ends the run in order and the report is printed
+        describe_telemetry(loop)
+        try:
+            report = loop.run(duration=cfg["loop"]["duration"])
+        finally:
+            close_telemetry(loop)
+        print(report.format(), flush=True)
+        if report.operator_stop:
+            print(f"rtctl: stopped by an operator e-stop and not re-armed: {report.trip_reason}", file=sys.stderr)
+            return EXIT_OPERATOR_STOP
+        if report.tripped and not cfg["safety"]["expect_trip"]:
+            print(f"rtctl: the safe state tripped unexpectedly: {report.trip_reason}", file=sys.stderr)
+            return EXIT_TRIPPED
+        if cfg["safety"]["expect_trip"] and not report.tripped and not report.stopped_by:
+            print("rtctl: the config expects a safety trip, but none happened", file=sys.stderr)
+            return EXIT_TRIPPED
+        if telemetry_lost(loop):
+            print(f"rtctl: the telemetry stream was lost during the run: {telemetry_lost(loop)}", file=sys.stderr)
+            return EXIT_TELEMETRY_LOST
+        return EXIT_OK
 
 
 def _cmd_demo(args) -> int:
@@ -178,7 +184,7 @@ def _cmd_sweep(args) -> int:
             again = "without --fresh " if args.fresh else ""
             print(f"rtctl sweep: interrupted after {stop.done} of {stop.total} runs; partial results in "
                   f"{stop.path}; run it again {again}to resume", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     print(f"rtctl sweep: {summary.format()}")
     return EXIT_OK
 
@@ -276,21 +282,39 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; a mistake ends in one line on stderr and a non-zero exit, never a traceback
-    (``RTCTL_TRACEBACK=1`` shows the traceback of an unexpected error)."""
+    (``RTCTL_TRACEBACK=1`` shows the traceback of an unexpected error).
+
+    SIGINT, SIGTERM and SIGHUP stop every command in order (:mod:`rtctl.rt.signals`): a run ends at a cycle
+    boundary with the safe command and each driver's deactivate, and prints its report. A command a signal
+    stopped exits with 128 + the signal's number, except a run that ended tripped (3), e-stopped (4) or without
+    its telemetry (5)."""
     args = build_parser().parse_args(argv)
+    prog = f"rtctl {args.command}"
+    with StopSignals(prog) as stop:
+        status = _dispatch(args, prog, stop)
+        if stop.signum is not None:
+            if status not in (EXIT_TRIPPED, EXIT_OPERATOR_STOP, EXIT_TELEMETRY_LOST):
+                status = exit_status(stop.signum)
+            print(f"{prog}: stopped by {signal_name(stop.signum)} (exit status {status})", file=sys.stderr,
+                  flush=True)
+        return status
+
+
+def _dispatch(args, prog: str, stop: StopSignals) -> int:
     try:
-        with CompileProgress():
+        with stop.raising(), CompileProgress():
             return args.func(args)
     except BrokenPipeError:  # e.g. `rtctl info humanoid | head`
         sys.stderr.close()
         return 0
-    except KeyboardInterrupt:
-        print(f"rtctl {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        if not isinstance(exc, StopSignal):    # a StopSignal's line is main's
+            print(f"{prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001  (one line for the operator; the traceback on request)
         if os.environ.get("RTCTL_TRACEBACK"):
             raise
-        print(f"rtctl {args.command}: error: {_explain(exc)}", file=sys.stderr)
+        print(f"{prog}: error: {_explain(exc)}", file=sys.stderr)
         return EXIT_USAGE if isinstance(exc, (ModelError, ValueError, FileNotFoundError)) else 1
 
 

@@ -187,6 +187,12 @@ def _write_safe_command(v, cmd_effort, cmd_stiffness, cmd_damping, cmd_velocity,
         cmd_effort[v_index[k]] = e
 
 
+@njit(f"void({_A}, {_A}, {_A}, {_A}, {_A}, int64[::1], float64[:, ::1], boolean)", cache=True)
+def _safe_command(v, cmd_effort, cmd_stiffness, cmd_damping, cmd_velocity, v_index, lim, damping):
+    """:func:`_write_safe_command` for Python callers, compiled at import (not at the end of a run)."""
+    _write_safe_command(v, cmd_effort, cmd_stiffness, cmd_damping, cmd_velocity, v_index, lim, damping)
+
+
 @njit(_SIG, cache=True)
 def _safety_cycle(q, v, tau, cmd_effort, cmd_stiffness, cmd_damping, cmd_velocity, fresh, force_safe,
                   q_index, v_index, lim, ctl, val):
@@ -382,6 +388,12 @@ class SafetyMonitor:
                       f"clamped to {np.copysign(self._lim[L_EMAX, k], e):.4g}")
             self.events.append((self.cycles - 1, "clamp", detail))
         return True
+
+    def safe_command(self, state: RobotState, command: Command) -> None:
+        """Overwrite ``command`` with the safe command for ``state`` (module docstring), without a check or a
+        trip: the last command of an orderly stop."""
+        _safe_command(state.v, command.effort, command.stiffness, command.damping, command.velocity, self.v_index,
+                      self._lim, bool(self._ctl[C_DAMPING]))
 
     # -- trips from outside the check ------------------------------------------------
     def estop(self, reason: str = "software e-stop", operator: bool = False, reaction=None) -> None:

@@ -58,9 +58,17 @@ class Hardware:
                     pass
             raise
 
-    def shut_down(self) -> list[str]:
-        """Deactivate every driver (torque off); returns the failures, never raises."""
+    def shut_down(self, last_command=None, now: float = 0.0) -> list[str]:
+        """Write ``last_command`` (an orderly stop's safe command) once through every driver still in service,
+        then deactivate every driver (torque off); returns the failures, never raises."""
         failures = []
+        if last_command is not None:
+            for k, driver in enumerate(self.drivers):
+                if self.ok[k] and driver.active:
+                    try:
+                        driver.write(last_command, now)
+                    except Exception as exc:  # noqa: BLE001  (its deactivate still comes)
+                        failures.append(f"{driver.name}.write: {exc}")
         for driver in self.drivers:
             try:
                 driver.deactivate()

@@ -38,6 +38,7 @@ from .limits import MIN_JERK_PEAK_ACCELERATION, MIN_JERK_PEAK_VELOCITY, SafetyEr
 from .lifecycle import Lifecycle
 from .hooks import LoopHook, LoopSink
 from .realtime import RealtimeSettings, apply_realtime, restore_scheduler
+from .signals import signal_name, stop_requests
 from .stats import CycleStats, LoopReport, trip_history
 from .warmup import KernelWatch, ScratchCycle
 
@@ -155,6 +156,7 @@ class ControlLoop:
         self._controller_active = False
         self._consecutive_overruns = 0
         self._stop_requested = False
+        self.stopped_by, self._safe_command_written = "", False
         self.realtime_message = ""
         self._warmed = False
         self.late_kernels: list[str] = []  # kernels first reached after activation, over all runs
@@ -285,6 +287,11 @@ class ControlLoop:
         the telemetry sink). :meth:`run` then returns its report over the cycles that ran."""
         self._stop_requested = True
 
+    def _stop_for_signal(self, signum: int) -> None:
+        """A stop signal (:mod:`rtctl.rt.signals`): end the run at the next cycle boundary, in order."""
+        self.stopped_by = signal_name(signum)
+        self._stop_requested = True
+
     # -- the run -------------------------------------------------------------------------
     def warm(self) -> None:
         """Compile, or load from numba's cache, every kernel a run can reach (:mod:`rtctl.rt.warmup`): the
@@ -322,12 +329,23 @@ class ControlLoop:
         Before the hardware is activated, every kernel the run can reach is made ready (:meth:`warm`,
         on the first run) and the scheduler settings are applied (paced runs only: an offline run takes
         none). What the run reached for the first time after activation is in the report's
-        ``late_kernels``."""
+        ``late_kernels``.
+
+        Under :class:`rtctl.rt.signals.StopSignals`, SIGINT, SIGTERM or SIGHUP ends the run at the next cycle
+        boundary: the safety monitor's safe command is written once through the drivers, then each driver is
+        deactivated, and the report names the signal (``stopped_by``). A signal before the hardware came up
+        ends the run before it does."""
         if (duration is None) == (cycles is None):
             raise ValueError("give exactly one of duration or cycles")
         n_cycles = int(round(duration * self.rate_hz)) if cycles is None else int(cycles)
         if n_cycles < 1:
             raise ValueError(f"a run needs at least one cycle, got {n_cycles}")
+        self.stopped_by, self._safe_command_written = "", False
+        with stop_requests(self._stop_for_signal):
+            self._run(n_cycles)
+        return self.report()
+
+    def _run(self, n_cycles: int) -> None:
         if not self._warmed:
             self.warm()
             self._warmed = True
@@ -341,23 +359,32 @@ class ControlLoop:
             self._restore_process(gc_was_enabled)
             raise
         watch = KernelWatch(self._kernel_packages()).start()
+        first = self.cycle
         try:
-            self.hardware.bring_up()
-            for hook in self.hooks:  # a hook with a state (the collision observer) restarts with the hardware
-                if isinstance(hook, LoopHook):
-                    hook.on_start()
-            if not self._controller_active:
-                self._activate_controller()
-            if self.pace:
-                self._run_paced(n_cycles)
-            else:
-                self._run_unpaced(n_cycles)
+            if not self.stopped_by:
+                self.hardware.bring_up()
+                for hook in self.hooks:  # a hook with a state (the collision observer) restarts with the hardware
+                    if isinstance(hook, LoopHook):
+                        hook.on_start()
+                if not self._controller_active:
+                    self._activate_controller()
+            if not self.stopped_by:             # a signal while the hardware came up: no cycle
+                (self._run_paced if self.pace else self._run_unpaced)(n_cycles)
         finally:
             self._stop_requested = False
-            self._restore_process(gc_was_enabled)
-            self.failures += self.hardware.shut_down()
-            self.late_kernels += [k for k in watch.stop() if k not in self.late_kernels]
-        return self.report()
+            try:
+                self._shut_down(first)          # first: still the loop's scheduling, no collector
+            finally:
+                self._restore_process(gc_was_enabled)
+                self.late_kernels += [k for k in watch.stop() if k not in self.late_kernels]
+
+    def _shut_down(self, first_cycle: int) -> None:
+        """Every driver deactivated; after a stop signal that ended cycles, the safe command written once before."""
+        last = None
+        if self.stopped_by and self.cycle > first_cycle:
+            self.safety.safe_command(self.state, self.command)
+            last, self._safe_command_written = self.command, True
+        self.failures += self.hardware.shut_down(last, self.cycle * self.period)
 
     def _prepare_process(self) -> None:
         """The scheduler settings (a paced run), then the collector: collected and frozen, then disabled."""
@@ -467,4 +494,6 @@ class ControlLoop:
             trip_history=trip_history(self.safety.events),
             late_kernels=list(self.late_kernels),
             notes=self.telemetry.notes() if isinstance(self.telemetry, LoopSink) else [],
+            stopped_by=self.stopped_by,
+            safe_command_written=self._safe_command_written,
         )

@@ -203,6 +203,8 @@ class LoopReport:
     trip_history: list = field(default_factory=list)   # (trip cycle, reason, re-arm cycle or -1), oldest first
     late_kernels: list = field(default_factory=list)   # kernels first reached after activation (rtctl.rt.warmup)
     notes: list = field(default_factory=list)          # what the telemetry sink reports (LoopSink.notes)
+    stopped_by: str = ""     # the stop signal that ended the run early (rtctl.rt.signals), e.g. "SIGTERM"
+    safe_command_written: bool = False  # that stop wrote the safe command through the drivers before deactivating
 
     OVERRUN_WARNING_FRACTION = 0.01
 
@@ -279,6 +281,10 @@ class LoopReport:
             lines.append(f"  {self.overrun_warning()}")
         lines.append("")
         lines.append(self.safety_summary())
+        if self.stopped_by:
+            lines.append(f"stopped by {self.stopped_by}: " + ("the safe command, then " if self.safe_command_written
+                                                             else "before the first cycle; ")
+                         + "every driver deactivated")
         if self.late_kernels:
             lines.append(f"WARNING: {len(self.late_kernels)} kernel{'s' if len(self.late_kernels) != 1 else ''} "
                          "compiled or loaded after the hardware was activated (a cycle waited for each; warm them "

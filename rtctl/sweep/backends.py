@@ -53,8 +53,10 @@ class Backend(abc.ABC):
 
 
 def _ignore_sigint() -> None:
-    """Pool worker initializer: Ctrl-C is the parent's to handle (it terminates the workers)."""
+    """Pool worker initializer: Ctrl-C and a terminal's hang-up, which reach the whole process group, are the
+    parent's to handle (it terminates the workers, with SIGTERM)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
 class LocalPool(Backend):

@@ -15,6 +15,7 @@ import signal
 import sys
 from multiprocessing.connection import Connection
 
+from ..rt.signals import STOP_SIGNALS
 from .publisher import Telemetry, public_numbers, ring_views
 from .schema import Layout
 
@@ -67,7 +68,10 @@ def serve(conn: Connection) -> int:
 
 
 def main(argv=None) -> int:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C reaches the loop's process, which closes us
+    # A terminal's Ctrl-C and hang-up reach the whole process group, systemd's stop the whole unit: the loop's
+    # process stops in order and closes this one (or its death ends this one's socket).
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
     args = sys.argv[1:] if argv is None else argv
     return serve(Connection(int(args[0])))
 

@@ -477,7 +477,8 @@ def replay(path: str, endpoint: str, speed: float = 1.0, batch_period: float = 0
            connect_wait: float = 0.5, ctx=None, ready=None, out=None) -> int:
     """Republish a recording on a PUB socket as the live schema-v1 stream (``speed`` 0: as fast as possible).
 
-    ``ready``: an optional callback given the bound endpoint once bound. Returns samples sent.
+    ``ready``: an optional callback given the bound endpoint once bound. Returns samples sent (fewer when a
+    stop signal ended the replay).
     """
     from tqdm import tqdm
 
@@ -493,18 +494,19 @@ def replay(path: str, endpoint: str, speed: float = 1.0, batch_period: float = 0
     pub.setsockopt(zmq.LINGER, 1000)
     pub.setsockopt(zmq.SNDHWM, 100_000)
     bound = bind(pub, check_endpoint(endpoint))
-    if ready is not None:
-        ready(bound)
-    time.sleep(connect_wait)  # let subscribers connect (PUB/SUB slow joiner)
-    pub.send_multipart([TOPIC_META, pack(meta)])
     names = [k for k in s if k != "index"]
-    bar = tqdm(total=n, unit="sample", desc="replaying", disable=not progress, file=out or sys.stderr)
+    bar = None
     t_rec = s["t"] if n else np.zeros(0)
-    wall0 = time.monotonic()
     i, seq = 0, 0
     events = sorted(rec["events"], key=lambda e: e.get("cycle", -1))
     ev_i = 0
     try:
+        if ready is not None:
+            ready(bound)
+        time.sleep(connect_wait)  # let subscribers connect (PUB/SUB slow joiner)
+        pub.send_multipart([TOPIC_META, pack(meta)])
+        bar = tqdm(total=n, unit="sample", desc="replaying", disable=not progress, file=out or sys.stderr)
+        wall0 = time.monotonic()
         while i < n:
             j = i + 1
             while j < n and t_rec[j] - t_rec[i] < batch_period and j - i < 250:
@@ -527,10 +529,13 @@ def replay(path: str, endpoint: str, speed: float = 1.0, batch_period: float = 0
             seq += 1
             bar.update(j - i)
             i = j
+    except KeyboardInterrupt:       # Ctrl-C, SIGTERM, SIGHUP (rtctl.rt.signals): what was sent is the answer
+        pass
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
         pub.close()
-    return n
+    return i
 
 
 def _plot_timing(ax, s) -> None:
