@@ -1,15 +1,19 @@
 """``rtctl-hil``: the HIL tools' command line, run as the installed package runs it (``python -m rtctl.hil.cli``,
 the same ``main`` as the console script), from a directory that is not the repository."""
+import json
 import signal
 import socket
 import subprocess
 import sys
+import time
 
 import can
 import pytest
 
 from rtctl.drivers.can.bus import shutdown_bus
+from rtctl.hil.can_harness import BusServer, Emulator
 from rtctl.hil.cli import main
+from rtctl.hil.dynamixel_emulator import EmulatorProcess, ServoChain, hil_arm
 
 
 def rtctl_hil(*args, cwd):
@@ -48,7 +52,8 @@ def test_can_bus_serves_frames_between_clients_and_stops_cleanly_on_sigterm(tmp_
         socket.create_connection(("127.0.0.1", int(url.rstrip("/").rsplit(":", 1)[1])), timeout=1.0).close()
 
 
-def test_can_bus_on_a_given_port_and_sigint(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP], ids=["SIGINT", "SIGHUP"])
+def test_can_bus_on_a_given_port_stops_cleanly_on_sigint_and_sighup(tmp_path, sig):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -57,7 +62,7 @@ def test_can_bus_on_a_given_port_and_sigint(tmp_path):
         assert proc.stdout.readline().strip() == f"ws://127.0.0.1:{port}/"
         bus = can.Bus(interface="remote", channel=f"ws://127.0.0.1:{port}/")
         shutdown_bus(bus)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         _out, err = proc.communicate(timeout=15)
     finally:
         if proc.poll() is None:
@@ -127,3 +132,51 @@ def test_can_emulator_without_a_bus_server_is_one_line(tmp_path):
     lines = err.strip().splitlines()
     lines = [line for line in lines if not line.startswith("rtctl: compil")]
     assert len(lines) == 1 and "cannot open the CAN bus" in lines[0] and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGINT], ids=["SIGHUP", "SIGINT"])
+def test_can_emulator_stops_on_sighup_and_sigint_with_its_counters(sig):
+    server = BusServer("rtctl-hil-cli-signals")
+    try:
+        emu = Emulator(server, "mit", [1])
+        emu.proc.send_signal(sig)
+        out, err = emu.proc.communicate(timeout=30)
+    finally:
+        server.stop()
+    assert emu.proc.returncode == 0 and "Traceback" not in err, err
+    counters = json.loads(out.strip().splitlines()[-1])
+    assert counters["final"]["1"]["state"] == "rest", counters
+
+
+def test_a_plant_step_below_real_time_yields_after_its_slice():
+    """``--dt`` far below what a step costs: one wake-up steps for ADVANCE_SLICE of wall time, not through the
+    backlog (40 ms of plant time at 1 us steps is 40 000 steps, over a second of work)."""
+    chain = ServoChain(hil_arm(2), dt=1e-6)
+    chain.advance(100.0)                        # the plant's clock starts
+    start = time.perf_counter()
+    chain.advance(100.04)
+    spent = time.perf_counter() - start
+    # A step costs tens of us: the slice holds some tens of steps; a tenth of the backlog would be 20 ms of work.
+    assert 0 < chain.stats["steps"] < 4_000 and chain.sim_t < 0.004, chain.stats
+    assert spent < 0.5, spent                    # the slice and a step (generous for a descheduled process)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_dynamixel_emulator_at_dt_1e_9_still_stops_on_a_signal(sig):
+    """At ``--dt 1e-9`` the plant can never keep real time (it spun at full CPU and never looked at SIGTERM or
+    Ctrl-C): it runs slower than real time, counted, and a signal ends it with its STATS line."""
+    emu = EmulatorProcess("--robot", "arm2", "--dt", "1e-9")
+    try:
+        time.sleep(0.3)
+        sent = time.monotonic()
+        emu.proc.send_signal(sig)
+        out, err = emu.proc.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if emu.proc.poll() is None:
+            emu.proc.kill()
+            emu.proc.communicate()
+    assert emu.proc.returncode == 0 and "Traceback" not in err, err
+    stats = json.loads(next(line for line in out.splitlines() if line.startswith("STATS "))[6:])
+    assert stats["steps"] > 0 and stats["lag_skips"] > 0, stats
+    assert took < 5.0, took
