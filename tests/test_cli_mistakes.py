@@ -22,6 +22,7 @@ from rtctl.cli import main
 from rtctl.telemetry.requests import COMMANDS
 from rtctl.telemetry.schema import TOPIC_META, TOPIC_SAMPLES, envelope, pack
 from rtctl.config import DEMO_CONFIG, bundled_config_path
+from telemetry_helpers import free_port, sample_rows, write_recording
 
 
 def one_error_line(capsys, argv, code=None):
@@ -38,35 +39,6 @@ def one_error_line(capsys, argv, code=None):
     assert len(err) == 1, (argv, err)
     assert "Traceback" not in err[0]
     return err[0]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def write_recording(path, rows):
-    """A minimal MCAP in the recorder's layout: ``rows`` on /rtctl/samples (JSON)."""
-    from mcap.writer import Writer
-
-    with open(path, "wb") as fh:
-        writer = Writer(fh)
-        writer.start()
-        schema = writer.register_schema(name="rtctl.telemetry.Sample", encoding="jsonschema", data=b"{}")
-        channel = writer.register_channel("/rtctl/samples", "json", schema)
-        for row in rows:
-            ns = int(row["stamp"] * 1e9)
-            writer.add_message(channel, log_time=ns, publish_time=ns, data=json.dumps(row).encode())
-        writer.finish()
-    return path
-
-
-def sample_rows(n=5):
-    return [{"index": i, "t": i * 1e-3, "cycle": i, "stamp": 1.7e9 + i * 1e-3, "period": 1e-3, "latency": 0.0,
-             "compute": 1e-4, "overruns": 0, "tripped": 0, "fresh": 1, "q": [0.0], "v": [0.0], "q_d": [0.0],
-             "qd_d": [0.0], "effort_cmd": [0.0], "effort": [0.0], "kp": [1.0], "kd": [1.0], "extra": []}
-            for i in range(n)]
 
 
 def test_replay_on_a_port_in_use_says_so(capsys, tmp_path):

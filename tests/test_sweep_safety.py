@@ -151,9 +151,9 @@ def _sigint_as_in_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def interrupt_cli(tmp_path, extra, *, group: bool):
-    """Start ``rtctl sweep`` on SLOW, send SIGINT once the first row is in the journal (to the process, or to
-    its whole process group like a terminal's Ctrl-C), and return (exit code, stderr, results path)."""
+def interrupt_cli(tmp_path, extra, *, group: bool, sig=signal.SIGINT):
+    """Start ``rtctl sweep`` on SLOW, send ``sig`` once the first row is in the journal (to the process, or to
+    its whole process group like a terminal's Ctrl-C or hang-up), and return (exit code, stderr, results path)."""
     sweep = write(tmp_path, SLOW)
     out = tmp_path / "slow.parquet"
     journal = tmp_path / "slow.parquet.journal.jsonl"
@@ -167,9 +167,9 @@ def interrupt_cli(tmp_path, extra, *, group: bool):
             assert time.monotonic() < deadline, "no result within the deadline"
             time.sleep(0.01)
         if group:
-            os.killpg(proc.pid, signal.SIGINT)
+            os.killpg(proc.pid, sig)
         else:
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -178,17 +178,22 @@ def interrupt_cli(tmp_path, extra, *, group: bool):
     return proc.returncode, err, sweep, out
 
 
-@pytest.mark.parametrize("extra, group", [([], False), (["--backend", "local", "--workers", "2"], True)],
-                         ids=["sequential", "local-pool-ctrl-c"])
-def test_sigint_stops_cleanly_and_a_rerun_resumes(tmp_path, capsys, extra, group):
-    code, err, sweep, out = interrupt_cli(tmp_path, extra, group=group)
+POOL = ["--backend", "local", "--workers", "2"]
+
+
+@pytest.mark.parametrize("extra, group, sig", [([], False, signal.SIGINT), (POOL, True, signal.SIGINT),
+                                               (POOL, True, signal.SIGHUP), (POOL, False, signal.SIGTERM)],
+                         ids=["sequential", "local-pool-ctrl-c", "local-pool-hang-up", "local-pool-sigterm"])
+def test_a_stop_signal_stops_cleanly_and_a_rerun_resumes(tmp_path, capsys, extra, group, sig):
+    code, err, sweep, out = interrupt_cli(tmp_path, extra, group=group, sig=sig)
     err = "\n".join(line for line in err.splitlines() if not line.startswith("rtctl: compil"))  # cold cache
-    assert code == 130, err
-    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert code == 128 + sig, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 2, err
     rows = read_rows(out)
     assert 1 <= len(rows) < 8
-    assert err.strip() == (f"rtctl sweep: interrupted after {len(rows)} of 8 runs; partial results in {out}; "
-                           f"run it again to resume")
+    assert err.strip().splitlines() == [f"rtctl sweep: interrupted after {len(rows)} of 8 runs; partial results in "
+                                        f"{out}; run it again to resume",
+                                        f"rtctl sweep: stopped by {signal.Signals(sig).name} (exit status {code})"]
     assert leftovers(out) == []
     assert main(["sweep", str(sweep), "--out", str(out), "--no-progress", "--backend", "sequential"]) == 0
     assert f"8 runs: {len(rows)} already done, {8 - len(rows)} ran" in capsys.readouterr().out

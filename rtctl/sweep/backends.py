@@ -59,6 +59,25 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
+def _start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker (the helper process the pool's semaphores register with) with
+    SIGHUP ignored, which the exec'd tracker inherits: it ignores SIGINT and SIGTERM itself but not a
+    terminal's hang-up, which reaches the whole process group and killed it mid-sweep (the parent relaunched it
+    and printed its KeyErrors). The parent's own handler is back within the start (about a millisecond)."""
+    import threading
+    from multiprocessing import resource_tracker
+
+    previous = signal.getsignal(signal.SIGHUP)
+    if threading.current_thread() is not threading.main_thread() or previous is None:
+        resource_tracker.ensure_running()
+        return
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
 class LocalPool(Backend):
     """A pool of worker processes on this machine (``workers=0``: one per core).
 
@@ -81,6 +100,7 @@ class LocalPool(Backend):
     def _new_pool(self):
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
+        _start_resource_tracker()
         return ProcessPoolExecutor(max_workers=self._workers, mp_context=multiprocessing.get_context("spawn"),
                                    initializer=_ignore_sigint)
 
