@@ -34,7 +34,8 @@ backlog is skipped and counted (``lag_skips``). Each wake-up steps the plant for
 :data:`ADVANCE_SLICE` of wall time: a plant that cannot keep real time (a ``--dt`` far below what a step
 costs, e.g. ``--dt 1e-9``, a large MuJoCo model, a loaded machine) runs slower than real time, counted in
 ``lag_skips``, but the emulator still answers packets, stops on a signal within a slice and a poll, and
-leaves the CPU to others while it waits for packets (at most about ``2 / 7`` of a core when idle).
+leaves the CPU to others while it waits for packets (a slice per 5 ms wait when idle: 0.19 of a core measured
+at ``--dt 1e-9``, 0.06 at the default, on 2 cores at load 7).
 
 Fault injection: ``--drop-rate p`` (each status packet lost with probability
 p), ``--corrupt-rate p`` (CRC byte flipped), ``--delay-sync-read N --delay-ms D``

@@ -129,6 +129,7 @@ NOT_CONFIG_WORDS = {
     "null",                                 # an Origin header value
     "set_feedback",                         # the jaw CPG's feedback input (a method)
     "nonfinite",                            # the JSON member listing a message's NaN and infinities
+    "kill", "nohup",                        # the shell's commands that signal or shield rtctl
 }
 
 
@@ -195,3 +196,24 @@ def test_the_cheap_readme_commands_run(argv, capsys):
     except SystemExit as exc:            # --version
         status = exc.code
     assert status == 0, capsys.readouterr().err
+
+
+def test_the_systemd_unit_runs_rtctl_and_outlasts_its_orderly_stop():
+    """The unit's command parses; systemd sends SIGTERM to rtctl alone, waits longer than rtctl's hard
+    deadline before its SIGKILL, and takes rtctl's status after a SIGTERM as a clean stop."""
+    import configparser
+    import signal
+
+    from rtctl.rt.signals import HARD_DEADLINE, exit_status
+
+    (unit,) = blocks("ini")
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str
+    parser.read_string(unit)
+    service = parser["Service"]
+    executable, *argv = shlex.split(service["ExecStart"])
+    assert Path(executable).name == "rtctl"
+    build_parser().parse_args(argv)
+    assert service["KillSignal"] == "SIGTERM" and service["KillMode"] == "mixed"
+    assert float(service["TimeoutStopSec"]) > HARD_DEADLINE
+    assert str(exit_status(signal.SIGTERM)) in service["SuccessExitStatus"].split()
