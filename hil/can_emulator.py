@@ -13,9 +13,9 @@ with an EMCY message.
 
 Run as a process: ``rtctl-hil can-emulator --protocol mit --channel ws://127.0.0.1:PORT/ --ids 1 2`` (or
 ``python -m rtctl.hil.can_emulator ...``; see ``--help``); it prints ``READY`` once on the bus and runs until
-killed or SIGTERM, SIGHUP or Ctrl-C (within one poll, 5 ms), then prints its counters, its event log (``events``: monotonic time and what
-happened, per motor / drive) and each actuator's final state (``final``: torque it makes, mode / state) as one
-JSON line.
+killed or SIGTERM, SIGHUP or Ctrl-C (within one poll, 5 ms), then prints its counters, its event log
+(``events``: monotonic time and what happened, per motor / drive) and each actuator's final state (``final``:
+torque it makes, mode / state) as one JSON line.
 """
 from __future__ import annotations
 
