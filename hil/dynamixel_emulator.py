@@ -6,8 +6,9 @@ Run as its own process from the repository root::
 
 It opens a pty (``os.openpty()``), prints ``PORT /dev/pts/N`` on stdout once
 it is ready (then ``TORQUE time id on|off`` as a servo's torque changes), and answers
-Protocol 2.0 instruction packets on the master side for servos ``--ids`` (default 1..n, one per actuated joint, the servo horn
-being the joint). On SIGTERM, SIGHUP or SIGINT it prints one ``STATS {json}`` line
+Protocol 2.0 instruction packets on the master side for servos ``--ids`` (default 1..n,
+one per actuated joint, the servo horn being the joint). On SIGTERM, SIGHUP or SIGINT it
+prints one ``STATS {json}`` line
 (packets handled, replies sent, dropped, corrupted, delayed) and exits.
 
 Firmware (per servo, the X-series control table of :mod:`drivers.dynamixel.control_table` as a byte array):
