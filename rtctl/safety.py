@@ -162,10 +162,11 @@ def _check_command(cmd_effort, v_index, lim, clamp):
     return code, where, value
 
 
-@njit(cache=True, inline="always")
+@njit(f"void({_A}, {_A}, {_A}, {_A}, {_A}, int64[::1], float64[:, ::1], boolean)", cache=True, inline="always")
 def _write_safe_command(v, cmd_effort, cmd_stiffness, cmd_damping, cmd_velocity, v_index, lim, damping):
     """Stiffness, damping and velocity target 0 on every row, and effort 0; with ``damping``, when every actuated
-    velocity is finite, effort ``-D v`` clamped to ``+-effort_limit`` on the actuated joints."""
+    velocity is finite, effort ``-D v`` clamped to ``+-effort_limit`` on the actuated joints. Compiled at import
+    too: :meth:`SafetyMonitor.safe_command` calls it at the end of a run, where nothing may compile."""
     for i in range(cmd_effort.shape[0]):
         cmd_effort[i] = 0.0
         cmd_stiffness[i] = 0.0
@@ -185,12 +186,6 @@ def _write_safe_command(v, cmd_effort, cmd_stiffness, cmd_damping, cmd_velocity,
         elif e < -limit:
             e = -limit
         cmd_effort[v_index[k]] = e
-
-
-@njit(f"void({_A}, {_A}, {_A}, {_A}, {_A}, int64[::1], float64[:, ::1], boolean)", cache=True)
-def _safe_command(v, cmd_effort, cmd_stiffness, cmd_damping, cmd_velocity, v_index, lim, damping):
-    """:func:`_write_safe_command` for Python callers, compiled at import (not at the end of a run)."""
-    _write_safe_command(v, cmd_effort, cmd_stiffness, cmd_damping, cmd_velocity, v_index, lim, damping)
 
 
 @njit(_SIG, cache=True)
@@ -390,10 +385,9 @@ class SafetyMonitor:
         return True
 
     def safe_command(self, state: RobotState, command: Command) -> None:
-        """Overwrite ``command`` with the safe command for ``state`` (module docstring), without a check or a
-        trip: the last command of an orderly stop."""
-        _safe_command(state.v, command.effort, command.stiffness, command.damping, command.velocity, self.v_index,
-                      self._lim, bool(self._ctl[C_DAMPING]))
+        """Overwrite ``command`` with the safe command for ``state``, with no check and no trip (an orderly stop)."""
+        _write_safe_command(state.v, command.effort, command.stiffness, command.damping, command.velocity,
+                            self.v_index, self._lim, bool(self._ctl[C_DAMPING]))
 
     # -- trips from outside the check ------------------------------------------------
     def estop(self, reason: str = "software e-stop", operator: bool = False, reaction=None) -> None:
@@ -575,23 +569,19 @@ class SafetyMonitor:
         return arr
 
     # -- messages -------------------------------------------------------------------------
-    def _q_label(self, i: int) -> str:
-        hits = np.flatnonzero(self.q_index == i)
-        return f"joint '{self.joint_names[hits[0]]}'" if hits.size else "floating base"
-
-    def _v_label(self, i: int) -> str:
-        hits = np.flatnonzero(self.v_index == i)
+    def _label(self, index: np.ndarray, i: int) -> str:
+        hits = np.flatnonzero(index == i)
         return f"joint '{self.joint_names[hits[0]]}'" if hits.size else "floating base"
 
     def _describe(self, code: int, where: int, value: float) -> str:
         if code == NAN_Q:
-            return f"non-finite state: q[{where}] ({self._q_label(where)}) = {value}"
+            return f"non-finite state: q[{where}] ({self._label(self.q_index, where)}) = {value}"
         if code == NAN_V:
-            return f"non-finite state: v[{where}] ({self._v_label(where)}) = {value}"
+            return f"non-finite state: v[{where}] ({self._label(self.v_index, where)}) = {value}"
         if code == NAN_EFFORT:
-            return f"non-finite state: effort[{where}] ({self._v_label(where)}) = {value}"
+            return f"non-finite state: effort[{where}] ({self._label(self.v_index, where)}) = {value}"
         if code == NAN_COMMAND:
-            return f"non-finite command: effort[{where}] ({self._v_label(where)}) = {value}"
+            return f"non-finite command: effort[{where}] ({self._label(self.v_index, where)}) = {value}"
         if code == STALE:
             return (f"stale state: no fresh sample for {int(value)} consecutive cycles "
                     f"(watchdog {self.watchdog_cycles})")

@@ -173,7 +173,8 @@ def test_replayed_samples_are_stamped_when_sent_so_stats_latency_is_the_replays(
     """A recording's stamps are hours old; the replayed stream's hand-off -> receive latency is not."""
     import threading
 
-    from rtctl.telemetry.tools import replay, stats
+    from rtctl.telemetry.playback import replay
+    from rtctl.telemetry.tools import stats
 
     rows = sample_rows(400)
     for row in rows:

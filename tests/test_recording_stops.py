@@ -120,7 +120,7 @@ def test_a_stop_signal_closes_the_recording(tmp_path, signum, after):
     match = REPORT.search(out)
     assert match, (code, out, err)
     samples, metas, events = (int(g) for g in match.groups()[:3])
-    assert match.group(4) == signal.Signals(signum).name and code == (0 if samples else 1)
+    assert match.group(4) == signal.Signals(signum).name and code == 128 + signum     # rtctl.rt.signals
     got = read_checked(path)
     assert [len(got.get(t, [])) for t in (CH_SAMPLES, CH_META, CH_EVENT)] == [samples, metas, events]
     if samples:

@@ -31,7 +31,8 @@ from rtctl.telemetry.schema import (CHANNEL_EVENT, CHANNEL_META, CHANNEL_SAMPLES
                                     SAMPLE_SCHEMA_NAME, TOPIC_EVENT, TOPIC_SAMPLES, JsonRows, Layout, SchemaError,
                                     envelope, pack, plotjuggler_objects, sample_json_schema)
 from rtctl.telemetry.recording import record
-from rtctl.telemetry.tools import echo, plot, read_recording, replay, rows_of, stats
+from rtctl.telemetry.playback import replay
+from rtctl.telemetry.tools import echo, plot, read_recording, rows_of, stats
 from telemetry_helpers import Spy, assert_rows_equal, drain, make_loop, subscriber, wait_meta
 
 TEL = {"enabled": True, "endpoint": "tcp://127.0.0.1:0", "meta_period": 0.05}

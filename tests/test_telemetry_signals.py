@@ -89,8 +89,10 @@ def test_record_and_replay_stop_in_order_on_a_signal(tmp_path, record_sig, repla
     sent = int(re.fullmatch(r"rtctl replay: (\d+) samples sent", rep_out.strip().splitlines()[-1]).group(1))
     assert 0 < sent < SAMPLES and rep_err.strip().splitlines()[-1] == stopped_line("replay", replay_sig), rep_err
     assert rec.returncode == 128 + record_sig, rec_err
-    summary = re.fullmatch(r"rtctl record: (\d+) samples .* -> (.*)", rec_out.strip().splitlines()[-1])
+    summary = re.fullmatch(r"rtctl record: (\d+) samples .* -> (.*); stopped by (SIG\w+)",
+                           rec_out.strip().splitlines()[-1])
     assert summary and summary.group(2) == str(out_path), rec_out
+    assert summary.group(3) == signal.Signals(record_sig).name
     kept = read_recording(str(out_path), progress=False)["samples"]["index"]
     got = int(summary.group(1))
     assert 0 < got <= sent and len(kept) == got

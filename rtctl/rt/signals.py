@@ -135,7 +135,7 @@ class StopSignals:
         stops = [stop for stop in self._stoppers if stop is not None]
         self.pending = not stops
         for stop in stops:
-            stop(signal_name(signum))
+            stop(signum)
         self._raise_pending()
 
     def _overrun(self) -> None:
@@ -144,11 +144,16 @@ class StopSignals:
         os._exit(EXIT_STOP_DEADLINE)
 
 
+def in_force() -> bool:
+    """A :class:`StopSignals` handles this process's stop signals now (entered in the main thread)."""
+    return _active is not None and bool(_active._previous)
+
+
 @contextlib.contextmanager
 def stop_requests(stop=None):
-    """While the block runs, a stop signal does not raise: ``stop(name)`` is called instead (with the first
-    signal's name at once if one came before the block), e.g. a loop's request to stop at its next cycle
-    boundary; without ``stop`` the signal is only noted. Does nothing outside :class:`StopSignals`."""
+    """While the block runs, a stop signal does not raise: ``stop(signum)`` is called instead (at once with the
+    first signal if one came before the block), e.g. a loop's request to stop at its next cycle boundary or a
+    recorder's flag; without ``stop`` the signal is only noted. Does nothing outside :class:`StopSignals`."""
     guard = _active
     if guard is None:
         yield
@@ -157,7 +162,7 @@ def stop_requests(stop=None):
     try:
         if stop is not None and guard.received:
             guard.pending = False
-            stop(signal_name(guard.received[0]))
+            stop(guard.received[0])
         yield
     finally:
         guard._stoppers.remove(stop)

@@ -53,7 +53,7 @@ def _recover(args) -> int:
 
 
 def _replay(args) -> int:
-    from .tools import replay
+    from .playback import replay
     n = replay(args.recording, args.endpoint, speed=args.speed, progress=not args.no_progress,
                ready=lambda ep: print(f"rtctl replay: publishing on {ep}", flush=True))
     print(f"rtctl replay: {n} samples sent")

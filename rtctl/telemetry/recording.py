@@ -15,7 +15,9 @@ messages), each closed chunk is handed to the operating system at once: a stop t
 at most the last :data:`FLUSH_PERIOD` s (plus one 0.1 s receive wait) of samples.
 
 Signals: while a recording runs in the main thread, SIGINT, SIGTERM and SIGHUP ask the receive loop to stop
-(a flag it reads at least every 0.1 s), so no write is ever cut in the middle by a signal. A stop that arrives
+(a flag it reads at least every 0.1 s; under ``rtctl``'s command line through its one orderly stop,
+:mod:`rtctl.rt.signals`, which gives the exit status 128 + the signal), so no write is ever cut in the middle
+by a signal. A stop that arrives
 as an exception anyway (KeyboardInterrupt raised by another handler, or in a thread) between two writes still
 finishes the file with the Writer; one that lands inside a write is closed by recovery, like a full disk.
 """
@@ -28,6 +30,7 @@ import sys
 import threading
 import time
 
+from ..rt.signals import in_force, stop_requests
 from .jsonvalues import dumps
 from .schema import (OBJECT_JSON_SCHEMA, OBJECT_SCHEMA_NAME, SAMPLE_SCHEMA_NAME, SCHEMA_VERSION, TOPIC_META,
                      TOPIC_SAMPLES, SchemaError, decode, sample_json_schema, stamp_ns)
@@ -56,9 +59,14 @@ class _StopRequest:
 
 @contextlib.contextmanager
 def stop_signals():
-    """SIGINT, SIGTERM and SIGHUP turned into a stop request while the block runs (main thread only; the
-    previous handlers are put back after it)."""
+    """SIGINT, SIGTERM and SIGHUP turned into a stop request while the block runs: through rtctl's one orderly
+    stop when it is in force (the command line: :mod:`rtctl.rt.signals`, which also gives the exit status),
+    else by handlers of its own (main thread only; the previous handlers are put back after it)."""
     request = _StopRequest()
+    if in_force():
+        with stop_requests(lambda signum: request(signum, None)):
+            yield request
+        return
     if threading.current_thread() is not threading.main_thread():
         yield request
         return

@@ -1,4 +1,5 @@
-"""Telemetry tools: echo, stats, replay and plot; reading recordings (``rtctl record``: :mod:`.recording`).
+"""Telemetry tools: echo, stats and plot; reading recordings (``rtctl record``: :mod:`.recording`, ``rtctl
+replay``: :mod:`.playback`).
 
 Recordings are MCAP files (the ``mcap`` package's reference writer/reader)
 with JSON messages and JSON Schemas, so Foxglove opens them directly:
@@ -19,8 +20,7 @@ import numpy as np
 import zmq
 
 from .jsonvalues import dumps, restore
-from .schema import (INTEGER_FIELDS, JOINT_FIELDS, SCHEMA_VERSION, TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES,
-                     SchemaError, decode, envelope, pack)
+from .schema import INTEGER_FIELDS, JOINT_FIELDS, SCHEMA_VERSION, TOPIC_SAMPLES, SchemaError, decode
 
 CH_SAMPLES, CH_META, CH_EVENT = "/rtctl/samples", "/rtctl/meta", "/rtctl/event"
 
@@ -470,72 +470,6 @@ def _sample_count(summary) -> int:
     """Messages on the samples channel(s), from a recording's summary."""
     counts = summary.statistics.channel_message_counts
     return sum(counts.get(cid, 0) for cid, channel in summary.channels.items() if channel.topic == CH_SAMPLES)
-
-
-# -- replay ---------------------------------------------------------------------------------------
-def replay(path: str, endpoint: str, speed: float = 1.0, batch_period: float = 0.01, progress: bool = True,
-           connect_wait: float = 0.5, ctx=None, ready=None, out=None) -> int:
-    """Republish a recording on a PUB socket as the live schema-v1 stream (``speed`` 0: as fast as possible).
-
-    ``ready``: an optional callback given the bound endpoint once bound. Returns samples sent (fewer when a
-    stop signal ended the replay).
-    """
-    from tqdm import tqdm
-
-    from .endpoints import bind, check_endpoint
-
-    rec = read_recording(path, progress=False)
-    s = rec["samples"]
-    require_fields(path, s, ("index", "t", "cycle"), "replay")
-    n = len(s.get("t", ()))
-    meta = rec["meta"] or envelope(joints=[], fields={}, note="recording without metadata")
-    ctx = ctx or zmq.Context.instance()
-    pub = ctx.socket(zmq.PUB)
-    pub.setsockopt(zmq.LINGER, 1000)
-    pub.setsockopt(zmq.SNDHWM, 100_000)
-    bound = bind(pub, check_endpoint(endpoint))
-    names = [k for k in s if k != "index"]
-    bar = None
-    t_rec = s["t"] if n else np.zeros(0)
-    i, seq = 0, 0
-    events = sorted(rec["events"], key=lambda e: e.get("cycle", -1))
-    ev_i = 0
-    try:
-        if ready is not None:
-            ready(bound)
-        time.sleep(connect_wait)  # let subscribers connect (PUB/SUB slow joiner)
-        pub.send_multipart([TOPIC_META, pack(meta)])
-        bar = tqdm(total=n, unit="sample", desc="replaying", disable=not progress, file=out or sys.stderr)
-        wall0 = time.monotonic()
-        while i < n:
-            j = i + 1
-            while j < n and t_rec[j] - t_rec[i] < batch_period and j - i < 250:
-                j += 1
-            if speed > 0:
-                due = wall0 + (t_rec[i] - t_rec[0]) / speed
-                delay = due - time.monotonic()
-                if delay > 0:
-                    time.sleep(delay)
-            fields = {name: s[name][i:j].tolist() for name in names}
-            sent = time.time()
-            # Stamped as handed off now (as a live loop does), keeping the recorded spacing at this speed.
-            fields["stamp"] = (sent - (t_rec[j - 1] - t_rec[i:j]) / speed).tolist() if speed > 0 else [sent] * (j - i)
-            msg = envelope(seq=seq, first=int(s["index"][i]), count=j - i, dropped=0, sent=sent,
-                           fields=fields, replay=True)
-            pub.send_multipart([TOPIC_SAMPLES, pack(msg)])
-            while ev_i < len(events) and events[ev_i].get("cycle", -1) <= s["cycle"][j - 1]:
-                pub.send_multipart([TOPIC_EVENT, pack(events[ev_i])])
-                ev_i += 1
-            seq += 1
-            bar.update(j - i)
-            i = j
-    except KeyboardInterrupt:       # Ctrl-C, SIGTERM, SIGHUP (rtctl.rt.signals): what was sent is the answer
-        pass
-    finally:
-        if bar is not None:
-            bar.close()
-        pub.close()
-    return i
 
 
 def _plot_timing(ax, s) -> None:
