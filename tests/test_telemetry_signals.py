@@ -1,9 +1,11 @@
-"""``rtctl record``, ``rtctl replay`` and ``rtctl dashboard`` stop in order on SIGTERM and on SIGHUP.
+"""``rtctl record``, ``rtctl replay`` and ``rtctl dashboard`` stop in order on SIGTERM and on SIGHUP, and a run's
+telemetry process outlives a hang-up of the whole process group.
 
 Each runs as an operator runs it (``python -m rtctl.cli ...`` in a child process): the recorder closes a
 readable MCAP holding every sample it had received and prints its summary, the replay says how many samples it
 sent, the dashboard closes its port; each exits with 128 + the signal's number and one line naming it.
 """
+import os
 import re
 import signal
 import socket
@@ -14,8 +16,9 @@ import time
 
 import pytest
 
-from rtctl.telemetry.schema import TOPIC_SAMPLES
-from rtctl.telemetry.tools import read_recording
+from rtctl.config import DEMO_CONFIG
+from rtctl.telemetry.schema import TOPIC_SAMPLES, decode
+from rtctl.telemetry.tools import read_recording, rows_of
 from telemetry_helpers import free_port, sample_rows, subscriber, write_recording
 
 TERM, HUP = signal.SIGTERM, signal.SIGHUP
@@ -117,3 +120,43 @@ def test_dashboard_stops_and_closes_its_port_on_a_signal(tmp_path, sig):
     assert err.strip().splitlines()[-1] == stopped_line("dashboard", sig) and "Traceback" not in err, err
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
+
+
+def test_a_hang_up_of_the_whole_process_group_leaves_the_telemetry_process_to_rtctl(tmp_path):
+    """A closed terminal sends SIGHUP to every process of its group, the telemetry publisher process too: it
+    leaves the stop to ``rtctl run``, which ends the run in order and then closes it with a flush, so the
+    stream ends with the run's last cycle."""
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    config = tmp_path / "run.toml"
+    config.write_text(DEMO_CONFIG.read_text().replace("duration = 3.0", "duration = 60.0")
+                      + f'\n[telemetry]\nenabled = true\nendpoint = "{endpoint}"\n')
+    run = subprocess.Popen([sys.executable, "-m", "rtctl.cli", "run", str(config)], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, cwd=tmp_path, start_new_session=True)
+    sub = None
+    try:
+        wait_line(run.stdout, lambda s: s.startswith("rtctl: telemetry on"), run, timeout=180.0)
+        sub = subscriber(endpoint)
+        indices = []
+        end = time.monotonic() + 60.0
+        while len(indices) < 300 and time.monotonic() < end:
+            if sub.poll(100):
+                topic, payload = sub.recv_multipart()[:2]
+                if topic == TOPIC_SAMPLES:
+                    indices += [row["index"] for row in rows_of(decode(topic, payload))]
+        assert len(indices) >= 300, "no telemetry from the run"
+        os.killpg(run.pid, HUP)
+        out, err = finish(run)
+        while sub.poll(1000):
+            topic, payload = sub.recv_multipart()[:2]
+            if topic == TOPIC_SAMPLES:
+                indices += [row["index"] for row in rows_of(decode(topic, payload))]
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+        if sub is not None:
+            sub.close(linger=0)
+    assert run.returncode == 128 + HUP, err
+    cycles = int(re.search(r"^ran (\d+) cycles", out, re.M).group(1))
+    assert "stopped by SIGHUP: the safe command, then every driver deactivated" in out
+    assert max(indices) == cycles - 1, (max(indices), cycles)      # flushed to the last cycle
