@@ -263,3 +263,18 @@ def test_a_stop_that_overruns_the_hard_deadline_ends_the_process_with_one_line(t
     assert out == "deactivating\n"
     assert err.strip().splitlines()[-1] == (f"rtctl run: the orderly stop after SIGTERM did not end within "
                                             f"{deadline:g} s: exiting now (status {EXIT_STOP_DEADLINE})")
+
+
+def test_a_compile_in_another_thread_neither_holds_nor_raises_the_main_threads_signal():
+    with StopSignals("test") as stop:
+        with pytest.raises(StopSignal):
+            with stop.raising():
+                worker = threading.Thread(target=hold)
+                worker.start()
+                worker.join()
+                signal.raise_signal(signal.SIGTERM)      # not held by the other thread's compile
+                time.sleep(5)
+        worker = threading.Thread(target=release)        # its release raises nothing there either
+        worker.start()
+        worker.join()
+        assert stop.received == [signal.SIGTERM]

@@ -169,15 +169,16 @@ def stop_requests(stop=None):
 
 
 def hold() -> None:
-    """Note stop signals without raising until the matching :func:`release` (they nest)."""
-    if _active is not None:
+    """Note stop signals without raising until the matching :func:`release` (they nest). In the main thread
+    only, where Python runs signal handlers: elsewhere (numba compiling for a telemetry thread) nothing to do."""
+    if _active is not None and threading.current_thread() is threading.main_thread():
         _active._stoppers.append(None)
 
 
 def release() -> None:
     """End a :func:`hold`; a signal noted meanwhile that nothing acted on is raised now, once nothing holds."""
     guard = _active
-    if guard is not None:
+    if guard is not None and threading.current_thread() is threading.main_thread():
         guard._stoppers.remove(None)
         guard._raise_pending()
 
