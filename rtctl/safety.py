@@ -70,6 +70,7 @@ STALE = 15            # where = -1, value = number of consecutive stale cycles
 NAN_COMMAND = 16      # where = index into command.effort
 EFFORT = 17           # where = actuated joint number (effort_clamp False)
 NEVER_CHECKED = 99    # state status before the first check
+NON_FINITE = {NAN_Q: "state: q", NAN_V: "state: v", NAN_EFFORT: "state: effort", NAN_COMMAND: "command: effort"}
 
 # Rows of the float table ``lim`` (one column per actuated joint). L_LO/L_HI are the position bounds
 # checked now: the soft limits, or during a recovery re-arm the position the joint was re-armed at
@@ -574,14 +575,9 @@ class SafetyMonitor:
         return f"joint '{self.joint_names[hits[0]]}'" if hits.size else "floating base"
 
     def _describe(self, code: int, where: int, value: float) -> str:
-        if code == NAN_Q:
-            return f"non-finite state: q[{where}] ({self._label(self.q_index, where)}) = {value}"
-        if code == NAN_V:
-            return f"non-finite state: v[{where}] ({self._label(self.v_index, where)}) = {value}"
-        if code == NAN_EFFORT:
-            return f"non-finite state: effort[{where}] ({self._label(self.v_index, where)}) = {value}"
-        if code == NAN_COMMAND:
-            return f"non-finite command: effort[{where}] ({self._label(self.v_index, where)}) = {value}"
+        if code in NON_FINITE:
+            index = self.q_index if code == NAN_Q else self.v_index
+            return f"non-finite {NON_FINITE[code]}[{where}] ({self._label(index, where)}) = {value}"
         if code == STALE:
             return (f"stale state: no fresh sample for {int(value)} consecutive cycles "
                     f"(watchdog {self.watchdog_cycles})")
