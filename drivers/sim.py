@@ -69,6 +69,9 @@ class SimDriver(ActuatorDriver):
         self.plant = plant
         self.steps_plant = bool(steps_plant)
         self.period = float(period)
+        problem = plant.step_size_problem(self.period) if self.steps_plant else ""
+        if problem:
+            raise ValueError(f"{self.name}: {problem}")
         self.transmission = transmission or Transmission(n)
         if self.transmission.n != n:
             raise ValueError(f"{self.name}: transmission is for {self.transmission.n} joints, driver has {n}")

@@ -31,7 +31,8 @@ class Plant(abc.ABC):
         """``[plant]`` keys every plant takes (SI units). Two are model errors the controller does not know:
         ``mass_scale`` and the payload (kg at ``payload_offset`` in ``payload_frame``)."""
 
-        integrator: str = setting("str", None, choices=("rk4", "semi_implicit_euler"))  # default: the plant's
+        integrator: str = setting("str", None,   # default: the plant's
+                                  choices=("rk4", "semi_implicit_euler", "rosenbrock"))
         substeps: int = setting("int", None, low=1, high=1000)
         viscous_friction: object = setting("floats", None, low=0.0)   # default: the URDF's <dynamics damping>, else 0
         coulomb_friction: object = setting("floats", None, low=0.0)   # default: the URDF's <dynamics friction>, else 0
@@ -85,6 +86,11 @@ class Plant(abc.ABC):
 
     def parameters(self) -> dict:
         return {}
+
+    def step_size_problem(self, dt: float) -> str:
+        """One line if steps of ``dt`` s cannot be stable for this plant as set up (the sim driver refuses to
+        run on it), else "". Default: no such limit known."""
+        return ""
 
 
 def time_step(dt) -> float:

@@ -11,29 +11,29 @@ de Wit (Automatica 1994, eq. 3), ``v_s`` the Stribeck velocity; ``static`` defau
 Stribeck effect). When the config gives no ``viscous_friction`` / ``coulomb_friction``, a URDF's
 ``<dynamics damping friction>`` (``model.damping``, ``model.friction``) are used.
 
-with the O(n) articulated-body forward dynamics of :mod:`rtctl.dynamics`.
-Friction acts on the actuated joints only (see
-:func:`rtctl.rt.interfaces.actuated_indices`); the DOFs of a floating base
-(free-flyer or Euler-angle chain) move without friction.
+with the O(n) articulated-body forward dynamics of :mod:`rtctl.dynamics`. Friction acts on the actuated
+joints only (:func:`rtctl.rt.interfaces.actuated_indices`); a floating base moves without friction.
 
-A fixed step is one call into the compiled, allocation-free
-:func:`_step_kernel`, which compiled control code can also call directly.
-Two integrators:
+A fixed step is one call into the compiled, allocation-free :func:`_step_kernel`, which compiled control
+code can also call directly. Three integrators:
 
-* ``"rk4"``: classical Runge-Kutta on (q, v) with q treated in R^nq (the
-  free-flyer quaternion advances by dq/dt = 1/2 q (x) [omega; 0]) and
-  renormalised after every sub-step. Fourth order; energy drift of an
-  unforced robot at 1 ms is far below 1e-7 of its energy scale.
-* ``"semi_implicit_euler"``: v += h a(q, v), then q = q (+) v h on the
-  configuration manifold (exact SE(3) step for the free-flyer). First order
-  and symplectic for conservative systems.
+* ``"rosenbrock"`` (the default when some joint has friction): the L-stable Rosenbrock-W method ROS34PW2
+  of :mod:`plants.integrate`, linearly implicit in the friction (each stage adds ``gamma h b(v)`` to the
+  joint inertia, ``b(v) >= 0`` the friction torque over the velocity at the step's start,
+  :func:`plants.joint_friction.friction_coefficients`). Third order; stable for any damping and Coulomb
+  level on any link: where a step cannot resolve a joint's damping (h b / I > 3), each step cuts the
+  distance to its steady speed 7.7-fold or more (|R| <= 0.13), as an overdamped joint settles.
+* ``"rk4"`` (the default without joint friction): classical Runge-Kutta on (q, v) with q treated in R^nq
+  (the free-flyer quaternion advances by dq/dt = 1/2 q (x) [omega; 0]) and renormalised after every
+  sub-step. Fourth order; energy drift of an unforced robot at 1 ms is far below 1e-7 of its energy scale.
+* ``"semi_implicit_euler"``: v += h a(q, v), then q = q (+) v h on the configuration manifold (exact SE(3)
+  step for the free-flyer). First order and symplectic for conservative systems.
 
-Both are explicit: the regularised Coulomb term has stiffness
-``coulomb / (coulomb_velocity_scale * inertia)`` about zero velocity, and a
-sub-step h must keep ``h * coulomb / (coulomb_velocity_scale * I_min)``
-(and ``h * viscous / I_min``) below about 2.8 for RK4 (2 for Euler), I_min
-being the lightest joint's effective inertia; use ``substeps`` (or a larger
-``coulomb_velocity_scale``) otherwise.
+The last two are explicit in the friction: a sub-step h must keep ``h viscous / I`` below 2.785 for RK4
+(2 for Euler), I the lightest joint's effective inertia, or the motion grows without bound (2 N m s/rad
+on xArm7's 1.4e-4 kg m^2 last link needs h < 0.19 ms), and ``h coulomb / (coulomb_velocity_scale I)``
+likewise, or the joint chatters about rest. A step that leaves a NaN or inf is refused, the state
+unchanged, with one line naming the joint and the likely cause (:mod:`plants.divergence`).
 
 :meth:`RigidBodyPlant.simulate_offline` is the accuracy reference: the same
 equations integrated by :func:`scipy.integrate.solve_ivp` at tight tolerances.
@@ -49,36 +49,41 @@ from scipy.integrate import solve_ivp
 
 from rtctl.dynamics import Dynamics
 from rtctl.dynamics.contact import contact_dynamics
-from rtctl.dynamics.kernels import (NOT_FINITE, OK, SINGULAR, W_FEXT, WRONG_LENGTH, aba, all_finite,
-                                    configuration_rate, integrate, model_sizes)
+from rtctl.dynamics.kernels import (NOT_FINITE, OK, SINGULAR, W_FEXT, WRONG_LENGTH, aba, aba_with_inertia,
+                                    all_finite, configuration_rate, integrate, model_sizes)
 from rtctl.model import FREE_FLYER, MI_IQ, MI_TYPE, Model, inertia_scale_factor
 from rtctl.options import setting
 from rtctl.rt.interfaces import actuated_indices
 
 from .base import Plant, check_integration_options, payload_settings, register_plant, with_tree_payload
-from .integrate import W_A as _W_A, WORK_ROWS as INTEGRATOR_ROWS, advance_with_rollback, inlined, rk4_advance
+from .divergence import divergence_message, explicit_damping_problem
+from .end_stops import STOP_ROWS, add_end_stop_torques, end_stop_table
+from .integrate import (ROSENBROCK_ROWS, W_A as _W_A, advance_with_rollback, inlined, rk4_advance,
+                        rosenbrock_w_advance)
+from .joint_friction import (STRIBECK_ROWS, add_stribeck_torques, friction_coefficients, friction_vector,
+                             model_friction, stribeck_table)
 
-__all__ = ["RigidBodyPlant", "INTEGRATORS", "RK4", "SEMI_IMPLICIT_EULER", "DIVERGED", "INVALID_ARGUMENT",
-           "WORK_ROWS", "work_array"]
+__all__ = ["RigidBodyPlant", "INTEGRATORS", "RK4", "SEMI_IMPLICIT_EULER", "ROSENBROCK", "DIVERGED",
+           "INVALID_ARGUMENT", "STOP_ROWS", "WORK_ROWS", "add_end_stop_torques", "add_stribeck_torques",
+           "end_stop_table", "stribeck_table", "work_array"]
 
 RK4 = 0
 SEMI_IMPLICIT_EULER = 1
-INTEGRATORS = {"rk4": RK4, "semi_implicit_euler": SEMI_IMPLICIT_EULER}
+ROSENBROCK = 2
+INTEGRATORS = {"rk4": RK4, "semi_implicit_euler": SEMI_IMPLICIT_EULER, "rosenbrock": ROSENBROCK}
 
 # Status codes of _step_kernel beyond those of rtctl.dynamics.kernels (OK, NOT_FINITE + k,
 # WRONG_LENGTH + k with k = 1 q, 2 v, 3 effort, 4 viscous, 5 coulomb, 6 work, and SINGULAR).
 DIVERGED = 30          # a finite state became NaN or inf during the step
 INVALID_ARGUMENT = 31  # dt not finite and > 0, substeps < 1, unknown method or scale not > 0
 
-# Rows of the end-stop table (one column per joint with finite limits).
-_S_IQ, _S_IV, _S_LOWER, _S_UPPER, _S_STIFFNESS, _S_DAMPING = range(6)
-STOP_ROWS = 6
-END_STOP_YIELD = 0.01  # rad or m: an end stop yields this far under the joint's effort limit
-END_STOP_MAX_FREQUENCY = 50.0  # Hz: the stiffest stop rings no faster, so a 1 kHz step resolves it
-
-# Rows of the work array (each max(nq, nv) wide): the integrator's, then the torques of the current stage.
-_W_TAU = INTEGRATOR_ROWS
-WORK_ROWS = INTEGRATOR_ROWS + 1
+# Rows of the work array (each max(nq, nv) wide): the integrators', then the torques of the current stage, the
+# friction coefficients b and the inertia gamma h b the Rosenbrock step adds.
+_W_TAU = ROSENBROCK_ROWS
+_W_FRICTION = _W_TAU + 1
+_W_ADDED_INERTIA = _W_TAU + 2
+WORK_ROWS = _W_TAU + 3
+_NO_STRIBECK = np.zeros((STRIBECK_ROWS, 0))
 
 SIG_STEP = ("int64(int64[:, ::1], float64[:, ::1], float64[:, ::1], float64[::1], float64[::1], float64[::1], "
             "float64, int64, int64, float64[::1], float64[::1], float64, float64[:, ::1], float64[:, ::1])")
@@ -99,22 +104,6 @@ def _accelerations(mi, mf, ws, q, v, tau, a, contact):
 
 
 @njit(cache=True)
-def add_end_stop_torques(q, v, stops, tau):
-    """Add each joint's end-stop torque to ``tau``: a unilateral spring-damper while the joint is beyond a
-    hard limit, ``-k (q - upper) - d v`` above the upper one (``k (lower - q) - d v`` below the lower),
-    never pulling the joint into the stop. ``stops`` columns: see :data:`STOP_ROWS`."""
-    for c in range(stops.shape[1]):
-        i, k = int(stops[_S_IQ, c]), int(stops[_S_IV, c])
-        x = q[i]
-        f = 0.0
-        if x > stops[_S_UPPER, c]:
-            f = min(0.0, -stops[_S_STIFFNESS, c] * (x - stops[_S_UPPER, c]) - stops[_S_DAMPING, c] * v[k])
-        elif x < stops[_S_LOWER, c]:
-            f = max(0.0, stops[_S_STIFFNESS, c] * (stops[_S_LOWER, c] - x) - stops[_S_DAMPING, c] * v[k])
-        tau[k] += f
-
-
-@njit(cache=True)
 def _derivative(q, v, dq, a, args):
     """dq/dt into ``dq`` and dv/dt into ``a`` under ``effort`` plus friction and end stops; returns aba's status.
 
@@ -129,17 +118,6 @@ def _derivative(q, v, dq, a, args):
         return status
     configuration_rate(mi, q, v, dq)
     return OK
-
-
-@njit(cache=True, forceinline=True)
-def add_stribeck_torques(v, stribeck, scale, tau):
-    """Add the Stribeck part of each listed joint's friction to ``tau``: ``-(static - coulomb)
-    exp(-(v / v_s)^2) tanh(v / scale)`` (module docstring). ``stribeck`` columns: (DOF index, static minus
-    Coulomb level, Stribeck velocity v_s), one per joint whose static level differs from its Coulomb level."""
-    for c in range(stribeck.shape[1]):
-        k = int(stribeck[0, c])
-        x = v[k] / stribeck[2, c]
-        tau[k] -= stribeck[1, c] * np.exp(-x * x) * np.tanh(v[k] / scale)
 
 
 @njit(cache=True)
@@ -210,11 +188,39 @@ def _semi_implicit_euler_step_with_stribeck(q, v, h, work, args):
     return OK
 
 
+@inlined
+def _rosenbrock_prepare(q, v, gamma_h, args):
+    """The friction coefficients b at the step's start and the inertia ``gamma h b`` each stage adds
+    (``args``: :func:`_derivative`'s, then the Stribeck table and the rows of b and of the added inertia)."""
+    viscous, coulomb, scale, stribeck, b, added = args[4], args[5], args[6], args[10], args[11], args[12]
+    friction_coefficients(v, viscous, coulomb, scale, stribeck, b)
+    for k in range(v.shape[0]):
+        added[k] = gamma_h * b[k]
+    return OK
+
+
+@inlined
+def _rosenbrock_rates(q, v, s, dq, a, args):
+    """dq/dt and ``a = (M + gamma h B)^-1 (effort + tau_friction(v) + end stops - B s - h(q, v))``
+    (:func:`plants.integrate.rosenbrock_w_advance`)."""
+    mi, mf, ws, effort, viscous, coulomb, scale, tau, _, stops, stribeck, b, added = args
+    for k in range(v.shape[0]):
+        tau[k] = effort[k] - viscous[k] * v[k] - coulomb[k] * np.tanh(v[k] / scale) - b[k] * s[k]
+    add_stribeck_torques(v, stribeck, scale, tau)
+    add_end_stop_torques(q, v, stops, tau)
+    status = aba_with_inertia(mi, mf, ws, q, v, tau, added, a)
+    if status != OK:
+        return status
+    configuration_rate(mi, q, v, dq)
+    return OK
+
+
 _rk4_advance = rk4_advance("rigid_body", _derivative, finish=_normalise_after_step)
 _euler_advance = advance_with_rollback("rigid_body_euler", _semi_implicit_euler_step)
 _rk4_advance_stribeck = rk4_advance("rigid_body_stribeck", _derivative_with_stribeck, finish=_normalise_after_step)
 _euler_advance_stribeck = advance_with_rollback("rigid_body_euler_stribeck", _semi_implicit_euler_step_with_stribeck)
-STRIBECK_ROWS = 3
+_rosenbrock_advance = rosenbrock_w_advance("rigid_body_rosenbrock", _rosenbrock_prepare, _rosenbrock_rates,
+                                           finish=_normalise_after_step)
 SIG_STEP_STRIBECK = SIG_STEP[:-1] + ", float64[:, ::1])"
 
 
@@ -236,7 +242,7 @@ def check_step(mi, q, v, effort, dt, substeps, method, viscous, coulomb, scale, 
         return WRONG_LENGTH + 6
     if not (dt > 0.0 and dt < np.inf and substeps >= 1 and scale > 0.0):
         return INVALID_ARGUMENT
-    if method != RK4 and method != SEMI_IMPLICIT_EULER:
+    if method != RK4 and method != SEMI_IMPLICIT_EULER and method != ROSENBROCK:
         return INVALID_ARGUMENT
     if not all_finite(q):
         return NOT_FINITE + 1
@@ -254,11 +260,17 @@ def advance(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, sc
     status = check_step(mi, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work)
     if status != OK:
         return status
-    args = (mi, mf, ws, effort, viscous, coulomb, scale, work[_W_TAU, :v.shape[0]], contact, stops)
+    if contact is not None and method == ROSENBROCK:
+        return INVALID_ARGUMENT  # the ground contact's stiffness is not in the Rosenbrock step's Jacobian
+    nv = v.shape[0]
+    args = (mi, mf, ws, effort, viscous, coulomb, scale, work[_W_TAU, :nv], contact, stops)
     if method == RK4:
         status = _rk4_advance(q, v, dt, substeps, work, DIVERGED, args)
-    else:
+    elif method == SEMI_IMPLICIT_EULER:
         status = _euler_advance(q, v, dt, substeps, work, DIVERGED, args)
+    else:
+        status = _rosenbrock_advance(q, v, dt, substeps, work, DIVERGED, args + (
+            _NO_STRIBECK, work[_W_FRICTION, :nv], work[_W_ADDED_INERTIA, :nv]))
     if status != OK and status != SINGULAR:
         return DIVERGED
     return status
@@ -268,7 +280,7 @@ def advance(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, sc
 def _step_kernel(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work, stops):
     """Advance (q, v) in place by ``dt`` in ``substeps`` equal sub-steps with ``effort`` held constant.
 
-    ``method`` is :data:`RK4` or :data:`SEMI_IMPLICIT_EULER`; ``viscous`` and
+    ``method`` is :data:`RK4`, :data:`SEMI_IMPLICIT_EULER` or :data:`ROSENBROCK`; ``viscous`` and
     ``coulomb`` are per-DOF friction coefficients (zero on unactuated DOFs),
     ``scale`` the Coulomb regularisation velocity, ``work`` from
     :func:`work_array`, ``stops`` the end stops (:func:`end_stop_table`; ``(STOP_ROWS, 0)``:
@@ -285,72 +297,18 @@ def _step_kernel_with_stribeck(mi, mf, ws, q, v, effort, dt, substeps, method, v
     status = check_step(mi, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work)
     if status != OK:
         return status
-    args = (mi, mf, ws, effort, viscous, coulomb, scale, work[_W_TAU, :v.shape[0]], None, stops, stribeck)
+    nv = v.shape[0]
+    args = (mi, mf, ws, effort, viscous, coulomb, scale, work[_W_TAU, :nv], None, stops, stribeck)
     if method == RK4:
         status = _rk4_advance_stribeck(q, v, dt, substeps, work, DIVERGED, args)
-    else:
+    elif method == SEMI_IMPLICIT_EULER:
         status = _euler_advance_stribeck(q, v, dt, substeps, work, DIVERGED, args)
+    else:
+        status = _rosenbrock_advance(q, v, dt, substeps, work, DIVERGED, args + (
+            work[_W_FRICTION, :nv], work[_W_ADDED_INERTIA, :nv]))
     if status != OK and status != SINGULAR:
         return DIVERGED
     return status
-
-
-def end_stop_table(model: Model, dynamics: Dynamics) -> np.ndarray:
-    """End stops at the hard limits of every actuated joint with finite limits and a finite effort limit.
-
-    Stiffness ``k = effort_limit / END_STOP_YIELD`` (the joint's own actuator pressing on the stop
-    moves it 0.01 rad or m beyond the limit), lowered where needed so that the stop rings at no more
-    than :data:`END_STOP_MAX_FREQUENCY` on the joint's smallest effective inertia ``1 / (M^-1)_kk``
-    (the other joints free, neutral configuration): a 1 kHz step then resolves it (h omega <= 0.32).
-    Damping ``d = 2 sqrt(k I)``, critically damped on that inertia."""
-    q_idx, v_idx, _ = actuated_indices(model)
-    M_inv = np.linalg.pinv(dynamics.mass_matrix(model.neutral_configuration()))
-    omega_max = 2.0 * math.pi * END_STOP_MAX_FREQUENCY
-    columns = []
-    for i, k in zip(q_idx, v_idx):
-        lower, upper, effort = model.lower[i], model.upper[i], model.effort_limit[k]
-        if not (np.isfinite(lower) and np.isfinite(upper) and np.isfinite(effort) and effort > 0):
-            continue
-        if not M_inv[k, k] > 0:  # a massless joint: nothing to stop
-            continue
-        inertia = 1.0 / M_inv[k, k]
-        stiffness = min(effort / END_STOP_YIELD, inertia * omega_max ** 2)
-        columns.append((i, k, lower, upper, stiffness, 2.0 * math.sqrt(stiffness * inertia)))
-    table = np.zeros((STOP_ROWS, len(columns)))
-    for c, column in enumerate(columns):
-        table[:, c] = column
-    return table
-
-
-def _friction_vector(value, name: str, nv: int, actuated: np.ndarray, positive: bool = False):
-    """Validate a friction setting; return (per-DOF array zero off the actuated DOFs, setting as given)."""
-    try:
-        arr = None if isinstance(value, (str, bytes)) else np.array(value, dtype=float)
-    except (TypeError, ValueError):
-        arr = None
-    if arr is None or arr.ndim > 1 or (arr.ndim == 1 and arr.shape[0] != nv):
-        got = f"{arr.shape[0]} values" if arr is not None and arr.ndim == 1 else repr(value)
-        raise ValueError(f"{name} must be a scalar or {nv} per-DOF values (one per velocity DOF), got {got}")
-    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
-        raise ValueError(f"{name} must be finite and >= 0, got {arr.tolist()}")
-    if positive and np.any(np.broadcast_to(arr, (nv,))[actuated] <= 0):
-        raise ValueError(f"{name} must be > 0 for every actuated joint, got {arr.tolist()}")
-    per_dof = np.zeros(nv)
-    per_dof[actuated] = np.broadcast_to(arr, (nv,))[actuated]
-    return per_dof, (float(arr) if arr.ndim == 0 else arr.tolist())
-
-
-def _model_friction(per_dof: np.ndarray, actuated: np.ndarray):
-    """A URDF's ``<dynamics>`` value per DOF as a setting: one number when every actuated joint has it."""
-    values = per_dof[actuated]
-    return float(values[0]) if values.size and np.all(values == values[0]) else per_dof.tolist()
-
-
-def stribeck_table(coulomb: np.ndarray, static: np.ndarray, velocity: np.ndarray) -> np.ndarray:
-    """The columns of :func:`add_stribeck_torques`: one per DOF whose static level differs from its Coulomb level."""
-    dofs = np.flatnonzero(static != coulomb)
-    return np.ascontiguousarray(np.array([dofs, static[dofs] - coulomb[dofs], velocity[dofs]], dtype=float)
-                                .reshape(STRIBECK_ROWS, dofs.size))
 
 
 @register_plant("rigid_body")
@@ -361,7 +319,8 @@ class RigidBodyPlant(Plant):
     ----------
     model : the robot (fixed base or floating base); the plant reads its
         gravity and armature live from ``model.packed_float``.
-    integrator : ``"rk4"`` (default) or ``"semi_implicit_euler"``.
+    integrator : ``"rosenbrock"``, ``"rk4"`` or ``"semi_implicit_euler"`` (module
+        docstring); None: ``"rosenbrock"`` when some joint has friction, else ``"rk4"``.
     substeps : equal sub-steps per :meth:`step` (>= 1).
     viscous_friction, coulomb_friction : N m s/rad (N s/m) and N m (N); a
         scalar for every actuated joint or nv per-DOF values (entries of
@@ -385,12 +344,14 @@ class RigidBodyPlant(Plant):
         static_friction: object = setting("floats", None, low=0.0)        # N m (N): breakaway level
         stribeck_velocity: object = setting("floats", None, positive=True)  # rad/s (m/s)
 
-    def __init__(self, model: Model, *, integrator: str = "rk4", substeps: int = 1, viscous_friction=None,
+    integrators = tuple(INTEGRATORS)  # the integrators this plant steps with (a subclass may take fewer)
+
+    def __init__(self, model: Model, *, integrator: str | None = None, substeps: int = 1, viscous_friction=None,
                  coulomb_friction=None, coulomb_velocity_scale: float = 1e-3, mass_scale: float = 1.0,
                  payload_mass: float = 0.0, payload_frame: str | None = None, payload_offset=None,
                  end_stops: bool = True, static_friction=None, stribeck_velocity=None):
-        integrator, substeps, scale = check_integration_options(integrator, substeps, coulomb_velocity_scale,
-                                                                allowed=tuple(INTEGRATORS))
+        chosen, substeps, scale = check_integration_options("rk4" if integrator is None else integrator, substeps,
+                                                            coulomb_velocity_scale, allowed=self.integrators)
         if not isinstance(end_stops, bool):
             raise ValueError(f"end_stops must be true or false, got {end_stops!r}")
         mass_scale = inertia_scale_factor(mass_scale)
@@ -401,27 +362,29 @@ class RigidBodyPlant(Plant):
         super().__init__(model)
         _, actuated_v, _ = actuated_indices(model)
         if viscous_friction is None:
-            viscous_friction = _model_friction(model.damping, actuated_v)
+            viscous_friction = model_friction(model.damping, actuated_v)
         if coulomb_friction is None:
-            coulomb_friction = _model_friction(model.friction, actuated_v)
-        self._viscous, viscous_setting = _friction_vector(viscous_friction, "viscous_friction", model.nv, actuated_v)
-        self._coulomb, coulomb_setting = _friction_vector(coulomb_friction, "coulomb_friction", model.nv, actuated_v)
+            coulomb_friction = model_friction(model.friction, actuated_v)
+        self._viscous, viscous_setting = friction_vector(viscous_friction, "viscous_friction", model.nv, actuated_v)
+        self._coulomb, coulomb_setting = friction_vector(coulomb_friction, "coulomb_friction", model.nv, actuated_v)
         stribeck = {}
         if static_friction is not None:
             if stribeck_velocity is None:
                 raise ValueError("static_friction needs stribeck_velocity (rad/s or m/s, > 0): the speed over "
                                  "which friction falls from the static to the Coulomb level")
-            static, stribeck["static_friction"] = _friction_vector(static_friction, "static_friction", model.nv,
+            static, stribeck["static_friction"] = friction_vector(static_friction, "static_friction", model.nv,
                                                                    actuated_v)
-            velocity, stribeck["stribeck_velocity"] = _friction_vector(stribeck_velocity, "stribeck_velocity",
+            velocity, stribeck["stribeck_velocity"] = friction_vector(stribeck_velocity, "stribeck_velocity",
                                                                        model.nv, actuated_v, positive=True)
             self._stribeck = stribeck_table(self._coulomb, static, velocity)
         elif stribeck_velocity is not None:
             raise ValueError("stribeck_velocity is given without static_friction (the static friction level)")
         else:
             self._stribeck = None
+        if integrator is None:
+            chosen = "rosenbrock" if np.any(self._viscous) or np.any(self._coulomb) or stribeck else "rk4"
         self._settings = {
-            "integrator": integrator,
+            "integrator": chosen,
             "substeps": int(substeps),
             "viscous_friction": viscous_setting,
             "coulomb_friction": coulomb_setting,
@@ -431,7 +394,7 @@ class RigidBodyPlant(Plant):
             **payload,
             **stribeck,
         }
-        self._method = INTEGRATORS[integrator]
+        self._method = INTEGRATORS[chosen]
         self._substeps = int(substeps)
         self._scale = scale
         self.dynamics = Dynamics(model)
@@ -505,10 +468,28 @@ class RigidBodyPlant(Plant):
             raise ValueError("singular inertia: an articulated-body inertia is not positive definite (massless "
                              "chain end or singular configuration); the state is unchanged")
         if status == DIVERGED:
-            raise ValueError(f"the integration diverged (the state became NaN or inf) in a step of {dt} s with "
-                             f"{self._substeps} sub-step(s); reduce the step, add substeps or soften the friction "
-                             "(larger coulomb_velocity_scale); the state is unchanged")
+            raise ValueError(self._divergence(dt, effort))
         raise ValueError(f"step failed with kernel status {status}")
+
+    def _divergence(self, dt, effort) -> str:
+        """The one line of :func:`plants.divergence.divergence_message`; a plainer one if even that fails."""
+        try:
+            return divergence_message(self, float(dt), effort)
+        except Exception:  # the diagnosis must not hide the failure it explains
+            return (f"{self.name} plant ({self.model.name!r}): a step of {dt} s left NaN or inf; the state is "
+                    "unchanged")
+
+    def step_size_problem(self, dt: float) -> str:
+        """:func:`plants.divergence.explicit_damping_problem`: an explicit integrator whose steps of ``dt``
+        cannot hold the viscous friction of some joint at the current configuration."""
+        return explicit_damping_problem(self, dt)
+
+    @property
+    def viscous(self) -> np.ndarray:
+        """Viscous friction per DOF (N m s/rad or N s/m; zero on a floating base's DOFs); read-only view."""
+        view = self._viscous.view()
+        view.flags.writeable = False
+        return view
 
     def set_external_wrench(self, frame: str | int | None = None, wrench=None) -> None:
         """Apply ``wrench`` = [n; f] (N m, N; world axes, moment about the origin of ``frame``, a link or

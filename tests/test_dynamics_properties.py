@@ -3,7 +3,8 @@
 * inverse -> forward dynamics round trip (both forward algorithms), 1e-9 relative;
 * M symmetric positive definite, and 1/2 v^T M v equal to the kinetic energy summed body by body;
 * gravity forces equal the gradient of the potential energy (central differences, 1e-6);
-* O(n) articulated-module forward dynamics equals the O(n^3) Cholesky reference, 1e-9;
+* O(n) articulated-module forward dynamics equals the O(n^3) Cholesky reference, 1e-9, also with an inertia
+  added on the joints' diagonal (the linearly implicit step's ``gamma h B``) against ``M + diag(extra)``;
 * an unforced simulation conserves energy (RK4, 1 ms steps): relative drift < 1e-7 over 1 s;
 * bad inputs raise ValueError naming the argument; what numba refuses (lists, views, other dtypes) is converted.
 """
@@ -53,6 +54,20 @@ def test_mass_matrix_symmetric_positive_definite_and_equal_to_kinetic_energy(dyn
         kinetic, _ = dyn.energy(q, v)
         assert abs(0.5 * v @ m @ v - kinetic) <= 1e-12 * max(1.0, kinetic)
         assert close(dyn.inverse_dynamics(q, v, v) - dyn.nonlinear_effects(q, v), m @ v)
+
+
+def test_aba_with_an_added_joint_inertia_solves_the_augmented_mass_matrix(dyn):
+    rng = np.random.default_rng(12)
+    model = dyn.model
+    for _ in range(5):
+        q, v, tau = random_state(model, rng)
+        extra = np.where(np.arange(model.nv) >= model.n_base_dofs, rng.uniform(0.0, 2.0, model.nv), 0.0)
+        reference = np.linalg.solve(dyn.mass_matrix(q) + np.diag(extra), tau - dyn.nonlinear_effects(q, v))
+        qdd = np.zeros(model.nv)
+        assert kernels.aba_with_inertia(dyn.mi, dyn.mf, dyn.ws, q, v, tau, extra, qdd) == kernels.OK
+        assert close(qdd, reference)
+        assert kernels.aba_with_inertia(dyn.mi, dyn.mf, dyn.ws, q, v, tau, extra[1:], qdd) == \
+            kernels.WRONG_LENGTH + 5
 
 
 def test_on_and_on3_forward_dynamics_agree(dyn):

@@ -42,7 +42,7 @@ def test_friction_forces_follow_the_stribeck_curve():
     assert plant.parameters()["static_friction"] == STATIC and plant.parameters()["stribeck_velocity"] == V_S
 
 
-@pytest.mark.parametrize("integrator", ["rk4", "semi_implicit_euler"])
+@pytest.mark.parametrize("integrator", ["rk4", "semi_implicit_euler", "rosenbrock"])
 def test_coast_down_matches_the_scalar_equation(integrator):
     """A spinning disc left alone slows by friction alone: I dv/dt = friction(v), solved by scipy."""
     plant = stribeck_plant(integrator=integrator, substeps=4)
@@ -55,7 +55,9 @@ def test_coast_down_matches_the_scalar_equation(integrator):
     t = dt * np.arange(1, steps + 1)
     exact = solve_ivp(lambda _, v: friction(v) / INERTIA, (0, t[-1]), [1.5], t_eval=t, rtol=1e-11, atol=1e-12,
                       method="LSODA").y[0]
-    tolerance = 1e-5 if integrator == "rk4" else 2e-3     # rad/s, of 1.5: fourth and first order at h = 0.25 ms
+    # rad/s, of 1.5, at h = 0.25 ms: fourth order; first order; third order with the friction's secant
+    # as the Jacobian (tangent slope below it: a looser constant, 2.7e-5 measured)
+    tolerance = {"rk4": 1e-5, "semi_implicit_euler": 2e-3, "rosenbrock": 1e-4}[integrator]
     assert np.abs(np.array(speeds) - exact).max() < tolerance
     assert abs(speeds[-1]) < 1e-3       # stopped within the 3 s (the Coulomb level alone: 1.5 I / 0.4 = 75 ms)
 

@@ -257,6 +257,7 @@ class LeggedPlant(RigidBodyPlant):
     """
 
     sections = {"contact": ContactOptions}
+    integrators = ("rk4", "semi_implicit_euler")  # the ground's stiffness is not in the Rosenbrock step's Jacobian
 
     @dataclass(frozen=True)
     class Options(Plant.Options):

@@ -26,8 +26,8 @@ from .inverse import rnea, velocity_product_wrench
 from .kinematics import bias_twist_rate, forward_kinematics, propagate_velocity, set_twist_rate
 from .mass_matrix import crba
 from .spatial import cholesky_solve, dot6, ldlt_factor, shift_articulated, spatial_inertia
-from .workspace import (DOF_WIDTH, ENTRY_OPTIONS, OK, SIG_MAT_Q_V_TAU_OUT, SIG_Q_V_A_OUT, SINGULAR, W_C, W_DLDL,
-                        W_FEXT, W_IA, W_PA, W_S, W_U, W_UU, check_vectors)
+from .workspace import (DOF_WIDTH, ENTRY_OPTIONS, OK, SIG_MAT_Q_V_TAU_OUT, SIG_Q_V_A_OUT, SIG_Q_V_TAU_EXTRA_OUT,
+                        SINGULAR, W_C, W_DLDL, W_FEXT, W_IA, W_PA, W_S, W_U, W_UU, WRONG_LENGTH, check_vectors)
 
 
 @njit(cache=True, forceinline=True)
@@ -60,8 +60,9 @@ def _joint_force_columns(mi, ws, i, tau):
 
 
 @njit(cache=True, forceinline=True)
-def _joint_inertia(mi, mf, ws, i):
-    """Lower triangle of D_i = S_i^T U_i + armature (RBDA Table 7.1; seed 004 eq. A.7: I^_i = p_i^T Psi^_i)."""
+def _joint_inertia(mi, mf, ws, i, extra):
+    """Lower triangle of D_i = S_i^T U_i + armature (RBDA Table 7.1; seed 004 eq. A.7: I^_i = p_i^T Psi^_i),
+    plus ``extra`` (per DOF; None: nothing) on its diagonal."""
     end = DOF_WIDTH * mi[i, MI_NV]
     b, k = 0, 0
     while b < end:
@@ -74,6 +75,8 @@ def _joint_inertia(mi, mf, ws, i):
                                       + s4 * ws[i, u + 4] + s5 * ws[i, u + 5])
             bj += DOF_WIDTH
         ws[i, W_DLDL + b + k] += mf[i, MF_ARMATURE]
+        if extra is not None:
+            ws[i, W_DLDL + b + k] += extra[mi[i, MI_IV] + k]
         b, k = b + DOF_WIDTH, k + 1
 
 
@@ -125,15 +128,16 @@ def _articulated_for_parent(mi, ws, i):
 
 
 @njit(cache=True, forceinline=True)
-def _articulated_pass(mi, mf, ws, tau):
-    """Pass 2, leaves to root: the articulated inertias and bias wrenches (seed 004 eqs. A.8-A.9).
+def _articulated_pass(mi, mf, ws, tau, extra):
+    """Pass 2, leaves to root: the articulated inertias and bias wrenches (seed 004 eqs. A.8-A.9), with
+    ``extra`` (None or nv values) added to the joint-space inertia like an armature.
 
     Returns False if some D_i is singular (a massless chain end or a singular
     Euler-angle configuration).
     """
     for i in range(mi.shape[0] - 1, -1, -1):
         _joint_force_columns(mi, ws, i, tau)
-        _joint_inertia(mi, mf, ws, i)
+        _joint_inertia(mi, mf, ws, i, extra)
         if not _factor_joint_inertia(ws, i, mi[i, MI_NV]):
             return False
         p = mi[i, MI_PARENT]
@@ -184,7 +188,29 @@ def aba(mi, mf, ws, q, v, tau, qdd):
         return status
     forward_kinematics(mi, mf, ws, q)
     _velocity_pass(mi, mf, ws, v)
-    if not _articulated_pass(mi, mf, ws, tau):
+    if not _articulated_pass(mi, mf, ws, tau, None):
+        return SINGULAR
+    _acceleration_pass(mi, mf, ws, qdd)
+    return OK
+
+
+@njit(SIG_Q_V_TAU_EXTRA_OUT, **ENTRY_OPTIONS)
+def aba_with_inertia(mi, mf, ws, q, v, tau, extra, qdd):
+    """:func:`aba` of ``(M(q) + diag(extra)) qdd = tau - h(q, v)``: ``extra`` (nv values >= 0) joins the
+    joint-space inertia as an armature would, in the same O(n) passes.
+
+    A linearly implicit step treats a joint damping ``B`` (diagonal, joint space) this way: with
+    ``extra = c h B`` the step solves ``(M + c h B) a = f`` (Hairer & Wanner, Solving ODEs II, sec. IV.7;
+    MuJoCo's implicit integrators add ``h B`` to M the same way, Todorov et al. 2012). Status codes number
+    q, v, tau, qdd 1-4 as :func:`aba`'s do, and ``extra`` 5 (its length; it is not checked for NaN)."""
+    status = check_vectors(mi, q, v, tau, qdd)
+    if status != OK:
+        return status
+    if extra.shape[0] != qdd.shape[0]:
+        return WRONG_LENGTH + 5
+    forward_kinematics(mi, mf, ws, q)
+    _velocity_pass(mi, mf, ws, v)
+    if not _articulated_pass(mi, mf, ws, tau, extra):
         return SINGULAR
     _acceleration_pass(mi, mf, ws, qdd)
     return OK

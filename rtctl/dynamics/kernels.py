@@ -17,7 +17,7 @@ not finite, ...) instead of raising, so they can be called from other compiled c
 """
 from __future__ import annotations
 
-from .forward import aba, forward_dynamics_cholesky
+from .forward import aba, aba_with_inertia, forward_dynamics_cholesky
 from .inverse import floating_base_rnea, rnea
 from .joints import jcalc, joint_configuration_rate, joint_integrate, motion_subspace
 from .kinematics import (center_of_mass, configuration_rate, energy, forward_kinematics, integrate, kinematics,
@@ -31,8 +31,8 @@ from .workspace import (DOF_WIDTH, NOT_FINITE, OK, SIG_MAT_Q_V_TAU_OUT, SIG_Q_MA
 __all__ = [
     "DOF_WIDTH", "NOT_FINITE", "OK", "SIG_MAT_Q_V_TAU_OUT", "SIG_Q_MAT", "SIG_Q_V_A_OUT", "SINGULAR", "WRONG_LENGTH",
     "WS_WIDTH", "W_ACC", "W_ALPHA", "W_C", "W_CH", "W_CI", "W_CM", "W_D", "W_DLDL", "W_DOF", "W_E", "W_FEXT", "W_I",
-    "W_IA", "W_O", "W_OMEGA", "W_PA", "W_R", "W_S", "W_U", "W_UU", "W_VEL", "W_WRENCH", "aba", "all_finite",
-    "center_of_mass", "check_vectors", "configuration_rate", "crba", "energy", "floating_base_rnea",
+    "W_IA", "W_O", "W_OMEGA", "W_PA", "W_R", "W_S", "W_U", "W_UU", "W_VEL", "W_WRENCH", "aba", "aba_with_inertia",
+    "all_finite", "center_of_mass", "check_vectors", "configuration_rate", "crba", "energy", "floating_base_rnea",
     "forward_dynamics_cholesky", "forward_kinematics", "integrate", "jcalc", "joint_configuration_rate",
     "joint_integrate", "kinematics", "model_sizes", "motion_subspace", "point_acceleration", "point_jacobian", "rnea",
 ]

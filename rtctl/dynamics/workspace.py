@@ -63,6 +63,7 @@ SINGULAR = 20     # an articulated inertia or the mass matrix is not positive de
 ENTRY_OPTIONS = {"cache": True, "_nrt": False}
 _M = "int64[:, ::1], float64[:, ::1], float64[:, ::1]"
 SIG_Q_V_A_OUT = f"int64({_M}, float64[::1], float64[::1], float64[::1], float64[::1])"
+SIG_Q_V_TAU_EXTRA_OUT = f"int64({_M}, float64[::1], float64[::1], float64[::1], float64[::1], float64[::1])"
 SIG_Q_MAT = f"int64({_M}, float64[::1], float64[:, ::1])"
 SIG_MAT_Q_V_TAU_OUT = f"int64({_M}, float64[:, ::1], float64[::1], float64[::1], float64[::1], float64[::1])"
 
