@@ -8,6 +8,9 @@
    integration inside the sim driver's write (RK4: 4 forward dynamics) is
    timed separately and subtracted, since on hardware that work is the
    robot's own. Reported: median and p99 in microseconds.
+   With joint friction the rigid-body plant's default integrator is the linearly implicit Rosenbrock-W
+   step instead of RK4: the same arm with friction, and TALOS (32 DOFs, its URDF's damping and friction,
+   if example-robot-data is installed), under each of the two, with their plant-step ratio.
 2. Loop jitter: the paced 1 kHz loop on the bundled demo for ``--seconds``
    (default 10): wake-up latency p50/p99/max and the overrun count.
 
@@ -32,6 +35,8 @@ ARM = {
     "trajectory": {"type": "sinusoid", "center": [0.0] * 7, "amplitude": [0.3] * 7, "frequency": [0.5] * 7},
     "loop": {"rate_hz": 1000.0, "pace": False},
 }
+ARM_FRICTION = {**ARM, "plant": {**ARM["plant"], "viscous_friction": [0.8, 0.8, 0.5, 0.5, 0.3, 0.2, 0.2],
+                                  "coulomb_friction": [2.0, 2.0, 1.5, 1.5, 0.8, 0.5, 0.5]}}   # excite.toml's
 QUADRUPED = {
     "robot": {"model": "quadruped12", "floating_base": "free_flyer"},
     "plant": {"initial_position": [0.0, 0.8, -1.5] * 4},
@@ -74,6 +79,49 @@ def control_step_times(raw: dict, cycles: int) -> tuple[np.ndarray, np.ndarray]:
     return total * 1e6, plant_times * 1e6
 
 
+def talos() -> dict | None:
+    """TALOS without its hands (example-robot-data, a test extra) held mid-range under computed torque."""
+    import importlib.metadata
+
+    from rtctl.model.urdf import load_urdf
+    from rtctl.rt.interfaces import actuated_indices
+    try:
+        files = importlib.metadata.files("example-robot-data") or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    path = next((str(f.locate()) for f in files if f.name == "talos_reduced.urdf"), None)
+    if path is None:
+        return None
+    model = load_urdf(path)
+    q_index = actuated_indices(model)[0]
+    mid = model.neutral_configuration()[q_index]
+    limited = np.isfinite(model.lower[q_index]) & np.isfinite(model.upper[q_index])
+    mid[limited] = 0.5 * (model.lower[q_index] + model.upper[q_index])[limited]
+    return {"robot": {"model": path}, "plant": {"initial_position": mid.tolist()},
+            "controller": {"type": "computed_torque", "kp": 400.0},
+            "trajectory": {"type": "sinusoid", "center": mid.tolist(), "amplitude": [0.02] * len(mid),
+                           "frequency": [0.5] * len(mid)},
+            "loop": {"rate_hz": 1000.0, "pace": False}}
+
+
+def friction_rows(cycles: int) -> None:
+    """The plant step of each integrator on robots with joint friction, and their ratio in this run."""
+    print(f"\nplant step with joint friction, {cycles} cycles, microseconds")
+    print(f"{'model':<30}{'rk4 p50':>9}{'rosenbrock p50':>16}{'ratio':>7}{'rosenbrock p99':>16}")
+    for label, raw in (("7-DOF arm, friction", ARM_FRICTION), ("32-DOF TALOS, URDF friction", talos())):
+        if raw is None:
+            print(f"{label:<30}  (example-robot-data is not installed)")
+            continue
+        plant = {}
+        for integrator in ("rk4", "rosenbrock"):
+            config = copy.deepcopy(raw)
+            config["plant"]["integrator"] = integrator
+            plant[integrator] = control_step_times(config, cycles)[1]
+        rk4, rosenbrock = np.median(plant["rk4"]), np.median(plant["rosenbrock"])
+        print(f"{label:<30}{rk4:>9.1f}{rosenbrock:>16.1f}{rosenbrock / rk4:>7.2f}"
+              f"{np.percentile(plant['rosenbrock'], 99):>16.1f}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0)
@@ -89,6 +137,7 @@ def main(argv=None) -> int:
         control = total - plant
         print(f"{label:<28}{np.median(total):>10.1f}{np.percentile(total, 99):>10.1f}{np.median(plant):>11.1f}"
               f"{np.median(control):>13.1f}{np.percentile(control, 99):>13.1f}")
+    friction_rows(args.cycles)
 
     cycles = int(args.seconds * 1000)
     from rtctl.config import DEMO_CONFIG

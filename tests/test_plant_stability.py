@@ -4,7 +4,7 @@
   computed torque with the plant's defaults (its URDF friction, the default integrator) for 0.3 s: no trip,
   no failure, and velocity and tracking error within what round-off can build in that time. The explicit
   RK4 that was the default let 2 N m s/rad on xArm7's 0.17 kg last link (h d / I = 14.6) reach 1e174 rad/s.
-  Six cannot hold mid-range at all, each for a physical reason the test checks (:data:`CANNOT_HOLD`).
+  Five cannot hold mid-range at all, each for a physical reason the test checks (:data:`CANNOT_HOLD`).
 * A damper on a light link under a constant torque: the Rosenbrock step settles to tau / d as the linear
   theory says, ``v_n = (1 - R(-h d / I)^n) tau / d`` with R the method's stability function, to round-off.
 * Coulomb friction 7000 times too steep for the step on that link: below the Coulomb level the link creeps
