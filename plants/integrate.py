@@ -18,7 +18,7 @@ semi-implicit Euler). An optional ``finish(q, v, h, work, args) -> status`` runs
 (a projection back onto the configuration manifold, energy bookkeeping). All allocate nothing.
 
 :func:`rosenbrock_w_advance` is the L-stable Rosenbrock-W method ROS34PW2 (Rang & Angermann, BIT 45, 2005,
-order 3 for any Jacobian approximation; Hairer & Wanner, Solving ODEs II, sec. IV.7, eq. 7.4) for
+order 3 for any Jacobian approximation; Hairer & Wanner, Solving ODEs II, sec. IV.7) for
 ``M(q) dv/dt = f(q, v)`` whose stiff part is a joint-space damping ``-B v`` with ``B`` diagonal and >= 0
 (viscous friction, the slope of a regularised Coulomb curve). With the approximate Jacobian ``J = -M^-1 B``
 of dv/dt (nothing for q) each stage solves
@@ -27,11 +27,13 @@ of dv/dt (nothing for q) each stage solves
 
 one articulated-body pass with ``gamma h B`` added to the joint inertia
 (:func:`rtctl.dynamics.kernels.aba_with_inertia`), as the linearly implicit Euler step of MuJoCo's implicit
-integrators adds ``h B`` (Todorov, Erez & Tassa, IROS 2012). The plant gives two functions:
+integrators adds ``h B`` (MuJoCo documentation, Computation: numerical integration). The plant gives two
+functions:
 ``prepare(q, v, gamma_h, args) -> status`` evaluates B at the step's start and the added inertia
 ``gamma_h B``; ``rates(q, v, s, dq, a, args) -> status`` writes dq/dt and ``a = (M + gamma h B)^-1 (f - B s)``.
-For B = 0 the method is an explicit third-order Runge-Kutta method; for ``h B`` much larger than M the step
-is L-stable (R(-inf) = 0): a damped joint settles within the step instead of ringing or diverging.
+For B = 0 the method is an explicit third-order Runge-Kutta method; it is L-stable (R(-inf) = 0, and
+|R(z)| <= 0.13 for real z < -3): a joint whose damping the step cannot resolve settles in a few steps
+instead of diverging.
 
 Each plant gets its own compiled copy of these kernels in which the calls to its functions are
 direct calls, compiled and cached like any other (:func:`specialise`). A compiled function could

@@ -46,11 +46,11 @@ def _tanh_ratio(x):
 def friction_coefficients(v, viscous, coulomb, scale, stribeck, out):
     """``b(v)`` per DOF into ``out``: the friction torque over the velocity, ``tau_friction(v) = -b(v) v``.
 
-    The secant of the curve, not its tangent: ``b = viscous + level(v) tanh(v / scale) / v``, at least the
-    tangent slope wherever the Coulomb part is concave (v > 0), so a step implicit in ``b`` cannot carry a
-    light joint through zero velocity by its Coulomb friction (the tangent vanishes at speeds well above
-    ``scale``, where a coarse explicit Coulomb step overshoots). Never negative: the level stays between
-    the Coulomb and static values, both >= 0."""
+    The secant of the curve, ``b = viscous + level(v) tanh(v / scale) / v``, not its tangent: the tangent of
+    the Coulomb part vanishes at speeds well above ``scale``, so a step implicit in it alone lets a light
+    joint's Coulomb kick ``h coulomb / I`` carry it through rest and back, step after step (a chatter at
+    that speed), while the secant grows as the speed falls and brings the joint to rest. Never negative:
+    the level stays between the Coulomb and static values, both >= 0."""
     for k in range(v.shape[0]):
         out[k] = viscous[k] + coulomb[k] * _tanh_ratio(v[k] / scale) / scale
     for c in range(stribeck.shape[1]):

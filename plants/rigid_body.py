@@ -373,9 +373,9 @@ class RigidBodyPlant(Plant):
                 raise ValueError("static_friction needs stribeck_velocity (rad/s or m/s, > 0): the speed over "
                                  "which friction falls from the static to the Coulomb level")
             static, stribeck["static_friction"] = friction_vector(static_friction, "static_friction", model.nv,
-                                                                   actuated_v)
+                                                                  actuated_v)
             velocity, stribeck["stribeck_velocity"] = friction_vector(stribeck_velocity, "stribeck_velocity",
-                                                                       model.nv, actuated_v, positive=True)
+                                                                      model.nv, actuated_v, positive=True)
             self._stribeck = stribeck_table(self._coulomb, static, velocity)
         elif stribeck_velocity is not None:
             raise ValueError("stribeck_velocity is given without static_friction (the static friction level)")

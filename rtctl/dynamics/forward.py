@@ -201,7 +201,7 @@ def aba_with_inertia(mi, mf, ws, q, v, tau, extra, qdd):
 
     A linearly implicit step treats a joint damping ``B`` (diagonal, joint space) this way: with
     ``extra = c h B`` the step solves ``(M + c h B) a = f`` (Hairer & Wanner, Solving ODEs II, sec. IV.7;
-    MuJoCo's implicit integrators add ``h B`` to M the same way, Todorov et al. 2012). Status codes number
+    MuJoCo's implicit integrators add ``h B`` to M the same way). Status codes number
     q, v, tau, qdd 1-4 as :func:`aba`'s do, and ``extra`` 5 (its length; it is not checked for NaN)."""
     status = check_vectors(mi, q, v, tau, qdd)
     if status != OK:
