@@ -7,7 +7,8 @@ Subcommands::
     rtctl-hil dynamixel-emulator ...                       # emulated Dynamixel chain on a pty (see --help)
 
 ``can-bus`` serves python-can-remote's websocket server on 127.0.0.1 only (port 0, the default, takes a
-free port); every client connection gets its own python-can ``virtual`` bus on one channel, so frames
+free port), to programs on this machine: no files, no web page (see :func:`_server_classes`); every client
+connection gets its own python-can ``virtual`` bus on one channel, so frames
 cross between the processes connected to it. It prints one line, the URL clients open with
 ``can.Bus(interface="remote", channel=URL)``, and serves until Ctrl-C, SIGTERM or SIGHUP; then it closes every
 client connection, shuts their buses down and exits with status 0. The same runs as
@@ -26,15 +27,25 @@ from rtctl.options import Parser
 from rtctl.rt.signals import on_stop_signals
 
 LOOPBACK = "127.0.0.1"
+ONLY_THE_BUS = "rtctl-hil can-bus serves only its CAN bus websocket (GET / with Upgrade: websocket)"
 log = logging.getLogger(__name__)
 
 
 def _server_classes():
-    """python-can-remote's server, with each client connection's end made robust: a client that dies (SIGKILL,
-    a broken pipe) ends its connection quietly and its bus is shut down, where python-can-remote 0.3 lets
-    the sending thread die with a traceback and leaves the bus open."""
+    """python-can-remote's server serving its websocket and nothing else, to programs on this machine only, with
+    each client connection's end made robust.
+
+    python-can-remote 0.3 also serves a web folder, joining the raw request path to it (``/../..`` reached any
+    file the server's user can read) and takes websocket upgrades from any page. Here a request is answered only
+    when its ``Host`` is this server's loopback address (the dashboard's check: no DNS-rebound page) and it
+    carries no ``Origin`` (a browser sends one for every page, so no web page reaches the bus); then only a
+    websocket upgrade on ``/`` is served, anything else is ``404``. A client that dies (SIGKILL, a broken pipe)
+    ends its connection quietly and its bus is shut down, where python-can-remote lets the sending thread die
+    with a traceback and leaves the bus open."""
     from can_remote import server as remote
     from can_remote.websocket import WebSocket, get_accept_key
+
+    from rtctl.telemetry.dashboard import allowed_hosts, host_refusal, origin_refusal
 
     class Protocol(remote.RemoteServerProtocol):
         def run(self):
@@ -65,6 +76,25 @@ def _server_classes():
                 self.bus.shutdown()
 
     class Handler(remote.ClientRequestHandler):
+        def do_GET(self):   # python-can-remote's also serves its web folder, joined to the raw request path
+            refusal = self.server.refusal(self)
+            if refusal is not None:
+                self.refuse(403, refusal)
+            elif self.path != "/" or self.headers.get("Upgrade", "").lower() != "websocket":
+                self.refuse(404, ONLY_THE_BUS)
+            else:
+                self.start_websocket()
+
+        def refuse(self, status: int, text: str) -> None:
+            body = (text + "\n").encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body)
+            self.close_connection = True
+
         def start_websocket(self):    # python-can-remote's, with the Protocol above
             self.send_response(101)
             self.send_header("Upgrade", "WebSocket")
@@ -85,6 +115,14 @@ def _server_classes():
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             self.RequestHandlerClass = Handler
+            self.hosts = allowed_hosts(LOOPBACK, self.server_address[1])
+
+        def refusal(self, request) -> str | None:
+            """Why ``request`` is refused: a Host that is not this server's address (a DNS-rebound page), or
+            any Origin (browsers send one for every page; no web page is a client of this bus)."""
+            return (host_refusal(request, self.hosts, f"{LOOPBACK}:{self.server_address[1]}", "this CAN bus")
+                    or origin_refusal(request, frozenset(), "allowed: this CAN bus serves programs on this "
+                                      "machine, not web pages", required=False))
 
         def handle_error(self, request, client_address):   # one line, no traceback
             exc = sys.exc_info()[1]

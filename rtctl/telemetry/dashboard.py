@@ -117,8 +117,9 @@ def host_refusal(request, hosts: frozenset, own: str, what: str) -> str | None:
     """Why ``request``'s ``Host`` header is refused (not exactly one, or not in ``hosts``), or None.
 
     ``own``: the server's ``HOST:PORT``; ``what``: the server named in the message ("this dashboard").
+    ``request.headers``: websockets' headers or ``http.server``'s (whose ``get_all`` gives None for none).
     """
-    found = request.headers.get_all("Host")
+    found = request.headers.get_all("Host") or []
     if len(found) != 1:
         return f"refused: expected one Host header, got {len(found)}"
     if found[0].strip().lower() not in hosts:
@@ -134,7 +135,7 @@ def origin_refusal(request, origins: frozenset, expected: str, required: bool = 
     another site can make a browser omit it). ``expected`` ends the refusal message ("this dashboard's
     own origin http://...").
     """
-    found = request.headers.get_all("Origin")
+    found = request.headers.get_all("Origin") or []
     if not found and not required:
         return None
     if len(found) != 1:
