@@ -14,11 +14,9 @@ are terminated; their runs in flight are lost and re-run on resume.
 from __future__ import annotations
 
 import abc
-import ipaddress
 import os
 import signal
 from typing import Callable, Iterable, Iterator
-from urllib.parse import urlsplit
 
 from .spec import SweepError
 
@@ -172,43 +170,72 @@ ENCRYPTED_SCHEMES = ("tls", "wss")
 
 
 def check_scheduler_address(address: str, tls: dict | None = None) -> None:
-    """Refuse an unencrypted scheduler address that is not on this machine.
+    """Refuse a scheduler address that is not ``tls://`` (or ``wss://``).
 
-    An open (non-TLS) Dask scheduler runs any code sent to it, and the client
-    unpickles whatever comes back: only ``tls://`` (or ``wss://``) with
-    certificates, or a scheduler on the loopback interface, is accepted.
+    An open Dask scheduler runs any code sent to it, as its user, for anyone who reaches its port (another
+    user of this machine reaches a loopback one), and the client unpickles whatever comes back: rtctl
+    reaches one only over TLS with this client's certificates (``inproc://``: a scheduler in this process).
     """
-    scheme, sep, rest = address.partition("://")
+    scheme, sep, _ = address.partition("://")
     scheme = scheme.lower() if sep else "tcp"   # distributed's default protocol
-    rest = rest if sep else address
     if scheme in ENCRYPTED_SCHEMES or scheme == "inproc":
         return
-    if tls:
-        raise SweepError(f"[backend] address {address!r}: the tls_* keys need a tls:// address")
-    host = urlsplit(f"//{rest}").hostname or ""
+    raise SweepError(
+        f"[backend] address {address!r}: rtctl reaches a Dask scheduler only over TLS with this client's "
+        f"certificates (an open {scheme}:// scheduler runs any code sent to it, as its user, for anyone who "
+        f"reaches its port, other users of this machine included): use tls://HOST:PORT with [backend] "
+        f"tls_ca_file, tls_cert and tls_key (or distributed's comm.tls configuration); see the README")
+
+
+def _stop_http(dask_scheduler=None, dask_worker=None) -> None:
+    """Close a Dask node's HTTP server (run on the node's event loop by ``Client.run[_on_scheduler]``)."""
+    (dask_scheduler or dask_worker).http_server.stop()
+
+
+def private_local_cluster(workers: int):
+    """A ``LocalCluster`` on 127.0.0.1 that only this process can use, and ``Client`` on it.
+
+    Its scheduler, nannies and workers speak TLS with credentials made for this cluster
+    (``Security.temporary()``: a key and self-signed certificate held in memory, mutual TLS), so another
+    user's client cannot connect to any of them and run code as ours. distributed starts an HTTP server on
+    every node whatever ``dashboard_address`` says (the scheduler's on port 8787: info pages, a proxy to the
+    workers', metrics): their routes are emptied and the servers are stopped once the cluster is up.
+    """
+    import dask
+    from distributed import Client, LocalCluster, Security
+
     try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = host.lower() == "localhost"
-    if not loopback:
-        raise SweepError(
-            f"[backend] address {address!r}: refusing an unencrypted ({scheme}://) Dask scheduler on another "
-            f"machine: an open scheduler runs any code sent to it. Start the scheduler and workers with TLS "
-            f"certificates and use tls://HOST:PORT with [backend] tls_ca_file, tls_cert and tls_key "
-            f"(or distributed's comm.tls configuration); see the README")
+        security = Security.temporary()
+    except ImportError:
+        raise SweepError("the dask backend needs the cryptography package for its cluster's TLS credentials: "
+                         "pip install 'rtctl[dask]'") from None
+    with dask.config.set({"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}):
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                               protocol="tls://", security=security, dashboard_address=None,
+                               scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}, silence_logs=40)
+    client = Client(cluster)
+    try:
+        client.run_on_scheduler(_stop_http)
+        client.run(_stop_http)
+    except BaseException:
+        client.close()
+        cluster.close()
+        raise
+    return cluster, client
 
 
 class DaskBackend(Backend):
     """Dask distributed: a scheduler at ``address`` (a multi-machine cluster), or a LocalCluster.
 
     With no address a ``LocalCluster`` of ``workers`` single-threaded worker
-    processes starts on 127.0.0.1 (no dashboard). With an address, rtctl (the
+    processes starts on 127.0.0.1. With an address, rtctl (the
     same version) must be installed on every worker machine, and run configs
     should name bundled models or paths that exist on the workers. Runs are
     submitted with ``pure=False`` (each one is a new simulation); a run whose
     worker dies is retried once by the scheduler, then recorded as an error.
 
-    A scheduler on another machine must be reached over TLS
+    With no address the cluster is :func:`private_local_cluster` (TLS with its own credentials, no HTTP
+    server). A scheduler at an address must be reached over TLS
     (:func:`check_scheduler_address`): ``tls`` holds the client's CA file,
     certificate and key (``{"tls_ca_file", "tls_cert", "tls_key"}``, from the
     ``[backend]`` table) and the connection then requires encryption; without
@@ -222,9 +249,9 @@ class DaskBackend(Backend):
             check_scheduler_address(address, tls)
         elif tls:
             raise SweepError("[backend] tls_* keys: they secure the connection to a scheduler at [backend] "
-                             "address; the LocalCluster started without an address listens on 127.0.0.1 only")
+                             "address; the LocalCluster started without an address makes its own")
         try:
-            from dask.distributed import Client, LocalCluster
+            from dask.distributed import Client
         except ImportError:
             raise SweepError("the dask backend needs dask.distributed: pip install 'rtctl[dask]'") from None
         self._cluster = None
@@ -247,9 +274,7 @@ class DaskBackend(Backend):
                 raise SweepError(f"cannot connect to the Dask scheduler at {address}: {exc}") from None
         else:
             n = int(workers) or (os.cpu_count() or 1)
-            self._cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                         dashboard_address=None, silence_logs=40)
-            self.client = Client(self._cluster)
+            self._cluster, self.client = private_local_cluster(n)
 
     @property
     def workers(self) -> int:

@@ -41,11 +41,12 @@ cycle boundary and is recorded as ``timeout`` with the metrics of the cycles
 that ran. It is an execution setting like ``workers``: it does not change the
 run ids, so a resumed sweep keeps its timeout rows (``--fresh`` re-runs them).
 
-An open Dask scheduler runs any code sent to it: an ``address`` on another
-machine must be ``tls://`` (with ``tls_ca_file`` and ``tls_cert``, and
-``tls_key`` unless the key is in the certificate file, or distributed's
-``distributed.comm.tls`` configuration); an unencrypted address is accepted on
-the loopback interface only.
+An open Dask scheduler runs any code sent to it, for anyone who reaches its
+port (other users of this machine reach a loopback one): an ``address`` must
+be ``tls://`` (with ``tls_ca_file`` and ``tls_cert``, and ``tls_key`` unless the
+key is in the certificate file, or distributed's ``distributed.comm.tls``
+configuration). Without an address, the LocalCluster makes its own TLS
+credentials.
 """
 from __future__ import annotations
 
