@@ -10,6 +10,7 @@ After a refusal the run config is one line naming the file, and a loop still run
 """
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import time
 
@@ -101,3 +102,74 @@ def test_a_run_config_on_a_replicate_bomb_is_one_line_and_the_e_stop_still_works
     assert not loop.run(cycles=10).tripped
     loop.safety.estop("after the refused model")
     assert loop.run(cycles=2).tripped and loop.safety.tripped
+
+
+def test_a_bare_ampersand_does_not_hide_a_replicate_bomb_from_the_guard(tmp_path):
+    """expat refuses ``model="bomb&x"``, MuJoCo reads it: the guard must not let what it cannot read through
+    (30 x 30 x 30 copies took MuJoCo 7.5-25 s and 650 MB before the body count refused them)."""
+    bomb = tmp_path / "bomb.xml"
+    bomb.write_text(mjcf(replicate3(30)).replace("<mujoco>", '<mujoco model="bomb&x">'))
+    refused_quickly(bomb, f"{bomb}: not well-formed XML (rtctl reads every file MuJoCo will before MuJoCo does): ")
+
+
+def test_a_replicate_bomb_in_an_attached_model_file_is_found(tmp_path):
+    """``<asset><model file>`` makes MuJoCo parse (and expand) another file whole, as ``<include>`` does."""
+    (tmp_path / "inner.xml").write_text('<mujoco><worldbody><body name="ib"><geom size="0.1" mass="1"/></body>'
+                                        f'{replicate3(40)}</worldbody></mujoco>')
+    top = tmp_path / "robot.xml"
+    top.write_text(mjcf('<body name="host"><attach model="m" body="ib" prefix="a"/></body>',
+                        extra='<asset><model name="m" file="inner.xml"/></asset>'))
+    refused_quickly(top, f'{tmp_path / "inner.xml"}: <replicate count="40"> makes 64000 copies')
+
+
+def replicate3(n: int) -> str:
+    return f'<replicate count="{n}" euler="0 0 1">{replicate(n)}</replicate>'
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("VmRSS")) / 1024
+
+
+def test_a_height_field_bomb_is_refused_within_the_compile_memory_bound(tmp_path):
+    """No guard counts what MuJoCo allocates: a 20000 x 20000 <hfield> (one line) took 6 GB and 15 s of this
+    process, a 40000 x 40000 one asks for 6.4 GB at once; MuJoCo's parse and compile run in a child process
+    whose memory is bounded."""
+    from rtctl.plants.mujoco.model import MAX_COMPILE_MEMORY_MB
+
+    bomb = tmp_path / "hfield.xml"
+    bomb.write_text(mjcf('<geom type="hfield" hfield="h"/>',
+                         extra='<asset><hfield name="h" nrow="40000" ncol="40000" size="1 1 1 1"/></asset>'))
+    before = rss_mb()
+    message = refused_quickly(bomb, f"{bomb}: MuJoCo's compile failed (")
+    assert message.endswith(f"(rtctl runs it in a child process of at most {MAX_COMPILE_MEMORY_MB} MB and 60 s "
+                            f"of CPU)"), message
+    assert rss_mb() - before < 100
+
+
+def test_a_flexcomp_grid_bomb_is_stopped_at_the_compile_cpu_bound(tmp_path, monkeypatch):
+    """A 100 x 100 <flexcomp> grid (10000 bodies) took MuJoCo 18.6 s to parse before the body count could refuse
+    it; with a 1 s bound it is stopped after 1 s of CPU, whatever the machine's load."""
+    from rtctl.plants.mujoco import model
+
+    monkeypatch.setattr(model, "MAX_COMPILE_CPU_S", 1)
+    bomb = tmp_path / "flex.xml"
+    bomb.write_text(mjcf('<flexcomp name="f" type="grid" count="100 100 1" spacing=".1 .1 .1" dim="2" '
+                         'radius=".01" dof="full"><edge equality="false"/></flexcomp>'))
+    with pytest.raises(model.MujocoModelError) as err:
+        model.load_mujoco_model(bomb)
+    assert str(err.value) == (f"{bomb}: MuJoCo's compile took more than 1 s of CPU (rtctl runs it in a child "
+                              f"process of at most {model.MAX_COMPILE_MEMORY_MB} MB and 1 s of CPU)")
+
+
+def segfault():
+    ctypes.string_at(0)
+
+
+def test_a_crash_while_compiling_is_a_refusal_not_the_end_of_this_process():
+    """Without the memory bound a 100000 x 100000 <hfield> crashed MuJoCo (SIGSEGV), and the process with it."""
+    from rtctl.plants.mujoco.bounded import BoundExceeded, run_bounded
+
+    with pytest.raises(BoundExceeded, match="^crashed: SIGSEGV$"):
+        run_bounded(segfault, memory_mb=100, cpu_s=5, wall_s=30)
+    assert run_bounded(sum, (1, 2), memory_mb=100, cpu_s=5, wall_s=30) == 3

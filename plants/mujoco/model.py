@@ -44,6 +44,9 @@ import numpy as np
 from numba import njit
 
 from rtctl.model import Model, ModelBuilder, ModelError
+from rtctl.model.urdf_xml import show
+
+from .bounded import BoundExceeded, run_bounded
 
 __all__ = ["MujocoModelError", "require_mujoco", "compile_model", "model_from_mujoco", "load_mujoco_model",
            "to_rtctl_state", "to_mujoco_state"]
@@ -80,37 +83,48 @@ def _strip_urdf_meshes(text: str, label: str) -> str:
 
 MAX_BODIES = 2000          # bodies, joints or geoms of a model rtctl compiles (Menagerie's largest have a few hundred)
 MAX_INCLUDE_DEPTH = 8      # <include> within <include>
+# MuJoCo's parse and compile of one file run in a child process (bounded.run_bounded) that may add this much address
+# space and take this much CPU; the most Menagerie's robots took here (tests/test_menagerie.py) was Apptronik
+# Apollo's: 1569 MB and 6.7 s (under load 2), and its compiled model is 245 MB, sent back pickled.
+MAX_COMPILE_MEMORY_MB = 4096
+MAX_COMPILE_CPU_S = 60
+MAX_COMPILE_WALL_S = 600       # wall time, for a file that blocks (a FIFO) or a starved child
+_FILE_ELEMENTS = ("include", "model")   # elements whose file MuJoCo parses whole: <include>, <asset><model>
 
 
 def _check_replicates(path: Path, top: Path | None = None, factor: int = 1, depth: int = 0) -> None:
-    """MujocoModelError naming the file when nested ``<replicate>`` counts (in it or the files it includes)
-    multiply past MAX_BODIES copies: MuJoCo expands them while it parses, and 1000 x 1000 copies of one body
-    take minutes and gigabytes before its compiler could say anything. Files that are not well-formed XML are
-    left to MuJoCo's own message."""
+    """MujocoModelError naming the file when nested ``<replicate>`` counts (in it or the files it includes or
+    attaches as ``<model>`` assets) multiply past MAX_BODIES copies: MuJoCo expands them while it parses, and
+    1000 x 1000 copies of one body take minutes and gigabytes before its compiler could say anything. A file
+    this check cannot read as XML (expat) is refused, as is a count that is not an integer: MuJoCo's parser
+    (TinyXML2) reads some of what expat refuses (a bare ``&``), so skipping such a file skipped the check."""
     top = top or path
     try:
         root = ET.parse(path).getroot()
-    except (ET.ParseError, OSError, ValueError):
-        return
+    except ET.ParseError as exc:
+        raise MujocoModelError(f"{path}: not well-formed XML (rtctl reads every file MuJoCo will before MuJoCo "
+                               f"does): {exc}") from None
+    except (OSError, ValueError):
+        return                                        # a file that cannot be opened: MuJoCo's own message
 
     def walk(element, factor):
         for child in element:
             if child.tag == "replicate":
-                try:
-                    count = int(child.get("count", "1"))
-                except ValueError:
-                    continue
+                text = child.get("count", "1")
+                if not text.strip().lstrip("+").isdigit():
+                    raise MujocoModelError(f"{path}: <replicate count={show(text)}>: not a count (digits)")
+                count = int(text)
                 if count * factor > MAX_BODIES:
                     raise MujocoModelError(f"{path}: <replicate count=\"{count}\"> makes {count * factor} copies "
                                            f"(nested replicates multiply); rtctl compiles at most {MAX_BODIES}")
                 walk(child, count * factor)
-            elif child.tag == "include" and child.get("file"):
+            elif child.tag in _FILE_ELEMENTS and child.get("file"):
                 if depth >= MAX_INCLUDE_DEPTH:
-                    raise MujocoModelError(f"{path}: <include file=\"{child.get('file')}\"> nests more than "
-                                           f"{MAX_INCLUDE_DEPTH} includes deep")
+                    raise MujocoModelError(f"{path}: <{child.tag} file={show(child.get('file'))}> nests more than "
+                                           f"{MAX_INCLUDE_DEPTH} files deep")
                 included = Path(child.get("file"))
-                _check_replicates(included if included.is_absolute() else top.parent / included, top, factor,
-                                  depth + 1)
+                _check_replicates(included if included.is_absolute() else top.parent / included, top,
+                                  factor if child.tag == "include" else 1, depth + 1)
             else:
                 walk(child, factor)
 
@@ -143,12 +157,32 @@ def compile_model(source, *, floating_base: str | None = None, lock_joints=()):
                                f"(a planar or Euler base is declared by the model's own joints), got {floating_base!r}")
     if not path.is_file():
         raise MujocoModelError(f"{path}: no such model file")
+    text = None
     try:
         if path.suffix.lower() == ".urdf":
-            spec = mujoco.MjSpec.from_string(_strip_urdf_meshes(path.read_text(), str(path)))
+            text = _strip_urdf_meshes(path.read_text(), str(path))
         else:
             _check_replicates(path)
-            spec = mujoco.MjSpec.from_file(str(path))
+    except (OSError, UnicodeError) as exc:
+        raise MujocoModelError(f"{path}: cannot read it: {exc}") from None
+    except RecursionError:
+        raise MujocoModelError(f"{path}: elements nested too deeply to check") from None
+    try:
+        return run_bounded(_compile, mujoco, path, text, floating_base, tuple(lock_joints),
+                           memory_mb=MAX_COMPILE_MEMORY_MB, cpu_s=MAX_COMPILE_CPU_S, wall_s=MAX_COMPILE_WALL_S)
+    except BoundExceeded as exc:
+        raise MujocoModelError(f"{path}: MuJoCo's compile {exc}{_bounds()}") from None
+
+
+def _bounds() -> str:
+    return (f" (rtctl runs it in a child process of at most {MAX_COMPILE_MEMORY_MB} MB and {MAX_COMPILE_CPU_S} s "
+            f"of CPU)")
+
+
+def _compile(mujoco, path: Path, urdf_text: str | None, floating_base, lock_joints: tuple):
+    """:func:`compile_model`'s work, in the bounded child process."""
+    try:
+        spec = mujoco.MjSpec.from_file(str(path)) if urdf_text is None else mujoco.MjSpec.from_string(urdf_text)
         _check_counts(spec, path)
         if floating_base == "free_flyer":
             root = spec.worldbody.first_body()
@@ -163,8 +197,11 @@ def compile_model(source, *, floating_base: str | None = None, lock_joints=()):
         return spec.compile()
     except MujocoModelError:
         raise
-    except Exception as exc:  # noqa: BLE001  (MuJoCo's compiler raises ValueError with the element and line)
+    except ValueError as exc:  # MuJoCo's parser and compiler: the element and line
         raise MujocoModelError(f"{path}: MuJoCo cannot compile it: {' '.join(str(exc).split())}") from None
+    except Exception as exc:  # noqa: BLE001  (MemoryError, or RuntimeError: an allocation past the bound)
+        raise MujocoModelError(f"{path}: MuJoCo's compile failed ({type(exc).__name__}: "
+                               f"{' '.join(str(exc).split())}){_bounds()}") from None
 
 
 def _lock_joints(mujoco, spec, names: tuple, path) -> None:
