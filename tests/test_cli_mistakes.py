@@ -426,3 +426,19 @@ def test_plot_of_a_recording_without_samples_shows_no_progress_bar_before_the_er
     none = write_recording(tmp_path / "none.mcap", [])
     line = one_error_line(capsys, ["plot", str(none), "--out", str(tmp_path / "o.png")], 2)   # progress on
     assert line == f"rtctl plot: error: {none}: the recording holds no telemetry samples"
+
+
+@pytest.mark.parametrize("timeout, expected", [("-1", "must be > 0, got -1.0"), ("0", "must be > 0, got 0.0"),
+                                               ("nan", "must be finite, got nan"),
+                                               ("1e308", "must be <= 86400.0, got 1e+308")])
+def test_control_timeout_is_checked_so_a_silent_port_cannot_hold_it_forever(timeout, expected):
+    """A process squatting on the control port accepts the connection and never answers: `--timeout -1` waited
+    for it forever (ZeroMQ's poll(-1000)). Checked like the other numbers: one usage line, at once."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        done = installed_rtctl("control", "status", "--timeout", timeout, "--endpoint",
+                               f"tcp://127.0.0.1:{silent.getsockname()[1]}", timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [f"rtctl control: error: argument --timeout: {expected} "
+                                        "(`rtctl control -h` shows the usage)"]

@@ -179,6 +179,7 @@ def add_commands(sub) -> list:
                    help="file (mode 0600) holding the control token; default: $RTCTL_CONTROL_TOKEN, else the "
                         "token file the server created for this user (tokens are never taken from the command "
                         "line, which every user can read)")
-    c.add_argument("--timeout", type=float, default=3.0)
+    c.add_argument("--timeout", type=argument_type("float", positive=True, high=86400.0), default=3.0,
+                   help="seconds to wait for the reply")
     c.set_defaults(func=_control)
     return [(tel, tsub)]
