@@ -19,10 +19,13 @@ torque it makes, mode / state) as one JSON line.
 """
 from __future__ import annotations
 
+import ipaddress
 import json
+import socket
 import sys
 import threading
 import time
+from urllib.parse import urlsplit, urlunsplit
 
 import can
 import numpy as np
@@ -170,6 +173,28 @@ def build_plant(robot: str, urdf: str | None, initial, mjcf: str | None = None):
     return plant, v_idx
 
 
+def loopback_channel(url: str) -> str:
+    """``url`` (``ws://HOST:PORT/PATH``) with HOST replaced by the address it resolves to, when every address it
+    resolves to is a loopback one (python-can-remote then connects to that address, not to a name that might
+    resolve elsewhere next time); ValueError saying why not otherwise. A prefix test passed
+    ``ws://127.0.0.1.invalid:9/`` and ``ws://127.0.0.1@192.0.2.1:9/`` (user info: the host is 192.0.2.1)."""
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError as exc:                     # a port that is not a number, a bad IPv6 literal
+        raise ValueError(f"{url!r}: {exc}") from None
+    if parts.scheme != "ws" or not host or port is None:
+        raise ValueError(f"{url!r} is not ws://HOST:PORT/")
+    try:
+        addresses = [info[4][0] for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
+    except (OSError, UnicodeError) as exc:
+        raise ValueError(f"host {host!r} does not resolve ({getattr(exc, 'strerror', None) or exc})") from None
+    if not all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses):
+        raise ValueError(f"host {host!r} is {', '.join(sorted(set(addresses)))}, not a loopback address")
+    address = f"[{addresses[0]}]" if ":" in addresses[0] else addresses[0]
+    return urlunsplit(("ws", f"{address}:{port}", parts.path or "/", parts.query, ""))
+
+
 def main(argv=None, prog="python -m rtctl.hil.can_emulator"):
     p = Parser(prog=prog, description=__doc__.split("\n")[0])
     p.add_argument("--protocol", choices=("mit", "cia402"), required=True)
@@ -189,8 +214,11 @@ def main(argv=None, prog="python -m rtctl.hil.can_emulator"):
     p.add_argument("--can-timeout-cycles", type=int, default=0,
                    help="MIT firmware CAN_TIMEOUT in 40 kHz loop cycles (0: none)")
     args = p.parse_args(argv)
-    if not args.channel.startswith(("ws://127.", "ws://localhost")) and args.interface == "remote":
-        p.error("the emulator only talks to a loopback bus server (--channel ws://127.0.0.1:PORT/)")
+    if args.interface == "remote":
+        try:
+            args.channel = loopback_channel(args.channel)
+        except ValueError as exc:
+            p.error(f"the emulator only talks to a loopback bus server (--channel ws://127.0.0.1:PORT/): {exc}")
     try:
         plant, v_idx = build_plant(args.robot, args.urdf, args.initial, args.mjcf)
     except Exception as exc:  # noqa: BLE001  (a bad URDF: one line)

@@ -101,7 +101,13 @@ def test_can_bus_port_in_use_is_one_line(tmp_path):
     (["dynamixel-emulator", "--servo-model", "XY"], "unknown Dynamixel model 'XY'; known: ["),
     (["dynamixel-emulator", "--ids", "1,2,3"], "3 servo ids for 2 actuated joints"),
     (["can-emulator", "--protocol", "canopen"], "invalid choice"),
-    (["can-emulator", "--protocol", "mit", "--channel", "ws://10.0.0.1:80/", "--ids", "1"], "loopback"),
+    (["can-emulator", "--protocol", "mit", "--channel", "ws://10.0.0.1:80/", "--ids", "1"],
+     "host '10.0.0.1' is 10.0.0.1, not a loopback address"),
+    (["can-emulator", "--protocol", "mit", "--channel", "ws://127.0.0.1.invalid:9/", "--ids", "1"],
+     "host '127.0.0.1.invalid' does not resolve"),                # passed the old prefix test
+    (["can-emulator", "--protocol", "mit", "--channel", "ws://127.0.0.1@192.0.2.1:9/", "--ids", "1"],
+     "host '192.0.2.1' is 192.0.2.1, not a loopback address"),    # user info before the host: passed it too
+    (["can-emulator", "--protocol", "mit", "--channel", "ws://127.0.0.1:x/", "--ids", "1"], "Port could not be"),
 ])
 def test_bad_arguments_are_one_error_line_and_a_nonzero_exit(argv, says, capsys):
     with pytest.raises(SystemExit) as exc:
@@ -111,6 +117,14 @@ def test_bad_arguments_are_one_error_line_and_a_nonzero_exit(argv, says, capsys)
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and "error:" in lines[0] and says in lines[0], captured.err
     assert captured.out == ""
+
+
+def test_a_loopback_channel_is_connected_to_by_its_address():
+    from rtctl.hil.can_emulator import loopback_channel
+
+    assert loopback_channel("ws://localhost:5/bus?x=1") == "ws://127.0.0.1:5/bus?x=1"
+    assert loopback_channel("ws://127.1:5") == "ws://127.0.0.1:5/"
+    assert loopback_channel("ws://[::1]:5/") == "ws://[::1]:5/"
 
 
 def test_help_of_each_subcommand(capsys):
