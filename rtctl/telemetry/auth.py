@@ -5,7 +5,9 @@ comes, in this order, from
 
 1. a token file named in the config (``[control] token_file``) or on the command
    line (``--token-file``): a regular file owned by the current user, mode 0600 or
-   stricter (a file other users can read is refused), holding the token on its first line;
+   stricter (a file other users can read is refused), not a symbolic link, in a
+   directory of this user (or root) that no one else can write (unless sticky, as
+   /tmp), holding the token on its first line;
 2. the environment variable :data:`TOKEN_ENV` (an empty value is an error, not
    "no authentication");
 3. the default token file :func:`default_token_path` (per user, 0600 in a 0700
@@ -18,6 +20,7 @@ process's command line (``ps``).
 """
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import stat
@@ -51,9 +54,59 @@ def check_private(path: Path, what: str = "token file") -> os.stat_result:
     if hasattr(os, "getuid") and st.st_uid != os.getuid():
         raise CredentialError(f"{what} {path}: owned by uid {st.st_uid}, not by this user (uid {os.getuid()})")
     if st.st_mode & 0o077:
+        mode = "700" if stat.S_ISDIR(st.st_mode) else "600"
         raise CredentialError(f"{what} {path}: mode {stat.S_IMODE(st.st_mode):04o} lets other users read it; "
-                              f"run: chmod 600 {path}")
+                              f"run: chmod {mode} {path}")
     return st
+
+
+def _check_token_directory(st: os.stat_result, directory: Path, path: Path) -> None:
+    """Refuse the directory of a token file when a user other than this one (or root) can replace the file in
+    it: owned by another user, or writable by group or others without the sticky bit (which keeps others from
+    renaming or deleting files they do not own, as in /tmp)."""
+    if hasattr(os, "getuid") and st.st_uid not in (os.getuid(), 0):
+        raise CredentialError(f"token file {path}: its directory {directory} is owned by uid {st.st_uid}, who "
+                              "could replace the file; keep the token in a directory of your own")
+    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        raise CredentialError(f"token file {path}: its directory {directory} is writable by other users (mode "
+                              f"{stat.S_IMODE(st.st_mode):04o}), who could replace the file; run: chmod go-w "
+                              f"{directory} (or keep the token in a directory of your own)")
+
+
+def _open_token_file(path: Path) -> int:
+    """A descriptor of the token file ``path``: its directory opened and checked first, the file opened from it
+    once, without following a symbolic link and without waiting (a FIFO), and checked on what was opened
+    (``fstat``), so what is read is what was checked."""
+    try:
+        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise CredentialError(f"token file {path}: its directory cannot be opened ({exc.strerror})") from None
+    try:
+        _check_token_directory(os.fstat(dir_fd), path.parent, path)
+        fd = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except FileNotFoundError:
+        raise CredentialError(f"token file {path}: does not exist") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise CredentialError(f"token file {path}: a symbolic link (it can be pointed at another file); give "
+                                  "the file itself") from None
+        raise CredentialError(f"token file {path}: cannot be read ({exc.strerror})") from None
+    finally:
+        os.close(dir_fd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise CredentialError(f"token file {path}: not a regular file")
+        if hasattr(os, "getuid") and st.st_uid != os.getuid():
+            raise CredentialError(f"token file {path}: owned by uid {st.st_uid}, not by this user (uid "
+                                  f"{os.getuid()})")
+        if st.st_mode & 0o077:
+            raise CredentialError(f"token file {path}: mode {stat.S_IMODE(st.st_mode):04o} lets other users read "
+                                  f"it; run: chmod 600 {path}")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def check_token(token, source: str) -> str:
@@ -71,10 +124,10 @@ def check_token(token, source: str) -> str:
 
 
 def read_token_file(path) -> str:
-    """The token held by ``path`` (first line), after :func:`check_private`."""
+    """The token held by ``path`` (first line): a regular file of this user that no one else can read, in a
+    directory no one else can replace it in, opened without following links (:func:`_open_token_file`)."""
     path = Path(path).expanduser()
-    check_private(path)
-    with open(path, "rb") as fh:
+    with os.fdopen(_open_token_file(path), "rb") as fh:
         raw = fh.read(MAX_TOKEN_BYTES + 2)
     try:
         text = raw.decode("ascii")
