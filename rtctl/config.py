@@ -83,7 +83,7 @@ CORE_SCHEMA: dict[str, dict[str, Key]] = {
         "foxglove_port": Key("int", 8765, low=0, high=65535),   # 0: a free port
         "foxglove_decimation": Key("int", 1, low=1, high=1000),
         "foxglove_backlog": Key("int", 1024, low=1, high=1_000_000),  # messages per client, oldest dropped
-        "foxglove_allowed_origins": Key("strs", ["https://app.foxglove.dev", "file://"]),  # browser origins
+        "foxglove_allowed_origins": Key("strs", ["https://app.foxglove.dev"]),  # browser origins (not file://)
         "foxglove_max_clients": Key("int", 8, low=1, high=1000),
         "switch_interval": Key("float", 0.0002, low=0.0, high=0.1),   # s, thread publisher only; 0: leave it
         "publisher": Key("str", "process", choices=("process", "thread")),  # where samples are encoded and sent

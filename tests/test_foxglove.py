@@ -32,8 +32,9 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from rtctl.telemetry import Telemetry, request
 from rtctl.telemetry.auth import TOKEN_ENV
-from rtctl.telemetry.foxglove import (DEFAULT_ALLOWED_ORIGINS, SAMPLES_ID, SUBPROTOCOL, FoxgloveSink,
-                                      _Client, check_host, check_origins)
+from rtctl.config import CORE_SCHEMA
+from rtctl.telemetry.foxglove import (DEFAULT_ALLOWED_ORIGINS, FOXGLOVE_WEB_APP, LOCAL_PAGES, SAMPLES_ID, SUBPROTOCOL,
+                                      FoxgloveSink, _Client, check_host, check_origins)
 from rtctl.telemetry.schema import (CHANNEL_EVENT, CHANNEL_META, CHANNEL_SAMPLES, OBJECT_JSON_SCHEMA,
                                     SAMPLE_SCHEMA_NAME, TOPIC_SAMPLES, sample_json_schema)
 from rtctl.telemetry.jsonvalues import NONFINITE
@@ -327,8 +328,8 @@ def test_a_websocket_from_a_foreign_origin_is_refused(server, origin):
     assert sink.clients == 0 and sink.refused >= 1
 
 
-@pytest.mark.parametrize("origin", [None, "https://app.foxglove.dev", "file://", "HTTPS://APP.FOXGLOVE.DEV"])
-def test_clients_without_origin_and_the_foxglove_apps_connect(server, origin):
+@pytest.mark.parametrize("origin", [None, "https://app.foxglove.dev", "HTTPS://APP.FOXGLOVE.DEV"])
+def test_clients_without_origin_and_the_foxglove_web_app_connect(server, origin):
     sink = server()
 
     async def session():
@@ -340,10 +341,24 @@ def test_clients_without_origin_and_the_foxglove_apps_connect(server, origin):
     assert info["op"] == "serverInfo" and set(channels) == {CHANNEL_SAMPLES, CHANNEL_META, CHANNEL_EVENT}
 
 
+def test_a_local_html_file_cannot_read_the_stream_unless_file_pages_are_allowed_on_purpose(server):
+    """The attack: an HTML file the operator opens (a download, an attachment) in a browser that sends
+    ``Origin: file://`` for it opens the live stream. Refused by default; ``file://`` is an explicit opt-in."""
+    sink = server()
+    status, _, body = raw_upgrade(sink.port, [f"127.0.0.1:{sink.port}"], origin="file://")
+    assert status == 403 and body == ("refused: websocket Origin 'file://' is not an allowed origin "
+                                      "(https://app.foxglove.dev; foxglove_allowed_origins)\n"), body
+    assert sink.clients == 0
+    opted_in = server(allowed_origins=[FOXGLOVE_WEB_APP, LOCAL_PAGES])
+    status, _, _ = raw_upgrade(opted_in.port, [f"127.0.0.1:{opted_in.port}"], origin="file://")
+    assert status == 101
+
+
 def test_allowed_origins_are_configurable_and_never_null_or_any():
     sink = FoxgloveSink(port=0, allowed_origins=["http://localhost:8080/", " HTTPS://Example.org "])
     assert sink.allowed_origins == {"http://localhost:8080", "https://example.org"}
-    assert FoxgloveSink(port=0).allowed_origins == set(DEFAULT_ALLOWED_ORIGINS)
+    assert FoxgloveSink(port=0).allowed_origins == set(DEFAULT_ALLOWED_ORIGINS) == {FOXGLOVE_WEB_APP}
+    assert CORE_SCHEMA["telemetry"]["foxglove_allowed_origins"].default == list(DEFAULT_ALLOWED_ORIGINS)
     assert check_origins([]) == frozenset()
     for bad in (["null"], ["*"], ["evil.example"], ["https://a.example/page"], ["https://"], "https://a.example",
                 [7]):

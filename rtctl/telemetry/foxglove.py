@@ -41,12 +41,15 @@ refused one gets ``403`` with a one-line text body saying why:
   DNS-rebound name is refused;
 * the ``Origin`` header, which browsers put on every websocket upgrade, must be
   one of ``allowed_origins`` (default :data:`DEFAULT_ALLOWED_ORIGINS`: the
-  Foxglove web app ``https://app.foxglove.dev`` and ``file://``, the origin of
-  local pages such as the desktop app's). A request with no ``Origin`` at all
-  comes from a non-browser client (a script, a bridge, the desktop app's
-  native side) and is let through: no page of another site can make a browser
-  omit it. ``null`` (sandboxed frames of any site) and ``*`` can never be
-  allowed. The 403 body names the Origin received, for adding it on purpose;
+  Foxglove web app ``https://app.foxglove.dev`` only). A request with no
+  ``Origin`` at all comes from a non-browser client (a script, a bridge, a
+  desktop app's native side) and is let through: no page of another site can
+  make a browser omit it. ``null`` (sandboxed frames of any site, and the pages
+  Chromium opens from files) and ``*`` can never be allowed. ``file://`` is not
+  allowed by default: a browser that sends it for pages opened from files would
+  let any HTML file the operator opens (a download, a mail attachment) read the
+  stream; list it in ``allowed_origins`` to allow that on purpose. The 403 body
+  names the Origin received, for adding it on purpose;
 * at most ``max_clients`` connections at once (``503`` beyond); a client that
   does not offer the ``foxglove.websocket.v1`` subprotocol gets ``400``.
 
@@ -87,8 +90,8 @@ DEFAULT_PORT = 8765
 DEFAULT_BACKLOG = 1024  # messages per client (~1.5 kB each for the 7-joint arm: ~1.5 MB per client at most)
 DEFAULT_MAX_CLIENTS = 8
 FOXGLOVE_WEB_APP = "https://app.foxglove.dev"
-LOCAL_PAGES = "file://"  # the origin Chromium (so the desktop app) sends for pages loaded from local files
-DEFAULT_ALLOWED_ORIGINS = (FOXGLOVE_WEB_APP, LOCAL_PAGES)
+LOCAL_PAGES = "file://"  # what some browsers send for pages opened from files (Chromium sends "null"): opt-in
+DEFAULT_ALLOWED_ORIGINS = (FOXGLOVE_WEB_APP,)
 NEVER_ALLOWED_ORIGINS = ("null", "*")
 WILDCARD_HOSTS = ("", "0.0.0.0", "::", "[::]", "*")
 MAX_CLIENT_MESSAGE = 64 * 1024  # bytes; a longer client message closes that connection (1009)
