@@ -29,11 +29,11 @@ import copy
 import errno
 import importlib.util
 import os
-import tomllib
 from pathlib import Path
 
 from . import bundled_model_path
-from .options import BuildContext, ConfigError, Key, check_number, check_table, did_you_mean, schema_keys
+from .options import (BuildContext, ConfigError, Key, check_number, check_table, did_you_mean,  # noqa: F401
+                      read_toml, schema_keys)  # read_toml: part of this module's API
 from .registry import CONTROLLERS, DRIVERS, PLANTS, ROBOTS, TRAJECTORIES
 
 DEMO_CONFIG = Path(__file__).parent / "data" / "configs" / "demo.toml"
@@ -262,17 +262,6 @@ def validate(raw: dict, source: str = "<config>") -> dict:
     out["schedule"] = _validate_schedule(raw.get("schedule", []), source)
     out["collision"] = check_table(raw.get("collision", {}), collision_keys(), f"{source}: [collision]")
     return out
-
-
-def read_toml(path: str | Path, what: str = "config", error: type[ValueError] = ConfigError) -> dict:
-    """The parsed TOML file; ``error`` names the file when it cannot be read or parsed."""
-    try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except OSError as exc:
-        raise error(f"{path}: cannot read {what}: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise error(f"{path}: not valid TOML: {exc}") from None
 
 
 def load_config(path: str | Path) -> dict:

@@ -18,6 +18,7 @@ import argparse
 import dataclasses
 import difflib
 import math
+import tomllib
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,10 +27,35 @@ class ConfigError(ValueError):
     """A configuration problem; the message names the file, section and key."""
 
 
+SHOWN_CHARS = 64    # of a name or value from a file, in a message
+SHOWN_ITEMS = 20    # of a list of them
+
+
+def show(value, limit: int = SHOWN_CHARS) -> str:
+    """``value`` (a name or value read from a file or sent by a client) for a message: its ``repr`` (a string
+    quoted, control characters escaped), cut after ``limit`` characters saying how long it was, so a 5 MB link
+    name or a huge TOML array is not echoed whole."""
+    if isinstance(value, str):
+        return f"{value[:limit]!r}... ({len(value)} characters)" if len(value) > limit else repr(value)
+    text = repr(value)
+    return f"{text[:limit]}... ({len(text)} characters)" if len(text) > limit else text
+
+
+def show_all(items) -> str:
+    """``[...]`` of ``items`` each :func:`show`-n, at most :data:`SHOWN_ITEMS` of them (saying how many more)."""
+    items = list(items)
+    shown = ", ".join(show(x) for x in items[:SHOWN_ITEMS])
+    more = f", ... ({len(items) - SHOWN_ITEMS} more)" if len(items) > SHOWN_ITEMS else ""
+    return f"[{shown}{more}]"
+
+
 def did_you_mean(name, known, n: int = 3) -> str:
-    """``" (did you mean 'a', 'b'?)"`` with the names of ``known`` nearest to a misspelt ``name``, or ``""``."""
-    near = difflib.get_close_matches(str(name), [str(k) for k in known], n=n)
-    return f" (did you mean {', '.join(repr(x) for x in near)}?)" if near else ""
+    """``" (did you mean 'a', 'b'?)"`` with the names of ``known`` nearest to a misspelt ``name``, or ``""``
+    (also for a name too long to be a misspelling: difflib's time grows with the product of the lengths)."""
+    if len(str(name)) > 4 * SHOWN_CHARS:
+        return ""
+    near = difflib.get_close_matches(str(name), [str(k) for k in known if len(str(k)) <= 4 * SHOWN_CHARS], n=n)
+    return f" (did you mean {', '.join(show(x) for x in near)}?)" if near else ""
 
 
 @dataclass(frozen=True)
@@ -53,21 +79,50 @@ def schema_keys(options: type) -> dict[str, Key]:
     return {f.name: f.metadata["key"] for f in dataclasses.fields(options) if "key" in f.metadata}
 
 
+MAX_TOML_DEPTH = 32   # arrays and tables within each other in a TOML file rtctl reads (a run config needs 4)
+
+
+def read_toml(path, what: str = "config", error: type[ValueError] = ConfigError) -> dict:
+    """The parsed TOML file; ``error`` naming the file when it cannot be read or parsed, or when its arrays and
+    tables nest more than :data:`MAX_TOML_DEPTH` deep (tomllib recurses once per level: a few hundred ``[``
+    raised a RecursionError that named nothing, and deep values would recurse again in what reads them)."""
+    deep = error(f"{path}: not a {what} rtctl reads: arrays and tables nested more than {MAX_TOML_DEPTH} deep")
+    try:
+        with open(path, "rb") as fh:
+            doc = tomllib.load(fh)
+    except OSError as exc:
+        raise error(f"{path}: cannot read {what}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise deep from None
+    stack = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if isinstance(value, dict) else value
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth >= MAX_TOML_DEPTH:
+                    raise deep
+                stack.append((child, depth + 1))
+    return doc
+
+
 def check_number(value, key: Key, where: str, integer: bool = False):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{where}: expected a number, got {value!r}")
+        raise ConfigError(f"{where}: expected a number, got {show(value)}")
     if integer and not isinstance(value, int):
-        raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        raise ConfigError(f"{where}: expected an integer, got {show(value)}")
     if isinstance(value, int) and not -2 ** 63 <= value < 2 ** 63:
         raise ConfigError(f"{where}: integer out of the 64-bit range")
     if not math.isfinite(value):
-        raise ConfigError(f"{where}: must be finite, got {value!r}")
+        raise ConfigError(f"{where}: must be finite, got {show(value)}")
     if key.positive and not value > 0:
-        raise ConfigError(f"{where}: must be > 0, got {value!r}")
+        raise ConfigError(f"{where}: must be > 0, got {show(value)}")
     if key.low is not None and value < key.low:
-        raise ConfigError(f"{where}: must be >= {key.low}, got {value!r}")
+        raise ConfigError(f"{where}: must be >= {key.low}, got {show(value)}")
     if key.high is not None and value > key.high:
-        raise ConfigError(f"{where}: must be <= {key.high}, got {value!r}")
+        raise ConfigError(f"{where}: must be <= {key.high}, got {show(value)}")
     return value
 
 
@@ -75,13 +130,13 @@ def check_value(value, key: Key, where: str):
     """``value`` checked against ``key`` (ints stay ints, floats become float); ConfigError naming ``where``."""
     if key.kind == "str":
         if not isinstance(value, str):
-            raise ConfigError(f"{where}: expected a string, got {value!r}")
+            raise ConfigError(f"{where}: expected a string, got {show(value)}")
         if key.choices and value not in key.choices:
-            raise ConfigError(f"{where}: must be one of {list(key.choices)}, got {value!r}")
+            raise ConfigError(f"{where}: must be one of {list(key.choices)}, got {show(value)}")
         return value
     if key.kind == "bool":
         if not isinstance(value, bool):
-            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+            raise ConfigError(f"{where}: expected true or false, got {show(value)}")
         return value
     if key.kind in ("float", "int"):
         return float(check_number(value, key, where)) if key.kind == "float" else \
@@ -95,11 +150,11 @@ def check_value(value, key: Key, where: str):
     if key.kind == "strs":
         items = value if isinstance(value, list) else [value]
         if not items or not all(isinstance(v, str) for v in items):
-            raise ConfigError(f"{where}: expected a string or a non-empty list of strings, got {value!r}")
+            raise ConfigError(f"{where}: expected a string or a non-empty list of strings, got {show(value)}")
         return list(items)
     if key.kind == "matrix":
         if not isinstance(value, list) or not value or not all(isinstance(r, list) for r in value):
-            raise ConfigError(f"{where}: expected a list of rows (a matrix), got {value!r}")
+            raise ConfigError(f"{where}: expected a list of rows (a matrix), got {show(value)}")
         if len({len(r) for r in value}) != 1:
             raise ConfigError(f"{where}: rows have different lengths")
         return [[check_number(v, key, f"{where}[{i}][{j}]") for j, v in enumerate(r)] for i, r in enumerate(value)]
@@ -150,7 +205,7 @@ def check_table(given, keys: dict[str, Key], where: str, owner: str = "") -> dic
     for name in given:
         if name not in keys:
             of = f" for {owner}" if owner else ""
-            raise ConfigError(f"{where} unknown key '{name}'{of}{did_you_mean(name, keys, 1)}; "
+            raise ConfigError(f"{where} unknown key {show(name)}{of}{did_you_mean(name, keys, 1)}; "
                               f"allowed: {sorted(keys)}")
     out = {}
     for name, key in keys.items():

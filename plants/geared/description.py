@@ -10,13 +10,12 @@ structure and dynamics from the checked description.
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass
 
 import numpy as np
 
 from rtctl.model import ModelError, check_inertia
-from rtctl.options import ConfigError, check_table, did_you_mean, schema_keys, setting
+from rtctl.options import ConfigError, check_table, did_you_mean, read_toml, schema_keys, setting
 
 __all__ = ["GearPair", "GearedMechanismError", "Link", "TurningPair", "MechanismOptions", "LinkOptions",
            "TurningPairOptions", "GearPairOptions", "check_schema", "mechanism_arguments", "parse_description",
@@ -208,11 +207,7 @@ def parse_description(d: dict, where: str = "[mechanism]") -> dict:
 
 def read_mechanism_table(path) -> dict:
     """The ``[mechanism]`` table of a TOML file."""
-    try:
-        with open(path, "rb") as fh:
-            doc = tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise GearedMechanismError(f"{path}: cannot read the mechanism description: {exc}") from None
+    doc = read_toml(path, "mechanism description", GearedMechanismError)
     if "mechanism" not in doc:
         raise GearedMechanismError(f"{path}: no [mechanism] table")
     return doc["mechanism"]

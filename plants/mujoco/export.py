@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 
 from rtctl.model import FREE_FLYER, PRISMATIC, REVOLUTE, Model
+from rtctl.options import show
 from rtctl.rt.interfaces import actuated_indices
 
 from .model import MujocoModelError
@@ -132,7 +133,7 @@ def _joint(model: Model, i: int, anchor) -> ET.Element:
         return ET.Element("freejoint", name=model.joint_names[i])
     kind = {REVOLUTE: "hinge", PRISMATIC: "slide"}.get(jtype)
     if kind is None:
-        raise MujocoModelError(f"model '{model.name}': joint '{model.joint_names[i]}' has a type MuJoCo has no "
+        raise MujocoModelError(f"model {show(model.name)}: joint {show(model.joint_names[i])} has a type MuJoCo has no "
                                f"joint for ({jtype})")
     iq, iv = model.idx_q[i], model.idx_v[i]
     joint = ET.Element("joint", name=model.joint_names[i], type=kind, axis=_numbers(model.axis[i]),

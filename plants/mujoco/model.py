@@ -44,7 +44,7 @@ import numpy as np
 from numba import njit
 
 from rtctl.model import Model, ModelBuilder, ModelError
-from rtctl.model.urdf_xml import show
+from rtctl.options import show
 
 from .bounded import BoundExceeded, run_bounded
 
@@ -84,8 +84,7 @@ def _strip_urdf_meshes(text: str, label: str) -> str:
 MAX_BODIES = 2000          # bodies, joints or geoms of a model rtctl compiles (Menagerie's largest have a few hundred)
 MAX_INCLUDE_DEPTH = 8      # <include> within <include>
 # MuJoCo's parse and compile of one file run in a child process (bounded.run_bounded) that may add this much address
-# space and take this much CPU; the most Menagerie's robots took here (tests/test_menagerie.py) was Apptronik
-# Apollo's: 1569 MB and 6.7 s (under load 2), and its compiled model is 245 MB, sent back pickled.
+# space and take this much CPU; the most of Menagerie's robots (Apptronik Apollo) took 1569 MB and 6.7 s here.
 MAX_COMPILE_MEMORY_MB = 4096
 MAX_COMPILE_CPU_S = 60
 MAX_COMPILE_WALL_S = 600       # wall time, for a file that blocks (a FIFO) or a starved child
@@ -189,8 +188,8 @@ def _compile(mujoco, path: Path, urdf_text: str | None, floating_base, lock_join
             if root is None:
                 raise MujocoModelError(f"{path}: no body to put a free joint on")
             if any(True for _ in root.joints):
-                raise MujocoModelError(f"{path}: body '{root.name}' already has joints; a free_flyer base goes on a "
-                                       f"body welded to the world")
+                raise MujocoModelError(f"{path}: body {show(root.name)} already has joints; a free_flyer base goes on "
+                                       f"a body welded to the world")
             root.add_freejoint()
         if lock_joints:
             _lock_joints(mujoco, spec, tuple(lock_joints), path)
@@ -370,7 +369,7 @@ def _joint_equalities(mujoco, m, joint_names: list, label: str) -> list:
     for e in range(m.neq):
         kind = str(mujoco.mjtEq(int(m.eq_type[e])).name).removeprefix("mjEQ_").lower()
         name = _name(mujoco, m, mujoco.mjtObj.mjOBJ_EQUALITY, e, "", label)
-        where = f"{label}: equality {kind} " + (f"'{name}' (#{e})" if name else f"#{e}")
+        where = f"{label}: equality {kind} " + (f"{show(name)} (#{e})" if name else f"#{e}")
         obj_type = mujoco.mjtObj(int(m.eq_objtype[e]))
         if obj_type not in (mujoco.mjtObj.mjOBJ_BODY, mujoco.mjtObj.mjOBJ_SITE):   # MuJoCo leaves it unset
             obj_type = {mujoco.mjtEq.mjEQ_JOINT: mujoco.mjtObj.mjOBJ_JOINT,
@@ -412,7 +411,7 @@ def _check_tendons(mujoco, m, label: str) -> None:
         active = [k for k, v in own.items() if v != 0.0]
         if active:
             name = _name(mujoco, m, mujoco.mjtObj.mjOBJ_TENDON, t, "", label)
-            where = f"tendon '{name}' (#{t})" if name else f"tendon #{t}"
+            where = f"tendon {show(name)} (#{t})" if name else f"tendon #{t}"
             raise MujocoModelError(f"{label}: {where} has {', '.join(active)}: it applies forces rtctl's dynamics "
                                    f"do not model (only a tendon that merely transmits an actuator's force is "
                                    f"accepted); remove them or the tendon")
@@ -430,7 +429,7 @@ def model_from_mujoco(m, name: str | None = None, label: str = "<MjModel>") -> M
     joint_names = [_name(mujoco, m, OBJ_JOINT, j, f"{body_names[m.jnt_bodyid[j]]}_joint{j}", label)
                    for j in range(m.njnt)]
     for j in range(m.njnt):
-        where = f"{label}: joint '{joint_names[j]}' of body '{body_names[m.jnt_bodyid[j]]}'"
+        where = f"{label}: joint {show(joint_names[j])} of body {show(body_names[m.jnt_bodyid[j]])}"
         if m.jnt_type[j] == BALL:
             raise MujocoModelError(f"{where}: ball joints are not supported by rtctl's joint types (revolute, "
                                    f"prismatic, free_flyer at the root); replace it with three hinges")
@@ -444,12 +443,12 @@ def model_from_mujoco(m, name: str | None = None, label: str = "<MjModel>") -> M
     for j in range(m.njnt):
         lower, upper = (float(x) for x in m.jnt_range[j])
         if (m.jnt_limited[j] or (lower, upper) != (0.0, 0.0)) and not lower < upper:
-            raise MujocoModelError(f"{label}: joint '{joint_names[j]}': range [{lower}, {upper}] is not an interval "
-                                   f"lower < upper (MuJoCo would leave the joint without position limits)")
+            raise MujocoModelError(f"{label}: joint {show(joint_names[j])}: range [{lower}, {upper}] is not an "
+                                   f"interval lower < upper (MuJoCo would leave the joint without position limits)")
     for a in range(m.nu):
-        where = f"{label}: actuator '{_name(mujoco, m, mujoco.mjtObj.mjOBJ_ACTUATOR, a, f'actuator{a}', label)}'"
+        where = f"{label}: actuator {show(_name(mujoco, m, mujoco.mjtObj.mjOBJ_ACTUATOR, a, f'actuator{a}', label))}"
         if int(m.actuator_trntype[a]) == int(mujoco.mjtTrn.mjTRN_JOINT) and 0 <= m.actuator_trnid[a, 0] < m.njnt:
-            where += f" (on joint '{joint_names[m.actuator_trnid[a, 0]]}')"
+            where += f" (on joint {show(joint_names[m.actuator_trnid[a, 0]])})"
         if not np.all(np.isfinite(m.actuator_gear[a])):
             raise MujocoModelError(f"{where}: gear must be finite, got "
                                    f"{m.actuator_gear[a].tolist()}")
@@ -518,7 +517,8 @@ def model_from_mujoco(m, name: str | None = None, label: str = "<MjModel>") -> M
                                          translation=joint_pos, mass=carried[0], com=b_com, inertia=b_inertia,
                                          **limits)
             except ModelError as exc:
-                raise MujocoModelError(f"{label}: body '{body_names[b]}', joint '{joint_names[j]}': {exc}") from None
+                raise MujocoModelError(f"{label}: body {show(body_names[b])}, joint {show(joint_names[j])}: "
+                                       f"{exc}") from None
             rtctl_parent = index
         carrier[b], offset_rot[b], offset_pos[b] = rtctl_parent, rot, pos
     for site in range(m.nsite):
@@ -533,7 +533,7 @@ def model_from_mujoco(m, name: str | None = None, label: str = "<MjModel>") -> M
         raise MujocoModelError(f"{label}: {exc}") from None
     armature = np.array(m.dof_armature, dtype=float)
     if model.has_free_flyer and np.any(armature[:6] != 0):
-        raise MujocoModelError(f"{label}: joint '{joint_names[first[0]]}' (free) has armature "
+        raise MujocoModelError(f"{label}: joint {show(joint_names[first[0]])} (free) has armature "
                                f"{armature[:6].tolist()}; a floating base has no rotor inertia")
     model.set_armature(armature)
     if mimics:

@@ -34,7 +34,7 @@ import numpy as np
 from numba import njit
 
 from rtctl.model import Model, inertia_scale_factor
-from rtctl.options import setting
+from rtctl.options import setting, show
 from rtctl.rt.interfaces import actuated_indices
 
 from ..base import Plant, register_plant, time_step
@@ -53,7 +53,7 @@ OK, EFFORT_NOT_FINITE, STATE_NOT_FINITE = 0, 1, 2
 def bundled_model(name: str) -> Path:
     """The path of a model file shipped with this package (``panda``, ``solo12``, ``planar_biped``)."""
     if name not in BUNDLED_MODELS:
-        raise MujocoModelError(f"no bundled MuJoCo model '{name}'; bundled: {list(BUNDLED_MODELS)}")
+        raise MujocoModelError(f"no bundled MuJoCo model {show(name)}; bundled: {list(BUNDLED_MODELS)}")
     return Path(os.fspath(files(__package__) / f"{name}.xml"))
 
 
@@ -77,8 +77,8 @@ def resolve_model_file(spec: str, base_dir: str | None = None) -> Path:
     if not path.is_absolute() and base_dir is not None:
         path = Path(base_dir) / path
     if not path.is_file():
-        raise MujocoModelError(f"model: no such file '{path}' (an MJCF .xml or URDF .urdf file, relative to the "
-                               f"config file, or a bundled model: {list(BUNDLED_MODELS)})")
+        raise MujocoModelError(f"model: no such file {show(str(path))} (an MJCF .xml or URDF .urdf file, relative "
+                               f"to the config file, or a bundled model: {list(BUNDLED_MODELS)})")
     return path
 
 
@@ -172,8 +172,8 @@ class MujocoPlant(Plant):
             q0[context.q_index] = context.vector(options["initial_position"], "initial_position")
         if options.get("initial_base_position") is not None:
             if not plant.model.has_free_flyer:
-                raise ValueError(f"initial_base_position: the model '{plant.model.name}' has no free-flyer base "
-                                 f"(its base is '{plant.model.base}')")
+                raise ValueError(f"initial_base_position: the model {show(plant.model.name)} has no free-flyer base "
+                                 f"(its base is {show(plant.model.base)})")
             q0[0:3] = context.vector(options["initial_base_position"], "initial_base_position", 3)
         plant.reset(q0)
         return plant
@@ -326,10 +326,10 @@ def _check_same_joints(model: Model, own: Model, label: str) -> None:
         ours = (model.joint_names[k], int(model.joint_type[k])) if k < model.nbodies else None
         theirs = (own.joint_names[k], int(own.joint_type[k])) if k < own.nbodies else None
         if ours != theirs:
-            raise ValueError(f"the robot model '{model.name}' and the MuJoCo model {label} differ at joint {k}: "
+            raise ValueError(f"the robot model {show(model.name)} and the MuJoCo model {label} differ at joint {k}: "
                              f"{ours} vs {theirs} (name, type); the plant must simulate the controller's robot")
     if (model.nq, model.nv) != (own.nq, own.nv):
-        raise ValueError(f"the robot model '{model.name}' has nq, nv = {model.nq}, {model.nv}; the MuJoCo model "
+        raise ValueError(f"the robot model {show(model.name)} has nq, nv = {model.nq}, {model.nv}; the MuJoCo model "
                          f"{label} has {own.nq}, {own.nv}")
 
 
@@ -346,15 +346,16 @@ def _motor_map(mujoco, mj_model, model: Model, label: str):
     for iv, name in zip(v_index, names):
         found = by_dof.get(int(iv), [])
         if len(found) != 1:
-            raise ValueError(f"actuation 'motor': joint '{name}' of {label} has {len(found)} joint actuators (needs "
-                             f"exactly one motor); use actuation = 'generalized' or add a <motor joint='{name}'/>")
+            raise ValueError(f"actuation 'motor': joint {show(name)} of {label} has {len(found)} joint actuators "
+                             f"(needs exactly one motor); use actuation = 'generalized' or add a "
+                             f"<motor joint={show(name)}/>")
         a = found[0]
         actuator = _name(mujoco, mj_model, mujoco.mjtObj.mjOBJ_ACTUATOR, a, f"#{a}", label)
         gain = float(mj_model.actuator_gainprm[a, 0] * mj_model.actuator_gear[a, 0])
         if not is_plain_motor(mujoco, mj_model, a) or gain == 0.0:
             servo = int(mj_model.actuator_biastype[a]) != int(mujoco.mjtBias.mjBIAS_NONE)
-            raise ValueError(f"actuation 'motor': actuator '{actuator}' on joint '{name}' of {label} is not a motor "
-                             f"(fixed gain, no bias or activation dynamics)"
+            raise ValueError(f"actuation 'motor': actuator {show(actuator)} on joint {show(name)} of {label} is not "
+                             f"a motor (fixed gain, no bias or activation dynamics)"
                              + ("; it is a servo whose control is a set-point (a position for a position servo), "
                                 "not a torque" if servo else "")
                              + "; use actuation = 'generalized' (torques as applied generalized forces, the "

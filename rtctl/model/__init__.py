@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..options import did_you_mean
+from ..options import did_you_mean, show, show_all
 from .body import (ModelError, check_inertia, combine_inertias, inertia_scale_factor, payload_mass,  # noqa: F401
                    payload_offset, quaternion_to_matrix, rpy_to_matrix)  # re-exported: part of rtctl.model
 
@@ -112,7 +112,7 @@ class ModelBuilder:
         self.require_physical_inertia = require_physical_inertia
         self.gravity = np.asarray(gravity, dtype=float)
         if not np.all(np.isfinite(self.gravity)):
-            raise ModelError(f"model '{name}': gravity must be a finite 3-vector, got {self.gravity.tolist()}")
+            raise ModelError(f"model {show(name)}: gravity must be a finite 3-vector, got {self.gravity.tolist()}")
         self.base = "fixed"
         self._bodies: list[_Body] = []
         self._frames: list[Frame] = []
@@ -125,7 +125,7 @@ class ModelBuilder:
         for i, b in enumerate(self._bodies):
             if b.name == name:
                 return i
-        raise ModelError(f"unknown body (link) name '{name}'")
+        raise ModelError(f"unknown body (link) name {show(name)}")
 
     def add_body(
         self,
@@ -152,7 +152,7 @@ class ModelBuilder:
         A free-flyer joint makes the model's base ``"free_flyer"``; its coordinates are the
         body's world pose, so ``rotation`` and ``translation`` do not apply to it.
         """
-        where = f"body '{name}'"
+        where = f"body {show(name)}"
         if isinstance(parent, str):
             try:
                 parent = self.body_index(parent)
@@ -222,7 +222,7 @@ class ModelBuilder:
             parent = self.body_index(parent) if parent != "world" else -1
         rot = np.eye(3) if rotation is None else np.asarray(rotation, dtype=float)
         trans = np.asarray(translation, dtype=float)
-        inertia = check_inertia(np.zeros((3, 3)) if inertia is None else inertia, float(mass), f"link '{name}'",
+        inertia = check_inertia(np.zeros((3, 3)) if inertia is None else inertia, float(mass), f"link {show(name)}",
                                 self.require_physical_inertia)
         if parent >= 0 and (mass > 0 or np.any(inertia != 0)):
             body = self._bodies[parent]
@@ -252,7 +252,8 @@ class ModelBuilder:
         """
         self._check_base_first("an Euler-angle floating base", body_name)
         if len(sequence) != 3 or any(a == b for a, b in zip(sequence, sequence[1:])):
-            raise ModelError(f"Euler sequence must be three axis letters, no two consecutive alike; got '{sequence}'")
+            raise ModelError("Euler sequence must be three axis letters, no two consecutive alike; "
+                             f"got {show(sequence)}")
         unit = {"x": (1, 0, 0), "y": (0, 1, 0), "z": (0, 0, 1)}
         parent = -1
         for letter in "xyz":
@@ -261,7 +262,7 @@ class ModelBuilder:
         for k, letter in enumerate(sequence):
             last = k == 2
             if letter not in unit:
-                raise ModelError(f"Euler sequence letter '{letter}' is not one of x, y, z")
+                raise ModelError(f"Euler sequence letter {show(letter)} is not one of x, y, z")
             parent = self.add_body(
                 body_name if last else f"{body_name}_R{k}{letter}", parent, REVOLUTE,
                 axis=unit[letter], joint_name=f"{body_name}_r{letter}",
@@ -289,12 +290,12 @@ class ModelBuilder:
 
     def _check_base_first(self, what: str, body_name: str) -> None:
         if self._bodies:
-            raise ModelError(f"body '{body_name}': {what} must be the first bodies of the model "
+            raise ModelError(f"body {show(body_name)}: {what} must be the first bodies of the model "
                              f"({len(self._bodies)} already added)")
 
     def build(self) -> "Model":
         if not self._bodies:
-            raise ModelError(f"model '{self.name}' has no moving bodies")
+            raise ModelError(f"model {show(self.name)} has no moving bodies")
         return Model(self.name, self._bodies, self._frames, self.gravity, base=self.base)
 
 
@@ -304,7 +305,7 @@ def _parse_joint_type(joint_type, where):
         lookup["continuous"] = REVOLUTE
         lookup["floating"] = FREE_FLYER
         if joint_type not in lookup:
-            raise ModelError(f"{where}: unknown joint type '{joint_type}'")
+            raise ModelError(f"{where}: unknown joint type {show(joint_type)}")
         return lookup[joint_type]
     if joint_type not in JOINT_TYPE_NAMES:
         raise ModelError(f"{where}: unknown joint type {joint_type!r}")
@@ -333,7 +334,7 @@ class Model:
         self.joint_type = np.array([b.joint_type for b in bodies], dtype=np.int64)
         for i, p in enumerate(self.parent):
             if p >= i:
-                raise ModelError(f"body '{bodies[i].name}': parent {p} is not listed before it")
+                raise ModelError(f"body {show(bodies[i].name)}: parent {p} is not listed before it")
         self.joint_rotation = np.array([b.rotation for b in bodies])
         self.joint_translation = np.array([b.translation for b in bodies])
         self.axis = np.array([b.axis for b in bodies])
@@ -376,16 +377,16 @@ class Model:
         """Set ``base``, ``n_base_bodies`` and ``has_free_flyer`` after checking that the first bodies are
         the serial chain of joints ``BASE_JOINTS[base]`` hanging from the world."""
         if base not in BASE_JOINTS:
-            raise ModelError(f"model '{self.name}': base must be one of {BASE_KINDS}, got {base!r}")
+            raise ModelError(f"model {show(self.name)}: base must be one of {BASE_KINDS}, got {base!r}")
         chain = BASE_JOINTS[base]
         expected = ", ".join(JOINT_TYPE_NAMES[t] for t in chain)
         if len(chain) > self.nbodies or any(self.joint_type[k] != t or self.parent[k] != k - 1
                                             for k, t in enumerate(chain)):
-            raise ModelError(f"model '{self.name}': a '{base}' base is the serial chain ({expected}) of the "
+            raise ModelError(f"model {show(self.name)}: a {show(base)} base is the serial chain ({expected}) of the "
                              f"first {len(chain)} bodies from the world; the model's bodies do not start so")
         if np.any(self.joint_type[len(chain):] == FREE_FLYER):
-            raise ModelError(f"model '{self.name}': a free-flyer joint is the root of a 'free_flyer' base, "
-                             f"not part of a '{base}' model")
+            raise ModelError(f"model {show(self.name)}: a free-flyer joint is the root of a 'free_flyer' base, "
+                             f"not part of a {show(base)} model")
         self.base = base
         self.n_base_bodies = len(chain)
         self.has_free_flyer = base == "free_flyer"
@@ -413,7 +414,7 @@ class Model:
             c = self.com[i]
             i_o = self.inertia_com[i] + self.mass[i] * (c @ c * np.eye(3) - np.outer(c, c))
             if not np.all(np.isfinite(i_o)):
-                raise ModelError(f"body '{self.body_names[i]}': the rotational inertia about the joint frame "
+                raise ModelError(f"body {show(self.body_names[i])}: the rotational inertia about the joint frame "
                                  f"(mass {self.mass[i]}, center of mass {np.asarray(c).tolist()}) is not finite: a "
                                  f"length or mass is out of range")
             mf[i, MF_INERTIA:MF_INERTIA + 6] = [i_o[0, 0], i_o[1, 1], i_o[2, 2], i_o[0, 1], i_o[0, 2], i_o[1, 2]]
@@ -454,7 +455,7 @@ class Model:
         fused into the body that frame is attached to (a payload the controller's model may not know)."""
         f = self.frame(frame)
         if f.body < 0:
-            raise ModelError(f"payload frame '{frame}' of model '{self.name}' is fixed to the world")
+            raise ModelError(f"payload frame {show(frame)} of model {show(self.name)} is fixed to the world")
         m, off = payload_mass(mass), payload_offset(offset)
         out = copy.deepcopy(self)
         b = f.body
@@ -488,7 +489,7 @@ class Model:
         try:
             return self.body_names.index(name)
         except ValueError:
-            raise ModelError(f"model '{self.name}' has no body (link) named '{name}'") from None
+            raise ModelError(f"model {show(self.name)} has no body (link) named {show(name)}") from None
 
     def frame(self, name: str) -> Frame:
         """A body or a merged frame by name, as a :class:`Frame` attached to a body."""
@@ -498,8 +499,8 @@ class Model:
             if f.name == name:
                 return f
         known = self.body_names + [f.name for f in self.frames]
-        raise ModelError(f"model '{self.name}' has no link or frame named '{name}'{did_you_mean(name, known)}; "
-                         f"links and frames: {known}")
+        raise ModelError(f"model {show(self.name)} has no link or frame named {show(name)}{did_you_mean(name, known)}; "
+                         f"links and frames: {show_all(known)}")
 
     def kinematic_modules(self) -> list[list[int]]:
         """The serial chains of the legged-robot paper's modularisation (Fig. 1).
@@ -524,7 +525,7 @@ class Model:
     def describe(self) -> str:
         """Human-readable tree: bodies, joints, masses, DOF."""
         lines = [
-            (f"model '{self.name}': {self.nbodies} bodies, nq = {self.nq}, nv (DOF) = {self.nv}, "
+            (f"model {show(self.name)}: {self.nbodies} bodies, nq = {self.nq}, nv (DOF) = {self.nv}, "
              f"total mass = {self.total_mass:.4g} kg, gravity = {self.gravity.tolist()} m/s^2"),
             f"base: {self.base} ({self.n_base_bodies} bodies, {self.n_base_dofs} unactuated DOFs)",
         ]
@@ -545,7 +546,7 @@ class Model:
             else:
                 axis = ""
             lines.append(
-                f"{'  ' * (depth[i] + 1)}{self.body_names[i]}  <- {jt} '{self.joint_names[i]}'{axis}"
+                f"{'  ' * (depth[i] + 1)}{self.body_names[i]}  <- {jt} {show(self.joint_names[i])}{axis}"
                 f"  mass {self.mass[i]:.4g} kg{limits}"
             )
         merged = [f.name for f in self.frames]
@@ -566,4 +567,4 @@ class Model:
         return "-".join(names)
 
     def __repr__(self) -> str:
-        return f"Model('{self.name}', nbodies={self.nbodies}, nq={self.nq}, nv={self.nv})"
+        return f"Model({show(self.name)}, nbodies={self.nbodies}, nq={self.nq}, nv={self.nv})"

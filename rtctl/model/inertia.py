@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..options import show
 from .body import RELATIVE_TOLERANCE, ModelError, format_moments, inertia_violation  # noqa: F401
 
 INERTIA_POLICIES = ("strict", "warn", "repair")
@@ -58,7 +59,7 @@ class InertiaFinding:
     repaired: np.ndarray | None = field(default=None, compare=False)
 
     def describe(self) -> str:
-        text = f"link '{self.link}': {self.problem}"
+        text = f"link {show(self.link)}: {self.problem}"
         if self.repaired is not None:
             new = np.linalg.eigvalsh(self.repaired)
             text += f"; repaired to principal moments {format_moments(new)}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..options import show
 from . import FREE_FLYER, PRISMATIC, Model
 
 
@@ -34,6 +35,6 @@ def massless_note(model: Model) -> str:
     names = massless_subtree_joints(model)
     if not names:
         return ""
-    listed = ", ".join(f"'{n}'" for n in names)
-    return (f"; joint{'s' if len(names) > 1 else ''} {listed} of model '{model.name}' move massless subtrees "
+    listed = ", ".join(show(n) for n in names)
+    return (f"; joint{'s' if len(names) > 1 else ''} {listed} of model {show(model.name)} move massless subtrees "
             "(no mass or inertia below them): give those links mass or fix those joints")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..options import show
 from . import FREE_FLYER, Model, ModelError
 
 
@@ -86,7 +87,7 @@ class MimicCoupling:
         return names
 
     def describe(self) -> list[str]:
-        return [f"'{m.name}' = {m.multiplier:g} * '{m.leader}' + {m.offset:g}" for m in self.mimics]
+        return [f"{show(m.name)} = {m.multiplier:g} * {show(m.leader)} + {m.offset:g}" for m in self.mimics]
 
 
 def _joint_nq(model, i):
@@ -111,19 +112,19 @@ def _resolve_chains(model: Model, mimics: list[MimicJoint]) -> list[MimicJoint]:
     """Each mimic joint expressed through a leader that mimics none; refuse unknown leaders and cycles."""
     by_name = {m.name: m for m in mimics}
     for m in mimics:
-        where = f"joint '{m.name}' <mimic>"
+        where = f"joint {show(m.name)} <mimic>"
         if m.leader not in model.joint_names:
-            raise ModelError(f"{where}: joint '{m.leader}' is not a movable joint of the model (mimic a revolute, "
+            raise ModelError(f"{where}: joint {show(m.leader)} is not a movable joint of the model (mimic a revolute, "
                              "continuous or prismatic joint)")
         if model.joint_type[model.joint_names.index(m.leader)] == FREE_FLYER:
-            raise ModelError(f"{where}: joint '{m.leader}' is a free-flyer; only 1-DOF joints can be mimicked")
+            raise ModelError(f"{where}: joint {show(m.leader)} is a free-flyer; only 1-DOF joints can be mimicked")
     resolved = []
     for m in mimics:
         multiplier, offset, leader, chain = m.multiplier, m.offset, m.leader, [m.name]
         while leader in by_name:
             if leader in chain:
-                raise ModelError(f"joint '{m.name}' <mimic>: the mimic joints form a cycle: "
-                                 + " -> ".join(f"'{j}'" for j in chain + [leader]))
+                raise ModelError(f"joint {show(m.name)} <mimic>: the mimic joints form a cycle: "
+                                 + " -> ".join(show(j) for j in chain + [leader]))
             chain.append(leader)
             up = by_name[leader]
             multiplier, offset, leader = multiplier * up.multiplier, multiplier * up.offset + offset, up.leader

@@ -77,6 +77,7 @@ from . import (
     check_inertia,
     rpy_to_matrix,
 )
+from ..options import show_all
 from .inertia import DEFAULT_INERTIA_POLICY, InertiaPolicy
 from .mimic import MimicCoupling, MimicJoint, MimicWarning
 
@@ -185,14 +186,14 @@ class _UrdfReader:
 
     def inertial(self, link, name):
         """(mass, com, inertia about com in link axes) of a link; zeros if it has no <inertial>."""
-        where = f"link '{name}' <inertial>"
+        where = f"link {show(name)} <inertial>"
         inertial = link.find("inertial")
         if inertial is None:
             return 0.0, np.zeros(3), np.zeros((3, 3))
         rot, xyz = self.origin(inertial, where + "<origin>")
         mass_el = inertial.find("mass")
         if mass_el is None:
-            raise self.error(f"link '{name}': <inertial> has no <mass>")
+            raise self.error(f"link {show(name)}: <inertial> has no <mass>")
         mass = self.number(mass_el, "value", where + "<mass>")
         if mass < 0:
             raise self.error(f"{where}<mass>: negative mass value={show(mass_el.get('value'))}")
@@ -206,7 +207,7 @@ class _UrdfReader:
                                 [c["ixy"], c["iyy"], c["iyz"]],
                                 [c["ixz"], c["iyz"], c["izz"]]])
         try:
-            inertia = self.inertia_policy.inspect(name, check_inertia(inertia, mass, f"link '{name}'", False))
+            inertia = self.inertia_policy.inspect(name, check_inertia(inertia, mass, f"link {show(name)}", False))
             return mass, xyz, rot @ inertia @ rot.T
         except ModelError as exc:
             raise self.error(str(exc)) from None
@@ -215,7 +216,7 @@ class _UrdfReader:
 
     def build(self) -> Model:
         if self.root.tag != "robot":
-            raise self.error(f"root element is <{self.root.tag}>, expected <robot>")
+            raise self.error(f"root element {show(self.root.tag)} is not <robot>")
         links = self.read_links()
         joints, child_of, children = self.read_joints(links)
         root = self.root_link(links, child_of, joints)
@@ -225,10 +226,10 @@ class _UrdfReader:
         seen = self.add_tree(b, base_link, links, joints, children, placement)
         unreached = set(links) - seen - {root}
         if unreached:
-            raise self.error(f"links not connected to the root '{root}' form a cycle: "
+            raise self.error(f"links not connected to the root {show(root)} form a cycle: "
                              f"{self.cycle_from(sorted(unreached)[0], child_of, joints)}")
         if b.nbodies == 0:
-            raise self.error(f"no movable joint: the tree below root link '{root}' is one rigid body; load it with "
+            raise self.error(f"no movable joint: the tree below root link {show(root)} is one rigid body; load it with "
                              "floating_base='free_flyer' (6 DOFs) or add joints")
         try:
             model = b.build()
@@ -244,7 +245,7 @@ class _UrdfReader:
         joints (what URDF readers that ignore <mimic> do), with one warning naming them."""
         dangling = [m for m in self.mimics if m.leader not in model.joint_names]
         if dangling:
-            listed = "".join(f"\n  joint '{m.name}' mimics '{m.leader}'" for m in dangling)
+            listed = "".join(f"\n  joint {show(m.name)} mimics {show(m.leader)}" for m in dangling)
             warnings.warn(f"{self.label}: {len(dangling)} <mimic> element(s) name no movable joint of the model; "
                           f"those joints load as independent joints:{listed}", MimicWarning, stacklevel=4)
         kept = [m for m in self.mimics if m not in dangling]
@@ -258,7 +259,7 @@ class _UrdfReader:
             if not name:
                 raise self.error("a <link> has no name")
             if name in links:
-                raise self.error(f"link '{name}' is defined twice")
+                raise self.error(f"link {show(name)} is defined twice")
             links[name] = link
         return links
 
@@ -271,33 +272,32 @@ class _UrdfReader:
             if not jname:
                 raise self.error("a <joint> has no name")
             if jname in joints:
-                raise self.error(f"joint '{jname}' is defined twice")
+                raise self.error(f"joint {show(jname)} is defined twice")
             joints[jname] = joint
             jtype = joint.get("type")
             if jtype is None:
-                raise self.error(f"joint '{jname}': missing attribute 'type'")
+                raise self.error(f"joint {show(jname)}: missing attribute 'type'")
             if jtype == "planar":
-                raise self.error(f"joint '{jname}': planar joints are not supported (use revolute and prismatic "
+                raise self.error(f"joint {show(jname)}: planar joints are not supported (use revolute and prismatic "
                                  "joints through massless links, or floating_base='planar' for an x-z base)")
             if jtype not in ("revolute", "continuous", "prismatic", "fixed", "floating"):
-                raise self.error(f"joint '{jname}': unknown joint type '{jtype}'")
+                raise self.error(f"joint {show(jname)}: unknown joint type {show(jtype)}")
             ends = {}
             for tag in ("parent", "child"):
                 el = joint.find(tag)
                 if el is None or not el.get("link"):
-                    raise self.error(f"joint '{jname}': missing <{tag} link=...>")
+                    raise self.error(f"joint {show(jname)}: missing <{tag} link=...>")
                 if el.get("link") not in links:
-                    raise self.error(f"joint '{jname}': {tag} link '{el.get('link')}' is not a defined link")
+                    raise self.error(f"joint {show(jname)}: {tag} link {show(el.get('link'))} is not a defined link")
                 ends[tag] = el.get("link")
             if ends["child"] in child_of:
-                raise self.error(
-                    f"joint '{jname}': link '{ends['child']}' already has parent joint '{child_of[ends['child']]}'"
-                )
+                raise self.error(f"joint {show(jname)}: link {show(ends['child'])} already has parent joint "
+                                 f"{show(child_of[ends['child']])}")
             if jtype in ("fixed", "floating"):
                 # Numbers the tree walk does not use are still checked: a floating root joint's
                 # <origin>, and (as urdfdom does) a <limit> on a fixed or floating joint.
-                self.origin(joint, f"joint '{jname}' <origin>")
-                self.limits(joint, jtype, f"joint '{jname}'")
+                self.origin(joint, f"joint {show(jname)} <origin>")
+                self.limits(joint, jtype, f"joint {show(jname)}")
             child_of[ends["child"]] = jname
             children[ends["parent"]].append((jname, ends["child"]))
         return joints, child_of, children
@@ -310,7 +310,7 @@ class _UrdfReader:
         if not roots:
             raise self.error(f"the joint graph has a cycle: {self.cycle_from(next(iter(links)), child_of, joints)}")
         if len(roots) > 1:
-            raise self.error(f"more than one root link (links without a parent joint): {roots}")
+            raise self.error(f"more than one root link (links without a parent joint): {show_all(roots)}")
         return roots[0]
 
     def add_base(self, b, root, links, joints, children, placement) -> str:
@@ -323,8 +323,8 @@ class _UrdfReader:
         floating = self.floating_base
         floating_at_root = [j for j, _ in root_joints if joints[j].get("type") == "floating"]
         if floating_at_root and len(root_joints) > 1:
-            raise self.error(f"joint '{floating_at_root[0]}': a floating joint must be the only joint of the "
-                             f"root link '{root}' ({len(root_joints)} joints leave it)")
+            raise self.error(f"joint {show(floating_at_root[0])}: a floating joint must be the only joint of the "
+                             f"root link {show(root)} ({len(root_joints)} joints leave it)")
         root_joint_name = "root_joint"
         if floating_at_root:
             floating = "free_flyer"
@@ -345,9 +345,9 @@ class _UrdfReader:
                 idx = -1
                 b.add_frame(root, -1)
         except ModelError as exc:
-            raise self.error(f"link '{root}' -> {exc}") from None
+            raise self.error(f"link {show(root)} -> {exc}") from None
         except _NUMERIC_FAILURES as exc:
-            raise self.error(f"link '{root}': numeric overflow ({exc})") from None
+            raise self.error(f"link {show(root)}: numeric overflow ({exc})") from None
         placement[root] = (idx, np.eye(3), np.zeros(3))
         return root
 
@@ -362,7 +362,7 @@ class _UrdfReader:
         while stack:
             jname, child, parent_link = stack.pop()
             if child in seen:
-                raise self.error(f"joint '{jname}': link '{child}' is reached twice (cycle)")
+                raise self.error(f"joint {show(jname)}: link {show(child)} is reached twice (cycle)")
             seen.add(child)
             body, p_rot, p_trans = placement[parent_link]
             placement[child] = self.add_joint(b, joints[jname], jname, child, links[child], body, p_rot, p_trans)
@@ -379,8 +379,8 @@ class _UrdfReader:
             link = joints[jname].find("parent").get("link")
         cycle = order[path[link]:]
         cycle_links = [joints[j].find("child").get("link") for j in cycle]
-        return ("joints " + " -> ".join(f"'{j}'" for j in cycle)
-                + " (links " + ", ".join(f"'{name}'" for name in cycle_links) + ")")
+        return ("joints " + " -> ".join(show(j) for j in cycle)
+                + " (links " + ", ".join(show(name) for name in cycle_links) + ")")
 
     def axis(self, joint, where):
         """The unit joint axis; the norm is taken after scaling by the largest component, so huge or
@@ -396,7 +396,7 @@ class _UrdfReader:
 
     def add_joint(self, b, joint, jname, child, child_link, body, p_rot, p_trans):
         """Add the body (or merge the fixed link) behind ``joint``; return the child link's placement."""
-        where = f"joint '{jname}'"
+        where = f"joint {show(jname)}"
         jtype = joint.get("type")
         j_rot, j_trans = self.origin(joint, where + " <origin>")
         mass, com, inertia = self.inertial(child_link, child)
@@ -422,7 +422,7 @@ class _UrdfReader:
                 raise
             raise self.error(f"{where} -> {exc}") from None
         except _NUMERIC_FAILURES as exc:
-            raise self.error(f"{where}: numeric overflow placing link '{child}' (origins, masses or "
+            raise self.error(f"{where}: numeric overflow placing link {show(child)} (origins, masses or "
                              f"inertias too large): {exc}") from None
 
     def joint_dynamics(self, joint, where):
@@ -441,7 +441,7 @@ class _UrdfReader:
         mimic = joint.find("mimic")
         if mimic is None:
             return
-        where = f"joint '{jname}' <mimic>"
+        where = f"joint {show(jname)} <mimic>"
         leader = mimic.get("joint")
         if not leader:
             raise self.error(f"{where}: missing attribute 'joint' (the joint it mimics)")

@@ -5,6 +5,7 @@ import math
 import re
 import xml.etree.ElementTree as ET
 
+from ..options import show  # noqa: F401  (part of this module's API)
 from .body import ModelError
 
 # The xs:double lexical space (XML Schema 1.1, which also allows "+INF"); [0-9] is ASCII only.
@@ -40,13 +41,6 @@ def xs_double(token: str):
             return None, f"is not finite: {token} is not allowed ({UNBOUNDED_HELP})"
         return None, "is not finite: beyond the double range (+-1.7976931348623157e+308)"
     return value, None
-
-
-def show(text: str, limit: int = 64) -> str:
-    """``text`` quoted for an error message (control characters escaped, long text shortened)."""
-    if len(text) > limit:
-        return f"{text[:limit]!r}... ({len(text)} characters)"
-    return repr(text)
 
 
 class _DoctypeRefused(Exception):
