@@ -305,6 +305,7 @@ def test_real_control_channel_refuses_rearm_without_the_browser_token(tmp_path, 
     try:
         dash.start()
         runner.start()
+        assert wait_for(lambda: loop.cycle > 0, 60)     # past the warm-up: a re-arm needs a cycle boundary
         estop = run(command(dash, {"cmd": "estop"}))
         assert estop["ok"] is True, estop
         assert wait_for(lambda: loop.safety.tripped, 5)
