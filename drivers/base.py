@@ -28,6 +28,7 @@ from rtctl.options import setting
 from rtctl.registry import DRIVERS
 from rtctl.rt.interfaces import Command, RobotState, actuated_indices
 from rtctl.rt.lifecycle import Lifecycle
+from rtctl.rt.stability import EXACT_HOLD
 
 EFFORT_MODE = "effort"
 POSITION_MODE = "position"
@@ -57,6 +58,11 @@ class ActuatorDriver(Lifecycle, abc.ABC):
     """Abstract backend. Subclasses implement :meth:`read` and :meth:`write` (and lifecycle hooks)."""
 
     backend = "abstract"
+    # How the loop's commands reach the joints, for the gains' stability bound (rtctl.rt.stability): the cycles
+    # from a write to the actuators applying it, where known, and the share of period^2 u by which one period
+    # of constant acceleration u moves a joint (1/2 in the physical world; a simulated plant's integrator's).
+    latency_cycles: int = 0
+    position_share: float = EXACT_HOLD
 
     @dataclass(frozen=True)
     class Options:

@@ -86,6 +86,7 @@ class SimDriver(ActuatorDriver):
         self.position_noise, self.velocity_noise, self.effort_noise = position_noise, velocity_noise, effort_noise
         self.count_step = 2 * np.pi / encoder_counts if encoder_counts else 0.0
         self.latency_cycles = latency_cycles
+        self.position_share = plant.position_share
         self.rng = np.random.default_rng(seed)
         self.saturated_cycles = 0
         # Preallocated per-cycle buffers (actuator space a_*, joint space j_*).

@@ -26,6 +26,7 @@ import numpy as np
 from rtctl.dynamics import Dynamics
 from rtctl.options import setting
 from rtctl.rt.interfaces import actuated_indices
+from rtctl.rt.stability import gain_violation
 
 
 class Trajectory(abc.ABC):
@@ -69,6 +70,7 @@ class Controller(abc.ABC):
     name = "controller"
     default_kp: float | None = None  # kp when the config gives none; None: the config must give it
     sections: dict = {}
+    gain_units = ("1/s^2", "1/s")    # of kp, kd in messages: acceleration gains, or a torque-level law's
 
     @dataclass(frozen=True)
     class Options:
@@ -90,6 +92,23 @@ class Controller(abc.ABC):
                                  "depends on the robot's inertia)")
             kp = cls.default_kp
         return {"kp": kp, "kd": options["kd"]}
+
+    def error_inertia(self, q) -> np.ndarray | None:
+        """Per actuated joint, the inertia ``m`` that makes this law's closed loop ``e'' + (kd / m) e' + (kp / m) e
+        = 0`` about configuration ``q`` (ones where the law cancels the inertia, as computed torque does); None
+        (the default): its error dynamics are not of that form and its gains get no stability bound."""
+        return None
+
+    def gain_violation(self, kp, kd, sampling, q) -> str:
+        """'' when gains ``kp``, ``kd`` keep this law's loop stable as the loop samples it (``sampling``, a
+        :class:`rtctl.rt.stability.Sampling`) about configuration ``q``; else one line naming the joint and the
+        bound. The config's gains and every ``set_gains`` are checked."""
+        inertia = self.error_inertia(q)
+        if inertia is None:
+            return ""
+        ones = bool(np.all(inertia == 1.0))
+        return gain_violation(kp, kd, sampling, self.joint_names, inertia=None if ones else inertia,
+                              units=self.gain_units)
 
     def on_activate(self) -> None:
         """Before the first cycle and after a re-arm: reset integrators, clocks, filters."""

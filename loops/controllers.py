@@ -182,6 +182,7 @@ class _CompiledController(Controller):
     """
 
     mode = MODE_PD
+    gain_units = ("N m/rad (N/m)", "N m s/rad (N s/m)")
 
     @dataclass(frozen=True)
     class Options(Controller.Options):
@@ -221,6 +222,12 @@ class _CompiledController(Controller):
 
     def _check_base(self) -> None:
         pass
+
+    def error_inertia(self, q) -> np.ndarray:
+        """A torque-level PD acts on each joint through ``1 / (M(q)^-1)_jj``, the inertia the joint moves when
+        every other DOF is free (a local bound: it changes as the robot moves)."""
+        inverse = np.linalg.inv(Dynamics(self.model).mass_matrix(np.ascontiguousarray(q, dtype=float)))
+        return 1.0 / np.diag(inverse)[self.v_index]
 
     def update(self, t, dt, q, v, q_d, qd_d, qdd_d, effort) -> None:
         """Write the generalized efforts (nv) for measured ``q`` (nq), ``v`` (nv) and the desired
@@ -318,6 +325,10 @@ class ComputedTorque(_CompiledController):
     name = "computed_torque"
     default_kp = 400.0
     mode = MODE_COMPUTED_TORQUE
+    gain_units = Controller.gain_units
+
+    def error_inertia(self, q) -> np.ndarray:
+        return np.ones(self.n)
 
     def _check_base(self) -> None:
         if self.n_base:
@@ -344,6 +355,10 @@ class FloatingBaseComputedTorque(_CompiledController):
     name = "floating_base_computed_torque"
     default_kp = 400.0
     mode = MODE_FLOATING_CT
+    gain_units = Controller.gain_units
+
+    def error_inertia(self, q) -> np.ndarray:
+        return np.ones(self.n)
 
     def _check_base(self) -> None:
         if not self.n_base:

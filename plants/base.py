@@ -20,11 +20,15 @@ import numpy as np
 from rtctl.model import Model, inertia_scale_factor, payload_mass, payload_offset
 from rtctl.options import setting
 from rtctl.registry import PLANTS
+from rtctl.rt.stability import EXACT_HOLD
 
 
 class Plant(abc.ABC):
     name = "plant"
     sections: dict = {}  # whole config sections this plant owns: {"name": OptionsDataclass}
+    # Of period^2 u, how far one step of constant acceleration u moves a coordinate: 1/2 when the integrator is
+    # exact on it (RK4); rtctl.rt.stability bounds the controller's gains with it.
+    position_share: float = EXACT_HOLD
 
     @dataclass(frozen=True)
     class Options:

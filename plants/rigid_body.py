@@ -54,6 +54,7 @@ from rtctl.dynamics.kernels import (NOT_FINITE, OK, SINGULAR, W_FEXT, WRONG_LENG
 from rtctl.model import FREE_FLYER, MI_IQ, MI_TYPE, Model, inertia_scale_factor
 from rtctl.options import setting
 from rtctl.rt.interfaces import actuated_indices
+from rtctl.rt.stability import euler_position_share
 
 from .base import Plant, check_integration_options, payload_settings, register_plant, with_tree_payload
 from .divergence import divergence_message, explicit_damping_problem
@@ -396,6 +397,7 @@ class RigidBodyPlant(Plant):
         }
         self._method = INTEGRATORS[chosen]
         self._substeps = int(substeps)
+        self.position_share = euler_position_share(self._substeps) if integrator != "rk4" else self.position_share
         self._scale = scale
         self.dynamics = Dynamics(model)
         self._work = work_array(model)

@@ -455,6 +455,9 @@ def build(cfg: dict):
                                    pace=loop_cfg["pace"], realtime=realtime)
     except HardwareError as exc:
         raise ConfigError(f"{src}: [[drivers]] {exc}") from None
+    problem = controller.gain_violation(controller.kp, controller.kd, control_loop.sampling, context.q0)
+    if problem:
+        raise ConfigError(f"{src}: [controller] {problem}")
     if cfg["collision"]["enabled"]:
         from .loops.collision import CollisionMonitor
 

@@ -99,11 +99,15 @@ duration = 0.3
 
 [[sweep.parameter]]
 path = "controller.type"
-values = ["computed_torque", "stewart_computed_torque", "computed_torque"]
+values = ["computed_torque", "stewart_computed_torque", "computed_torque", "computed_torque"]
 
 [[sweep.parameter]]
 path = "controller.kp"
-values = [400.0, 400.0, 4.0e6]
+values = [400.0, 400.0, 9.0e5, 4.0e6]
+
+[[sweep.parameter]]
+path = "plant.mass_scale"
+values = [1.0, 1.0, 0.1, 1.0]
 """
 
 
@@ -111,13 +115,16 @@ def test_failures_are_recorded_and_the_sweep_goes_on(tmp_path):
     sweep = load_sweep(write(tmp_path, FAILING))
     summary = run_sweep(sweep, tmp_path / "f.parquet", backend=create_backend("sequential"), progress=False)
     rows = {r["index"]: r for r in read_rows(tmp_path / "f.parquet")}
-    assert summary.ran == 3 and len(rows) == 3
+    assert summary.ran == 4 and len(rows) == 4
     assert rows[0]["status"] == "ok" and rows[0]["reason"] == ""
     assert rows[1]["status"] == "error"   # the Stewart controller cannot run the 7-DOF arm: raised while building
     assert rows[1]["reason"].startswith("build: ") and "stewart" in rows[1]["reason"]
     assert math.isnan(rows[1]["tracking_rms"])
-    # kp = 4e6 1/s^2 at 1 kHz: the discrete loop is unstable (omega dt = 2); the safety monitor trips it
+    # kp = 9e5 1/s^2 (kd = 1897 1/s) is stable at 1 kHz for the controller's model, not on a plant 10x lighter
+    # (the loop's gains are 10x): the safety monitor trips it
     assert rows[2]["status"] in ("tripped", "diverged") and rows[2]["reason"]
+    # kp = 4e6 1/s^2 at 1 kHz: no kd makes the sampled loop stable (omega dt = 2): refused while building
+    assert rows[3]["status"] == "error" and "kp must stay below" in rows[3]["reason"]
 
 
 class _Interrupted(Exception):
@@ -223,9 +230,9 @@ def test_cli_sweep_and_report(tmp_path, capsys):
     sweep = write(tmp_path, FAILING)
     out = tmp_path / "cli.parquet"
     assert main(["sweep", str(sweep), "--out", str(out), "--backend", "sequential", "--no-progress"]) == 0
-    assert "3 runs: 0 already done, 3 ran" in capsys.readouterr().out
+    assert "4 runs: 0 already done, 4 ran" in capsys.readouterr().out
     assert main(["sweep", str(sweep), "--out", str(out), "--backend", "sequential", "--no-progress"]) == 0
-    assert "3 runs: 3 already done, 0 ran" in capsys.readouterr().out
+    assert "4 runs: 4 already done, 0 ran" in capsys.readouterr().out
     png = tmp_path / "report.png"
     assert main(["sweep-report", str(out), "--out", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000

@@ -147,6 +147,10 @@ class _LeggedController(_CompiledController):
         self._contact = (contact.pack(), np.ascontiguousarray(robot.contact_bodies, dtype=np.int64),
                          np.ascontiguousarray(robot.contact_points, dtype=np.float64), self.grf)
 
+    def error_inertia(self, q) -> None:
+        """None: the ground's wrenches take part in the error dynamics; no stability bound on the gains."""
+        return None
+
     def update(self, t, dt, q, v, q_d, qd_d, qdd_d, effort) -> None:
         """Efforts (nv) for the measured state and the desired joint motion, with the ground wrenches of the
         measured state in the model-based term; allocation-free."""

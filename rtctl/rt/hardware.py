@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .interfaces import actuated_indices
 from .lifecycle import Lifecycle, LifecycleState
+from .stability import Sampling
 
 
 class HardwareError(ValueError):
@@ -91,6 +92,12 @@ class Hardware:
             driver.safe_stop()
         except Exception:  # noqa: BLE001  (best effort on the way to the safe state)
             pass
+
+    def sampling(self, period: float) -> Sampling:
+        """How a loop of ``period`` s samples these joints: the longest latency and the largest position share
+        of the drivers (``latency_cycles``, ``position_share``: the conservative ends of both)."""
+        return Sampling(period, max(int(d.latency_cycles) for d in self.drivers),
+                        max(float(d.position_share) for d in self.drivers))
 
     @property
     def all_ok(self) -> bool:

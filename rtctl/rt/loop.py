@@ -123,6 +123,7 @@ class ControlLoop:
         self.model = model
         self.hardware = Hardware(model, drivers)
         self.drivers = self.hardware.drivers
+        self.sampling = self.hardware.sampling(1.0 / float(rate_hz))  # for the gains' stability bound
         self._plant_clocks = tuple(getattr(d, "plant_seconds", None) if isinstance(getattr(d, "plant_seconds", None),
                                                                                    np.ndarray) else np.zeros(1)
                                    for d in self.drivers)  # each driver's in-process plant time (s)

@@ -64,6 +64,17 @@ def _task_values(value, name, positive_diagonal):
     return arr
 
 
+def _refuse_unstable_gains(loop, kp, kd) -> None:
+    """Refused naming the bound when the gains (None: the controller's own) would make the loop unstable at
+    its rate (:meth:`loops.base.Controller.gain_violation`), about the last measured configuration (the
+    model's neutral one before the first cycle)."""
+    ctl = loop.controller
+    q = loop.state.q.copy() if loop.cycle > 0 else loop.model.neutral_configuration()
+    problem = ctl.gain_violation(ctl.kp if kp is None else kp, ctl.kd if kd is None else kd, loop.sampling, q)
+    if problem:
+        raise Refused(f"set_gains: {problem}")
+
+
 @dataclass(frozen=True)
 class OscillatorChange:
     """The oscillator parameters a set_cpg request sets, one value per actuated joint; None: unchanged."""
@@ -124,9 +135,11 @@ class CommandValidation:
             raise Refused("set_gains: give kp and/or kd")
         kp = _vector(req["kp"], self.n, "kp", 0.0, self.kp_max) if "kp" in req else None
         kd = _vector(req["kd"], self.n, "kd", 0.0, self.kd_max) if "kd" in req else None
+        _refuse_unstable_gains(self.loop, kp, kd)
 
         def apply(loop):
             ctl = loop.controller
+            _refuse_unstable_gains(loop, kp, kd)  # against the gains of now (another request may have set one)
             if kp is not None:
                 ctl.kp[:] = kp
             if kd is not None:
