@@ -58,8 +58,10 @@ CORE_SCHEMA: dict[str, dict[str, Key]] = {
         "time_slice_us": Key("float", None, low=0.0, high=100_000.0),   # default 100 where possible; 0: the kernel's
     },
     "safety": {
-        "safe_mode": Key("str", "damping", choices=("damping", "zero_torque")),
+        "safe_mode": Key("str", None, choices=("hold", "damping", "zero_torque")),  # default: hold if the model can
         "damping_gain": Key("floats", None, low=0.0),
+        "hold_kp": Key("float", None, positive=True),      # 1/s^2: the hold's stiffness (default rtctl.safety.stop)
+        "hold_kd": Key("float", None, positive=True),      # 1/s, default 2 sqrt(hold_kp)
         "position_margin": Key("float", 0.05, low=0.0),
         "velocity_scale": Key("float", 1.0, positive=True),
         "watchdog_cycles": Key("int", 5, low=1),
@@ -432,7 +434,8 @@ def build(cfg: dict):
             damping_gain=None if saf["damping_gain"] is None else context.vector(saf["damping_gain"], "damping_gain"),
             watchdog_cycles=saf["watchdog_cycles"], effort_clamp=saf["effort_clamp"],
             acceleration_limit=None if saf["acceleration_limit"] is None else context.vector(
-                saf["acceleration_limit"], "acceleration_limit"))
+                saf["acceleration_limit"], "acceleration_limit"), hold_kd=saf["hold_kd"],
+            **({} if saf["hold_kp"] is None else {"hold_kp": saf["hold_kp"]}))
     if cfg["plant"].get("initial_position") is not None:
         problem = safety.position_violation(context.q0[context.q_index], "[plant] initial_position")
         if problem:
@@ -455,6 +458,8 @@ def build(cfg: dict):
                                    pace=loop_cfg["pace"], realtime=realtime)
     except HardwareError as exc:
         raise ConfigError(f"{src}: [[drivers]] {exc}") from None
+    except ValueError as exc:  # the safety monitor's configure: the hold's gains at this rate
+        raise ConfigError(f"{src}: [safety] {exc}") from None
     problem = controller.gain_violation(controller.kp, controller.kd, control_loop.sampling, context.q0)
     if problem:
         raise ConfigError(f"{src}: [controller] {problem}")

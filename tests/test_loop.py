@@ -31,6 +31,7 @@ BASE = {
     "controller": {"type": "computed_torque", "kp": 400.0},
     "trajectory": {"type": "min_jerk", "goal": GOAL, "duration": 1.5, "t0": 0.1},
     "loop": {"rate_hz": 1000.0, "duration": 2.0, "pace": False},
+    "safety": {"safe_mode": "damping"},  # the latched command these tests check; the hold: test_safe_stop.py
 }
 
 

@@ -14,6 +14,7 @@ from rtctl.model import ModelBuilder
 from rtctl.model.urdf import load_urdf
 from rtctl.rt.interfaces import Command, RobotState, actuated_indices
 from rtctl.safety import SafetyError, SafetyMonitor
+from rtctl.safety.stop import gravity_bound
 
 from allocation_counter import run_with_allocation_counters
 
@@ -40,6 +41,8 @@ def good_state(model):
 
 
 def setup(model, **options):
+    """A monitor in the damping safe mode unless ``options`` say otherwise (the hold: test_safe_stop.py)."""
+    options.setdefault("safe_mode", "damping")
     return SafetyMonitor(model, **options), good_state(model), Command(model)
 
 
@@ -289,19 +292,23 @@ def test_rearm_fails_for_a_non_finite_last_state_and_before_any_check(arm):
 # -- the safe commands -------------------------------------------------------------------------
 
 def test_damping_mode_produces_minus_d_v(arm):
+    """The default gain: 0.1 effort_limit / velocity_limit, or where gravity needs more (joints 2-5 of the arm),
+    twice the model's bound of the joint's gravity torque over its velocity limit (test_safe_stop.py)."""
     mon, state, command = setup(arm)
-    default = 0.1 * arm.effort_limit / arm.velocity_limit
+    default = np.maximum(0.1 * arm.effort_limit / arm.velocity_limit, 2.0 * gravity_bound(arm) / arm.velocity_limit)
     np.testing.assert_allclose(mon.damping_gain, default)
+    assert np.all(mon.damping_gain[1:5] > 0.1 * arm.effort_limit[1:5] / arm.velocity_limit[1:5])
     state.v[:] = [0.5, -1.0, 0.2, 1.5, -2.0, 0.1, -0.7]
     mon.estop()
     assert not mon.check(state, command)
-    np.testing.assert_allclose(command.effort, -default * state.v, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(command.effort, np.clip(-default * state.v, -arm.effort_limit, arm.effort_limit),
+                               rtol=0, atol=1e-12)
 
-    mon, state, command = setup(arm, damping_gain=2.0)
+    mon, state, command = setup(arm, damping_gain=100.0)
     state.v[:] = 0.25
     mon.estop()
     mon.check(state, command)
-    np.testing.assert_array_equal(command.effort, -0.5)
+    np.testing.assert_array_equal(command.effort, -25.0)
 
 
 def test_damping_command_is_limited_to_the_effort_limit(arm):

@@ -124,6 +124,7 @@ class ControlLoop:
         self.hardware = Hardware(model, drivers)
         self.drivers = self.hardware.drivers
         self.sampling = self.hardware.sampling(1.0 / float(rate_hz))  # for the gains' stability bound
+        safety.configure(self.sampling)  # the hold's gains at this rate, its kernel run once: before any activation
         self._plant_clocks = tuple(getattr(d, "plant_seconds", None) if isinstance(getattr(d, "plant_seconds", None),
                                                                                    np.ndarray) else np.zeros(1)
                                    for d in self.drivers)  # each driver's in-process plant time (s)

@@ -24,22 +24,33 @@ The safe state is latched: once tripped, every ``check`` overwrites the command
 with the safe command and returns False until :meth:`SafetyMonitor.rearm`
 succeeds. The safe command sets ``stiffness``, ``damping`` and the ``velocity``
 target to 0 on every row (so a drive closing its own loop stops pulling towards
-a stale target) and ``effort`` to
+a stale target) and ``effort`` by ``safe_mode`` (IEC 60204-1 stop categories;
+:mod:`rtctl.safety.stop`):
 
-* ``"zero_torque"``: 0;
-* ``"damping"``: ``-D v`` on the actuated joints, clamped to ``+-effort_limit``
-  (``D = damping_gain``, by default ``0.1 * effort_limit / velocity_limit`` per
-  joint where both are finite, else 1.0 N m s/rad), and zero torque when any
-  actuated velocity is not finite.
+* ``"hold"`` (category 2; the default where the model carries the robot's weight,
+  :func:`~rtctl.safety.stop.hold_unavailable`): decelerate within the limits, then
+  hold with the model's gravity compensation and a bounded stiffness. It needs a
+  trusted state: from a non-finite state, a stale one, a driver fault or a failing
+  dynamics kernel on, it falls back for the rest of the latch to damping (which
+  needs only finite velocities), or to zero torque when a velocity is not finite,
+  and records why (event kind ``"safe"``);
+* ``"damping"`` (the default elsewhere): ``-D v`` on the actuated joints, clamped to
+  ``+-effort_limit`` (``D = damping_gain``, by default
+  :func:`~rtctl.safety.stop.default_damping`; a gain too weak to stop the fall under
+  gravity the model shows is refused), and zero torque when any actuated velocity
+  is not finite;
+* ``"zero_torque"`` (category 0): 0.
 
 Base rows of a floating base are always 0.
 
 Real-time behaviour: the per-cycle work is one call of the numba kernel
 :func:`_safety_cycle` over arrays preallocated at construction (limits, index
-arrays, counters); it returns a status code and leaves the offending index and
-value in those arrays. Strings are built only when something happens (a trip,
-the first cycle of a clamp burst); the armed, clamped-burst and latched paths
-allocate nothing.
+arrays, counters), and while holding one of :func:`~rtctl.safety.stop.hold_command`;
+they return status codes and leave the offending index and value in those arrays.
+Strings are built only when something happens (a trip, the first cycle of a clamp
+burst, a fallback); the armed, clamped-burst and latched paths allocate nothing.
+Both kernels are compiled at import (explicit signatures) and the hold's is run once
+by :meth:`SafetyMonitor.configure`, before the loop activates any hardware.
 """
 from __future__ import annotations
 
@@ -48,184 +59,19 @@ import threading
 from collections import deque
 
 import numpy as np
-from numba import njit
 
-from .model import PRISMATIC, Model
-from .rt.interfaces import Command, RobotState, actuated_indices
-from .rt.limits import MIN_JERK_PEAK_ACCELERATION, MIN_JERK_PEAK_VELOCITY, SafetyError
+from ..model import PRISMATIC, Model
+from ..rt.interfaces import Command, RobotState, actuated_indices
+from ..rt.limits import MIN_JERK_PEAK_ACCELERATION, MIN_JERK_PEAK_VELOCITY, SafetyError
+from ..rt.stability import Sampling
+from .kernel import (OK, CLAMP_CONTINUED, CLAMP_NEW, TRIP, NAN_Q, NAN_V, NAN_EFFORT, POSITION, VELOCITY, STALE,
+                     NAN_COMMAND, EFFORT, NEVER_CHECKED, L_LO, L_HI, L_VMAX, L_EMAX, L_DAMP, L_SOFT_LO, L_SOFT_HI,
+                     L_ROWS, C_CYCLES, C_CLAMPS, C_STALE, C_CLAMPING, C_WATCHDOG, C_CLAMP_MODE, C_DAMPING, C_WHERE,
+                     C_STATE_CODE, C_STATE_WHERE, C_WIDTH, V_VALUE, V_STATE_VALUE, V_WIDTH, UNTRUSTED, _latched_hold,
+                     _safety_cycle, _write_safe_command)  # noqa: F401  (the kernel's names, as before the split)
+from .stop import HOLD_KP, Hold, damping_violation, default_damping, gravity_bound, hold_unavailable
 
-SAFE_MODES = ("damping", "zero_torque")
-
-# Status codes of _safety_cycle. Below TRIP: no trip.
-OK = 0
-CLAMP_CONTINUED = 1   # effort clamped, and it was already clamped on the previous cycle
-CLAMP_NEW = 2         # effort clamped, first cycle of a burst (record an event)
-TRIP = 10
-NAN_Q = 10            # where = index into state.q
-NAN_V = 11            # where = index into state.v
-NAN_EFFORT = 12       # where = index into state.effort
-POSITION = 13         # where = actuated joint number
-VELOCITY = 14         # where = actuated joint number
-STALE = 15            # where = -1, value = number of consecutive stale cycles
-NAN_COMMAND = 16      # where = index into command.effort
-EFFORT = 17           # where = actuated joint number (effort_clamp False)
-NEVER_CHECKED = 99    # state status before the first check
-NON_FINITE = {NAN_Q: "state: q", NAN_V: "state: v", NAN_EFFORT: "state: effort", NAN_COMMAND: "command: effort"}
-
-# Rows of the float table ``lim`` (one column per actuated joint). L_LO/L_HI are the position bounds
-# checked now: the soft limits, or during a recovery re-arm the position the joint was re-armed at
-# (less a tolerance), tightened back to the soft limit L_SOFT_LO/L_SOFT_HI once the joint is inside it.
-L_LO, L_HI, L_VMAX, L_EMAX, L_DAMP, L_SOFT_LO, L_SOFT_HI = 0, 1, 2, 3, 4, 5, 6
-L_ROWS = 7
-# Slots of the int64 control/counter array ``ctl``.
-C_CYCLES = 0         # checks performed
-C_CLAMPS = 1         # checks in which at least one effort was clamped
-C_STALE = 2          # current run of consecutive stale checks
-C_CLAMPING = 3       # 1 if the previous check clamped
-C_WATCHDOG = 4       # config: watchdog_cycles
-C_CLAMP_MODE = 5     # config: 1 = clamp, 0 = trip on effort limit
-C_DAMPING = 6        # config: 1 = damping safe mode, 0 = zero torque
-C_WHERE = 7          # offending index of the returned code
-C_STATE_CODE = 8     # status of the state alone (for rearm): OK, NAN_*, POSITION, VELOCITY
-C_STATE_WHERE = 9    # its offending index
-C_WIDTH = 10
-# Slots of the float64 array ``val``.
-V_VALUE = 0          # offending value of the returned code (before clamping for an effort)
-V_STATE_VALUE = 1    # offending value of the state status
-V_WIDTH = 2
-
-
-_A = "float64[::1]"
-_SIG = (f"int64({_A}, {_A}, {_A}, {_A}, {_A}, {_A}, {_A}, boolean, boolean, "
-        "int64[::1], int64[::1], float64[:, ::1], int64[::1], float64[::1])")
-
-
-# The kernel's helpers are inlined into it: as separate calls, the reference counting of their array
-# arguments would add about half to the time of a check.
-@njit(cache=True, inline="always")
-def _first_non_finite(x):
-    """Index of the first NaN or infinity in ``x``; -1 when all are finite."""
-    for i in range(x.shape[0]):
-        if not np.isfinite(x[i]):
-            return i
-    return -1
-
-
-@njit(cache=True, inline="always")
-def _check_state(q, v, tau, q_index, v_index, lim):
-    """(code, where, value) of the measured state: non-finite values, then actuated positions outside the bounds
-    checked now (a recovering joint's bound tightened back to the soft limit once the joint is inside it), then
-    actuated speeds above their bound; ``(OK, -1, 0.0)`` when none."""
-    i = _first_non_finite(q)
-    if i >= 0:
-        return NAN_Q, i, q[i]
-    i = _first_non_finite(v)
-    if i >= 0:
-        return NAN_V, i, v[i]
-    i = _first_non_finite(tau)
-    if i >= 0:
-        return NAN_EFFORT, i, tau[i]
-    n = q_index.shape[0]
-    for k in range(n):
-        x = q[q_index[k]]
-        if lim[L_LO, k] < lim[L_SOFT_LO, k] and x >= lim[L_SOFT_LO, k]:
-            lim[L_LO, k] = lim[L_SOFT_LO, k]
-        if lim[L_HI, k] > lim[L_SOFT_HI, k] and x <= lim[L_SOFT_HI, k]:
-            lim[L_HI, k] = lim[L_SOFT_HI, k]
-        if x < lim[L_LO, k] or x > lim[L_HI, k]:
-            return POSITION, k, x
-    for k in range(n):
-        x = v[v_index[k]]
-        if abs(x) > lim[L_VMAX, k]:
-            return VELOCITY, k, x
-    return OK, -1, 0.0
-
-
-@njit(cache=True, inline="always")
-def _check_command(cmd_effort, v_index, lim, clamp):
-    """(code, where, value) of the command about to be written: a non-finite effort, then actuated efforts above
-    their limit: EFFORT for the first, or with ``clamp`` each clamped in place to exactly its limit and CLAMP_NEW
-    naming the first (its value before clamping); ``(OK, -1, 0.0)`` when none."""
-    i = _first_non_finite(cmd_effort)
-    if i >= 0:
-        return NAN_COMMAND, i, cmd_effort[i]
-    code, where, value = OK, -1, 0.0
-    for k in range(v_index.shape[0]):
-        i = v_index[k]
-        e = cmd_effort[i]
-        limit = lim[L_EMAX, k]
-        if abs(e) > limit:
-            if not clamp:
-                return EFFORT, k, e
-            if code == OK:
-                code, where, value = CLAMP_NEW, k, e
-            cmd_effort[i] = limit if e > 0 else -limit
-    return code, where, value
-
-
-@njit(f"void({_A}, {_A}, {_A}, {_A}, {_A}, int64[::1], float64[:, ::1], boolean)", cache=True, inline="always")
-def _write_safe_command(v, cmd_effort, cmd_stiffness, cmd_damping, cmd_velocity, v_index, lim, damping):
-    """Stiffness, damping and velocity target 0 on every row, and effort 0; with ``damping``, when every actuated
-    velocity is finite, effort ``-D v`` clamped to ``+-effort_limit`` on the actuated joints. Compiled at import
-    too: :meth:`SafetyMonitor.safe_command` calls it at the end of a run, where nothing may compile."""
-    for i in range(cmd_effort.shape[0]):
-        cmd_effort[i] = 0.0
-        cmd_stiffness[i] = 0.0
-        cmd_damping[i] = 0.0
-        cmd_velocity[i] = 0.0
-    if not damping:
-        return
-    n = v_index.shape[0]
-    for k in range(n):
-        if not np.isfinite(v[v_index[k]]):
-            return
-    for k in range(n):
-        e = 0.0 - lim[L_DAMP, k] * v[v_index[k]]  # 0.0 - x: no -0.0 for x = 0
-        limit = lim[L_EMAX, k]
-        if e > limit:
-            e = limit
-        elif e < -limit:
-            e = -limit
-        cmd_effort[v_index[k]] = e
-
-
-@njit(_SIG, cache=True)
-def _safety_cycle(q, v, tau, cmd_effort, cmd_stiffness, cmd_damping, cmd_velocity, fresh, force_safe,
-                  q_index, v_index, lim, ctl, val):
-    """One safety check: counters, watchdog, state checks, command checks, then the safe command if needed.
-
-    Returns a status code (see the module constants); the offending index is left
-    in ``ctl[C_WHERE]`` and the value in ``val[V_VALUE]``. With ``force_safe``
-    (latched, or a fault reported this cycle) the command is not checked and the
-    safe command is always written. Allocates nothing.
-    """
-    ctl[C_CYCLES] += 1
-    if fresh:
-        ctl[C_STALE] = 0
-    else:
-        ctl[C_STALE] += 1
-    code, where, value = _check_state(q, v, tau, q_index, v_index, lim)
-    ctl[C_STATE_CODE] = code
-    ctl[C_STATE_WHERE] = where
-    val[V_STATE_VALUE] = value
-    if code == OK and ctl[C_STALE] > ctl[C_WATCHDOG]:
-        code, where, value = STALE, -1, float(ctl[C_STALE])
-    if code == OK and not force_safe:
-        code, where, value = _check_command(cmd_effort, v_index, lim, ctl[C_CLAMP_MODE] != 0)
-    if code == CLAMP_NEW:
-        ctl[C_CLAMPS] += 1
-        if ctl[C_CLAMPING]:
-            code = CLAMP_CONTINUED
-        ctl[C_CLAMPING] = 1
-    else:
-        ctl[C_CLAMPING] = 0
-    ctl[C_WHERE] = where
-    val[V_VALUE] = value
-    if force_safe or code >= TRIP:
-        _write_safe_command(v, cmd_effort, cmd_stiffness, cmd_damping, cmd_velocity, v_index, lim,
-                            ctl[C_DAMPING] != 0)
-    return code
-
+SAFE_MODES = ("hold", "damping", "zero_torque")
 
 def _positive_finite(name, x, allow_zero=True):
     try:
@@ -251,8 +97,11 @@ class SafetyMonitor:
     """
 
     def __init__(self, model: Model, *, position_margin: float = 0.05, velocity_scale: float = 1.0,
-                 safe_mode: str = "damping", damping_gain=None, watchdog_cycles: int = 5,
-                 effort_clamp: bool = True, event_capacity: int = 256, acceleration_limit=None):
+                 safe_mode: str | None = None, damping_gain=None, watchdog_cycles: int = 5,
+                 effort_clamp: bool = True, event_capacity: int = 256, acceleration_limit=None,
+                 hold_kp: float = HOLD_KP, hold_kd: float | None = None, sampling: Sampling | None = None):
+        if safe_mode is None:
+            safe_mode = "damping" if hold_unavailable(model) else "hold"
         if safe_mode not in SAFE_MODES:
             raise ValueError(f"safe_mode must be one of {SAFE_MODES}, got {safe_mode!r}")
         margin = _positive_finite("position_margin", position_margin)
@@ -290,10 +139,9 @@ class SafetyMonitor:
                              f"(limits [{lower[k]:.4g}, {upper[k]:.4g}])")
         lim[L_VMAX] = scale * vmax
         lim[L_EMAX] = emax
+        gravity = gravity_bound(model) if model.base == "fixed" else np.zeros(n)  # a floating base: contacts
         if damping_gain is None:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                default = 0.1 * emax / vmax
-            lim[L_DAMP] = np.where(np.isfinite(default) & (vmax > 0), default, 1.0)
+            lim[L_DAMP] = default_damping(emax, lim[L_VMAX], gravity)
         else:
             gain = np.asarray(damping_gain, dtype=float)
             if gain.ndim == 1 and gain.shape[0] == self.nv and self.nv != n:
@@ -306,13 +154,21 @@ class SafetyMonitor:
             if not np.all(np.isfinite(gain)) or np.any(gain < 0):
                 raise ValueError(f"damping_gain must be finite and >= 0, got {gain.tolist()}")
             lim[L_DAMP] = gain
+        if safe_mode == "damping":
+            problem = damping_violation(names, self._units, lim[L_DAMP], gravity, lim[L_VMAX], emax)
+            if problem:
+                raise ValueError(problem)
         self.damping_gain = lim[L_DAMP].copy()
         self.acceleration_limit = self._per_joint("acceleration_limit", acceleration_limit, n, np.inf)
+        self._hold = Hold(model, self.q_index, self.v_index, names, hold_kp, hold_kd, self.acceleration_limit) \
+            if safe_mode == "hold" else None
+        self._holding = False  # the hold planned its stop in this latch
+        self.fallback = ""     # why the hold gave way to the fallback in this latch ('' while it holds)
         self._lim = np.ascontiguousarray(lim)
         self._ctl = np.zeros(C_WIDTH, dtype=np.int64)
         self._ctl[C_WATCHDOG] = self.watchdog_cycles
         self._ctl[C_CLAMP_MODE] = 1 if self.effort_clamp else 0
-        self._ctl[C_DAMPING] = 1 if safe_mode == "damping" else 0
+        self._ctl[C_DAMPING] = 0 if safe_mode == "zero_torque" else 1  # the hold's fallback is damping
         self._ctl[C_STATE_CODE] = NEVER_CHECKED
         self._val = np.zeros(V_WIDTH)
 
@@ -325,6 +181,23 @@ class SafetyMonitor:
         self._fault_active = False    # the last check was told of a driver fault (or one is pending)
         self._fault_reason = ""
         self._reaction = None         # estop(..., reaction): replaces the safe command while latched
+        if sampling is not None:
+            self.configure(sampling)
+
+    def configure(self, sampling: Sampling) -> None:
+        """The loop's sampling (period, actuator latency), given by the loop before it activates any hardware:
+        the hold checks its gains against the loop's stability bound (ValueError naming it) and its kernel
+        runs once. Nothing to do in the other modes."""
+        hold = self._hold
+        if hold is None:
+            return
+        hold.configure(sampling)
+        ctl = self._ctl.copy()
+        ctl[C_STATE_CODE] = OK
+        model = self.model
+        q, v, effort = model.neutral_configuration(), np.zeros(model.nv), np.zeros(model.nv)
+        _latched_hold(True, q, v, effort, self.q_index, self.v_index, hold.dyn.mi, hold.dyn.mf, hold.dyn.ws,
+                      hold.plan, hold.clock, hold.mass, hold.alpha, hold.tau, ctl)
 
     # -- counters ------------------------------------------------------------------
     @property
@@ -368,14 +241,17 @@ class SafetyMonitor:
         self._fault_active = fault
         self._fault_pending = False
         if self.tripped:
+            self._hold_cycle(state, command, fault)
             if self._reaction is not None:  # an e-stop's reaction replaces the safe command while latched
                 self._reaction(state, command)
             return False
         if fault:
             self._trip(f"driver fault: {self._fault_reason}", self.cycles - 1)
+            self._hold_cycle(state, command, fault)
             return False
         if code >= TRIP:
             self._trip(self._describe(code, int(self._ctl[C_WHERE]), float(self._val[V_VALUE])), self.cycles - 1)
+            self._hold_cycle(state, command, fault)
             return False
         if code == CLAMP_NEW:
             k = int(self._ctl[C_WHERE])
@@ -385,12 +261,48 @@ class SafetyMonitor:
             self.events.append((self.cycles - 1, "clamp", detail))
         return True
 
+    def _hold_cycle(self, state, command, fault: bool) -> None:
+        """While latched in 'hold': the hold's command over the fallback the kernel wrote, as long as the state
+        is trusted; from the first cycle it is not, the fallback for the rest of the latch, with an event
+        saying which and why. Allocates nothing while it holds."""
+        hold = self._hold
+        if hold is None or self.fallback:
+            return
+        if fault:
+            return self._fall_back(f"driver fault: {self._fault_reason}", state)
+        if hold.sampling is None:
+            return self._fall_back("the monitor was given no loop period (SafetyMonitor.configure)", state)
+        status = _latched_hold(not self._holding, state.q, state.v, command.effort, self.q_index, self.v_index,
+                               hold.dyn.mi, hold.dyn.mf, hold.dyn.ws, hold.plan, hold.clock, hold.mass, hold.alpha,
+                               hold.tau, self._ctl)
+        if status == OK:
+            if not self._holding:
+                self._holding = True
+                self.events.append((self.cycles - 1, "safe", hold.describe()))
+            return
+        if status == UNTRUSTED:
+            code = int(self._ctl[C_STATE_CODE])
+            why = self._describe(code, int(self._ctl[C_STATE_WHERE]), float(self._val[V_STATE_VALUE])) \
+                if code != OK else self._describe(STALE, -1, float(self._ctl[C_STALE]))
+        else:
+            why = f"the model's dynamics kernel returned status {status}"
+        self._fall_back(why, state)
+
+    def _fall_back(self, why: str, state) -> None:
+        finite = bool(np.all(np.isfinite(state.v[self.v_index])))
+        self.fallback = f"hold abandoned ({why}): " + (
+            "damping instead (it needs only the measured velocities)" if finite else
+            "zero torque instead (a velocity is not finite: nothing to damp with; damping once they all are)")
+        self.events.append((self.cycles - 1, "safe", self.fallback))
+
+    # -- trips from outside the check ------------------------------------------------
     def safe_command(self, state: RobotState, command: Command) -> None:
-        """Overwrite ``command`` with the safe command for ``state``, with no check and no trip (an orderly stop)."""
+        """Overwrite ``command`` with the damping (or zero-torque) command for ``state``, with no check and no
+        trip: the last command of an orderly stop, written once before the drivers are deactivated (a hold
+        needs cycles to come; the drivers' own stop follows at once)."""
         _write_safe_command(state.v, command.effort, command.stiffness, command.damping, command.velocity,
                             self.v_index, self._lim, bool(self._ctl[C_DAMPING]))
 
-    # -- trips from outside the check ------------------------------------------------
     def estop(self, reason: str = "software e-stop", operator: bool = False, reaction=None) -> None:
         """Software e-stop: trip now; the next :meth:`check` writes the safe command.
 
@@ -497,6 +409,7 @@ class SafetyMonitor:
             self.events.append((self.cycles, "rearm", detail))
             self.rearm_count += 1
             self.tripped, self._reaction, self.trip_reason, self.trip_cycle = False, None, "", -1
+            self._holding, self.fallback = False, ""
             self.operator_stop = False
             self._ctl[C_CLAMPING] = 0
         return recovering
@@ -570,14 +483,23 @@ class SafetyMonitor:
         return arr
 
     # -- messages -------------------------------------------------------------------------
-    def _label(self, index: np.ndarray, i: int) -> str:
-        hits = np.flatnonzero(index == i)
+    def _q_label(self, i: int) -> str:
+        hits = np.flatnonzero(self.q_index == i)
+        return f"joint '{self.joint_names[hits[0]]}'" if hits.size else "floating base"
+
+    def _v_label(self, i: int) -> str:
+        hits = np.flatnonzero(self.v_index == i)
         return f"joint '{self.joint_names[hits[0]]}'" if hits.size else "floating base"
 
     def _describe(self, code: int, where: int, value: float) -> str:
-        if code in NON_FINITE:
-            index = self.q_index if code == NAN_Q else self.v_index
-            return f"non-finite {NON_FINITE[code]}[{where}] ({self._label(index, where)}) = {value}"
+        if code == NAN_Q:
+            return f"non-finite state: q[{where}] ({self._q_label(where)}) = {value}"
+        if code == NAN_V:
+            return f"non-finite state: v[{where}] ({self._v_label(where)}) = {value}"
+        if code == NAN_EFFORT:
+            return f"non-finite state: effort[{where}] ({self._v_label(where)}) = {value}"
+        if code == NAN_COMMAND:
+            return f"non-finite command: effort[{where}] ({self._v_label(where)}) = {value}"
         if code == STALE:
             return (f"stale state: no fresh sample for {int(value)} consecutive cycles "
                     f"(watchdog {self.watchdog_cycles})")
