@@ -16,31 +16,35 @@ cycle (:mod:`rtctl.telemetry.tools`) -- and fits, for a fixed-base model,
    from a lightly filtered velocity and then passes the same filter. A
    torque commanded at cycle k acts from sample k to k + 1, so the torque at sample k is the mean of
    the commands of cycles k - 1 and k. The filter's start-up at both ends is dropped and the rest
-   decimated to about eight samples per period of the cut-off.
-2. **Base parameters** (:class:`~rtctl.dynamics.regressor.BaseParameters`): QR with column pivoting of
-   the stacked regressor and friction columns of the run. A parameter direction the model has but the
-   run does not excite -- a joint that hardly moved, too few samples -- is refused with one line naming
-   the parameters and the joints.
-3. **Weighted least squares** on the base parameters, each joint's rows weighted by the inverse of its
-   residual standard deviation after ordinary least squares (Gautier & Poignet, 2001).
-4. **Physical consistency**: the full parameters are fitted to the same weighted residual plus a small
-   pull towards the model's own parameters (which settles the directions the run cannot see) with every
-   body's 4 x 4 pseudo-inertia positive definite (the LMI of Wensing, Kim & Slotine, RA-L 2018, eq. 9)
-   and friction >= 0: each body parameterised by the log-Cholesky factor of its pseudo-inertia (Rucker &
-   Wensing, RA-L 2022, eq. 10), friction by square roots. The factor's diagonal (the body's RMS extent
-   along each axis given the others, m) is held above MIN_THICKNESS: a fit pressed against the constraint
-   otherwise ends on a flat body whose pseudo-inertia is singular to round-off (its smallest eigenvalue
-   came out -3e-17 on the arm), no longer strictly positive definite.
+   decimated to about eight samples per period of the cut-off. The last HELD_OUT of the samples are held
+   out: they validate the fit and are not fitted.
+2. **What the run identifies** (:mod:`rtctl.loops.identifiability`): the rows where each joint slides, the
+   base parameters in physical units, and the essential ones -- each base parameter whose standard
+   deviation is within RELATIVE_STD_MAX of its plausible magnitude, given the measured torque noise. The
+   standard parameters in the others keep the given model's values and are reported as not identified,
+   with their joint.
+3. **Weighted least squares**, each joint's rows weighted by the inverse of its residual standard deviation
+   after ordinary least squares (Gautier & Poignet, 2001).
+4. **Physical consistency** (:mod:`rtctl.loops.physical_consistency`): the free parameters are fitted to
+   the weighted residual plus a small pull towards the model's own parameters (which splits what the run
+   sees only in combination as the given model does) with every body's pseudo-inertia positive definite
+   (Wensing, Kim & Slotine, RA-L 2018) in log-Cholesky parameters (Rucker & Wensing, RA-L 2022) and
+   friction >= 0.
+5. **The held-out check**: a joint whose held-out torque the fit predicts worse than the given model gets
+   the given model's friction back, then the given model's parameters of every body it carries (its torque
+   is then the given model's), and the rest is refitted; so, by construction, the written model predicts
+   no joint's held-out torque worse than the given model.
 
 The result (:class:`Identification`) carries the identified model (a URDF with the parameters and the
 friction as ``<dynamics damping friction>``, which the ``rigid_body`` plant and the ``computed_torque``
 controller's ``friction_compensation`` read), the condition number, the per-joint torque-prediction
-RMS before and after, and the parameters the run could not identify.
+RMS of both models on the fitted and the held-out samples, and the parameters the run did not identify.
 """
 from __future__ import annotations
 
 import copy
 import math
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,24 +52,24 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from rtctl.dynamics import Dynamics
-from rtctl.dynamics.regressor import (PARAMETERS_PER_BODY, BaseParameters, JointTorqueRegressor,
-                                      inertial_parameters, model_with_inertial_parameters)
-from rtctl.model import Model
+from rtctl.dynamics.regressor import (PARAMETERS_PER_BODY, JointTorqueRegressor, inertial_parameters,
+                                      model_with_inertial_parameters)
+from rtctl.model import PRISMATIC, Model
 from rtctl.rt.interfaces import actuated_indices
+
+from .identifiability import (COMBINATION_TOLERANCE, essential_parameters, held_parameters, moving_rows,
+                              plausible_scales, sliding_speed, structural_base, subtree_bodies)
+from .physical_consistency import consistent_fit
 
 __all__ = ["Identification", "IdentificationError", "Motion", "identify", "identify_command", "motion_from_samples",
            "plot_prediction", "predicted_torques", "read_run", "torque_rms"]
 
 DEFAULT_CUTOFF_HZ = 5.0          # well above the harmonics of an excitation (<= 2 Hz), far below a 1 kHz loop
 PRIOR_WEIGHT = 1e-3              # pull towards the model's parameters, relative to the data's mean information
-WEAK_MOTION = 1e-3               # rad or m: a joint that moved less than this excites nothing
 DIRECTION_CUTOFF_RATIO = 4.0     # the velocity whose sign is the Coulomb column: 4x the cut-off
-MOVING_FRACTION = 0.1            # of a joint's RMS velocity: below it the joint is taken to be at rest
-ROUND_OFF = 1e-12                # of the largest regressor column: a column this small is round-off
-BASE_TOLERANCE = 1e-6            # R's diagonal below this times its largest: a direction the run does not see
-MAX_EVALUATIONS = 100            # of the consistent fit's residual, when the free minimum is not consistent
-EFFORT_MARGIN = 10.0              # a commanded torque beyond this times the effort limit: not this robot's run
-MIN_THICKNESS = 1e-4             # m: least RMS extent of a body's mass along each axis (a 0.35 mm plate)
+EFFORT_MARGIN = 10.0             # a commanded torque beyond this times the effort limit: not this robot's run
+HELD_OUT = 0.2                   # the last fifth of the run validates the fit
+NOT_WORSE_TOLERANCE = 1e-9       # relative: round-off between two equal predictions
 
 
 class IdentificationError(ValueError):
@@ -87,44 +91,96 @@ class Motion:
 
 @dataclass
 class Identification:
-    """What :func:`identify` found (SI units; torques N m or N)."""
+    """What :func:`identify` found (SI units; torques N m or N). Per joint RMS values are NaN where the joint
+    has no such samples (a joint that never slides is not fitted)."""
 
     model: Model                       # the identified model: parameters and <dynamics damping friction>
     parameters: np.ndarray             # pi, 10 per body (rtctl.dynamics.regressor order)
     viscous: np.ndarray                # per actuated joint, N m s/rad (N s/m)
     coulomb: np.ndarray                # per actuated joint, N m (N)
-    condition: float                   # of the weighted base regressor with the friction columns, unit columns
-    base_rank: int
-    rms_before: np.ndarray             # per joint: the given model's torque prediction error on the run
+    condition: float                   # of the weighted identified base regressor, unit columns
+    base_rank: int                     # base parameters of the model (inertial and friction)
+    rms_before: np.ndarray             # per joint: the given model's torque prediction error on the fitted rows
     rms_after: np.ndarray
-    rms_torque: np.ndarray             # per joint: RMS of the measured torque
+    rms_torque: np.ndarray             # per joint: RMS of the measured torque there
     joint_names: list
-    unexcited: list = field(default_factory=list)      # parameters with no effect on the run's torques
+    identified_rank: int = 0           # of those, the base parameters this run identifies
+    validation_before: np.ndarray = None   # per joint: the same on the held-out rows
+    validation_after: np.ndarray = None
+    validation_torque: np.ndarray = None
+    unexcited: list = field(default_factory=list)      # parameters with no effect on the joint torques
     combined: list = field(default_factory=list)       # identifiable only in combination with others
+    not_identified: list = field(default_factory=list)  # parameters this run does not identify (given values)
+    held_joints: dict = field(default_factory=dict)    # {joint: its parameters in not_identified}
+    still: dict = field(default_factory=dict)          # {joint that never slides: how it moved}
+    reverted: list = field(default_factory=list)       # given back to the given model by the held-out check
+    kept: list = field(default_factory=list)           # every parameter with the given model's value (both above)
     samples: int = 0
+    fitted_samples: int = 0
     constrained: list = field(default_factory=list)    # bodies whose unconstrained fit no rigid body has
 
     def report(self) -> str:
         """The identification report as text."""
-        lines = [(f"identified model '{self.model.name}' from {self.samples} samples: {self.base_rank} base "
-                  f"parameters (inertial and friction), condition number {self.condition:.4g} (unit columns)"),
-                 f"{'joint':<16}{'RMS tau (N m)':>14}{'before':>10}{'after':>10}{'F_v':>10}{'F_c':>10}"]
+        width = max(16, 2 + max(len(name) for name in self.joint_names))
+        lines = [(f"identified model '{self.model.name}' from {self.samples} samples ({self.fitted_samples} fitted, "
+                  f"the last {self.samples - self.fitted_samples} held out): {self.identified_rank} of its "
+                  f"{self.base_rank} base parameters (inertial and friction), condition number {self.condition:.4g} "
+                  f"(unit columns)"),
+                 f"{'':<{width}}{'-- fitted --':^34}{'-- held out --':^34}",
+                 f"{'joint':<{width}}{'RMS tau (N m)':>14}{'given':>10}{'after':>10}{'RMS tau (N m)':>14}"
+                 f"{'given':>10}{'after':>10}{'F_v':>11}{'F_c':>11}"]
+        kept = set(self.kept)
         for k, name in enumerate(self.joint_names):
-            lines.append(f"{name:<16}{self.rms_torque[k]:>14.4g}{self.rms_before[k] / self.rms_torque[k]:>10.2%}"
-                         f"{self.rms_after[k] / self.rms_torque[k]:>10.2%}{self.viscous[k]:>10.4g}"
-                         f"{self.coulomb[k]:>10.4g}")
-        total = np.sqrt(np.mean(self.rms_torque ** 2))
-        lines.append(f"{'all joints':<16}{total:>14.4g}{np.sqrt(np.mean(self.rms_before ** 2)) / total:>10.2%}"
-                     f"{np.sqrt(np.mean(self.rms_after ** 2)) / total:>10.2%}")
-        lines.append("(before/after: RMS torque-prediction error of the given and the identified model, "
-                     "relative to the joint's RMS torque, over the samples where the joint moves)")
-        lines.append(f"not identifiable (no effect on this run's torques, kept from the given model): "
+            friction = [f"{value:.4g}" + ("*" if f"{name}.{key}" in kept else "")
+                        for key, value in (("F_v", self.viscous[k]), ("F_c", self.coulomb[k]))]
+            lines.append(f"{name:<{width}}{_row(self.rms_torque[k], self.rms_before[k], self.rms_after[k])}"
+                         f"{_row(self.validation_torque[k], self.validation_before[k], self.validation_after[k])}"
+                         f"{friction[0]:>11}{friction[1]:>11}")
+        fitted = (_overall(x) for x in (self.rms_torque, self.rms_before, self.rms_after))
+        held_out = (_overall(x) for x in (self.validation_torque, self.validation_before, self.validation_after))
+        lines.append(f"{'all joints':<{width}}{_row(*fitted)}{_row(*held_out)}")
+        lines.append("(given/after: RMS torque-prediction error of the given and the identified model, relative to the "
+                     "joint's RMS torque, over the samples where the joint slides (held out: where it slides, else all "
+                     "of them); the identified model predicts no joint's held-out torque worse, by construction; "
+                     "*: the given model's value)")
+        held = "; ".join(f"{joint}{f' ({self.still[joint]})' if joint in self.still else ''}: {', '.join(params)}"
+                         for joint, params in self.held_joints.items())
+        lines.append(f"not identified by this run (kept from the given model): {held or 'none'}")
+        lines.append(f"given back to the given model by the held-out check: {'; '.join(self.reverted) or 'none'}")
+        lines.append(f"no effect on the joint torques (kept from the given model): "
                      f"{', '.join(self.unexcited) or 'none'}")
         lines.append(f"identifiable only in combination with others (split as the given model suggests): "
                      f"{', '.join(self.combined) or 'none'}")
         lines.append(f"physical consistency enforced (the unconstrained fit was no rigid body) on: "
                      f"{', '.join(self.constrained) or 'none'}")
         return "\n".join(lines)
+
+    def warning(self) -> str:
+        """One line naming the joints whose friction this run does not identify (among them every joint that
+        never slides) and what the held-out check gave back, or ''. Weak inertial parameters of a joint that
+        slides (products of inertia of light distal links, typically) are only listed in the report."""
+        joints = [name for name in self.joint_names
+                  if f"{name}.F_v" in self.not_identified or f"{name}.F_c" in self.not_identified]
+        parts = []
+        if joints:
+            named = "; ".join(f"{name} ({self.still[name]})" if name in self.still else name for name in joints)
+            count = sum(len(self.held_joints.get(name, ())) for name in joints)
+            parts.append(f"the run does not identify the friction of joint(s) {named}: {count} parameter(s) of "
+                         f"theirs keep the given model's values (the report lists them)")
+        if self.reverted:
+            parts.append(f"the held-out check gave back the given model's {'; '.join(self.reverted)}")
+        return "; ".join(parts)
+
+
+def _row(torque, before, after) -> str:
+    if not np.isfinite(torque) or torque <= 0:
+        return f"{'-':>14}{'-':>10}{'-':>10}"
+    return f"{torque:>14.4g}{before / torque:>10.2%}{after / torque:>10.2%}"
+
+
+def _overall(x) -> float:
+    x = np.asarray(x, dtype=float)
+    return float(np.sqrt(np.mean(x[np.isfinite(x)] ** 2))) if np.isfinite(x).any() else math.nan
 
 
 # -- the recording --------------------------------------------------------------------------------------------
@@ -242,153 +298,6 @@ def _labels(model: Model) -> list:
             + [f"{name}.F_c" for name in names])
 
 
-def _structural_rank(model: Model) -> BaseParameters:
-    """The base parameters of the model itself: the stacked regressor at random states."""
-    rng = np.random.default_rng(0)
-    _, v_index, _ = actuated_indices(model)
-    count = max(30, 4 * PARAMETERS_PER_BODY * model.nbodies // max(1, len(v_index)))
-    q = np.array([model.random_configuration(rng) for _ in range(count)])
-    qd, qdd = rng.normal(size=(count, model.nv)), rng.normal(size=(count, model.nv))
-    motion = Motion(np.arange(count), q[:, actuated_indices(model)[0]], qd[:, v_index], qdd[:, v_index],
-                    np.zeros((count, len(v_index))), np.sign(qd[:, v_index]))
-    return BaseParameters(_unit_columns(_stacked(model, motion)[0]), tolerance=BASE_TOLERANCE)
-
-
-def _unit_columns(X):
-    """X with every column scaled to unit norm (so rank decisions do not depend on units); a column at the
-    round-off level of the largest (a parameter with no effect, computed as 1e-17 instead of 0) becomes zero."""
-    norms = np.linalg.norm(X, axis=0)
-    significant = norms > ROUND_OFF * norms.max()
-    return np.where(significant, X / np.where(significant, norms, 1.0), 0.0)
-
-
-# -- physical consistency: log-Cholesky parameters (Rucker & Wensing 2022) -------------------------------------
-def _pseudo_inertia(pi_body) -> np.ndarray:
-    """J = [[Sigma, h], [h^T, m]], Sigma = tr(I)/2 1 - I (Wensing, Kim & Slotine 2018, eq. 7)."""
-    m, h = pi_body[0], pi_body[1:4]
-    xx, xy, yy, xz, yz, zz = pi_body[4:10]
-    inertia = np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
-    J = np.zeros((4, 4))
-    J[:3, :3] = 0.5 * np.trace(inertia) * np.eye(3) - inertia
-    J[:3, 3] = J[3, :3] = h
-    J[3, 3] = m
-    return J
-
-
-def _parameters_of_pseudo_inertia(J) -> np.ndarray:
-    sigma = J[:3, :3]
-    inertia = np.trace(sigma) * np.eye(3) - sigma
-    return np.array([J[3, 3], *J[:3, 3], inertia[0, 0], inertia[0, 1], inertia[1, 1], inertia[0, 2],
-                     inertia[1, 2], inertia[2, 2]])
-
-
-_FACTOR_ENTRIES = ((0, 0), (1, 1), (2, 2), (0, 1), (1, 2), (0, 2), (0, 3), (1, 3), (2, 3))  # theta[1:] in V
-
-
-def _log_cholesky_factor(theta):
-    """(e^alpha, V): U = e^alpha V, V = [[e^d1, s12, s13, t1], [0, e^d2, s23, t2], [0, 0, e^d3, t3], [0, 0, 0, 1]]
-    for theta = (alpha, d1, d2, d3, s12, s23, s13, t1, t2, t3) (Rucker & Wensing 2022, eq. 10)."""
-    V = np.eye(4)
-    for k, (r, c) in enumerate(_FACTOR_ENTRIES):
-        V[r, c] = np.exp(theta[k + 1]) if k < 3 else theta[k + 1]
-    return np.exp(theta[0]), V
-
-
-def _log_cholesky_to_parameters(theta) -> np.ndarray:
-    """pi of one body from its log-Cholesky parameters: J = U U^T (:func:`_log_cholesky_factor`)."""
-    e_alpha, V = _log_cholesky_factor(theta)
-    return _parameters_of_pseudo_inertia(e_alpha ** 2 * V @ V.T)
-
-
-def _log_cholesky_jacobian(theta) -> np.ndarray:
-    """d pi / d theta (10 x 10) of :func:`_log_cholesky_to_parameters`: dJ = e^(2 alpha) (dV V^T + V dV^T),
-    dJ / d alpha = 2 J, and pi is linear in J."""
-    e_alpha, V = _log_cholesky_factor(theta)
-    J = e_alpha ** 2 * V @ V.T
-    out = np.empty((10, 10))
-    out[:, 0] = _parameters_of_pseudo_inertia(2.0 * J)
-    for k, (r, c) in enumerate(_FACTOR_ENTRIES):
-        dV = np.zeros((4, 4))
-        dV[r, c] = V[r, c] if k < 3 else 1.0
-        dJ = e_alpha ** 2 * (dV @ V.T + V @ dV.T)
-        out[:, k + 1] = _parameters_of_pseudo_inertia(dJ)
-    return out
-
-
-def _physically_consistent(pi_body) -> bool:
-    """The pseudo-inertia J positive definite (Wensing, Kim & Slotine 2018, Theorem 1) with the body at least
-    MIN_THICKNESS thick along each axis (its log-Cholesky factor's diagonal, :func:`_log_cholesky_factor`)."""
-    J = _pseudo_inertia(pi_body)
-    if not np.linalg.eigvalsh(J)[0] > 1e-12 * max(np.abs(J).max(), 1e-300):
-        return False
-    flip = np.eye(4)[::-1]
-    try:
-        U = flip @ np.linalg.cholesky(flip @ J @ flip) @ flip
-    except np.linalg.LinAlgError:
-        return False
-    return bool(np.all(np.diag(U)[:3] >= MIN_THICKNESS * U[3, 3]))
-
-
-def _parameters_to_log_cholesky(pi_body) -> np.ndarray:
-    """The inverse of :func:`_log_cholesky_to_parameters`, for a positive definite J (a body a little
-    short of it is nudged inside first: the start of the constrained fit)."""
-    J = _pseudo_inertia(pi_body)
-    scale = max(np.abs(J).max(), 1e-12)
-    smallest = np.linalg.eigvalsh(J)[0]
-    if smallest < 1e-9 * scale:
-        J = J + (1e-9 * scale - smallest) * np.eye(4)
-    flip = np.eye(4)[::-1]
-    U = flip @ np.linalg.cholesky(flip @ J @ flip) @ flip      # upper triangular, J = U U^T
-    e_alpha = U[3, 3]
-    V = U / e_alpha
-    return np.array([math.log(e_alpha), math.log(V[0, 0]), math.log(V[1, 1]), math.log(V[2, 2]), V[0, 1], V[1, 2],
-                     V[0, 2], V[0, 3], V[1, 3], V[2, 3]])
-
-
-def _consistent_fit(R, target, prior, n_bodies: int, n_friction: int, weight: float):
-    """Minimise |R p - target|^2 + weight |pi - prior_pi|^2 over physically consistent bodies and friction >= 0
-    (module docstring, step 4); p = [pi; friction]. The objective is convex: its unconstrained minimum (a
-    linear least-squares problem) is the answer when it is feasible; otherwise a trust-region least-squares
-    solve in the log-Cholesky parameters (friction as squares; each body's factor diagonal >= MIN_THICKNESS),
-    from that minimum moved into the feasible set. Returns (p, the indices of the bodies whose unconstrained
-    fit was not consistent)."""
-    from scipy.optimize import least_squares
-
-    n_inertial = PARAMETERS_PER_BODY * n_bodies
-    prior_pi = prior[:n_inertial]
-    pull = np.hstack([np.eye(n_inertial), np.zeros((n_inertial, n_friction))])
-    p_free = np.linalg.lstsq(np.vstack([R, math.sqrt(weight) * pull]),
-                             np.r_[target, math.sqrt(weight) * prior_pi], rcond=None)[0]
-    inconsistent = [i for i in range(n_bodies) if not _physically_consistent(p_free[10 * i:10 * i + 10])]
-    if np.all(p_free[n_inertial:] >= 0) and not inconsistent:
-        return p_free, inconsistent
-
-    def unpack(x):
-        pi = np.concatenate([_log_cholesky_to_parameters(x[10 * i:10 * i + 10]) for i in range(n_bodies)])
-        return np.concatenate([pi, x[n_inertial:] ** 2])
-
-    def residual(x):
-        p = unpack(x)
-        return np.concatenate([R @ p - target, math.sqrt(weight) * (p[:n_inertial] - prior_pi)])
-
-    def jacobian(x):
-        dp = np.zeros((n_inertial + n_friction, x.size))
-        for i in range(n_bodies):
-            dp[10 * i:10 * i + 10, 10 * i:10 * i + 10] = _log_cholesky_jacobian(x[10 * i:10 * i + 10])
-        dp[n_inertial:, n_inertial:] = np.diag(2.0 * x[n_inertial:])
-        return np.vstack([R @ dp, math.sqrt(weight) * dp[:n_inertial]])
-
-    x0 = np.concatenate([*(_parameters_to_log_cholesky(p_free[10 * i:10 * i + 10]) for i in range(n_bodies)),
-                         np.sqrt(np.clip(p_free[n_inertial:], 0.0, None))])
-    lower = np.full(x0.size, -np.inf)
-    for i in range(n_bodies):
-        lower[10 * i + 1:10 * i + 4] = math.log(MIN_THICKNESS)
-    x0 = np.maximum(x0, lower + 1e-6)
-    result = least_squares(residual, x0, jac=jacobian, bounds=(lower, np.inf), method="trf", ftol=1e-6,
-                           max_nfev=MAX_EVALUATIONS)
-    return unpack(result.x), inconsistent
-
-
 # -- identification ------------------------------------------------------------------------------------------
 def _friction_of(model: Model):
     _, v_index, _ = actuated_indices(model)
@@ -401,82 +310,178 @@ def torque_rms(error: np.ndarray) -> np.ndarray:
 
 
 @threadpool_limits.wrap(limits=1, user_api="blas")
-def identify(model: Model, t, q, tau, cutoff_hz: float = DEFAULT_CUTOFF_HZ, source: str = "the run") -> Identification:
+def identify(model: Model, t, q, tau, cutoff_hz: float = DEFAULT_CUTOFF_HZ, source: str = "the run",
+             held_out: float = HELD_OUT) -> Identification:
     """Identify ``model``'s inertial parameters and joint friction from a run: sample times ``t`` (N,), measured
-    positions ``q`` and commanded torques ``tau`` (N, n) of its actuated joints (module docstring)."""
+    positions ``q`` and commanded torques ``tau`` (N, n) of its actuated joints (module docstring); the last
+    ``held_out`` of the run validates the fit and is not fitted."""
     _, v_index, names = actuated_indices(model)
+    if not 0.0 < held_out < 0.5:
+        raise IdentificationError(f"held_out {held_out!r}: give the share of the run to validate on, in (0, 0.5)")
     motion = motion_from_samples(t, q, tau, cutoff_hz)
     X, y = _stacked(model, motion)
-    moving = _moving_rows(model, motion)
-    X, y = X[moving], y[moving]
     if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
         raise IdentificationError(f"{source}: the regressor or the torques less the armature's share are not finite "
                                   f"(largest armature {np.max(model.armature):g} kg m^2): nothing to fit")
-    labels = _labels(model)
-    nv, n, n_bodies = model.nv, len(names), model.nbodies
-    structural = _structural_rank(model)
-    run = BaseParameters(_unit_columns(X), tolerance=BASE_TOLERANCE)
-    if run.rank < structural.rank:
-        _raise_unexcited(source, model, motion, structural, run, labels)
-    Xb = X[:, run.independent]
-    beta = np.linalg.lstsq(Xb, y, rcond=None)[0]
-    dof = np.flatnonzero(moving) % nv
-    residual = Xb @ beta - y
-    sigma = np.sqrt(np.array([np.mean(residual[dof == k] ** 2) if np.any(dof == k) else 0.0 for k in range(nv)]))
-    w_rows = 1.0 / np.maximum(sigma, 1e-12 * max(sigma.max(), 1e-300))[dof]
-    Xw, yw = X * w_rows[:, None], y * w_rows
-    condition = float(np.linalg.cond(_unit_columns(Xw[:, run.independent])))
-    Q, R = np.linalg.qr(Xw)
+    labels, nv, n_bodies = _labels(model), model.nv, model.nbodies
+    fit_rows, check_rows, n_fit = _row_sets(model, motion, held_out)
+    still = [k for k in range(len(names)) if not fit_rows[:, v_index[k]].any()]
+    if len(still) == len(names):
+        raise IdentificationError(f"model '{model.name}' is not identifiable from {source}: no joint slides "
+                                  f"({'; '.join(f'{names[k]} {_motion_of(model, motion, k)}' for k in still)}); "
+                                  f"record an excitation run (trajectory type 'excitation') that moves every joint")
+    base, C = structural_base(model, lambda q, qd, qdd: _stacked(model, Motion(
+        np.arange(q.shape[0]), q, qd, qdd, np.zeros_like(qd), np.sign(qd)))[0])
+    rows = fit_rows.reshape(-1)
+    dof = np.flatnonzero(rows) % nv
+    Xf, yf = X[rows], y[rows]
     prior = np.r_[inertial_parameters(model), _friction_of(model)]
+    scales = plausible_scales(model, np.abs(motion.tau).max(axis=0))
+    essential = essential_parameters(Xf[:, base.independent], yf, dof, C @ prior, np.abs(C) @ scales)
+    held = held_parameters(C, essential.held)
+    Xw, yw = Xf / essential.noise[:, None], yf / essential.noise
+    condition = float(np.linalg.cond(_unit_columns(Xw[:, base.independent[essential.identified]])))
+    Q, R = np.linalg.qr(Xw)
     weight = PRIOR_WEIGHT * float(np.mean(np.sum(R * R, axis=0)))
-    p, inconsistent = _consistent_fit(R, Q.T @ yw, prior, n_bodies, 2 * n, weight)
-    identified = _with_parameters(model, p[:PARAMETERS_PER_BODY * n_bodies], p[-2 * n:-n], p[-n:])
-    before = _per_joint_rms(X @ prior - y, dof, v_index)
-    after = _per_joint_rms(X @ p - y, dof, v_index)
-    with np.errstate(all="ignore"):
-        scale = np.sum(y * y)
-    if not (np.all(np.isfinite(p)) and np.all(np.isfinite(before)) and np.all(np.isfinite(after))
-            and np.isfinite(scale)):
+    check = check_rows.reshape(-1)
+    check_dof = np.flatnonzero(check) % nv
+    X_check, y_check = X[check], y[check]
+    p, inconsistent, reverted, reverted_groups, validation_before, validation_after = _checked_fit(
+        model, R, Q.T @ yw, prior, weight, held, (X_check, y_check, check_dof))
+    if not (np.all(np.isfinite(p)) and np.all(np.isfinite(Xf @ p)) and np.all(np.isfinite(validation_after))
+            and np.isfinite(_sum_of_squares(y))):
         raise IdentificationError(f"{source}: the fit overflowed (torques up to {np.max(np.abs(y)):.3g} N m after the "
                                   f"armature's share, largest armature {np.max(model.armature):g} kg m^2): nothing "
                                   f"written")
-    coupled = np.abs(run.K) >= 1e-9
-    no_effect = [labels[c] for k, c in sorted(enumerate(run.dependent), key=lambda kc: kc[1])
-                 if not coupled[:, k].any()]
-    combined = sorted({labels[c] for k, c in enumerate(run.dependent) if coupled[:, k].any()}
-                      | {labels[c] for k, c in enumerate(run.independent) if coupled[k].any()})
-    return Identification(model=identified, parameters=p[:PARAMETERS_PER_BODY * n_bodies], viscous=p[-2 * n:-n],
-                          coulomb=p[-n:], condition=condition, base_rank=run.rank, rms_before=before,
-                          rms_after=after, rms_torque=_per_joint_rms(y, dof, v_index), joint_names=names,
-                          unexcited=no_effect, combined=combined, samples=motion.q.shape[0],
-                          constrained=[labels[PARAMETERS_PER_BODY * i].split(".")[0] for i in inconsistent])
+    identified = _with_parameters(model, p[:PARAMETERS_PER_BODY * n_bodies], p[-2 * len(names):-len(names)],
+                                  p[-len(names):])
+    unexcited, combined = _structural_lists(C, labels)
+    return Identification(
+        model=identified, parameters=p[:PARAMETERS_PER_BODY * n_bodies], viscous=p[-2 * len(names):-len(names)],
+        coulomb=p[-len(names):], condition=condition, base_rank=base.rank, identified_rank=len(essential.identified),
+        rms_before=_per_joint_rms(Xf @ prior - yf, dof, v_index), rms_after=_per_joint_rms(Xf @ p - yf, dof, v_index),
+        rms_torque=_per_joint_rms(yf, dof, v_index),
+        validation_before=validation_before, validation_after=validation_after,
+        validation_torque=_per_joint_rms(y_check, check_dof, v_index), joint_names=names,
+        unexcited=unexcited, combined=combined,
+        not_identified=[labels[j] for j in np.flatnonzero(held)], held_joints=_held_joints(model, held),
+        still={names[k]: _motion_of(model, motion, k) for k in still},
+        reverted=reverted_groups, kept=[labels[j] for j in np.flatnonzero(held | reverted)],
+        samples=motion.q.shape[0], fitted_samples=n_fit,
+        constrained=[model.body_names[i] for i in inconsistent])
 
 
-def _moving_rows(model: Model, motion: Motion) -> np.ndarray:
-    """Which rows of the stacked regressor to fit: joint j's row of a sample where joint j moves. A joint at
-    rest holds whatever friction torque the other forces need (stiction), which no friction model of
-    velocity predicts; its rows are left out (|qd_j| below MOVING_FRACTION of its RMS velocity)."""
+def _structural_lists(C, labels):
+    """(parameters with no effect on any joint torque, parameters seen only in combination with others)."""
+    members = np.abs(C) > COMBINATION_TOLERANCE * np.abs(C).max(axis=1, keepdims=True)
+    combined = members & (members.sum(axis=1) > 1)[:, None]
+    return ([labels[j] for j in range(len(labels)) if not members[:, j].any()],
+            [labels[j] for j in range(len(labels)) if combined[:, j].any()])
+
+
+def _sum_of_squares(y) -> float:
+    with np.errstate(all="ignore"):
+        return float(np.sum(y * y))
+
+
+def _unit_columns(X):
+    norms = np.linalg.norm(X, axis=0)
+    return X / np.where(norms > 0, norms, 1.0)
+
+
+def _row_sets(model: Model, motion: Motion, held_out: float):
+    """(fit, check, the number of samples before the held-out tail); fit and check (N, nv) masks: the sliding
+    rows (:func:`~rtctl.loops.identifiability.moving_rows`) before the tail, and in it; a joint that does not
+    slide in the tail is checked on all its rows there (the torque it holds)."""
+    n_samples = motion.q.shape[0]
+    n_fit = n_samples - max(2, int(round(held_out * n_samples)))
+    if n_fit < 2:
+        raise IdentificationError(f"the run is too short: {n_samples} filtered samples leave none to fit beside the "
+                                  f"held-out {held_out:.0%}")
+    moving = moving_rows(model, motion.qd)
+    fit, check = moving.copy(), moving.copy()
+    fit[n_fit:] = False
+    check[:n_fit] = False
+    check[n_fit:, ~check[n_fit:].any(axis=0)] = True
+    return fit, check, n_fit
+
+
+def _checked_fit(model: Model, R, target, prior, weight: float, held, check):
+    """The consistent fit with the ``held`` parameters at the given model's values, then the held-out check
+    (module docstring, step 5); ``check`` = (X, y, joint of each row) of the held-out rows. Returns (p, the
+    bodies whose unconstrained fit was inconsistent, the mask of parameters given back, what was given back,
+    and the held-out RMS error of each joint with the given and with the written model)."""
     _, v_index, _ = actuated_indices(model)
-    moving = np.ones((motion.q.shape[0], model.nv), dtype=bool)
-    speed = np.abs(motion.qd)
-    moving[:, v_index] = speed >= MOVING_FRACTION * np.sqrt(np.mean(speed ** 2, axis=0))
-    return moving.reshape(-1)
+    X, y, dof = check
+    before = _per_joint_rms(X @ prior - y, dof, v_index)
+    reverted, groups = np.zeros_like(held), []
+    while True:
+        p, inconsistent = consistent_fit(R, target, prior, model.nbodies, weight, held | reverted)
+        after = _per_joint_rms(X @ p - y, dof, v_index)
+        worse = np.flatnonzero(after > before * (1 + NOT_WORSE_TOLERANCE))
+        if not worse.size:
+            return p, inconsistent, reverted, groups, before, after
+        k = worse[np.argmax(after[worse] / before[worse])]
+        group, what = _fallback_group(model, k, held | reverted, p, prior, check)
+        if not group.any():
+            raise AssertionError(f"joint {k}: every parameter it sees has the given value, yet it predicts worse")
+        reverted |= group
+        groups.append(what)
+
+
+def _fallback_group(model: Model, k: int, given, p, prior, check):
+    """What of actuated joint k to give back to the given model when the fit predicts its held-out torque worse:
+    its friction first, then, one at a time, the body it carries whose given parameters predict that torque best
+    (with all of them, its torque is the given model's: a joint's torque depends on nothing else)."""
+    _, v_index, names = actuated_indices(model)
+    n, n_inertial = len(names), PARAMETERS_PER_BODY * model.nbodies
+    group = np.zeros_like(given)
+    group[[n_inertial + k, n_inertial + n + k]] = True
+    if (group & ~given).any():
+        return group & ~given, f"{names[k]} friction"
+    X, y, dof = check
+    rows = dof == v_index[k]
+    body = int(np.flatnonzero(np.asarray(model.idx_v) == v_index[k])[0])
+    best, best_error = None, math.inf
+    for i in subtree_bodies(model, body):
+        span = slice(PARAMETERS_PER_BODY * i, PARAMETERS_PER_BODY * (i + 1))
+        if given[span].all():
+            continue
+        trial = p.copy()
+        trial[span] = prior[span]
+        error = float(np.sum((X[rows] @ trial - y[rows]) ** 2))
+        if error < best_error:
+            best, best_error = i, error
+    group[:] = False
+    if best is not None:
+        group[PARAMETERS_PER_BODY * best:PARAMETERS_PER_BODY * (best + 1)] = True
+        return group, f"{model.body_names[best]} (for {names[k]})"
+    return group, ""
+
+
+def _motion_of(model: Model, motion: Motion, k: int) -> str:
+    """How actuated joint k moved over the run, against the speed it slides from."""
+    _, v_index, _ = actuated_indices(model)
+    body = int(np.flatnonzero(np.asarray(model.idx_v) == v_index[k])[0])
+    unit = "m" if model.joint_type[body] == PRISMATIC else "rad"
+    return (f"moved {np.ptp(motion.q[:, k]):.3g} {unit} at up to {np.abs(motion.qd[:, k]).max():.3g} {unit}/s; it "
+            f"slides from {sliding_speed(model)[k]:.3g} {unit}/s")
+
+
+def _held_joints(model: Model, held) -> dict:
+    """{joint: its parameters (its friction, those of the body it moves) that the run does not identify}."""
+    _, _, names = actuated_indices(model)
+    labels, n_inertial = _labels(model), PARAMETERS_PER_BODY * model.nbodies
+    out = {}
+    for j in np.flatnonzero(held):
+        joint = (model.joint_names[j // PARAMETERS_PER_BODY] if j < n_inertial
+                 else names[(j - n_inertial) % len(names)])
+        out.setdefault(joint, []).append(labels[j])
+    return out
 
 
 def _per_joint_rms(x, dof, v_index) -> np.ndarray:
-    return np.array([np.sqrt(np.mean(x[dof == k] ** 2)) if np.any(dof == k) else 0.0 for k in v_index])
-
-
-def _raise_unexcited(source, model, motion, structural, run, labels):
-    span = motion.q.max(axis=0) - motion.q.min(axis=0)
-    _, _, names = actuated_indices(model)
-    still = [f"{name} (moved {span[k]:.3g})" for k, name in enumerate(names) if span[k] < WEAK_MOTION]
-    missing = structural.rank - run.rank
-    hint = f"; joints that hardly moved: {', '.join(still)}" if still else ""
-    raise IdentificationError(
-        f"model '{model.name}' is not identifiable from {source}: the run excites {run.rank} of its "
-        f"{structural.rank} base parameters ({missing} missing, over {motion.q.shape[0]} filtered samples){hint}; "
-        f"record an excitation run (trajectory type 'excitation') that moves every joint")
+    return np.array([np.sqrt(np.mean(x[dof == k] ** 2)) if np.any(dof == k) else np.nan for k in v_index])
 
 
 def _with_parameters(model: Model, pi, viscous, coulomb) -> Model:
@@ -562,6 +567,8 @@ def identify_command(args) -> int:
     report = result.report()
     out.with_suffix(".txt").write_text(report + "\n")
     print(report)
+    if result.warning():
+        print(f"rtctl identify: warning: {result.warning()}", file=sys.stderr)
     print(f"rtctl identify: wrote {out} and {out.with_suffix('.txt')}")
     if args.plot:
         motion = motion_from_samples(t, q, tau, args.cutoff)

@@ -20,7 +20,7 @@ import pytest
 
 import rtctl
 from rtctl.config import build, validate
-from rtctl.dynamics.regressor import JointTorqueRegressor, inertial_parameters, model_with_inertial_parameters
+from rtctl.dynamics.regressor import JointTorqueRegressor, inertial_parameters
 from rtctl.loops.excitation import ExcitationTrajectory
 from rtctl.loops.identification import (IdentificationError, identify, identify_command, motion_from_samples,
                                         plot_prediction, predicted_torques, read_run, torque_rms)
@@ -28,6 +28,8 @@ from rtctl.model.urdf import load_urdf
 from rtctl.model.urdf_writer import model_to_urdf
 from rtctl.options import ConfigError
 from rtctl.telemetry.recording import record
+
+from identification_helpers import perturbed, recorded_run
 
 RATE_HZ = 500.0
 GEAR, ROTOR = 100.0, 5e-6                     # armature N^2 J = 0.05 kg m^2 per joint, known from the drives
@@ -39,23 +41,6 @@ EXCITATION = {"type": "excitation", "frequency": 0.2, "harmonics": 5, "periods":
 VALIDATION = {"type": "sinusoid", "center": [0.0] * 7, "amplitude": [0.5, 0.4, 0.5, 0.5, 0.6, 0.5, 0.6],
               "frequency": [0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.4]}
 VALIDATION_DURATION = 8.0
-
-
-def perturbed(model, rng, spread=0.3):
-    """Every body's mass times 1 + u, its centre of mass moved by u |c| per axis and its mass distribution's
-    second moments Sigma scaled along its axes, u uniform in [-spread, spread]: a consistent rigid body."""
-    pi = inertial_parameters(model)
-    for i in range(model.nbodies):
-        m, c, inertia = model.mass[i], model.com[i], model.inertia_com[i]
-        sigma = 0.5 * np.trace(inertia) * np.eye(3) - inertia
-        m2 = m * (1 + rng.uniform(-spread, spread))
-        c2 = c + rng.uniform(-spread, spread, 3) * np.abs(c)
-        stretch = np.diag(np.sqrt(1 + rng.uniform(-spread, spread, 3)))
-        sigma2 = m2 / m * stretch @ sigma @ stretch
-        inertia2 = np.trace(sigma2) * np.eye(3) - sigma2 + m2 * (c2 @ c2 * np.eye(3) - np.outer(c2, c2))
-        pi[10 * i:10 * i + 10] = [m2, *(m2 * c2), inertia2[0, 0], inertia2[0, 1], inertia2[1, 1], inertia2[0, 2],
-                                  inertia2[1, 2], inertia2[2, 2]]
-    return model_with_inertial_parameters(model, pi)
 
 
 def make_loop(plant_urdf, trajectory, controller_model=None, controller=None, telemetry=False):
@@ -83,24 +68,6 @@ def make_loop(plant_urdf, trajectory, controller_model=None, controller=None, te
                                          friction_compensation=bool(controller and controller.get(
                                              "friction_compensation")))
     return loop
-
-
-def recorded_run(loop, path, duration):
-    """Run ``loop`` for ``duration`` s with its telemetry recorded into the MCAP file ``path``."""
-    cycles = int(round(duration * RATE_HZ))
-    tel = loop.telemetry
-    result = {}
-    recorder = threading.Thread(target=lambda: result.update(record(tel.endpoint, str(path), samples=cycles,
-                                                                    idle_timeout=5.0, progress=False)))
-    try:
-        recorder.start()
-        time.sleep(0.6)  # PUB/SUB slow joiner: let the recorder subscribe before the first sample
-        loop.run(cycles=cycles)
-        recorder.join(30)
-    finally:
-        tel.close()
-    assert result["samples"] == cycles and result["lost"] == 0, result
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -190,7 +157,7 @@ def test_the_command_writes_a_urdf_and_a_report(runs, capsys):
                            armature=[GEAR ** 2 * ROTOR], plot=str(runs.tmp / "cli.png"))
     assert identify_command(args) == 0
     text = capsys.readouterr().out
-    assert "condition number" in text and "not identifiable" in text
+    assert "condition number" in text and "not identified by this run" in text
     again = load_urdf(out)
     np.testing.assert_allclose(again.mass, runs.result.model.mass, rtol=1e-6)
     assert out.with_suffix(".txt").read_text().startswith("identified model 'arm7'")
@@ -205,15 +172,37 @@ def test_a_recording_without_the_models_joints_is_refused_in_one_line(runs, tmp_
     assert "\n" not in message and "no joint(s) ['wrist_roll']" in message and "excitation.mcap" in message
 
 
-def test_a_run_that_does_not_excite_the_model_is_refused_in_one_line(runs):
-    """Joint 7 held still: its link's parameters and its friction cannot be seen."""
+def test_a_joint_held_still_keeps_the_given_models_parameters_and_is_named(runs):
+    """Joint 7 held still (its positions zeroed): no row of joint 7 is fitted; its friction and the parameters of
+    its link that only its motion shows keep the given model's values exactly, and the report and the warning
+    name it with how it moved. (This run was refused whole.)"""
     t, q, tau = read_run(runs.excitation, runs.given)
     q = q.copy()
     q[:, 6] = 0.0
+    result = identify(runs.given, t, q, tau, source="the held run")
+    print(result.report())
+    assert result.still == {"joint7": "moved 0 rad at up to 0 rad/s; it slides from 0.0314 rad/s"}
+    assert {"joint7.F_v", "joint7.F_c", "link7.Izz"} <= set(result.not_identified)
+    labels = JointTorqueRegressor(runs.given).parameter_labels()
+    given = inertial_parameters(runs.given)
+    for label in result.not_identified:
+        if label in labels:
+            assert result.parameters[labels.index(label)] == given[labels.index(label)], label
+    assert result.viscous[6] == 0.0 and result.coulomb[6] == 0.0
+    warning = result.warning()
+    assert "\n" not in warning and "friction of joint(s) joint7 (moved 0 rad" in warning
+    (row,) = [line for line in result.report().splitlines() if line.startswith("joint7 ")]
+    assert row.split()[1:4] == ["-", "-", "-"] and row.split()[-2:] == ["0*", "0*"]
+    assert np.all(result.validation_after <= result.validation_before * (1 + 1e-9))
+
+
+def test_a_run_in_which_no_joint_slides_is_refused_in_one_line(runs):
+    t, q, tau = read_run(runs.excitation, runs.given)
     with pytest.raises(IdentificationError) as err:
-        identify(runs.given, t, q, tau, source="the held run")
+        identify(runs.given, t, 1e-4 * np.sin(t)[:, None] + 0 * q, tau, source="the held run")
     message = str(err.value)
-    assert "\n" not in message and "not identifiable from the held run" in message and "joint7 (moved 0)" in message
+    assert "\n" not in message and "not identifiable from the held run: no joint slides" in message
+    assert "joint7 moved 0.0002 rad at up to 0.0001 rad/s; it slides from 0.0314 rad/s" in message
 
 
 def test_a_floating_base_model_is_refused_in_one_line(runs):
@@ -321,15 +310,15 @@ def no_rigid_body():
 
 
 def test_every_identified_body_is_physically_consistent_where_the_unconstrained_fit_is_not(no_rigid_body):
-    from rtctl.loops.identification import MIN_THICKNESS, _pseudo_inertia
+    from rtctl.loops.physical_consistency import MIN_THICKNESS, pseudo_inertia
 
-    assert np.linalg.eigvalsh(_pseudo_inertia(no_rigid_body.pi_true[60:70]))[0] < -4e-3   # the data's body 7
+    assert np.linalg.eigvalsh(pseudo_inertia(no_rigid_body.pi_true[60:70]))[0] < -4e-3   # the data's body 7
     result = no_rigid_body.result
     print(result.report())
     assert "link7" in result.constrained
     flip = np.eye(4)[::-1]
     for i in range(7):
-        J = _pseudo_inertia(result.parameters[10 * i:10 * i + 10])
+        J = pseudo_inertia(result.parameters[10 * i:10 * i + 10])
         smallest = np.linalg.eigvalsh(J)[0]
         U = flip @ np.linalg.cholesky(flip @ J @ flip) @ flip           # J = U U^T exists: J positive definite
         print(f"link{i + 1}: smallest eigenvalue of J {smallest:.3g} kg m^2, extent {np.diag(U)[:3] / U[3, 3]} m")
@@ -344,7 +333,7 @@ def random_rigid_body(rng):
     randomly turned principal axes (its pseudo-inertia J = [[Sigma, m c], [m c^T, m]] built directly)."""
     from scipy.spatial.transform import Rotation
 
-    from rtctl.loops.identification import _parameters_of_pseudo_inertia
+    from rtctl.loops.physical_consistency import parameters_of_pseudo_inertia
 
     m, c = 10 ** rng.uniform(-1, 1), rng.uniform(-0.3, 0.3, 3)
     extent, turn = 10 ** rng.uniform(np.log10(0.005), np.log10(0.2), 3), Rotation.random(random_state=rng).as_matrix()
@@ -352,29 +341,29 @@ def random_rigid_body(rng):
     J[:3, :3] = m * turn @ np.diag(extent ** 2) @ turn.T + m * np.outer(c, c)
     J[:3, 3] = J[3, :3] = m * c
     J[3, 3] = m
-    return _parameters_of_pseudo_inertia(J)
+    return parameters_of_pseudo_inertia(J)
 
 
 def test_the_log_cholesky_map_round_trips_and_its_jacobian_is_the_derivative():
     """pi -> theta -> pi to 1e-12 (measured 4e-16), theta -> pi -> theta to 1e-12 (1e-13), and d pi / d theta
     equal to central differences to 1e-8 of its largest entry (1.6e-10: the differences' own error), on 100
     random rigid bodies and the arm's seven."""
-    from rtctl.loops.identification import (_log_cholesky_jacobian, _log_cholesky_to_parameters,
-                                            _parameters_to_log_cholesky)
+    from rtctl.loops.physical_consistency import (log_cholesky_jacobian, log_cholesky_to_parameters,
+                                                  parameters_to_log_cholesky)
 
     rng = np.random.default_rng(11)
     arm = inertial_parameters(load_urdf(rtctl.bundled_model_path("arm7")))
     bodies = [random_rigid_body(rng) for _ in range(100)] + [arm[10 * i:10 * i + 10] for i in range(7)]
     worst = np.zeros(3)
     for pi in bodies:
-        theta = _parameters_to_log_cholesky(pi)
-        again = _log_cholesky_to_parameters(theta)
+        theta = parameters_to_log_cholesky(pi)
+        again = log_cholesky_to_parameters(theta)
         h = 1e-6
-        numeric = np.column_stack([(_log_cholesky_to_parameters(theta + h * e) - _log_cholesky_to_parameters(
+        numeric = np.column_stack([(log_cholesky_to_parameters(theta + h * e) - log_cholesky_to_parameters(
             theta - h * e)) / (2 * h) for e in np.eye(10)])
-        analytic = _log_cholesky_jacobian(theta)
+        analytic = log_cholesky_jacobian(theta)
         errors = (np.abs(again - pi).max() / np.abs(pi).max(),
-                  np.abs(_parameters_to_log_cholesky(again) - theta).max() / max(1.0, np.abs(theta).max()),
+                  np.abs(parameters_to_log_cholesky(again) - theta).max() / max(1.0, np.abs(theta).max()),
                   np.abs(analytic - numeric).max() / np.abs(analytic).max())
         worst = np.maximum(worst, errors)
     print("log-Cholesky: worst pi round trip, theta round trip, Jacobian vs differences:", worst)
@@ -382,33 +371,43 @@ def test_the_log_cholesky_map_round_trips_and_its_jacobian_is_the_derivative():
 
 
 def test_the_reports_table_holds_the_torque_errors_of_both_models(no_rigid_body):
-    """Each joint's row: RMS torque, the given and the identified model's RMS prediction error (in % of it) and the
-    friction, equal to what recursive inverse dynamics of each model gives on the rows the fit used (the joint
-    moving: |qd| >= 10 % of its RMS)."""
+    """Each joint's row: RMS torque, the given and the identified model's RMS prediction error (in % of it) on the
+    fitted samples and on the held-out last fifth, and the friction, equal to what recursive inverse dynamics of
+    each model gives on those rows: the joint sliding (|qd| >= 10 % of its RMS and >= 1 % of its velocity
+    limit); held out, where it slides."""
     result, model = no_rigid_body.result, no_rigid_body.model
     motion = motion_from_samples(no_rigid_body.t, no_rigid_body.q, no_rigid_body.tau)
-    moving = np.abs(motion.qd) >= 0.1 * torque_rms(motion.qd)
+    n = motion.q.shape[0]
+    n_fit = n - round(0.2 * n)
+    assert result.samples == n and result.fitted_samples == n_fit
+    sliding = np.abs(motion.qd) >= np.maximum(0.1 * torque_rms(motion.qd), 0.01 * model.velocity_limit)
     before = predicted_torques(model, motion) - motion.tau
     after = predicted_torques(result.model, motion) - motion.tau
-    rms = lambda x, k: float(np.sqrt(np.mean(x[moving[:, k], k] ** 2)))         # noqa: E731
+    rows = {"fit": sliding & (np.arange(n) < n_fit)[:, None], "check": sliding & (np.arange(n) >= n_fit)[:, None]}
+    rms = lambda x, k, part: float(np.sqrt(np.mean(x[rows[part][:, k], k] ** 2)))         # noqa: E731
     lines = result.report().splitlines()
     for k, name in enumerate(result.joint_names):
+        assert rows["check"][:, k].any()
         (row,) = [line for line in lines if line.split()[0] == name]
-        values = row.split()[1:]
-        torque, pct_before, pct_after, f_v, f_c = (float(v.rstrip("%")) for v in values)
-        assert result.rms_torque[k] == pytest.approx(rms(motion.tau, k), rel=1e-12)
-        assert result.rms_before[k] == pytest.approx(rms(before, k), rel=1e-9)
-        assert result.rms_after[k] == pytest.approx(rms(after, k), rel=1e-6, abs=1e-9)
-        assert torque == pytest.approx(result.rms_torque[k], rel=5e-4)
-        assert pct_before == pytest.approx(100 * result.rms_before[k] / result.rms_torque[k], abs=0.005)
-        assert pct_after == pytest.approx(100 * result.rms_after[k] / result.rms_torque[k], abs=0.005)
-        assert (f_v, f_c) == (pytest.approx(result.viscous[k], rel=5e-4), pytest.approx(result.coulomb[k], rel=5e-4))
+        values = [float(v.rstrip("%*")) for v in row.split()[1:]]
+        for part, (torque, pct_before, pct_after), (rms_torque, rms_before, rms_after) in (
+                ("fit", values[0:3], (result.rms_torque, result.rms_before, result.rms_after)),
+                ("check", values[3:6], (result.validation_torque, result.validation_before, result.validation_after))):
+            assert rms_torque[k] == pytest.approx(rms(motion.tau, k, part), rel=1e-12)
+            assert rms_before[k] == pytest.approx(rms(before, k, part), rel=1e-9)
+            assert rms_after[k] == pytest.approx(rms(after, k, part), rel=1e-6, abs=1e-9)
+            assert torque == pytest.approx(rms_torque[k], rel=5e-4)
+            assert pct_before == pytest.approx(100 * rms_before[k] / rms_torque[k], abs=0.005)
+            assert pct_after == pytest.approx(100 * rms_after[k] / rms_torque[k], abs=0.005)
+        assert values[6:] == [pytest.approx(result.viscous[k], rel=5e-4), pytest.approx(result.coulomb[k], rel=5e-4)]
     assert result.rms_before[6] > 0.9 * result.rms_torque[6]            # joint 7: I_zz 31x the URDF's
     (total,) = [line for line in lines if line.startswith("all joints")]
-    overall = np.sqrt(np.mean(result.rms_torque ** 2))
-    assert float(total.split()[2]) == pytest.approx(overall, rel=5e-4)
-    assert float(total.split()[3].rstrip("%")) == pytest.approx(
-        100 * np.sqrt(np.mean(result.rms_before ** 2)) / overall, abs=0.005)
+    for column, torque, error in ((2, result.rms_torque, result.rms_before),
+                                  (5, result.validation_torque, result.validation_before)):
+        overall = np.sqrt(np.mean(torque ** 2))
+        assert float(total.split()[column]) == pytest.approx(overall, rel=5e-4)
+        assert float(total.split()[column + 1].rstrip("%")) == pytest.approx(
+            100 * np.sqrt(np.mean(error ** 2)) / overall, abs=0.005)
     assert "physical consistency enforced (the unconstrained fit was no rigid body) on: " in result.report()
 
 
