@@ -29,7 +29,8 @@ from rtctl.options import setting
 from rtctl.registry import TRAJECTORIES
 from rtctl.rt.interfaces import actuated_indices
 
-from .trajectories import _OK, _CompiledTrajectory, _array, _check_out, _scalar
+from .trajectories import (_OK, _CompiledTrajectory, _array, _check_out, _joint_entry, _joint_values, _owner,
+                           _scalar, _where)
 
 __all__ = ["ExcitationTrajectory", "fourier_series", "regressor_condition"]
 
@@ -120,6 +121,7 @@ class ExcitationTrajectory(_CompiledTrajectory):
         acceleration_limit: object = setting("floats", None, positive=True, required=True)   # rad/s^2 (m/s^2)
         velocity_limit: object = setting("floats", None, positive=True)    # default: the model's limits
         position_margin: float = setting("float", 0.1, low=0.0)           # rad (m) inside the hard limits
+        unlimited_range: float = setting("float", math.pi, positive=True)  # rad (m) about the start, unlimited joints
         optimise: bool = setting("bool", True)                              # minimise the condition number
         iterations: int = setting("int", 30, low=1, high=10_000)          # L-BFGS iterations
         samples: int = setting("int", 80, low=10, high=10_000)            # per period, for the condition
@@ -128,12 +130,13 @@ class ExcitationTrajectory(_CompiledTrajectory):
     @classmethod
     def from_config(cls, options: dict, context) -> "ExcitationTrajectory":
         """Over the controller's model from the plant's initial position, inside the hard limits less
-        ``position_margin`` and the model's velocity limits (or ``velocity_limit``)."""
+        ``position_margin`` (a joint without a limit, continuous: within ``unlimited_range`` of its start) and
+        the model's velocity limits (or ``velocity_limit``)."""
         model = context.model
         q_index, v_index, names = actuated_indices(model)
         start = context.q0[q_index]
-        lower = model.lower[q_index] + options["position_margin"]
-        upper = model.upper[q_index] - options["position_margin"]
+        lower, upper = cls.position_range(start, model.lower[q_index], model.upper[q_index],
+                                          options["position_margin"], options["unlimited_range"])
         velocity = (context.vector(options["velocity_limit"], "velocity_limit") if options["velocity_limit"]
                     is not None else model.velocity_limit[v_index])
         for k, name in enumerate(names):
@@ -146,35 +149,44 @@ class ExcitationTrajectory(_CompiledTrajectory):
         rng = np.random.default_rng(options["seed"])
         coefficients = rng.normal(size=(len(names), 2 * options["harmonics"]))
         trajectory = cls(start, lower, upper, velocity, acceleration, options["frequency"], coefficients,
-                         options["periods"])
+                         options["periods"], joint_names=names)
         if options["optimise"]:
             trajectory.optimise(JointTorqueRegressor(model), q_index, options["iterations"], options["samples"])
         return trajectory
 
+    @staticmethod
+    def position_range(start, lower, upper, margin: float, unlimited: float):
+        """(lower, upper): the hard limits less ``margin``; a side without a limit (a continuous joint's) at
+        ``unlimited`` from ``start``."""
+        start, lower, upper = (np.asarray(x, dtype=float) for x in (start, lower, upper))
+        return (np.where(np.isfinite(lower), lower + margin, start - unlimited),
+                np.where(np.isfinite(upper), upper - margin, start + unlimited))
+
     def __init__(self, start, lower, upper, velocity_limit, acceleration_limit, frequency: float, coefficients,
-                 periods: int = 1):
-        cls = type(self).__name__
-        self.start = _array(cls, "start", start, 1)
+                 periods: int = 1, joint_names=None):
+        cls = _owner(self, joint_names)
+        self.start = _array(cls, "start", start, 1, joints=joint_names)
         self.n = n = self.start.shape[0]
-        self.lower = _array(cls, "lower", lower, 1, n, allow_scalar_for=n)
-        self.upper = _array(cls, "upper", upper, 1, n, allow_scalar_for=n)
-        self.velocity_limit = _array(cls, "velocity_limit", velocity_limit, 1, n, allow_scalar_for=n)
-        self.acceleration_limit = _array(cls, "acceleration_limit", acceleration_limit, 1, n, allow_scalar_for=n)
-        for name, values in (("velocity_limit", self.velocity_limit), ("acceleration_limit", self.acceleration_limit)):
-            if np.any(values <= 0):
-                raise ValueError(f"{cls}: {name} must be > 0, got {values.tolist()}")
-        if np.any(self.start <= self.lower) or np.any(self.start >= self.upper):
-            raise ValueError(f"{cls}: start {self.start.tolist()} must lie strictly inside [lower, upper]")
+        for name, value in (("lower", lower), ("upper", upper), ("velocity_limit", velocity_limit),
+                            ("acceleration_limit", acceleration_limit)):
+            setattr(self, name, _array(cls, name, value, 1, n, allow_scalar_for=n, joints=joint_names))
+        for name in ("velocity_limit", "acceleration_limit"):
+            _joint_values(cls, name, getattr(self, name), joint_names, lambda x: x > 0, "must be > 0")
+        inside = (self.lower < self.start) & (self.start < self.upper)
+        if not inside.all():
+            k = int(np.flatnonzero(~inside)[0])
+            raise ValueError(f"{_joint_entry(cls, 'start', k, joint_names)} is {self.start[k]:.6g}, not strictly "
+                             f"inside [lower, upper] = [{self.lower[k]:.6g}, {self.upper[k]:.6g}]")
         self.frequency = _scalar(cls, "frequency", frequency, positive=True)
         self.omega = 2.0 * math.pi * self.frequency
-        coefficients = _array(cls, "coefficients", coefficients, 2, n)
+        coefficients = _array(cls, "coefficients", coefficients, 2, n, joints=joint_names)
         if coefficients.shape[1] % 2 or coefficients.shape[1] < 6:
-            raise ValueError(f"{cls}: coefficients must have 2 L columns (a_1..a_L, b_1..b_L), L >= 3, per joint; "
-                             f"got {coefficients.shape[1]}")
+            raise ValueError(f"{_where(cls, 'coefficients')} must have 2 L columns (a_1..a_L, b_1..b_L), "
+                             f"L >= 3, per joint; got {coefficients.shape[1]}")
         self.harmonics = coefficients.shape[1] // 2
         self.periods = int(periods)
         if self.periods < 1:
-            raise ValueError(f"{cls}: periods must be >= 1, got {periods!r}")
+            raise ValueError(f"{_where(cls, 'periods')} must be >= 1, got {periods!r}")
         self.duration = self.periods / self.frequency
         self._basis = _rest_constraints_basis(self.harmonics)
         self._a = np.zeros((n, self.harmonics))

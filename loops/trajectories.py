@@ -136,39 +136,76 @@ def _sinusoid_sample(t, center, amplitude, omega, phase, q, qd, qdd):
 
 
 # -- parameter checking ---------------------------------------------------------
-def _array(cls, name, value, ndim, length=None, *, allow_scalar_for=None, column_if_1d=False):
-    """``value`` as a finite float64 array of rank ``ndim`` (and leading length), or ValueError."""
+def _array(cls, name, value, ndim, length=None, *, allow_scalar_for=None, column_if_1d=False, joints=None,
+           joint_axis=0):
+    """``value`` as a finite float64 array of rank ``ndim`` (and leading length), or ValueError. With ``joints``
+    (the actuated joints' names along ``joint_axis``, as a config gives them) the message names the key and the
+    joint, not the class and the array."""
+    where = _where(cls if joints is None else None, name)
     try:
         arr = np.array(value, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"{cls}: {name} must be numeric, got {value!r}") from None
+        raise ValueError(f"{where} must be numeric, got {value!r}") from None
     if allow_scalar_for is not None and arr.ndim == 0:
         arr = np.full(allow_scalar_for, float(arr))
     if column_if_1d and arr.ndim == 1:
         arr = arr[:, None]
     if arr.ndim != ndim or arr.size == 0:
         shape = "a non-empty vector" if ndim == 1 else f"a non-empty {ndim}-D array"
-        raise ValueError(f"{cls}: {name} must be {shape}, got {value!r} (shape {arr.shape})")
+        raise ValueError(f"{where} must be {shape}, got {value!r} (shape {arr.shape})")
+    if joints is not None and arr.shape[joint_axis] != len(joints):
+        what = "values" if ndim == 1 else ("rows" if joint_axis == 0 else "columns")
+        raise ValueError(f"{name} must have {len(joints)} {what}, one per actuated joint ({', '.join(joints)}), "
+                         f"got {arr.shape[joint_axis]}")
     if length is not None and arr.shape[0] != length:
         what = f"length {length}" if ndim == 1 else f"{length} rows (one per entry of times)"
-        raise ValueError(f"{cls}: {name} must have {what}, got {arr.shape[0]} ({value!r})")
+        raise ValueError(f"{where} must have {what}, got {arr.shape[0]} ({value!r})")
     if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{cls}: {name} must be finite, got {value!r}")
+        if joints is not None:
+            index = tuple(np.argwhere(~np.isfinite(arr))[0])
+            entry = f"[{index[1 - joint_axis]}]" if ndim == 2 else ""
+            raise ValueError(f"{name}: joint '{joints[index[joint_axis]]}'{entry} is {arr[index]}; must be finite")
+        raise ValueError(f"{where} must be finite, got {value!r}")
     return np.ascontiguousarray(arr)
 
 
+def _joint_values(cls, name, values, joints, test, requirement):
+    """ValueError naming the first joint whose entry of ``values`` fails ``test`` (its index without names)."""
+    bad = np.flatnonzero(~test(np.asarray(values)))
+    if bad.size:
+        k = int(bad[0])
+        raise ValueError(f"{_joint_entry(cls, name, k, joints)} is {values[k]:.6g}; {requirement}")
+
+
+def _joint_entry(cls, name, k, joints) -> str:
+    """``name: joint 'NAME'`` (joints with names), else ``Class: name[k]``."""
+    return f"{name}: joint '{joints[k]}'" if joints is not None else f"{_where(cls, name)}[{k}]"
+
+
 def _scalar(cls, name, value, *, positive=False, nonnegative=False):
+    """``value`` as a finite float, or ValueError naming ``cls`` (None: a config's key alone) and ``name``."""
+    where = _where(cls, name)
     try:
         x = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{cls}: {name} must be a number, got {value!r}") from None
+        raise ValueError(f"{where} must be a number, got {value!r}") from None
     if not math.isfinite(x):
-        raise ValueError(f"{cls}: {name} must be finite, got {value!r}")
+        raise ValueError(f"{where} must be finite, got {value!r}")
     if positive and x <= 0:
-        raise ValueError(f"{cls}: {name} must be > 0, got {value!r}")
+        raise ValueError(f"{where} must be > 0, got {value!r}")
     if nonnegative and x < 0:
-        raise ValueError(f"{cls}: {name} must be >= 0, got {value!r}")
+        raise ValueError(f"{where} must be >= 0, got {value!r}")
     return x
+
+
+def _where(cls, name) -> str:
+    """How an error names a parameter: ``Class: name``, or the key alone when ``cls`` is None."""
+    return f"{cls}: {name}" if cls else name
+
+
+def _owner(trajectory, joint_names):
+    """The class name errors start with, or None when the joints have names (a config's: its keys say enough)."""
+    return None if joint_names is not None else type(trajectory).__name__
 
 
 class _CompiledTrajectory(Trajectory):
@@ -230,7 +267,7 @@ class MinimumJerk(_CompiledTrajectory):
     @classmethod
     def from_config(cls, options: dict, context):
         start = options["start"] if options["start"] is not None else context.q0[context.q_index].tolist()
-        return cls(start, options["goal"], options["duration"], options["t0"])
+        return cls(start, options["goal"], options["duration"], options["t0"], joint_names=context.joint_names)
 
     def limit_violation(self, safety) -> str:
         """Start and goal inside the soft limits, the move's peak velocity and acceleration within bounds."""
@@ -241,11 +278,11 @@ class MinimumJerk(_CompiledTrajectory):
         problem = safety.min_jerk_violation(self.start, self.goal, float(self.duration))
         return f"[trajectory] min_jerk: {problem}" if problem else ""
 
-    def __init__(self, start, goal, duration: float, t0: float = 0.0):
-        cls = type(self).__name__
-        self.start = _array(cls, "start", start, 1)
+    def __init__(self, start, goal, duration: float, t0: float = 0.0, joint_names=None):
+        cls = _owner(self, joint_names)
+        self.start = _array(cls, "start", start, 1, joints=joint_names)
         self.n = self.start.shape[0]
-        self.goal = _array(cls, "goal", goal, 1, self.n)
+        self.goal = _array(cls, "goal", goal, 1, self.n, joints=joint_names)
         self.duration = _scalar(cls, "duration", duration, positive=True)
         self.t0 = _scalar(cls, "t0", t0)
         self._args = (self.t0, self.duration, self.start, self.goal)
@@ -280,6 +317,10 @@ class CubicSplineTrajectory(_CompiledTrajectory):
         waypoints: object = setting("matrix", None, required=True)
         boundary: str = setting("str", "clamped", choices=("clamped", "natural"))
 
+    @classmethod
+    def from_config(cls, options: dict, context):
+        return cls(options["times"], options["waypoints"], options["boundary"], joint_names=context.joint_names)
+
     def limit_violation(self, safety) -> str:
         """Every waypoint inside the soft limits."""
         for i, row in enumerate(np.atleast_2d(np.asarray(self.waypoints, dtype=float))):
@@ -288,23 +329,24 @@ class CubicSplineTrajectory(_CompiledTrajectory):
                 return problem
         return ""
 
-    def __init__(self, times, waypoints, boundary: str = "clamped"):
+    def __init__(self, times, waypoints, boundary: str = "clamped", joint_names=None):
         from scipy.interpolate import CubicSpline
 
-        cls = type(self).__name__
+        cls = _owner(self, joint_names)
         self.times = _array(cls, "times", times, 1)
         k = self.times.shape[0]
         if k < 2:
-            raise ValueError(f"{cls}: times must hold at least 2 values, got {times!r}")
+            raise ValueError(f"{_where(cls, 'times')} must hold at least 2 values, got {times!r}")
         steps = np.diff(self.times)
         if np.any(steps <= 0):
             bad = int(np.argmax(steps <= 0))
-            raise ValueError(f"{cls}: times must be strictly increasing, got {times!r} "
+            raise ValueError(f"{_where(cls, 'times')} must be strictly increasing, got {times!r} "
                              f"(times[{bad + 1}] = {self.times[bad + 1]} <= times[{bad}] = {self.times[bad]})")
-        self.waypoints = _array(cls, "waypoints", waypoints, 2, k, column_if_1d=True)
+        self.waypoints = _array(cls, "waypoints", waypoints, 2, k, column_if_1d=True, joints=joint_names,
+                                joint_axis=1)
         self.n = self.waypoints.shape[1]
         if boundary not in self.BOUNDARIES:
-            raise ValueError(f"{cls}: boundary must be one of {self.BOUNDARIES}, got {boundary!r}")
+            raise ValueError(f"{_where(cls, 'boundary')} must be one of {self.BOUNDARIES}, got {boundary!r}")
         self.boundary = boundary
         self.duration = float(self.times[-1] - self.times[0])
         spline = CubicSpline(self.times, self.waypoints, axis=0, bc_type=boundary)
@@ -341,6 +383,11 @@ class Sinusoid(_CompiledTrajectory):
         frequency: object = setting("floats", None, positive=True, required=True)   # Hz
         phase: object = setting("floats", 0.0)                                      # rad
 
+    @classmethod
+    def from_config(cls, options: dict, context):
+        return cls(options["center"], options["amplitude"], options["frequency"], options["phase"],
+                   joint_names=context.joint_names)
+
     def limit_violation(self, safety) -> str:
         """Both ends of the swing inside the soft limits, peak velocity and acceleration within bounds."""
         center, amplitude = np.asarray(self.center), np.abs(np.asarray(self.amplitude))
@@ -352,15 +399,16 @@ class Sinusoid(_CompiledTrajectory):
         problem = safety.oscillation_violation(self.amplitude, self.frequency)
         return f"[trajectory] sinusoid: {problem}" if problem else ""
 
-    def __init__(self, center, amplitude, frequency, phase=0.0):
-        cls = type(self).__name__
-        self.center = _array(cls, "center", center, 1)
+    def __init__(self, center, amplitude, frequency, phase=0.0, joint_names=None):
+        cls = _owner(self, joint_names)
+        self.center = _array(cls, "center", center, 1, joints=joint_names)
         self.n = n = self.center.shape[0]
-        self.amplitude = _array(cls, "amplitude", amplitude, 1, n, allow_scalar_for=n)
-        self.frequency = _array(cls, "frequency", frequency, 1, n, allow_scalar_for=n)
-        if np.any(self.frequency < 0):
+        self.amplitude = _array(cls, "amplitude", amplitude, 1, n, allow_scalar_for=n, joints=joint_names)
+        self.frequency = _array(cls, "frequency", frequency, 1, n, allow_scalar_for=n, joints=joint_names)
+        if joint_names is None and np.any(self.frequency < 0):
             raise ValueError(f"{cls}: frequency must be >= 0 Hz, got {frequency!r}")
-        self.phase = _array(cls, "phase", phase, 1, n, allow_scalar_for=n)
+        _joint_values(cls, "frequency", self.frequency, joint_names, lambda f: f >= 0, "must be >= 0 Hz")
+        self.phase = _array(cls, "phase", phase, 1, n, allow_scalar_for=n, joints=joint_names)
         self.duration = math.inf
         self._omega = 2.0 * np.pi * self.frequency
         self._args = (self.center, self.amplitude, self._omega, self.phase)

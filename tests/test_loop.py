@@ -242,7 +242,8 @@ def test_bad_configs_name_the_key(raw, match):
 
 
 def test_config_errors_from_components_name_the_section():
-    with pytest.raises(ConfigError, match=r"\[trajectory\] .*goal must have length 7"):
+    with pytest.raises(ConfigError, match=r"\[trajectory\] goal must have 7 values, one per actuated joint "
+                                          r"\(joint1, .*, joint7\), got 3"):
         make_loop({"trajectory": {"goal": [0.1, 0.2, 0.3]}})
     with pytest.raises(ConfigError, match=r"\[robot\] model"):
         make_loop({"robot": {"model": "no_such_robot"}})

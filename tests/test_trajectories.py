@@ -286,3 +286,87 @@ NRT_SCRIPT = textwrap.dedent("""
 def test_compiled_kernels_allocate_nothing_per_call():
     out = run_with_allocation_counters(NRT_SCRIPT)
     assert out.strip().startswith("OK")
+
+
+# -- excitation on robots with continuous joints; errors that name joints -----------------------------------------
+KINOVA_START = [0.5, 2.9, 1.3, -2.0, 1.4, -0.3]       # joints 1, 4 and 6 are continuous (no position limits)
+
+
+def kinova_config(trajectory):
+    from identification_helpers import example_robot_data
+
+    return {"robot": {"model": example_robot_data("kinova_description/robots/kinova.urdf")},
+            "plant": {"initial_position": KINOVA_START},
+            "controller": {"type": "computed_torque", "kp": 100.0}, "trajectory": trajectory, "loop": {"pace": False}}
+
+
+@pytest.mark.parametrize("unlimited_range", [None, 0.4])
+def test_an_excitation_moves_continuous_joints_within_a_range_about_their_start(unlimited_range):
+    """The Kinova arm's continuous joints were refused ('ExcitationTrajectory: lower must be finite, got array([
+    -inf, 0.92, 0.43, -inf, 0.62, -inf])'); they now move within unlimited_range (default pi) of their start, and
+    every joint is scaled to the largest series that fits its range, velocity and acceleration limits."""
+    from rtctl.config import build, validate
+    from rtctl.model.urdf import load_urdf
+
+    trajectory = {"type": "excitation", "frequency": 0.1, "acceleration_limit": 2.0, "optimise": False}
+    if unlimited_range is not None:
+        trajectory["unlimited_range"] = unlimited_range
+    cfg = kinova_config(trajectory)
+    excitation = build(validate(cfg)).trajectory
+    model = load_urdf(cfg["robot"]["model"])
+    continuous = ~np.isfinite(model.lower)
+    assert continuous.tolist() == [True, False, False, True, False, True]
+    half = np.pi if unlimited_range is None else unlimited_range
+    start = np.asarray(KINOVA_START)
+    np.testing.assert_allclose(excitation.lower[continuous], start[continuous] - half, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(excitation.upper[continuous], start[continuous] + half, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(excitation.lower[~continuous], model.lower[~continuous] + 0.1, rtol=0, atol=1e-15)
+    low, high, velocity, acceleration = excitation.peaks()
+    print(f"range {half:.3g} rad: continuous joints swing {(high - low)[continuous]} rad")
+    assert np.all(low >= excitation.lower - 1e-12) and np.all(high <= excitation.upper + 1e-12)
+    reached = (np.isclose(velocity, model.velocity_limit, rtol=1e-9) | np.isclose(acceleration, 2.0, rtol=1e-9)
+               | np.isclose(low, excitation.lower, rtol=0, atol=1e-9)
+               | np.isclose(high, excitation.upper, rtol=0, atol=1e-9))
+    assert np.all(reached) and np.all(high - low > 0.2)
+
+
+@pytest.mark.parametrize("trajectory, message", [
+    ({"type": "min_jerk", "goal": [0.0, 3.0, 1.4, -2.0, 1.5], "duration": 2.0}, "goal must have 6 values"),
+    ({"type": "sinusoid", "center": KINOVA_START, "amplitude": [0.1] * 5, "frequency": 0.2},
+     "amplitude must have 6 values"),
+    ({"type": "spline", "times": [0.0, 1.0], "waypoints": [KINOVA_START[:5], KINOVA_START[:5]]},
+     "waypoints must have 6 columns"),
+    ({"type": "excitation", "acceleration_limit": 2.0, "velocity_limit": [0.5] * 5, "optimise": False},
+     "velocity_limit: expected 6 values (one per actuated joint), got 5"),
+])
+def test_a_trajectory_of_the_wrong_size_is_refused_naming_the_joints(trajectory, message):
+    """One line naming the file, the section, the key and the robot's joints; never a class and an array."""
+    from rtctl.config import build, validate
+    from rtctl.options import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        build(validate(kinova_config(trajectory)))
+    text = str(err.value)
+    print(text)
+    assert text.startswith("<config>: [trajectory] ") and message in text and "\n" not in text
+    assert "array(" not in text and "Trajectory" not in text and "Sinusoid" not in text
+    if "one per actuated joint (" in text:
+        assert "(j2s6s200_joint_1, j2s6s200_joint_2, j2s6s200_joint_3, j2s6s200_joint_4, j2s6s200_joint_5, " \
+               "j2s6s200_joint_6)" in text
+
+
+def test_an_excitations_bad_entry_names_its_joint():
+    """Built from Python with joint names (as from a config), a non-finite or non-positive entry names its joint;
+    without names, its index."""
+    from rtctl.loops.excitation import ExcitationTrajectory
+
+    names = ["a", "b", "c"]
+    coefficients = np.ones((3, 6))
+    with pytest.raises(ValueError, match=r"^lower: joint 'b' is -inf; must be finite$"):
+        ExcitationTrajectory(np.zeros(3), [-1.0, -np.inf, -1.0], 1.0, 1.0, 1.0, 0.2, coefficients, joint_names=names)
+    with pytest.raises(ValueError, match=r"^acceleration_limit: joint 'c' is -2; must be > 0$"):
+        ExcitationTrajectory(np.zeros(3), -1.0, 1.0, 1.0, [1.0, 1.0, -2.0], 0.2, coefficients, joint_names=names)
+    with pytest.raises(ValueError, match=r"^start: joint 'a' is 1, not strictly inside \[lower, upper\] = \[-1, 1\]$"):
+        ExcitationTrajectory([1.0, 0.0, 0.0], -1.0, 1.0, 1.0, 1.0, 0.2, coefficients, joint_names=names)
+    with pytest.raises(ValueError, match=r"^ExcitationTrajectory: acceleration_limit\[2\] is -2; must be > 0$"):
+        ExcitationTrajectory(np.zeros(3), -1.0, 1.0, 1.0, [1.0, 1.0, -2.0], 0.2, coefficients)
