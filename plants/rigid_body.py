@@ -9,10 +9,9 @@
 the viscous, Coulomb and static friction with the Stribeck curve of Armstrong-Helouvry, Dupont & Canudas
 de Wit (Automatica 1994, eq. 3), ``v_s`` the Stribeck velocity; ``static`` defaults to ``coulomb`` (no
 Stribeck effect). When the config gives no ``viscous_friction`` / ``coulomb_friction``, a URDF's
-``<dynamics damping friction>`` (``model.damping``, ``model.friction``) are used.
-
-with the O(n) articulated-body forward dynamics of :mod:`rtctl.dynamics`. Friction acts on the actuated
-joints only (:func:`rtctl.rt.interfaces.actuated_indices`); a floating base moves without friction.
+``<dynamics damping friction>`` (``model.damping``, ``model.friction``) are used. Forward dynamics: the O(n)
+articulated-body algorithm of :mod:`rtctl.dynamics`. Friction acts on the actuated joints only
+(:func:`rtctl.rt.interfaces.actuated_indices`); a floating base moves without friction.
 
 A fixed step is one call into the compiled, allocation-free :func:`_step_kernel`, which compiled control
 code can also call directly. Three integrators:
@@ -482,16 +481,13 @@ class RigidBodyPlant(Plant):
                     "unchanged")
 
     def step_size_problem(self, dt: float) -> str:
-        """:func:`plants.divergence.explicit_damping_problem`: an explicit integrator whose steps of ``dt``
-        cannot hold the viscous friction of some joint at the current configuration."""
+        """:func:`plants.divergence.explicit_damping_problem` (explicit steps that cannot hold a joint's damping)."""
         return explicit_damping_problem(self, dt)
 
     @property
     def viscous(self) -> np.ndarray:
-        """Viscous friction per DOF (N m s/rad or N s/m; zero on a floating base's DOFs); read-only view."""
-        view = self._viscous.view()
-        view.flags.writeable = False
-        return view
+        """Viscous friction per DOF (N m s/rad or N s/m; zero on a floating base's DOFs); a copy."""
+        return self._viscous.copy()
 
     def set_external_wrench(self, frame: str | int | None = None, wrench=None) -> None:
         """Apply ``wrench`` = [n; f] (N m, N; world axes, moment about the origin of ``frame``, a link or

@@ -13,7 +13,8 @@
   times the creep.
 * A step that leaves NaN or inf is refused with one line naming the plant, the joint and the likely cause,
   the state unchanged; an explicit integrator that cannot hold a joint's damping is refused before the run
-  (one line), and a plant that fails mid-run trips the run's safety with its line.
+  (one line), and a plant that fails in the run trips the run's safety with its line (the warm-up before
+  the run steps a copy of the plant: its refusal does not stop the run, and nothing compiles in the run).
 """
 from __future__ import annotations
 
@@ -224,3 +225,4 @@ def test_a_plant_that_fails_mid_run_trips_the_run_with_its_line():
     assert report.trip_reason.startswith("e-stop: driver[sim].write: ValueError: rigid_body plant ('UF_ROBOT'): a step "
                                          "of 0.001 s left NaN or inf at joint 'joint")
     assert "(mostly external wrench" in report.trip_reason and "\n" not in report.trip_reason
+    assert not loop.late_kernels  # the diagnosis reaches no kernel the run had not: the failure compiled nothing
