@@ -17,6 +17,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import dynamixel_sdk as sdk
 import numpy as np
@@ -264,6 +265,7 @@ def test_position_mode_uses_the_servo_pid():
 
 KILLED_CHILD = """
 import sys
+sys.path.insert(0, sys.argv[4])         # the tests' helpers (tests/machine.py), which this module imports
 import numpy as np
 from rtctl.hil.test_dynamixel_hil import AMPLITUDE, CENTER, make_loop
 port, mode, watchdog = sys.argv[1], sys.argv[2], float(sys.argv[3])
@@ -289,7 +291,8 @@ def test_killed_control_process_each_servo_stops_by_its_bus_watchdog(mode):
     (|Present Velocity| <= 1 unit = 0.024 rad/s), current control outputs 0 (Present Current 0)."""
     watchdog, margin = 0.3, 0.05
     with emulator() as emu:
-        child = subprocess.Popen([sys.executable, "-c", KILLED_CHILD, emu.port, mode, str(watchdog)],
+        child = subprocess.Popen([sys.executable, "-c", KILLED_CHILD, emu.port, mode, str(watchdog),
+                                  str(Path(__file__).resolve().parent.parent / "tests")],
                                  stdout=subprocess.PIPE, text=True)
         try:
             assert child.stdout.readline().strip() == "RUNNING"
