@@ -87,8 +87,9 @@ class Cia402Emulator:
 
     def _sample(self, now, frame=False):
         # The plant moves at each SYNC (a gap longer than max_gap is integrated only up to it: a stalled or
-        # configuring host does not drop the arm), and in real time while a drive ramps down on its own.
-        if not frame and (self.clock.last is None or all(d.ramp is None for d in self.drives)):
+        # configuring host does not drop the arm), and in real time while a drive ramps down on its own -- also
+        # when no SYNC was ever sent: the quick stop and the fault reaction run on the drive's clock.
+        if not frame and all(d.ramp is None for d in self.drives):
             return
         self.clock.advance(now)
         theta, omega = self.clock.motor_state()

@@ -5,105 +5,13 @@ The emulator runs in a thread on python-can's virtual bus; the master is canopen
 records every frame with its arrival time. One test per documented behaviour, the section in its docstring.
 Timing bounds are for a busy 2-core machine: heartbeat periods of 50 ms, margins of 50-150 ms.
 """
-import threading
 import time
-import uuid
 
-import can
-import canopen
 import numpy as np
 import pytest
-from canopen.sdo import SdoAbortedError, SdoCommunicationError
+from canopen.sdo import SdoCommunicationError
 
-from rtctl.drivers.can.objects import drive_object_dictionary
-from rtctl.hil.can_emulator import Cia402Emulator, run_in_thread
-from rtctl.hil.can_robot import build_arm2, make_plant
-
-MARGIN = 0.15  # s: scheduling slack of the emulator thread and the notifier on a loaded machine
-MARKER = 0x07F  # a frame ID outside CiA 301's predefined connection set: the test's in-order marker on the bus
-
-
-class Sniffer(can.Listener):
-    def __init__(self):
-        self.frames = []
-
-    def on_message_received(self, msg):
-        self.frames.append((time.monotonic(), msg.arbitration_id, bytes(msg.data)))
-
-    def of(self, cob, since=0.0):
-        return [(t, d) for t, c, d in list(self.frames) if c == cob and t >= since]
-
-
-class Rig:
-    def __init__(self):
-        self.channel = f"conf-{uuid.uuid4().hex}"
-        self.sniffer = Sniffer()
-        self.net = canopen.Network()
-        self.net.NOTIFIER_CYCLE = 0.05       # a prompt disconnect
-        self.net.listeners.append(self.sniffer)
-        self.net.connect(interface="virtual", channel=self.channel)
-        plant = make_plant(build_arm2())
-        plant.reset(np.array([0.1, 0.2]))
-        self.bus = can.Bus(interface="virtual", channel=self.channel)
-        self.emu = Cia402Emulator(self.bus, plant, np.array([0, 1]), [1, 2], ratio=10.0)
-        self.drive = self.emu.drives[0]
-        self.stop = threading.Event()
-        run_in_thread(self.emu, self.stop, 0.002)
-        # Both drives' power-on boot-ups (CiA 301 7.3.2.2.1) are on the bus before a test starts, so a test
-        # that watches a node from its start never sees a late power-on message as a reaction to it.
-        assert self.wait(lambda: all(self.sniffer.of(0x700 + n) for n in (1, 2)), 5.0), "no power-on boot-up"
-        self.node = canopen.BaseNode402(1, drive_object_dictionary())
-        self.net.add_node(self.node)
-        self.node.nmt.state = "PRE-OPERATIONAL"
-        self.node.sdo.RESPONSE_TIMEOUT = 0.3
-
-    def marker(self):
-        """Send a marker frame (an ID no device uses) from the emulator's side and wait until the sniffer has it;
-        its index in ``sniffer.frames``: frames after it were sent by the emulator after this call."""
-        def markers():
-            return [k for k, (_t, c, _d) in enumerate(list(self.sniffer.frames)) if c == MARKER]
-        before = len(markers())
-        self.bus.send(can.Message(arbitration_id=MARKER, data=b"", is_extended_id=False))
-        assert self.wait(lambda: len(markers()) > before, 5.0), "marker lost"
-        return markers()[-1] + 1
-
-    def after_syncs(self, total):
-        """Return once the emulator has taken ``total`` SYNCs in all and the sniffer holds every frame it sent
-        for them. Not a fixed sleep: on a loaded machine the emulator may still be working through the SYNCs.
-        The emulator serves frames in order, so its answer to an SDO upload sent now comes after every TPDO of
-        those SYNCs, and the notifier hands frames to the sniffer in order."""
-        assert self.wait(lambda: self.emu.syncs >= total, 5.0), (self.emu.syncs, total)
-        self.node.sdo[0x1000].raw
-
-    def abort_of(self, fn):
-        with pytest.raises(SdoAbortedError) as info:
-            fn()
-        return info.value.code
-
-    def wait(self, predicate, timeout=1.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate():
-                return True
-            time.sleep(0.002)
-        return predicate()
-
-    def enable_cst(self):
-        """PDOs as the driver maps them, OPERATIONAL, SYNC every 5 ms, CST, OPERATION ENABLED."""
-        node = self.node
-        node.setup_402_state_machine()
-        node.nmt.state = "OPERATIONAL"
-        self.net.sync.start(0.005)
-        node.rpdo[1].start(0.005)
-        node.sdo[0x6060].raw = 10
-        node.state = "OPERATION ENABLED"
-
-    def close(self):
-        self.net.sync.stop()
-        self.stop.set()
-        time.sleep(0.01)
-        self.net.disconnect()
-        self.bus.shutdown()
+from rtctl.hil.canopen_rig import MARGIN, Rig, map_tpdo
 
 
 @pytest.fixture
@@ -290,19 +198,9 @@ def test_cob_id_cannot_change_while_valid_and_reserved_transmission_types(rig):
     sdo[0x1800][2].raw = 254
 
 
-def _map_tpdo(rig, trans, inhibit=None, event_timer=None):
-    tpdo = rig.node.tpdo[1]
-    tpdo.read()
-    tpdo.clear()
-    tpdo.add_variable(0x6041)
-    tpdo.trans_type, tpdo.inhibit_time, tpdo.event_timer = trans, inhibit, event_timer
-    tpdo.enabled = True
-    tpdo.save()
-
-
 def test_tpdo_synchronous_cyclic_every_nth_sync(rig):
     """CiA 301 7.2.2.2 / 7.5.2.35 (transmission type 1-240): the TPDO is sent at every n-th SYNC."""
-    _map_tpdo(rig, 3)
+    map_tpdo(rig, 3)
     rig.node.nmt.state = "OPERATIONAL"
     time.sleep(0.02)
     t0 = time.monotonic()
@@ -316,7 +214,7 @@ def test_tpdo_synchronous_cyclic_every_nth_sync(rig):
 
 def test_tpdo_synchronous_acyclic_on_change(rig):
     """CiA 301 7.2.2.2 (transmission type 0): sent at a SYNC only after its data changed."""
-    _map_tpdo(rig, 0)
+    map_tpdo(rig, 0)
     node = rig.node
     node.nmt.state = "OPERATIONAL"
     time.sleep(0.02)
@@ -336,7 +234,7 @@ def test_tpdo_event_driven_inhibit_and_event_timer(rig):
     """CiA 301 7.2.2.2 / 7.5.2.35 (transmission type 254/255, inhibit time in 100 us, event timer in ms):
     without SYNC, sent on a change of the data but not within the inhibit time, and again at least every
     event-timer period when nothing changes."""
-    _map_tpdo(rig, 255, inhibit=1000, event_timer=100)           # 100 ms inhibit, 100 ms timer
+    map_tpdo(rig, 255, inhibit=1000, event_timer=100)           # 100 ms inhibit, 100 ms timer
     node = rig.node
     node.nmt.state = "OPERATIONAL"
     time.sleep(0.35)
