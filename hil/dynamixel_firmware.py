@@ -10,8 +10,9 @@ What the ROBOTIS e-manual specifies and this firmware does ("P2" is the DYNAMIXE
   (a value outside an item's range; a goal while the Bus Watchdog error is set), Data Length Error (a write
   that covers part of an item, malformed parameters), Data Limit Error (a goal outside its configured limit
   item: Min/Max Position Limit, Current, Velocity, PWM Limit), Access Error (write to a read-only or undefined
-  address, EEPROM write while Torque Enable is 1, read beyond the table). Bit 7 (Alert) is set in every status
-  packet while Hardware Error Status is not 0. A refused write changes nothing (all items of a packet or none).
+  address, EEPROM or Indirect Address write while Torque Enable is 1, read beyond the table). Bit 7 (Alert) is
+  set in every status packet while Hardware Error Status is not 0. A refused write changes nothing (all items
+  of a packet or none).
 * Instructions (P2, Instruction Details): PING, READ, WRITE, REG WRITE + ACTION (Registered Instruction 69),
   FACTORY RESET (0xFF all, 0x01 all but ID, 0x02 all but ID and baud rate; 0xFF to the broadcast ID is not
   executed), REBOOT, CLEAR (multi-turn), CONTROL TABLE BACKUP (store / restore), SYNC READ/WRITE, BULK READ/
@@ -25,8 +26,14 @@ What the ROBOTIS e-manual specifies and this firmware does ("P2" is the DYNAMIXE
   and PWM modes output 0), the item reads -1 and goal writes get Data Range Error until 0 is written.
 * Hardware Error Status (CT 70) and Shutdown (CT 63): the conditions whose bit is set in Shutdown are detected
   -- input voltage outside Min/Max Voltage Limit, temperature above Temperature Limit, overload (output
-  saturated for :data:`OVERLOAD_TIME`) or an injected fault -- set their bit, clear Torque Enable and latch until
-  REBOOT; Torque Enable cannot be set to 1 while one is latched (the write gets Result Fail).
+  saturated for :data:`~rtctl.hil.dynamixel_servo.OVERLOAD_TIME`) or an injected fault -- set their bit, clear
+  Torque Enable and latch until REBOOT; Torque Enable cannot be set to 1 while one is latched (the write gets
+  Result Fail).
+* Indirect Address / Indirect Data (CT 168-251, 578-661): each Indirect Data byte reads and writes the address
+  its Indirect Address names, with that item's access, size, range and limits (:mod:`rtctl.hil.dynamixel_servo`),
+  also in (fast) sync and bulk reads and writes.
+
+The servo itself (control table, write checks, watchdog, error conditions) is :class:`Servo`.
 """
 from __future__ import annotations
 
@@ -34,246 +41,14 @@ import math
 import random
 
 from rtctl.drivers.dynamixel import protocol as P
-from rtctl.drivers.dynamixel.control_table import (
-    BAUD_RATES,
-    EEPROM,
-    GOAL_ITEMS,
-    POSITION_CONTROL,
-    ServoModel,
-)
+from rtctl.drivers.dynamixel.control_table import BAUD_RATES
 
-READ_ONLY = {"model_number", "model_information", "firmware_version", "registered_instruction",
-             "hardware_error_status", "realtime_tick", "moving", "moving_status", "present_pwm",
-             "present_current", "present_velocity", "present_position", "velocity_trajectory",
-             "position_trajectory", "present_input_voltage", "present_temperature"}
+from .dynamixel_servo import READ_ONLY, Servo  # noqa: F401  (re-exported)
+
 READ_INSTRUCTIONS = {P.READ, P.SYNC_READ, P.BULK_READ, P.FAST_SYNC_READ, P.FAST_BULK_READ}
-# RAM items a CONTROL TABLE BACKUP stores besides the EEPROM area (P2, Control Table Backup).
-BACKUP_RAM_ITEMS = ("velocity_i_gain", "velocity_p_gain", "position_d_gain", "position_i_gain", "position_p_gain",
-                    "feedforward_2nd_gain", "feedforward_1st_gain", "profile_acceleration", "profile_velocity")
 TICK = 2e-3             # s between checks of the Bus Watchdog and the hardware error conditions
-OVERLOAD_TIME = 1.0     # s of continuous output saturation detected as overload (the e-manual gives no time)
 HW_BITS = {"input_voltage": P.HW_INPUT_VOLTAGE, "overheating": P.HW_OVERHEATING, "encoder": P.HW_MOTOR_ENCODER,
            "electrical_shock": P.HW_ELECTRICAL_SHOCK, "overload": P.HW_OVERLOAD}
-
-
-class Servo:
-    """One servo's control table (a byte array laid out as :class:`ServoModel` says) and firmware state."""
-
-    def __init__(self, dxl_id: int, spec: ServoModel):
-        self.spec = spec
-        self._items = {f.name: (f.address, f.address + f.size, f.signed) for f in spec.fields.values()}
-        self.mem = bytearray(spec.table_size)
-        self.byte_field = [None] * spec.table_size
-        for f in spec.fields.values():
-            self.byte_field[f.address:f.address + f.size] = [f] * f.size
-        self.backup: bytes | None = None
-        self.position_offset = 0          # counts added by CLEAR (multi-turn reset)
-        self.load_defaults()
-        self.set("id", dxl_id)
-        self.boot()
-
-    # -- raw access ---------------------------------------------------------------------
-    @property
-    def id(self) -> int:
-        return self.mem[self.spec["id"].address]
-
-    def get(self, name: str) -> int:
-        start, end, signed = self._items[name]
-        return int.from_bytes(self.mem[start:end], "little", signed=signed)
-
-    def set(self, name: str, value: int) -> None:
-        start, end, _ = self._items[name]
-        self.mem[start:end] = (int(value) & ((1 << (8 * (end - start))) - 1)).to_bytes(end - start, "little")
-
-    def torque_on(self) -> bool:
-        return self.mem[self._items["torque_enable"][0]] != 0
-
-    def status_error(self, error: int) -> int:
-        """The error byte of a status packet: ``error`` plus the Alert bit while a hardware error is latched."""
-        return error | (P.ERROR_ALERT if self.get("hardware_error_status") else 0)
-
-    # -- power-on, reboot, factory reset ---------------------------------------------------
-    def load_defaults(self, keep=()) -> None:
-        kept = {name: self.get(name) for name in keep}
-        self.mem[:] = bytes(len(self.mem))
-        for f in self.spec.fields.values():
-            if f.default is not None:
-                self.set(f.name, f.default)
-        for name, value in kept.items():
-            self.set(name, value)
-
-    def boot(self) -> None:
-        """The state after power-on or REBOOT: RAM items at their defaults (present values kept), no hardware
-        error, no Bus Watchdog, nothing registered; the goal position is the present position."""
-        present = {f.name: self.get(f.name) for f in self.spec.fields.values() if f.name in READ_ONLY}
-        for f in self.spec.fields.values():
-            if f.area != EEPROM and f.default is not None:
-                self.set(f.name, f.default)
-        for name in ("present_position", "present_velocity", "present_current", "present_input_voltage",
-                     "present_temperature"):
-            self.set(name, present[name])
-        self.set("hardware_error_status", 0)
-        self.set("goal_position", present["present_position"])
-        self.integral = 0.0
-        self.stopped = False            # stopped by the Bus Watchdog
-        self.hold = None                # position (counts) held while stopped
-        self.wd_last = None             # time of the last instruction packet for this servo
-        self.registered = None          # (address, data) of a REG WRITE
-        self.saturated_since = None     # output saturated since (overload detection)
-
-    def factory_reset(self, option: int) -> None:
-        keep = {0x01: ("id",), 0x02: ("id", "baud_rate")}.get(option, ())
-        self.load_defaults(keep + ("present_position", "present_velocity", "present_current",
-                                   "present_input_voltage", "present_temperature"))
-        self.boot()
-
-    # -- writes ----------------------------------------------------------------------------
-    def fields_in(self, address: int, length: int):
-        out = []
-        for f in self.byte_field[address:address + length]:
-            if not out or out[-1] is not f:
-                out.append(f)
-        return out
-
-    def check_write(self, address: int, data) -> int:
-        """Error number for writing ``data`` at ``address`` (0 if allowed), in the order the e-manual lists
-        the causes: access (undefined, read-only, EEPROM locked), then length (part of an item), then value."""
-        return self._check(address, data, self.fields_in(address, len(data)))
-
-    def _check(self, address: int, data, fields) -> int:
-        end = address + len(data)
-        if not data or end > len(self.mem):
-            return P.ERROR_ACCESS
-        if any(f is None or f.name in READ_ONLY for f in fields):
-            return P.ERROR_ACCESS
-        if self.torque_on() and any(f.area == EEPROM for f in fields):
-            return P.ERROR_ACCESS
-        if fields[0].address < address or fields[-1].address + fields[-1].size > end:
-            return P.ERROR_DATA_LENGTH
-        trial = bytearray(self.mem)
-        trial[address:end] = data
-        for f in fields:
-            err = self._value_error(f, P.from_bytes(trial[f.address:f.address + f.size], f.signed), trial)
-            if err:
-                return err
-        return 0
-
-    def _value_error(self, f, value: int, trial) -> int:
-        name = f.name
-        if name in GOAL_ITEMS and self.get("bus_watchdog") == -1:
-            return P.ERROR_DATA_RANGE                  # goals are read-only until the watchdog error is cleared
-        if name == "bus_watchdog" and self.get("bus_watchdog") == -1 and value != 0:
-            return P.ERROR_DATA_RANGE                  # the error is cleared by writing 0
-        if name == "torque_enable" and value and self.get("hardware_error_status"):
-            return P.ERROR_RESULT_FAIL                 # only REBOOT re-enables torque after a shutdown
-        allowed = self.spec.ranges.get(name)
-        if allowed is not None:
-            ok = allowed[0] <= value <= allowed[1] if len(allowed) == 2 else value in allowed
-            if not ok:
-                return P.ERROR_DATA_RANGE
-        limit = self.spec.limits.get(name)
-        if limit is not None and not (name == "goal_position" and self._mode(trial) != POSITION_CONTROL):
-            high = self._item(trial, limit[1])
-            low = -high if limit[0] is None else self._item(trial, limit[0])
-            if not low <= value <= high:
-                return P.ERROR_DATA_LIMIT
-        return 0
-
-    def _item(self, mem, name: str) -> int:
-        f = self.spec[name]
-        return P.from_bytes(mem[f.address:f.address + f.size], f.signed)
-
-    def _mode(self, mem) -> int:
-        return self._item(mem, "operating_mode")
-
-    def write(self, address: int, data) -> int:
-        fields = self.fields_in(address, len(data))
-        err = self._check(address, data, fields)
-        if err:
-            return err
-        names = {f.name for f in fields}
-        mode = self.get("operating_mode")
-        self.mem[address:address + len(data)] = data
-        if "operating_mode" in names and self.get("operating_mode") != mode:
-            self._mode_changed()
-        if names & {"goal_position", "torque_enable"}:
-            self.integral = 0.0
-        if names.intersection(GOAL_ITEMS) or not self.torque_on():
-            self.stopped, self.hold = False, None
-        return 0
-
-    def _mode_changed(self) -> None:
-        """Switching Operating Mode resets the profile to 0 and Goal PWM / Goal Current to their limits."""
-        self.set("profile_velocity", 0)
-        self.set("profile_acceleration", 0)
-        self.set("goal_pwm", self.get("pwm_limit"))
-        self.set("goal_current", self.get("current_limit"))
-
-    def read(self, address: int, length: int):
-        if length < 1 or address + length > len(self.mem):
-            return P.ERROR_ACCESS, b""
-        return 0, bytes(self.mem[address:address + length])
-
-    # -- CLEAR, CONTROL TABLE BACKUP ----------------------------------------------------------
-    def moving(self) -> bool:
-        return abs(self.get("present_velocity")) > self.get("moving_threshold")
-
-    def clear_multi_turn(self) -> None:
-        """Present Position to its value within one revolution (the goal moves with it: no jump)."""
-        present = self.get("present_position")
-        shift = present % self.spec.position_counts - present
-        self.position_offset += shift
-        self.set("present_position", present + shift)
-        self.set("goal_position", self.get("goal_position") + shift)
-
-    def store_backup(self) -> None:
-        self.backup = bytes(self.mem)
-
-    def restore_backup(self) -> None:
-        saved = self.backup
-        for f in self.spec.fields.values():
-            if (f.area == EEPROM and f.name not in READ_ONLY) or f.name in BACKUP_RAM_ITEMS:
-                self.mem[f.address:f.address + f.size] = saved[f.address:f.address + f.size]
-        self.boot()
-        for name in BACKUP_RAM_ITEMS:                  # boot() put RAM at its defaults: the backup wins
-            f = self.spec[name]
-            self.mem[f.address:f.address + f.size] = saved[f.address:f.address + f.size]
-
-    # -- Bus Watchdog, hardware errors -----------------------------------------------------------
-    def check_watchdog(self, now: float) -> dict | None:
-        """Expire the Bus Watchdog if the servo has heard nothing for longer than its time; the event or None."""
-        units = self.get("bus_watchdog")
-        if units <= 0 or not self.torque_on() or self.wd_last is None:
-            return None
-        timeout = units * self.spec.seconds_per_watchdog_unit
-        if now - self.wd_last <= timeout:
-            return None
-        self.set("bus_watchdog", -1)
-        self.stopped, self.hold = True, self.get("present_position")
-        self.set("profile_acceleration", 0)
-        self.set("profile_velocity", 0)
-        return {"id": self.id, "timeout": timeout, "last_packet": self.wd_last, "expired": now}
-
-    def conditions(self, now: float) -> int:
-        """Hardware error bits whose condition holds now (before the Shutdown mask)."""
-        bits = 0
-        if not self.get("min_voltage_limit") <= self.get("present_input_voltage") <= self.get("max_voltage_limit"):
-            bits |= P.HW_INPUT_VOLTAGE
-        if self.get("present_temperature") > self.get("temperature_limit"):
-            bits |= P.HW_OVERHEATING
-        if self.saturated_since is not None and now - self.saturated_since >= OVERLOAD_TIME:
-            bits |= P.HW_OVERLOAD
-        return bits
-
-    def detect(self, bits: int) -> int:
-        """Latch the errors of ``bits`` that Shutdown selects: torque off. Returns the newly latched bits."""
-        bits &= self.get("shutdown")
-        new = bits & ~self.get("hardware_error_status")
-        if new:
-            self.set("hardware_error_status", self.get("hardware_error_status") | new)
-            self.set("torque_enable", 0)
-            self.integral, self.stopped, self.hold = 0.0, False, None
-        return new
 
 
 class Firmware:

@@ -339,3 +339,103 @@ def test_input_voltage_error_is_detected_only_when_shutdown_selects_it(bus):
     time.sleep(0.05)
     assert bus.ph.read1ByteTxRx(bus.port, 2, HW_ERROR) == \
         (P.HW_INPUT_VOLTAGE, sdk.COMM_SUCCESS, P.ERROR_ALERT)
+
+
+# -- Indirect Address / Indirect Data (CT 168-251 and 578-661) ------------------------------------------------
+INDIRECT_ADDRESS_1, INDIRECT_DATA_1, INDIRECT_ADDRESS_29, INDIRECT_DATA_29 = 168, 224, 578, 634
+PRESENT_CURRENT, PRESENT_TEMPERATURE = 126, 146
+
+
+def point(bus, dxl_id, first_address_item, targets):
+    """Indirect Address items from ``first_address_item`` on: one per byte of ``targets`` (item address, size)."""
+    addresses = [a + k for a, size in targets for k in range(size)]
+    for k, target in enumerate(addresses):
+        assert bus.ph.write2ByteTxRx(bus.port, dxl_id, first_address_item + 2 * k, target) == OK, (k, target)
+
+
+def test_indirect_address_defaults_and_range(bus):
+    """CT Indirect Address 1-28 (168-223) and 29-56 (578-633), 2 bytes each, initial values 224-251 and 634-661
+    (their own Indirect Data); Indirect Address Range 64 ~ 661 ("EEPROM addresses can't be assigned"): 63 and 662
+    are a Data Range Error and the item keeps its value."""
+    for address, default in ((168, 224), (170, 225), (222, 251), (578, 634), (580, 635), (632, 661)):
+        assert bus.ph.read2ByteTxRx(bus.port, 2, address) == (default, *OK), address
+    for bad in (63, 662, 0):
+        assert bus.ph.write2ByteTxRx(bus.port, 2, INDIRECT_ADDRESS_1, bad) == (sdk.COMM_SUCCESS, P.ERROR_DATA_RANGE)
+    assert bus.ph.read2ByteTxRx(bus.port, 2, INDIRECT_ADDRESS_1) == (224, *OK)
+    for good in (64, 661):
+        assert bus.ph.write2ByteTxRx(bus.port, 2, INDIRECT_ADDRESS_1, good) == OK
+        assert bus.ph.read2ByteTxRx(bus.port, 2, INDIRECT_ADDRESS_1) == (good, *OK)
+
+
+def test_indirect_data_is_the_item_its_address_names(bus):
+    """CT Indirect Data, Examples 1 and 2: Indirect Address 1 (168) = 65 makes Indirect Data 1 (224) the LED
+    (writing 1/0 there turns the LED on/off, a direct write shows there); Indirect Address 2-5 = 116-119 make
+    Indirect Data 2-5 (225-228) Goal Position: 1024 written there is Goal Position 1024."""
+    point(bus, 2, INDIRECT_ADDRESS_1, [(LED, 1), (GOAL_POSITION, 4)])
+    for value in (1, 0):
+        assert bus.ph.write1ByteTxRx(bus.port, 2, INDIRECT_DATA_1, value) == OK
+        assert bus.ph.read1ByteTxRx(bus.port, 2, LED) == (value, *OK)
+    assert bus.ph.write1ByteTxRx(bus.port, 2, LED, 1) == OK
+    assert bus.ph.read1ByteTxRx(bus.port, 2, INDIRECT_DATA_1) == (1, *OK)
+    assert bus.ph.write4ByteTxRx(bus.port, 2, INDIRECT_DATA_1 + 1, 1024) == OK
+    assert bus.ph.read4ByteTxRx(bus.port, 2, GOAL_POSITION) == (1024, *OK)
+    assert bus.ph.read4ByteTxRx(bus.port, 2, INDIRECT_DATA_1 + 1) == (1024, *OK)
+
+
+def test_indirect_data_inherits_access_range_size_and_limit(bus):
+    """CT Indirect Data: the Indirect Data "inherits all the features and properties" of the item it is assigned --
+    access (Present Position is read-only: Access Error), value range (LED 0~1: Data Range Error), size (two of
+    Goal Position's four bytes: Data Length Error, as P2 for a write covering part of an item) and its limit items
+    (Goal Position above Max Position Limit: Data Limit Error). A refused write changes nothing."""
+    point(bus, 2, INDIRECT_ADDRESS_1, [(PRESENT_POSITION, 4), (LED, 1), (GOAL_POSITION, 4)])
+    goal, *_ = bus.ph.read4ByteTxRx(bus.port, 2, GOAL_POSITION)
+    assert bus.ph.write4ByteTxRx(bus.port, 2, 224, 100) == (sdk.COMM_SUCCESS, P.ERROR_ACCESS)
+    assert bus.ph.write1ByteTxRx(bus.port, 2, 228, 2) == (sdk.COMM_SUCCESS, P.ERROR_DATA_RANGE)
+    assert bus.ph.write2ByteTxRx(bus.port, 2, 229, 100) == (sdk.COMM_SUCCESS, P.ERROR_DATA_LENGTH)
+    assert bus.ph.write4ByteTxRx(bus.port, 2, 229, 4096) == (sdk.COMM_SUCCESS, P.ERROR_DATA_LIMIT)
+    assert bus.ph.read1ByteTxRx(bus.port, 2, LED) == (0, *OK)
+    assert bus.ph.read4ByteTxRx(bus.port, 2, GOAL_POSITION) == (goal, *OK)
+    assert bus.ph.read4ByteTxRx(bus.port, 2, 224) == bus.ph.read4ByteTxRx(bus.port, 2, PRESENT_POSITION)
+
+
+def test_indirect_address_is_locked_while_torque_is_on(bus):
+    """CT Indirect Address with ROBOTIS' indirect-address example (DynamixelSDK: "Indirect address would not
+    accessible when the torque is already enabled"): with Torque Enable 1 writing an Indirect Address is an
+    Access Error, as the EEPROM area; Indirect Data stays writable (that is what it is for)."""
+    point(bus, 2, INDIRECT_ADDRESS_1, [(LED, 1)])
+    assert bus.ph.write1ByteTxRx(bus.port, 2, TORQUE, 1) == OK
+    assert bus.ph.write2ByteTxRx(bus.port, 2, INDIRECT_ADDRESS_1, 116) == (sdk.COMM_SUCCESS, P.ERROR_ACCESS)
+    assert bus.ph.write1ByteTxRx(bus.port, 2, INDIRECT_DATA_1, 1) == OK
+    assert bus.ph.read1ByteTxRx(bus.port, 2, LED) == (1, *OK)
+    assert bus.ph.write1ByteTxRx(bus.port, 2, TORQUE, 0) == OK
+    assert bus.ph.write2ByteTxRx(bus.port, 2, INDIRECT_ADDRESS_1, 116) == OK
+
+
+def test_sync_read_and_write_of_scattered_items_through_indirect_data(bus):
+    """CT Indirect Address / Indirect Data ("map multiple control table items needed for their application to
+    sequential memory addresses to improve Instruction Packet efficiency") with P2 Sync Read (0x82), Fast Sync Read
+    (0x8A) and Sync Write (0x83): Present Position, Present Current, Hardware Error Status and Present Temperature
+    gathered at Indirect Data 29-36 (634-641) come back in one GroupSyncRead, byte for byte what direct reads give;
+    Goal Position and LED gathered at Indirect Data 1-5 are written to both servos by one GroupSyncWrite. REBOOT
+    puts the Indirect Addresses back to their initial values (RAM area, CT)."""
+    gathered = [(PRESENT_POSITION, 4), (PRESENT_CURRENT, 2), (HW_ERROR, 1), (PRESENT_TEMPERATURE, 1)]
+    for dxl_id in (1, 2):
+        point(bus, dxl_id, INDIRECT_ADDRESS_29, gathered)
+        point(bus, dxl_id, INDIRECT_ADDRESS_1, [(GOAL_POSITION, 4), (LED, 1)])
+    direct = {i: b"".join(bytes(bus.ph.readTxRx(bus.port, i, a, n)[0]) for a, n in gathered) for i in (1, 2)}
+    for read in ("txRxPacket", "fastSyncRead"):
+        reader = sdk.GroupSyncRead(bus.port, bus.ph, INDIRECT_DATA_29, 8)
+        assert reader.addParam(1) and reader.addParam(2)
+        assert getattr(reader, read)() == sdk.COMM_SUCCESS, read
+        for i in (1, 2):
+            got = b"".join(reader.getData(i, INDIRECT_DATA_29 + k, 1).to_bytes(1, "little") for k in range(8))
+            assert got == direct[i], (read, i, got, direct[i])
+    writer = sdk.GroupSyncWrite(bus.port, bus.ph, INDIRECT_DATA_1, 5)
+    for dxl_id, goal in ((1, 1500), (2, 2500)):
+        assert writer.addParam(dxl_id, list(goal.to_bytes(4, "little")) + [1])
+    assert writer.txPacket() == sdk.COMM_SUCCESS
+    assert [bus.ph.read4ByteTxRx(bus.port, i, GOAL_POSITION)[0] for i in (1, 2)] == [1500, 2500]
+    assert [bus.ph.read1ByteTxRx(bus.port, i, LED)[0] for i in (1, 2)] == [1, 1]
+    assert bus.ph.reboot(bus.port, 2) == OK
+    assert bus.ph.read2ByteTxRx(bus.port, 2, INDIRECT_ADDRESS_29) == (634, *OK)
+    assert bus.ph.read2ByteTxRx(bus.port, 2, INDIRECT_ADDRESS_1) == (224, *OK)

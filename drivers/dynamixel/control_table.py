@@ -26,6 +26,24 @@ PWM_CONTROL = 16
 
 EEPROM, RAM = "eeprom", "ram"
 
+# Indirect Address n (2 bytes) holds the control-table address whose item Indirect Data n (1 byte) stands for
+# (e-manual, XM430-W350 control table / Indirect Address, Indirect Data): two blocks of 28,
+# (first n, address of Indirect Address n, address of Indirect Data n, count); initial value: its own data byte.
+INDIRECT_BLOCKS = ((1, 168, 224, 28), (29, 578, 634, 28))
+INDIRECT_TARGETS = (64, 661)     # the RAM area: "EEPROM addresses can't be assigned an Indirect Address"
+
+
+def indirect_items(blocks=INDIRECT_BLOCKS) -> dict:
+    """The Indirect Address and Indirect Data items of ``blocks`` in the table's (address, size, signed, area,
+    default) form."""
+    items = {}
+    for first, address, data, count in blocks:
+        for k in range(count):
+            items[f"indirect_address_{first + k}"] = (address + 2 * k, 2, False, RAM, data + k)
+            items[f"indirect_data_{first + k}"] = (data + k, 1, False, RAM, 0)
+    return items
+
+
 # name: (address, size, signed, area, default) -- the X-series layout shared by XM430/XM540/XH430.
 X_SERIES_TABLE = {
     "model_number": (0, 2, False, EEPROM, None),
@@ -80,6 +98,7 @@ X_SERIES_TABLE = {
     "position_trajectory": (140, 4, True, RAM, 0),
     "present_input_voltage": (144, 2, False, RAM, 120),
     "present_temperature": (146, 1, False, RAM, 30),
+    **indirect_items(),
 }
 
 # Value range of writable items (e-manual, XM430-W350 control table): a value outside is a Data Range Error.
@@ -97,6 +116,7 @@ X_SERIES_RANGES = {
     "position_i_gain": (0, 16383), "position_p_gain": (0, 16383), "feedforward_2nd_gain": (0, 16383),
     "feedforward_1st_gain": (0, 16383), "bus_watchdog": (0, 127), "profile_acceleration": (0, 32767),
     "profile_velocity": (0, 32767), "goal_position": (-1_048_575, 1_048_575),
+    **{name: INDIRECT_TARGETS for name in indirect_items() if name.startswith("indirect_address_")},
 }
 # Goal items bounded by configured limit items: a value outside is a Data Limit Error.
 # name: (low limit item or None for -high, high limit item); goal_position only in position control mode.
@@ -181,6 +201,14 @@ class ServoModel:
             self.ranges["current_limit"] = (0, self.current_limit)
         self.limits = dict(spec.get("limits", X_SERIES_LIMITS))
         self.seconds_per_watchdog_unit = 0.02
+        blocks = spec.get("indirect", INDIRECT_BLOCKS)
+        # address of each Indirect Data byte -> address of the Indirect Address item naming its target
+        self.indirect = {data + k: address + 2 * k for _n, address, data, count in blocks for k in range(count)}
+        pointers = set(self.indirect.values())
+        # writable only with torque off: the EEPROM area and the Indirect Addresses (ROBOTIS' indirect-address
+        # example: "Indirect address would not accessible when the torque is already enabled")
+        self.torque_locked = frozenset(f.name for f in self.fields.values()
+                                       if f.area == EEPROM or f.address in pointers)
 
     def __getitem__(self, name: str) -> Field:
         return self.fields[name]
