@@ -10,10 +10,11 @@ acceleration are known in closed form. Three linear constraints per joint make e
 end at rest at ``q_j0`` (the plant's initial position): ``sum_l a_jl = 0`` (velocity), ``sum_l l b_jl = 0``
 (acceleration) and ``sum_l b_jl / l = 0`` (position); the coefficients are those of a null-space basis
 of these constraints. Each joint's series is scaled to the largest size that keeps it inside its position
-range, velocity limit and acceleration limit (the constraints of Swevers et al., eq. 23), so every
-candidate is feasible. The free coefficients minimise the condition number of the stacked base
-regressor with the friction columns (eq. 22) over one period, by L-BFGS from a seeded random start.
-After ``periods`` periods the trajectory holds ``q_0``.
+range (a joint without position limits, a continuous one: within ``unlimited_range`` of its start), velocity
+limit and acceleration limit (the constraints of Swevers et al., eq. 23), so every candidate is feasible.
+The free coefficients minimise the condition number of the stacked base regressor with the friction columns
+(eq. 22) over one period, by L-BFGS from a seeded random start. After ``periods`` periods the trajectory
+holds ``q_0``.
 """
 from __future__ import annotations
 
@@ -108,7 +109,8 @@ class ExcitationTrajectory(_CompiledTrajectory):
     ``start`` (n) is where each period starts and ends at rest; ``lower``/``upper`` (n) the position range,
     ``velocity_limit``/``acceleration_limit`` (n) the bounds every joint's series is scaled into;
     ``coefficients`` (n, 2L): each joint's ``[a_1..a_L, b_1..b_L]`` before scaling (the constraints of the
-    module docstring are imposed by projection). ``duration = periods / frequency``.
+    module docstring are imposed by projection). ``duration = periods / frequency``. ``joint_names``: the
+    actuated joints' names, which errors then name (a config's); without them errors name the class and index.
     """
 
     _kernel = staticmethod(_fourier_sample)

@@ -323,6 +323,8 @@ def identify(model: Model, t, q, tau, cutoff_hz: float = DEFAULT_CUTOFF_HZ, sour
     if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
         raise IdentificationError(f"{source}: the regressor or the torques less the armature's share are not finite "
                                   f"(largest armature {np.max(model.armature):g} kg m^2): nothing to fit")
+    if not np.isfinite(_sum_of_squares(y)):
+        _raise_overflow(source, model, y)
     labels, nv, n_bodies = _labels(model), model.nv, model.nbodies
     fit_rows, check_rows, n_fit = _row_sets(model, motion, held_out)
     still = [k for k in range(len(names)) if not fit_rows[:, v_index[k]].any()]
@@ -338,6 +340,9 @@ def identify(model: Model, t, q, tau, cutoff_hz: float = DEFAULT_CUTOFF_HZ, sour
     prior = np.r_[inertial_parameters(model), _friction_of(model)]
     scales = plausible_scales(model, np.abs(motion.tau).max(axis=0))
     essential = essential_parameters(Xf[:, base.independent], yf, dof, C @ prior, np.abs(C) @ scales)
+    if not essential.identified:
+        raise IdentificationError(f"model '{model.name}' is not identifiable from {source}: none of its {base.rank} "
+                                  f"base parameters stands out of the torque noise; nothing written")
     held = held_parameters(C, essential.held)
     Xw, yw = Xf / essential.noise[:, None], yf / essential.noise
     condition = float(np.linalg.cond(_unit_columns(Xw[:, base.independent[essential.identified]])))
@@ -348,11 +353,8 @@ def identify(model: Model, t, q, tau, cutoff_hz: float = DEFAULT_CUTOFF_HZ, sour
     X_check, y_check = X[check], y[check]
     p, inconsistent, reverted, reverted_groups, validation_before, validation_after = _checked_fit(
         model, R, Q.T @ yw, prior, weight, held, (X_check, y_check, check_dof))
-    if not (np.all(np.isfinite(p)) and np.all(np.isfinite(Xf @ p)) and np.all(np.isfinite(validation_after))
-            and np.isfinite(_sum_of_squares(y))):
-        raise IdentificationError(f"{source}: the fit overflowed (torques up to {np.max(np.abs(y)):.3g} N m after the "
-                                  f"armature's share, largest armature {np.max(model.armature):g} kg m^2): nothing "
-                                  f"written")
+    if not (np.all(np.isfinite(p)) and np.all(np.isfinite(Xf @ p)) and np.all(np.isfinite(validation_after))):
+        _raise_overflow(source, model, y)
     identified = _with_parameters(model, p[:PARAMETERS_PER_BODY * n_bodies], p[-2 * len(names):-len(names)],
                                   p[-len(names):])
     unexcited, combined = _structural_lists(C, labels)
@@ -377,6 +379,11 @@ def _structural_lists(C, labels):
     combined = members & (members.sum(axis=1) > 1)[:, None]
     return ([labels[j] for j in range(len(labels)) if not members[:, j].any()],
             [labels[j] for j in range(len(labels)) if combined[:, j].any()])
+
+
+def _raise_overflow(source, model: Model, y):
+    raise IdentificationError(f"{source}: the fit overflowed (torques up to {np.max(np.abs(y)):.3g} N m after the "
+                              f"armature's share, largest armature {np.max(model.armature):g} kg m^2): nothing written")
 
 
 def _sum_of_squares(y) -> float:
@@ -423,8 +430,8 @@ def _checked_fit(model: Model, R, target, prior, weight: float, held, check):
             return p, inconsistent, reverted, groups, before, after
         k = worse[np.argmax(after[worse] / before[worse])]
         group, what = _fallback_group(model, k, held | reverted, p, prior, check)
-        if not group.any():
-            raise AssertionError(f"joint {k}: every parameter it sees has the given value, yet it predicts worse")
+        if not group.any():      # every parameter joint k's torque depends on is the given one: cannot happen
+            raise IdentificationError(f"joint {k}: the held-out check found nothing to give back; nothing written")
         reverted |= group
         groups.append(what)
 
