@@ -134,7 +134,7 @@ class ServoChain(Firmware):
         super().__init__([Servo(i, spec) for i in ids], drop_rate=drop_rate, corrupt_rate=corrupt_rate,
                          delay_sync_read=delay_sync_read, delay_ms=delay_ms, seed=seed, inject=inject)
         self.supply_units, self.temperature = int(round(supply_voltage * 10)), int(round(temperature))
-        self.plant = plant if plant is not None else create_plant("rigid_body", model,
+        self.plant = plant if plant is not None else create_plant("rigid_body", model, integrator="rk4",
                                                                   viscous_friction=viscous_friction)
         q0 = model.neutral_configuration()
         if initial is not None:
