@@ -91,9 +91,11 @@ class SafetyMonitor:
     from which the safe command applies: the check that detected the fault, or
     the next check after an :meth:`estop`/:meth:`report_fault`; in a loop this
     is the loop's cycle index; -1 while armed), ``cycles`` (checks performed),
-    ``clamp_count`` (checks with at least one clamped effort) and ``events``
+    ``clamp_count`` (checks with at least one clamped effort), ``events``
     (a deque of the last ``event_capacity`` ``(cycle, kind, detail)`` records,
-    kind one of ``"trip"``, ``"clamp"``, ``"rearm"``).
+    kind one of ``"trip"``, ``"clamp"``, ``"rearm"``, ``"safe"``: the hold's stop
+    or why it gave way) and ``fallback`` (why the hold gave way in this latch,
+    '' while it holds).
     """
 
     def __init__(self, model: Model, *, position_margin: float = 0.05, velocity_scale: float = 1.0,
@@ -187,7 +189,7 @@ class SafetyMonitor:
     def configure(self, sampling: Sampling) -> None:
         """The loop's sampling (period, actuator latency), given by the loop before it activates any hardware:
         the hold checks its gains against the loop's stability bound (ValueError naming it) and its kernel
-        runs once. Nothing to do in the other modes."""
+        runs once, on scratch arrays. Nothing to do in the other modes."""
         hold = self._hold
         if hold is None:
             return
@@ -197,7 +199,7 @@ class SafetyMonitor:
         model = self.model
         q, v, effort = model.neutral_configuration(), np.zeros(model.nv), np.zeros(model.nv)
         _latched_hold(True, q, v, effort, self.q_index, self.v_index, hold.dyn.mi, hold.dyn.mf, hold.dyn.ws,
-                      hold.plan, hold.clock, hold.mass, hold.alpha, hold.tau, ctl)
+                      hold.plan.copy(), hold.clock.copy(), hold.mass, hold.alpha, hold.tau, ctl)
 
     # -- counters ------------------------------------------------------------------
     @property

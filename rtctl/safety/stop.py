@@ -145,21 +145,12 @@ class Hold:
 
     def configure(self, sampling: Sampling) -> None:
         """The loop's sampling: the hold's gains are checked against its stability bound (ValueError naming
-        it), its clock set to the period, and its kernel run once on the neutral state."""
+        it) and its clock runs at the period."""
         problem = gain_violation(self.kp, self.kd, sampling, self.names)
         if problem:
             raise ValueError(f"hold_kp, hold_kd: {problem}")
         self.sampling = sampling
         self.clock[H_PERIOD] = sampling.period
-        m = self.dyn.model
-        q, v, effort = m.neutral_configuration(), np.zeros(m.nv), np.zeros(m.nv)
-        self.run(True, q, v, effort)
-        self.clock[:H_PERIOD] = 0.0
-
-    def run(self, start: bool, q, v, effort) -> int:
-        """One cycle (:func:`hold_command`); the dynamics status."""
-        return hold_command(start, q, v, effort, self.q_index, self.v_index, self.dyn.mi, self.dyn.mf, self.dyn.ws,
-                            self.plan, self.clock, self.mass, self.alpha, self.tau)
 
     def describe(self) -> str:
         """The stop just planned, for the event log."""
