@@ -51,6 +51,7 @@ OVERRUN_POLICIES = ("count", "skip", "trip")
 R_IDLE, R_START, R_ACTIVE = 0, 1, 2
 R_T0, R_DURATION = 0, 1
 H1_PEAK_ACCELERATION = 3.94  # max of |d2h1/dtau2| on [0, 1] (at tau = 0.243), h1 below
+H1_TAIL_VELOCITY = 0.512     # max of |dh1/dtau| on [0.2, 1] (at tau = 0.2 and 0.6), where p's blend moves fast
 RECOVERY_SHARE = 0.5  # of each joint's velocity bound and acceleration limit; the rest is the trajectory's
 RECOVERY_FLOOR = 0.1  # of the velocity bound: the least a recovery gets when its trajectory leaves less
 
@@ -63,9 +64,11 @@ def _recovery_blend(t, start, q, v, q_index, v_index, q_d, qd_d, qdd_d, offset, 
 
     On the first cycle after a re-arm (``start``) the position offset p (measured minus desired, in
     ``offset[0]``) and velocity offset w (``offset[1]``) are taken, and the duration T is the shortest in
-    which the offset's own peak velocity (1.875 |p| / T) and acceleration (5.774 |p| / T^2, 3.94 |w| / T)
-    stay within ``vmax`` and ``amax`` (:meth:`ControlLoop.rearm` sets them to what the trajectory leaves
-    of each joint's bounds). Returns whether the move goes on after this cycle. Allocates nothing."""
+    which the offset's own peak velocity (1.875 |p| / T, beside the 0.512 |w| the velocity offset's blend can
+    still add where p's is fast, tau >= 0.2; at least half of ``vmax`` is left to p's) and acceleration
+    (5.774 |p| / T^2, 3.94 |w| / T) stay within ``vmax`` and ``amax`` (:meth:`ControlLoop.rearm` sets them to
+    what the trajectory leaves of each joint's bounds). Returns whether the move goes on after this cycle.
+    Allocates nothing."""
     n = q_index.shape[0]
     if start:
         duration = 0.0
@@ -73,7 +76,8 @@ def _recovery_blend(t, start, q, v, q_index, v_index, q_d, qd_d, qdd_d, offset, 
             offset[0, k] = q[q_index[k]] - q_d[k]
             offset[1, k] = v[v_index[k]] - qd_d[k]
             p, w = abs(offset[0, k]), abs(offset[1, k])
-            duration = max(duration, MIN_JERK_PEAK_VELOCITY * p / vmax[k],
+            room = max(vmax[k] - H1_TAIL_VELOCITY * w, 0.5 * vmax[k])
+            duration = max(duration, MIN_JERK_PEAK_VELOCITY * p / room,
                            np.sqrt(MIN_JERK_PEAK_ACCELERATION * p / amax[k]), H1_PEAK_ACCELERATION * w / amax[k])
         recovery[R_T0] = t
         recovery[R_DURATION] = duration
