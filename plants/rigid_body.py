@@ -396,7 +396,8 @@ class RigidBodyPlant(Plant):
         }
         self._method = INTEGRATORS[chosen]
         self._substeps = int(substeps)
-        self.position_share = euler_position_share(self._substeps) if integrator != "rk4" else self.position_share
+        if chosen == "semi_implicit_euler":  # RK4 and ROS34PW2 are exact on a constant acceleration
+            self.position_share = euler_position_share(self._substeps)
         self._scale = scale
         self.dynamics = Dynamics(model)
         self._work = work_array(model)

@@ -106,9 +106,12 @@ def test_the_jury_test_agrees_with_the_roots_and_the_closed_form():
 def test_the_plant_integrator_enters_the_bound():
     """Semi-implicit Euler moves the position by T^2 u per step (c = 1, not 1/2): the bound on kd for kp = 2e4 is
     1990 1/s instead of 2000; the loop built on it uses that, and the simulated loop agrees (1980 still, 2000
-    not)."""
+    not). The Rosenbrock-W plant, exact on a constant acceleration like RK4, keeps 2000 (1980 still, 2020 not)."""
     loop = holding_demo(integrator="semi_implicit_euler")
     assert loop.sampling.position_share == 1.0
     high = kd_interval(2e4, loop.sampling)[1]
     assert high == pytest.approx(1990.0, rel=1e-9)
     assert peak_speed(loop, 2e4, 1980.0) <= STILL < peak_speed(loop, 2e4, 2000.0)
+    loop = holding_demo(integrator="rosenbrock")
+    assert kd_interval(2e4, loop.sampling)[1] == pytest.approx(2000.0, rel=1e-9)
+    assert peak_speed(loop, 2e4, 1980.0) <= STILL < peak_speed(holding_demo(integrator="rosenbrock"), 2e4, 2020.0)
