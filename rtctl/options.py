@@ -33,12 +33,16 @@ SHOWN_ITEMS = 20    # of a list of them
 
 def show(value, limit: int = SHOWN_CHARS) -> str:
     """``value`` (a name or value read from a file or sent by a client) for a message: its ``repr`` (a string
-    quoted, control characters escaped), cut after ``limit`` characters saying how long it was, so a 5 MB link
-    name or a huge TOML array is not echoed whole."""
+    quoted, control characters escaped), past ``limit`` characters its first and last halves of ``limit`` and
+    how long it was, so a 5 MB link name or a huge TOML array is not echoed whole and a long path still ends
+    in its file's name."""
+    head, tail = limit - limit // 2, limit // 2
     if isinstance(value, str):
-        return f"{value[:limit]!r}... ({len(value)} characters)" if len(value) > limit else repr(value)
+        if len(value) <= limit:
+            return repr(value)
+        return f"{value[:head]!r}...{value[-tail:]!r} ({len(value)} characters)"
     text = repr(value)
-    return f"{text[:limit]}... ({len(text)} characters)" if len(text) > limit else text
+    return f"{text[:head]}...{text[-tail:]} ({len(text)} characters)" if len(text) > limit else text
 
 
 def show_all(items) -> str:

@@ -1,5 +1,6 @@
 """Run a script with numba's runtime allocation counters on (NUMBA_NRT_STATS=1 must be set before numba
 starts, hence a subprocess), from the repository root so that ``rtctl``, ``loops`` and ``plants`` import."""
+import gc
 import os
 import subprocess
 import sys
@@ -37,17 +38,22 @@ def run_with_allocation_counters(script: str, timeout: float = 600.0) -> str:
 
 
 def retained_per_cycle(loop, modules) -> list:
-    """Memory that ``modules`` keep from cycle to cycle of ``loop``: 300 warm-up cycles, then two windows of 400
-    compared under tracemalloc (the first window holds one-time caches and the live counter); [] when none."""
+    """Memory that ``modules`` keep from cycle to cycle of ``loop``: 300 warm-up cycles, then windows of 400
+    under tracemalloc, each ending in a full collection and a snapshot (the first window holds one-time caches
+    and the live counter); what grew from the second window to the third and again to the fourth, [] when
+    nothing did. A line that keeps memory per cycle grows in every window; an object that merely happened to be
+    alive at one snapshot (the last cycle's status) does not grow twice."""
     for k in range(300):
         loop.step(k * loop.period)
     tracemalloc.start()
     snapshots = []
-    for window in range(3):
+    for window in range(4):
         for k in range(300 + 400 * window, 700 + 400 * window):
             loop.step(k * loop.period)
+        gc.collect()
         snapshots.append(tracemalloc.take_snapshot())
     tracemalloc.stop()
     ours = [tracemalloc.Filter(True, m.__file__) for m in modules]
-    before, after = (s.filter_traces(ours) for s in snapshots[1:])
-    return [d for d in after.compare_to(before, "lineno") if d.size_diff > 0]
+    second, third, fourth = (s.filter_traces(ours) for s in snapshots[1:])
+    grew = {d.traceback: d for d in third.compare_to(second, "lineno") if d.size_diff > 0}
+    return [d for d in fourth.compare_to(third, "lineno") if d.size_diff > 0 and d.traceback in grew]

@@ -13,7 +13,7 @@ from rtctl.cli import main
 from rtctl.options import MAX_TOML_DEPTH, SHOWN_CHARS
 
 BIG = "L" * 5_000_000
-SHOWN = f"{'L' * SHOWN_CHARS!r}... (5000000 characters)"
+SHOWN = f"{'L' * (SHOWN_CHARS // 2)!r}...{'L' * (SHOWN_CHARS // 2)!r} (5000000 characters)"
 LIMIT = '<limit lower="-1" upper="1" effort="1" velocity="1"/>'
 
 
