@@ -32,7 +32,7 @@ from rtctl.dynamics import Dynamics
 from rtctl.rt.loop import ControlLoop
 from rtctl.safety import SafetyMonitor
 
-from machine import skip_if_starved
+from machine import skip_if_peer_starved, skip_if_starved
 
 wall_clock = pytest.mark.flaky(reruns=1, reruns_delay=1)
 RATE_HZ = 500.0
@@ -137,6 +137,7 @@ def test_ten_percent_dropped_replies_are_tolerated_and_counted():
     h, stats = loop.driver.health, emu.stats
     print(report.format(), h, stats)
     skip_if_starved(report, "tracking with 10 % dropped Dynamixel replies")
+    skip_if_peer_starved(h, stats["dropped"], "10 % dropped Dynamixel replies")
     assert not report.tripped and not h.fault and not report.failures
     # Every dropped reply shows up as a missing packet (configure-time ones included); a reply can only be
     # missed without being dropped if it came later than the 1.5 ms timeout (scheduling on a busy machine),
@@ -160,6 +161,8 @@ def test_corrupt_crcs_are_detected_counted_and_tolerated():
         report, _ = run(loop, 2.0)
     h, stats = loop.driver.health, emu.stats
     print(report.format(), h, stats)
+    skip_if_starved(report, "Dynamixel replies with 5 % corrupt CRCs")
+    skip_if_peer_starved(h, stats["corrupted"], "Dynamixel replies with 5 % corrupt CRCs")   # a corrupt length: a wait
     assert stats["corrupted"] > 50
     # A corrupted reply is detected by its CRC unless it arrived after the timeout (then drained as late bytes,
     # which counts whole state packets here): an undetected one must be among the late packets.

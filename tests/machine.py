@@ -29,3 +29,16 @@ def skip_if_starved(report, what: str) -> None:
     reason = starved(report)
     if reason:
         pytest.skip(f"{what}: {reason}")
+
+
+PEER_LATE_SHARE = 0.05   # of reads: replies later than the timeout beyond what the test injected
+
+
+def skip_if_peer_starved(health, injected: int, what: str) -> None:
+    """Skip the calling test when the emulator in the other process was starved: its replies missed the
+    driver's timeout on more reads than the ``injected`` losses explain, by more than
+    :data:`PEER_LATE_SHARE` of the reads (the loop's own report cannot see this: its cycles fitted)."""
+    excess = health.timeouts - injected
+    if excess > PEER_LATE_SHARE * health.reads:
+        pytest.skip(f"{what}: the machine starved the emulator in this run: {health.timeouts} of {health.reads} "
+                    f"reads timed out, {injected} by the test's own injection")
