@@ -175,7 +175,10 @@ def _can_bus(args) -> int:
     try:
         server = CanBusServer(args.port, args.channel)
     except OSError as exc:
-        print(f"rtctl-hil can-bus: cannot listen on {LOOPBACK}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        from rtctl.telemetry.endpoints import tcp_in_use
+        reason = tcp_in_use(exc, LOOPBACK, args.port)
+        print(f"rtctl-hil can-bus: cannot listen on {LOOPBACK}:{args.port}: {reason.strerror or reason}",
+              file=sys.stderr)
         return 1
     print(server.url, flush=True)
     try:

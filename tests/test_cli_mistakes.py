@@ -6,6 +6,7 @@ what the command reads, a malformed endpoint, a sweep file given to ``run``, a m
 from __future__ import annotations
 
 import json
+import os
 import queue
 import socket
 import subprocess
@@ -265,8 +266,8 @@ def test_run_with_the_telemetry_port_in_use_says_cannot_bind_once(capsys, tmp_pa
     finally:
         squatter.close()
     assert line.startswith(f"rtctl run: error: {config}: telemetry: cannot bind: "), line
-    assert line.count("cannot bind") == 1 and f"127.0.0.1:{port}" in line, line
-    assert line.endswith("another program (another rtctl?) is serving there: stop it or set another endpoint or port")
+    assert line.count("cannot bind") == 1 and f"127.0.0.1:{port} is in use by pid {os.getpid()} (" in line, line
+    assert line.endswith("one server per endpoint; stop that one or choose another endpoint"), line
 
 
 def test_run_with_the_control_port_in_use_names_the_control_channel(capsys, tmp_path):

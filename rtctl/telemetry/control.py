@@ -72,7 +72,7 @@ import zmq
 
 from .client import ServerNotTrusted, request
 from .commands import CommandValidation
-from .endpoints import LOOPBACK_HOSTS, bind, check_endpoint
+from .endpoints import LOOPBACK_HOSTS, bind, check_endpoint, close
 from .requests import (COMMANDS, COMMON, INT64_MAX, INT64_MIN, MAX_DEPTH, MAX_ELEMENTS, MAX_REQUEST_BYTES, MAX_STRING,
                        OPEN_COMMANDS, Refused, check_command, check_request_structure, decode_request, encode_reply)
 
@@ -222,7 +222,7 @@ class ControlServer(CommandValidation):
                 if waiting:
                     self._answer_applied(sock, waiting)
         finally:
-            sock.close(linger=0)
+            close(sock, linger=0)
 
     def _receive(self, sock):
         """One message's frames, at most :data:`MAX_FRAMES` kept (a message of millions of frames costs

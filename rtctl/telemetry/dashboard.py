@@ -66,7 +66,7 @@ import zmq
 import zmq.asyncio
 
 from .auth import MAX_TOKEN_BYTES
-from .endpoints import LOOPBACK_HOSTS, check_connect_endpoint
+from .endpoints import LOOPBACK_HOSTS, check_connect_endpoint, tcp_in_use
 from .schema import TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, SchemaError, decode
 from .jsonvalues import dumps
 from .tools import PublisherWait
@@ -438,8 +438,13 @@ class Dashboard:
         self._zctx = zmq.asyncio.Context()
         self._stop = asyncio.Event()
         bind_host = "127.0.0.1" if self.host == "localhost" else self.host.strip("[]")
-        async with serve(self._client, bind_host, self.port, process_request=self._process_request,
-                         max_size=MAX_COMMAND_BYTES, max_queue=MAX_QUEUED_COMMANDS) as server:
+        try:
+            listening = await serve(self._client, bind_host, self.port, process_request=self._process_request,
+                                    max_size=MAX_COMMAND_BYTES, max_queue=MAX_QUEUED_COMMANDS)
+        except OSError as exc:
+            self._zctx.term()
+            raise tcp_in_use(exc, bind_host, self.port) from None
+        async with listening as server:
             port = server.sockets[0].getsockname()[1]
             self.port = port
             self._allow(port)
@@ -458,15 +463,24 @@ class Dashboard:
     def start(self) -> str:
         """Serve from a background thread; returns the page URL."""
         ready = threading.Event()
+        failed = []
 
         def main():
             self._loop = asyncio.new_event_loop()
-            self._loop.run_until_complete(self.serve(lambda url: ready.set()))
+            try:
+                self._loop.run_until_complete(self.serve(lambda url: ready.set()))
+            except OSError as exc:
+                failed.append(exc)
+                ready.set()
 
         self._thread = threading.Thread(target=main, name="rtctl-dashboard", daemon=True)
         self._thread.start()
         if not ready.wait(10.0):
             raise RuntimeError("dashboard did not start within 10 s")
+        if failed:
+            self._thread.join()
+            self._thread = None
+            raise failed[0]
         return self.url
 
     def stop(self) -> None:

@@ -3,11 +3,21 @@
 An ``ipc://PATH`` server socket is created owner-only (umask 077, :func:`bind`): on a shared control PC
 another user cannot connect to it, as they could to a socket created under the usual umask 022. Abstract
 sockets (``ipc://@NAME``) have no permissions at all and are refused.
+
+One server per endpoint. A TCP port that a process listens on cannot be bound again (the kernel refuses;
+the refusal names the holder). An ``ipc://PATH`` can: ZeroMQ unlinks whatever socket is at the path and binds
+a new one, so a second run would take the first one's stream and control channel over. :func:`bind` therefore
+holds an ``flock(2)`` on ``PATH.lock`` (0600, the holder's pid inside) for the socket's life and refuses the
+path while another process holds it, naming that process; :func:`close` removes the socket file and releases
+the lock. The kernel drops the lock of a process that dies, so a crashed run's socket and lock file are
+taken over by the next run. A live socket at the path that no lock guards (another program's) is refused too.
 """
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
+import socket
 import stat
 import threading
 from urllib.parse import urlsplit
@@ -19,6 +29,18 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 class EndpointError(ValueError):
     """An endpoint that is malformed, or not loopback without an explicit opt-in."""
+
+
+class EndpointInUse(zmq.ZMQError):
+    """Another process serves on the endpoint (``errno`` EADDRINUSE); the message names it."""
+
+    def __init__(self, endpoint: str, holder: str | None):
+        super().__init__(errno.EADDRINUSE, in_use_message(endpoint, holder))
+
+
+def in_use_message(address: str, holder: str | None) -> str:
+    return (f"{address} is in use by {holder or 'another process'}: one server per endpoint; stop that one or "
+            "choose another endpoint")
 
 
 def check_endpoint(endpoint: str, allow_remote: bool = False, what: str = "endpoint") -> str:
@@ -68,29 +90,150 @@ def loopback_connect(endpoint: str) -> str:
 
 
 _UMASK_LOCK = threading.Lock()
+_HELD: dict = {}                 # id(socket) -> its _EndpointLock, until close()
 
 
 def bind(sock, endpoint: str) -> str:
-    """Bind a ZeroMQ socket to a checked endpoint, an ``ipc://`` path owner-only; returns the bound endpoint.
-    The umask is process-wide: files other threads create meanwhile are owner-only too, never wider."""
-    if endpoint.startswith("ipc://"):
-        _refuse_a_file_in_the_way(endpoint)
+    """Bind a ZeroMQ socket to a checked endpoint, an ``ipc://`` path owner-only and locked (close it with
+    :func:`close`); returns the bound endpoint. Raises :class:`EndpointInUse` naming the process that serves
+    there. The umask is process-wide: files other threads create meanwhile are owner-only too, never wider."""
+    if not endpoint.startswith("ipc://"):
+        try:
+            sock.bind(endpoint)
+        except zmq.ZMQError as exc:
+            if exc.errno == errno.EADDRINUSE and endpoint.startswith("tcp://"):
+                raise EndpointInUse(endpoint, _tcp_holder(endpoint)) from None
+            raise
+        return sock.getsockopt(zmq.LAST_ENDPOINT).decode()
+    path = endpoint[len("ipc://"):]
+    lock = None if path == "*" else _EndpointLock(endpoint, path)
+    try:
+        if lock is not None:
+            _refuse_a_file_in_the_way(endpoint, path)
         with _UMASK_LOCK:
             previous = os.umask(0o077)
             try:
                 sock.bind(endpoint)
             finally:
                 os.umask(previous)
-    else:
-        sock.bind(endpoint)
+        if lock is not None:
+            lock.bound()
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
+    if lock is not None:
+        _HELD[id(sock)] = lock
     return sock.getsockopt(zmq.LAST_ENDPOINT).decode()
 
 
-def _refuse_a_file_in_the_way(endpoint: str) -> None:
-    """ZeroMQ unlinks whatever is at an ipc:// path before it binds there: only a socket (one a previous run left)
-    may be replaced, never a file, directory or symlink that a mistaken endpoint names."""
-    path = endpoint[len("ipc://"):]
-    if path == "*" or path.startswith("@"):
+def close(sock, linger: int | None = None) -> None:
+    """Close a socket bound by :func:`bind`; an ``ipc://`` one's socket file is removed and its lock released."""
+    sock.close(linger=linger)
+    lock = _HELD.pop(id(sock), None)
+    if lock is not None:
+        lock.release()
+
+
+def tcp_in_use(exc: OSError, host: str, port: int) -> OSError:
+    """A TCP server's bind error, naming the process that listens there when the address is in use (the
+    dashboard, the Foxglove and the HIL bus servers; the kernel refuses a second listener on a port)."""
+    if exc.errno != errno.EADDRINUSE:
+        return exc
+    from .holders import tcp_holder
+
+    shown = f"[{host.strip('[]')}]" if ":" in host else host
+    return OSError(errno.EADDRINUSE, in_use_message(f"{shown}:{port}", tcp_holder(host, port)))
+
+
+def _tcp_holder(endpoint: str) -> str | None:
+    from .holders import tcp_holder
+
+    host, _, port = endpoint[len("tcp://"):].rpartition(":")
+    return tcp_holder(host, int(port)) if port.isdigit() else None
+
+
+class _EndpointLock:
+    """``flock(2)`` on ``PATH.lock``, held while this process serves ``PATH`` (the lock file holds its pid)."""
+
+    def __init__(self, endpoint: str, path: str):
+        self.endpoint, self.path, self.file = endpoint, path, path + ".lock"
+        self.socket_inode = None
+        for _ in range(100):    # the holder may unlink the file between our open and our flock: open it again
+            try:
+                fd = os.open(self.file, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC, 0o600)
+            except OSError as exc:
+                raise zmq.ZMQError(exc.errno, f"{endpoint}: cannot open the lock file {self.file}: "
+                                              f"{exc.strerror}") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _pid_in(fd)
+                os.close(fd)
+                raise EndpointInUse(endpoint, holder) from None
+            except BaseException:
+                os.close(fd)
+                raise
+            try:
+                current = os.lstat(self.file)
+            except FileNotFoundError:
+                current = None
+            st = os.fstat(fd)
+            if current is not None and _inode(current) == _inode(st):
+                break
+            os.close(fd)
+        else:
+            raise zmq.ZMQError(errno.EAGAIN, f"{endpoint}: cannot take the lock {self.file}")
+        self.fd = fd
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            self._close_fd()
+            raise zmq.ZMQError(errno.EACCES, f"{endpoint}: the lock file {self.file} is not a regular file of "
+                                             "this user; remove it or choose another path")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+
+    def bound(self) -> None:
+        try:
+            self.socket_inode = _inode(os.lstat(self.path))
+        except OSError:
+            pass
+
+    def release(self) -> None:
+        """Remove the socket file (ZeroMQ leaves it) and the lock file, then unlock: whoever binds next finds
+        the path free. Each is removed only if it is still the one this process made."""
+        if self.fd is None:
+            return
+        for path, inode in ((self.path, self.socket_inode), (self.file, _inode(os.fstat(self.fd)))):
+            try:
+                if inode is not None and _inode(os.lstat(path)) == inode:
+                    os.unlink(path)
+            except OSError:
+                pass
+        self._close_fd()
+
+    def _close_fd(self) -> None:
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+def _inode(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
+
+
+def _pid_in(fd: int) -> str | None:
+    """The holder named in a lock file: ``pid N (command)``, or None if it has not written it yet."""
+    from .holders import describe_pid
+
+    text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+    return describe_pid(int(text)) if text.isdigit() else None
+
+
+def _refuse_a_file_in_the_way(endpoint: str, path: str) -> None:
+    """ZeroMQ unlinks whatever is at an ipc:// path before it binds there: only a socket nobody listens on (one
+    a crashed run left) may be replaced, never a file, directory or symlink that a mistaken endpoint names, nor
+    a live socket of another program."""
+    if path.startswith("@"):
         return
     try:
         mode = os.lstat(path).st_mode
@@ -99,3 +242,16 @@ def _refuse_a_file_in_the_way(endpoint: str) -> None:
     if not stat.S_ISSOCK(mode):
         raise zmq.ZMQError(errno.EEXIST, f"{endpoint}: {path} exists and is not a socket (binding would delete "
                                          "it); remove it or choose another path")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+    except OSError as exc:
+        if exc.errno not in (errno.ECONNREFUSED, errno.ENOENT):
+            raise zmq.ZMQError(exc.errno, f"{endpoint}: {path} is a socket this user cannot reach "
+                                          f"({exc.strerror}); choose another path") from None
+        return
+    finally:
+        probe.close()
+    from .holders import unix_holder
+
+    raise EndpointInUse(endpoint, unix_holder(path))

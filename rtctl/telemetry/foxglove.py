@@ -80,7 +80,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from .dashboard import _url_host, allowed_hosts, host_refusal, origin_refusal
-from .endpoints import LOOPBACK_HOSTS
+from .endpoints import LOOPBACK_HOSTS, tcp_in_use
 from .jsonvalues import dumps
 from .schema import (CHANNEL_EVENT, CHANNEL_META, CHANNEL_SAMPLES, OBJECT_JSON_SCHEMA, OBJECT_SCHEMA_NAME,
                      SAMPLE_SCHEMA_NAME, SCHEMA_VERSION, JsonRows, sample_json_schema, stamp_ns)
@@ -307,7 +307,7 @@ class FoxgloveSink:
                                  subprotocols=[SUBPROTOCOL], compression=None, max_size=MAX_CLIENT_MESSAGE,
                                  max_queue=MAX_QUEUED_CLIENT_MESSAGES, close_timeout=CLOSE_TIMEOUT)
         except OSError as exc:
-            self._error = exc
+            self._error = tcp_in_use(exc, self.host, self.port)
             ready.set()
             return
         self.port = server.sockets[0].getsockname()[1]

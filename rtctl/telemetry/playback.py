@@ -31,7 +31,7 @@ def replay(path: str, endpoint: str, speed: float = 1.0, batch_period: float = 0
     """
     from tqdm import tqdm
 
-    from .endpoints import bind, check_endpoint
+    from .endpoints import bind, check_endpoint, close
 
     rec = read_recording(path, progress=False)
     s = rec["samples"]
@@ -83,5 +83,5 @@ def replay(path: str, endpoint: str, speed: float = 1.0, batch_period: float = 0
     finally:
         if bar is not None:
             bar.close()
-        pub.close()
+        close(pub)
     return i

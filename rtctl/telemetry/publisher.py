@@ -68,7 +68,7 @@ import zmq
 from numba import njit
 
 from ..rt.hooks import LoopSink
-from .endpoints import bind, check_endpoint
+from .endpoints import bind, check_endpoint, close
 from .schema import (JOINT_FIELDS, SCALAR_FIELDS, SCALAR_UNITS, TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, JsonRows,
                      Layout, envelope, pack)
 
@@ -547,7 +547,7 @@ class Telemetry(LoopSink):
                 sink.close()
             for sock in (pub, pj):
                 if sock is not None:
-                    sock.close(linger=0)
+                    close(sock, linger=0)
             self._error = exc
             self._ready.set()
             return
@@ -574,9 +574,9 @@ class Telemetry(LoopSink):
                 if stopping:
                     break
         finally:
-            pub.close(linger=200 if self._flush_on_close else 0)
+            close(pub, linger=200 if self._flush_on_close else 0)
             if pj is not None:
-                pj.close(linger=200 if self._flush_on_close else 0)
+                close(pj, linger=200 if self._flush_on_close else 0)
             for sink in self.sinks:
                 try:
                     sink.close()
