@@ -11,6 +11,8 @@ import json
 import msgpack
 import zmq
 
+from .requests import MAX_REPLY_BYTES
+
 
 class ServerNotTrusted(RuntimeError):
     """The endpoint did not prove it holds the token: the token was not sent."""
@@ -45,6 +47,7 @@ def request(endpoint: str, req, timeout: float = 3.0, encoding: str = "msgpack",
     ctx = context or zmq.Context.instance()
     sock = ctx.socket(zmq.REQ)
     sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.MAXMSGSIZE, MAX_REPLY_BYTES)
     try:
         if curve_server_key is not None:
             from zmq.auth import load_certificate

@@ -67,8 +67,10 @@ import zmq.asyncio
 
 from .auth import MAX_TOKEN_BYTES
 from .endpoints import LOOPBACK_HOSTS, check_connect_endpoint, tcp_in_use
+from .requests import MAX_REPLY_BYTES
 from .schema import TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, SchemaError, decode
 from .jsonvalues import dumps
+from .subscriptions import MAX_STREAM_MESSAGE_BYTES
 from .tools import PublisherWait
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "data" / "dashboard"
@@ -314,6 +316,7 @@ class Dashboard:
         """One control-channel request; the reply map, or an error reply naming what went wrong."""
         sock = self._zctx.socket(zmq.REQ)
         sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.MAXMSGSIZE, MAX_REPLY_BYTES)
         try:
             sock.connect(self.control_endpoint)
             await sock.send(msgpack.packb(request, use_bin_type=True))
@@ -335,6 +338,7 @@ class Dashboard:
         sub = self._zctx.socket(zmq.SUB)
         sub.setsockopt(zmq.LINGER, 0)
         sub.setsockopt(zmq.RCVHWM, SUBSCRIBER_HWM)
+        sub.setsockopt(zmq.MAXMSGSIZE, MAX_STREAM_MESSAGE_BYTES)
         sub.connect(self.telemetry_endpoint)
         sub.setsockopt(zmq.SUBSCRIBE, b"rtctl/")
         waiting = PublisherWait(self.telemetry_endpoint, self.out)   # said once; the page is served meanwhile

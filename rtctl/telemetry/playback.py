@@ -10,6 +10,7 @@ import zmq
 
 from ..rt.signals import stop_requests
 from .schema import TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, envelope, pack
+from .subscriptions import SubscriptionGuard, publishing_socket
 from .tools import read_recording, require_fields
 
 STOP_POLL = 0.1                  # s: the longest a replay sleeps before it looks for a stop signal
@@ -39,10 +40,9 @@ def replay(path: str, endpoint: str, speed: float = 1.0, batch_period: float = 0
     n = len(s.get("t", ()))
     meta = rec["meta"] or envelope(joints=[], fields={}, note="recording without metadata")
     ctx = ctx or zmq.Context.instance()
-    pub = ctx.socket(zmq.PUB)
-    pub.setsockopt(zmq.LINGER, 1000)
-    pub.setsockopt(zmq.SNDHWM, 100_000)
+    pub = publishing_socket(ctx, 100_000, linger=1000)
     bound = bind(pub, check_endpoint(endpoint))
+    subscriptions = SubscriptionGuard(pub)
     names = [k for k in s if k != "index"]
     bar = None
     t_rec = s["t"] if n else np.zeros(0)
@@ -72,6 +72,7 @@ def replay(path: str, endpoint: str, speed: float = 1.0, batch_period: float = 0
                 msg = envelope(seq=seq, first=int(s["index"][i]), count=j - i, dropped=0, sent=sent,
                                fields=fields, replay=True)
                 pub.send_multipart([TOPIC_SAMPLES, pack(msg)])
+                subscriptions.read()
                 while ev_i < len(events) and events[ev_i].get("cycle", -1) <= s["cycle"][j - 1]:
                     pub.send_multipart([TOPIC_EVENT, pack(events[ev_i])])
                     ev_i += 1

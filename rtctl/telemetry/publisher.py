@@ -11,9 +11,10 @@ A daemon thread wakes every ``batch_period`` s, copies the new rows out,
 encodes them as one or more ``rtctl/samples`` batches (msgpack, schema in
 :mod:`rtctl.telemetry.schema`) and sends them with ``NOBLOCK`` on a PUB socket
 (ZeroMQ drops, per subscriber, what a slow subscriber cannot take: it never
-blocks the sender). It re-sends ``rtctl/meta`` every ``meta_period`` s, publishes
-``rtctl/event`` messages (control-channel changes, safety events) and, when
-enabled, the flat-JSON PlotJuggler stream on its own endpoint, and hands the
+blocks the sender; the subscriptions it keeps are bounded, :mod:`.subscriptions`).
+It re-sends ``rtctl/meta`` every ``meta_period`` s, publishes ``rtctl/event``
+messages (control-channel changes, safety events) and, when enabled, the
+flat-JSON PlotJuggler stream on its own endpoint, and hands the
 same rows to the extra sinks (:class:`~rtctl.telemetry.foxglove.FoxgloveSink`:
 the live Foxglove server). All sockets and servers live in that thread; nothing
 is encoded on the loop thread.
@@ -71,6 +72,7 @@ from ..rt.hooks import LoopSink
 from .endpoints import bind, check_endpoint, close
 from .schema import (JOINT_FIELDS, SCALAR_FIELDS, SCALAR_UNITS, TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, JsonRows,
                      Layout, envelope, pack)
+from .subscriptions import MAX_SUBSCRIPTIONS, SubscriptionGuard, publishing_socket
 
 CHUNK_ROWS = 50          # rows encoded between two GIL releases of the publisher thread
 MAX_BATCH_ROWS = CHUNK_ROWS  # the most samples in one rtctl/samples message
@@ -86,22 +88,6 @@ HEADER_WORDS = 8         # int64 words before the ring rows in the shared mappin
 # The child leaves a real-time policy it inherited (the loop's process started under `chrt -f`, say): at the
 # loop's own FIFO priority the publisher would hold a shared CPU until it blocks, and niceness means nothing
 # there; under SCHED_OTHER it runs publisher_nice below the loop, as intended.
-SUBSCRIPTIONS_READ = 256   # subscription messages read per batch at most (a flood waits, never spins)
-
-
-def _new_subscriber(pub) -> bool:
-    """Read the XPUB's pending subscription messages; True if one subscribes (so that it gets the metadata
-    now, not after up to ``meta_period``)."""
-    joined = False
-    for _ in range(SUBSCRIPTIONS_READ):
-        try:
-            message = pub.recv(flags=zmq.NOBLOCK)
-        except zmq.Again:
-            break
-        joined = joined or message[:1] == b"\x01"
-    return joined
-
-
 RELAY_BOOT = ("import os, sys\n"
               "if hasattr(os, 'sched_getscheduler') and os.sched_getscheduler(0) in (os.SCHED_FIFO, os.SCHED_RR):\n"
               "    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))\n"
@@ -197,6 +183,7 @@ class Telemetry(LoopSink):
         self.batches = 0          # rtctl/samples messages sent
         self.published = 0        # samples sent
         self.events_sent = 0
+        self.subscriber_resets = 0  # times a socket's subscribers were all disconnected (.subscriptions)
         self._event_seq = 0
         self._events: collections.deque = collections.deque(maxlen=EVENT_BACKLOG)  # oldest dropped beyond it
         self._safety_last = None
@@ -444,7 +431,8 @@ class Telemetry(LoopSink):
         except (OSError, EOFError):
             pass
         if reply:
-            for name in ("published", "batches", "dropped", "events_sent", "flush_cpu", "flush_max"):
+            for name in ("published", "batches", "dropped", "events_sent", "flush_cpu", "flush_max",
+                         "subscriber_resets"):
                 setattr(self, name, reply[name])
             self.sink_errors += reply["sink_errors"]
             self._update_sinks(reply["sinks"])
@@ -526,17 +514,12 @@ class Telemetry(LoopSink):
         pub = pj = None
         opened = []
         try:
-            pub = self._ctx.socket(zmq.XPUB)          # a PUB that hears subscriptions: meta for each newcomer
-            pub.setsockopt(zmq.XPUB_VERBOSE, 1)
-            pub.setsockopt(zmq.LINGER, 0)
-            pub.setsockopt(zmq.SNDHWM, self.sndhwm)
+            pub = publishing_socket(self._ctx, self.sndhwm, verbose=True)   # hears subscribers: meta for newcomers
             if self.sndbuf:
                 pub.setsockopt(zmq.SNDBUF, self.sndbuf)
             self.endpoint = bind(pub, self._bind)
             if self._pj_bind:
-                pj = self._ctx.socket(zmq.PUB)
-                pj.setsockopt(zmq.LINGER, 0)
-                pj.setsockopt(zmq.SNDHWM, self.sndhwm)
+                pj = publishing_socket(self._ctx, self.sndhwm)
                 self.plotjuggler_endpoint = bind(pj, self._pj_bind)
                 self._pj_json = JsonRows(self.layout, self.joints, self.extra_names, style="plotjuggler")
             for sink in self.sinks:
@@ -554,11 +537,12 @@ class Telemetry(LoopSink):
         self._ready.set()
         self._flush_on_close = True
         meta_due = 0.0
+        guards = [SubscriptionGuard(sock) for sock in (pub, pj) if sock is not None]
         try:
             while True:
                 stopping = self._stop.wait(self.batch_period)
                 now = time.monotonic()
-                if _new_subscriber(pub):
+                if self._read_subscriptions(guards):
                     meta_due = now
                 if now >= meta_due:
                     meta = self.metadata()
@@ -582,6 +566,21 @@ class Telemetry(LoopSink):
                     sink.close()
                 except Exception as exc:  # noqa: BLE001  (closing one sink must not keep the others open)
                     self._sink_failed(sink, exc)
+
+    def _read_subscriptions(self, guards) -> bool:
+        """True if a subscriber joined the stream (PlotJuggler's socket greets nobody); disconnecting every
+        subscriber of a socket (too many subscriptions, a flood: :mod:`.subscriptions`) is published as an event."""
+        joined = False
+        for guard in guards:
+            resets, disconnected = guard.resets, guard.disconnected
+            newcomer = guard.read()
+            joined = joined or (newcomer and guard is guards[0])
+            if guard.resets != resets:
+                self.subscriber_resets += guard.resets - resets
+                self._events.append(("telemetry", f"{guard.endpoint}: more than {MAX_SUBSCRIPTIONS} subscriptions or "
+                                     f"a flood of them: {guard.disconnected - disconnected} subscriber(s) disconnected",
+                                     -1, float("nan"), time.time(), None))
+        return joined
 
     def _to_sinks(self, method: str, *args) -> None:
         """Call ``method`` on every sink; a sink that raises is reported once and dropped, never the thread."""

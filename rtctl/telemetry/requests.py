@@ -22,7 +22,8 @@ COMMANDS = {
 }
 OPEN_COMMANDS = frozenset({"status", "estop"})
 COMMON = {"cmd", "id", "token"}
-MAX_REQUEST_BYTES = 65536
+MAX_REQUEST_BYTES = 65536   # ZMQ_MAXMSGSIZE of the control socket: a longer frame drops the connection unread
+MAX_REPLY_BYTES = 1 << 20   # ZMQ_MAXMSGSIZE of a client's socket (a status reply: a few kB)
 MAX_DEPTH = 3          # the request map, a list in it, the numbers in the list
 MAX_STRING = 1024      # characters of any string in a request
 MAX_ELEMENTS = 256     # values (all levels) in one request; a longer walk is not started

@@ -21,6 +21,7 @@ import zmq
 
 from .jsonvalues import dumps, restore
 from .schema import INTEGER_FIELDS, JOINT_FIELDS, SCHEMA_VERSION, TOPIC_SAMPLES, SchemaError, decode
+from .subscriptions import MAX_STREAM_MESSAGE_BYTES
 
 CH_SAMPLES, CH_META, CH_EVENT = "/rtctl/samples", "/rtctl/meta", "/rtctl/event"
 
@@ -33,6 +34,7 @@ def _subscriber(endpoint: str, ctx=None, rcvhwm: int = 100_000):
     sub = ctx.socket(zmq.SUB)
     sub.setsockopt(zmq.LINGER, 0)
     sub.setsockopt(zmq.RCVHWM, rcvhwm)
+    sub.setsockopt(zmq.MAXMSGSIZE, MAX_STREAM_MESSAGE_BYTES)
     sub.connect(endpoint)
     sub.setsockopt(zmq.SUBSCRIBE, b"rtctl/")
     return sub
