@@ -31,6 +31,14 @@ def make_loop(**sections):
     return build(validate(raw))
 
 
+def signed(server, request, token):
+    """``request`` as a client holding ``token`` sends it to ``server`` (a ControlServer, in-process): with the
+    session and proof of a ``hello`` just before (rtctl.telemetry.handshake)."""
+    from rtctl.telemetry.handshake import ClientHandshake
+    handshake = ClientHandshake(token, server.identity)
+    return handshake.authenticate(server.handle(handshake.hello()), request)
+
+
 def run_in_background(loop, seconds):
     """Run ``loop`` paced for ``seconds`` in a daemon thread; return the thread once 20 cycles have run."""
     th = threading.Thread(target=lambda: loop.run(duration=seconds), daemon=True)

@@ -3,15 +3,16 @@
 Asserts that a websocket upgrade from any origin but the dashboard's own is
 refused (403), that any request whose Host header is not the bound address is
 refused (DNS rebinding), that a same-origin client still receives frames, that
-e-stop needs no token while re-arm carries only the token the browser sent (the
-dashboard adds none), that malformed, oversized and random messages get an error
-reply or close only their own connection, and that the dashboard's memory stays
-bounded at 1 kHz telemetry with no browser connected.
+e-stop needs no token while re-arm proves the token the browser sent and never
+sends it (the dashboard holds none), that malformed, oversized and random
+messages get an error reply or close only their own connection, and that the
+dashboard's memory stays bounded at 1 kHz telemetry with no browser connected.
 
 The control endpoint is mostly a small REP server in this file that answers like
-the control channel (``status`` and ``estop`` open, ``rearm`` needs the token) and
-records what the dashboard forwarded; one test runs the real control channel of a
-paced loop.
+the control channel (``status`` and ``estop`` open, ``rearm`` needs the proof of
+the token: the channel's own :class:`~rtctl.telemetry.handshake.Sessions`) and
+records what the dashboard forwarded; one test runs the real control channel of
+a paced loop.
 """
 import asyncio
 import http.client
@@ -31,6 +32,8 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from rtctl.telemetry.auth import TOKEN_ENV
+from rtctl.telemetry.handshake import Sessions, server_identity
+from rtctl.telemetry.requests import Refused
 from rtctl.telemetry.dashboard import (MAX_COMMAND_BYTES, MAX_EVENTS, MAX_PENDING_BATCHES, Dashboard,
                                        wait_for)
 from telemetry_helpers import make_loop
@@ -49,6 +52,7 @@ class FakeControl:
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.bind("tcp://127.0.0.1:*")
         self.endpoint = self._sock.getsockopt(zmq.LAST_ENDPOINT).decode()
+        self.sessions = Sessions(CONTROL_TOKEN, server_identity(self.endpoint), "fake-run")
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._thread.start()
 
@@ -60,11 +64,15 @@ class FakeControl:
             self.requests.append(request)
             self._sock.send(msgpack.packb(self._answer(request), use_bin_type=True))
 
-    @staticmethod
-    def _answer(request):
+    def _answer(self, request):
         cmd = request.get("cmd")
-        if cmd not in ("status", "estop") and request.get("token") != CONTROL_TOKEN:
-            return {"ok": False, "error": f"{cmd}: missing or wrong token (status and estop need none)"}
+        try:
+            if cmd == "hello":
+                return {"ok": True, **self.sessions.hello(request)}
+            if cmd not in ("status", "estop"):
+                self.sessions.check(cmd, request)
+        except Refused as exc:
+            return {"ok": False, "error": str(exc)}
         return {"ok": True, "applied_cycle": 1}
 
     def close(self):
@@ -279,19 +287,20 @@ def test_estop_never_carries_a_token_so_a_mistyped_one_cannot_block_it(dashboard
     assert control.requests == [{"cmd": "estop", "reason": "dashboard e-stop button"}]
 
 
-def test_rearm_carries_only_the_token_the_browser_sent(dashboard, control):
+def test_rearm_proves_the_token_the_browser_sent_and_never_sends_it(dashboard, control):
     without = run(command(dashboard, {"cmd": "rearm"}))
-    assert without["ok"] is False and "token" in without["error"], without
-    assert control.requests[-1] == {"cmd": "rearm"}
+    assert without["ok"] is False and "needs the control token" in without["error"], without
+    assert control.requests == []
 
     wrong = run(command(dashboard, {"cmd": "rearm", "token": "not-the-token"}))
-    assert wrong["ok"] is False and "token" in wrong["error"], wrong
-    assert control.requests[-1] == {"cmd": "rearm", "token": "not-the-token"}
+    assert wrong["ok"] is False and "did not prove it holds the token" in wrong["error"], wrong
+    assert [r["cmd"] for r in control.requests] == ["hello"]         # nothing proved to it
 
     right = run(command(dashboard, {"cmd": "rearm", "token": CONTROL_TOKEN}))
     assert right["ok"] is True and right["cmd"] == "rearm", right
-    assert control.requests[-1] == {"cmd": "rearm", "token": CONTROL_TOKEN}
-    assert "token" not in json.dumps(right)
+    assert [r["cmd"] for r in control.requests] == ["hello", "hello", "rearm"]
+    assert set(control.requests[-1]) == {"cmd", "session", "proof"}
+    assert CONTROL_TOKEN not in json.dumps(control.requests) and "proof" not in right
 
 
 def test_real_control_channel_refuses_rearm_without_the_browser_token(tmp_path, monkeypatch):
@@ -436,7 +445,7 @@ def test_fuzzed_messages_do_not_kill_the_server(dashboard, control):
     estop = run(command(dashboard, {"cmd": "estop"}))
     assert estop["ok"] is True
     assert control.requests[-1] == {"cmd": "estop", "reason": "dashboard e-stop button"}
-    assert all("token" not in r or r["cmd"] == "rearm" for r in control.requests)
+    assert all("token" not in r for r in control.requests)
     assert http_get(dashboard.port, "/", f"127.0.0.1:{dashboard.port}")[0] == 200
 
 
@@ -466,6 +475,8 @@ def test_buffers_waiting_for_a_browser_are_bounded_and_count_drops():
 DASHBOARD_PROCESS = """
 import json, sys, time
 from rtctl.telemetry.auth import TOKEN_ENV
+from rtctl.telemetry.handshake import Sessions, server_identity
+from rtctl.telemetry.requests import Refused
 from rtctl.telemetry.dashboard import Dashboard
 dash = Dashboard(sys.argv[1], port=0)
 dash.start()

@@ -34,7 +34,7 @@ from rtctl.loops.cartesian import CartesianMinimumJerk, exp_rotation, log_rotati
 from rtctl.loops.impedance import CartesianImpedance, task_matrix
 from rtctl.loops.impedance_plots import plot_stiffness
 from scipy.spatial.transform import Rotation
-from telemetry_helpers import make_loop, run_in_background
+from telemetry_helpers import make_loop, run_in_background, signed
 
 import rtctl
 from rtctl.config import build, validate
@@ -43,6 +43,7 @@ from rtctl.model import rpy_to_matrix
 from rtctl.model.urdf import load_urdf
 from rtctl.options import ConfigError
 from rtctl.telemetry import ControlServer, request
+from rtctl.telemetry.handshake import ClientHandshake
 
 TOKEN = "impedance-token-0123456789abcdef"
 Q0 = [0.1, 0.6, 0.0, -1.2, 0.1, 0.8, 0.2]     # away from singularities and joint limits
@@ -357,10 +358,10 @@ def idle_server():
     ({"damping_ratio": float("inf")}, "damping_ratio: must be finite"),
     ({"nullspace_stiffness": 1e9}, "nullspace_stiffness[0] = 1e+09 outside the allowed range"),
     ({}, "set_impedance: give at least one of"),
-    ({"stiffness": [1000.0] * 6, "token": "wrong-token-0123456789"}, "missing or wrong token"),
+    ({"stiffness": [1000.0] * 6, "token": TOKEN}, "token: the token is never sent"),
 ])
 def test_bad_set_impedance_requests_are_refused_with_one_line_naming_the_field(idle_server, request_, reason):
-    req = {"cmd": "set_impedance", "token": TOKEN, **request_}
+    req = signed(idle_server, {"cmd": "set_impedance", **request_}, TOKEN)
     reply, _ = idle_server.handle_bytes(json.dumps(req).encode())
     assert reply["ok"] is False and reason in reply["error"], reply
     assert "\n" not in reply["error"]
@@ -368,11 +369,12 @@ def test_bad_set_impedance_requests_are_refused_with_one_line_naming_the_field(i
 
 def test_set_impedance_is_refused_for_a_controller_without_impedance_and_without_the_token():
     server = ControlServer(make_loop(), token=TOKEN, apply_timeout=0.01)   # computed_torque
-    reply, _ = server.handle_bytes(msgpack.packb({"cmd": "set_impedance", "token": TOKEN, "stiffness": [1e3] * 6}))
+    reply, _ = server.handle_bytes(msgpack.packb(signed(server, {"cmd": "set_impedance", "stiffness": [1e3] * 6},
+                                                        TOKEN)))
     assert reply == {"ok": False, "error": "set_impedance: the loop's controller (computed_torque) is not an "
                                            "impedance controller"}
     reply, _ = server.handle_bytes(msgpack.packb({"cmd": "set_impedance", "stiffness": [1e3] * 6}))
-    assert reply["ok"] is False and "missing or wrong token" in reply["error"]
+    assert reply["ok"] is False and "set_impedance: needs the token" in reply["error"]
 
 
 _number = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-(2 ** 70), 2 ** 70),
@@ -380,7 +382,8 @@ _number = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(
 _values = st.one_of(_number, st.lists(_number, min_size=0, max_size=40), st.lists(st.lists(_number, max_size=3),
                                                                                     max_size=3))
 _impedance_request = st.fixed_dictionaries({"cmd": st.just("set_impedance")}, optional={
-    "token": st.sampled_from([TOKEN, "", "x" * 20]), "stiffness": _values, "damping": _values,
+    "token": st.sampled_from([TOKEN, "", "x" * 20]), "proof": st.sampled_from(["0" * 64, 7]), "stiffness": _values,
+    "damping": _values,
     "damping_ratio": _number, "nullspace_stiffness": _values, "extra": _number})
 
 
@@ -400,9 +403,15 @@ def running_server():
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(request_=_impedance_request, encoding=st.sampled_from(["json", "msgpack"]))
-def test_fuzzed_set_impedance_requests_are_answered_without_an_internal_error(running_server, request_, encoding):
+@given(request_=_impedance_request, encoding=st.sampled_from(["json", "msgpack"]), authenticated=st.booleans())
+def test_fuzzed_set_impedance_requests_are_answered_without_an_internal_error(running_server, request_, encoding,
+                                                                            authenticated):
     _, server, sock = running_server
+    if authenticated:               # as a client holding the token sends it: the checks after authentication
+        handshake = ClientHandshake(TOKEN, server.endpoint)
+        sock.send(msgpack.packb(handshake.hello()))
+        assert sock.poll(3000)
+        request_ = handshake.authenticate(msgpack.unpackb(sock.recv(), raw=False), request_)
     try:
         raw = json.dumps(request_).encode() if encoding == "json" else msgpack.packb(request_)
     except (ValueError, OverflowError, UnicodeEncodeError, TypeError):
@@ -417,7 +426,7 @@ def test_fuzzed_set_impedance_requests_are_answered_without_an_internal_error(ru
 def test_estop_answers_within_10_ms_right_after_the_fuzz(running_server):
     loop, server, sock = running_server
     assert loop.cycle > 100 and server.alive and not loop.failures
-    reply = request(server.endpoint, {"cmd": "set_impedance", "token": TOKEN, "stiffness": [1500.0] * 3 + [70.0] * 3})
+    reply = request(server.endpoint, {"cmd": "set_impedance", "stiffness": [1500.0] * 3 + [70.0] * 3}, token=TOKEN)
     assert reply["ok"], reply
     status = request(server.endpoint, {"cmd": "status"})
     assert status["limits"]["impedance"]["stiffness"] == [5000.0, 5000.0, 5000.0, 300.0, 300.0, 300.0]

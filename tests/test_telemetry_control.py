@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from rtctl.telemetry import ControlServer, request
+from rtctl.telemetry.client import ServerNotTrusted
 from rtctl.telemetry.schema import TOPIC_EVENT
 from telemetry_helpers import collect, make_loop, run_in_background, subscriber, wait_meta
 
@@ -47,9 +48,7 @@ def min_jerk_loop(token_file):
 
 
 def ask(loop, req, **kw):
-    if isinstance(req, dict):
-        req = {"token": TOKEN, **req}
-    return request(loop.control.endpoint, req, **kw)
+    return request(loop.control.endpoint, req, token=TOKEN if isinstance(req, dict) else None, **kw)
 
 
 def test_malformed_requests_are_refused_and_the_loop_keepsrun_in_background(min_jerk_loop):
@@ -78,8 +77,10 @@ def test_malformed_requests_are_refused_and_the_loop_keepsrun_in_background(min_
     for req, reason in cases:
         reply = ask(loop, req)
         assert reply["ok"] is False and reason in reply["error"], (req, reply)
-    reply = request(loop.control.endpoint, {"cmd": "set_gains", "kp": 100.0, "token": "wrong"})
-    assert reply == {"ok": False, "error": "set_gains: missing or wrong token (status and estop need none)"}
+    reply = request(loop.control.endpoint, {"cmd": "set_gains", "kp": 100.0})
+    assert reply["ok"] is False and reply["error"].startswith("set_gains: needs the token: send hello first"), reply
+    with pytest.raises(ServerNotTrusted, match="did not prove it holds the token"):
+        request(loop.control.endpoint, {"cmd": "set_gains", "kp": 100.0}, token="not-the-token-0123456789")
     reply = request(loop.control.endpoint, {"cmd": "status"})  # open: reading moves nothing
     assert reply["ok"] is True and reply["tripped"] is False
     assert np.array_equal(loop.controller.kp, kp0)
@@ -108,7 +109,7 @@ def test_valid_changes_apply_at_a_cycle_boundary_and_are_logged(min_jerk_loop):
     kinds = [e["request"]["cmd"] for e in events]
     assert "set_gains" in kinds and "set_target" in kinds
     gains = next(e for e in events if e["request"]["cmd"] == "set_gains")
-    assert gains["request"]["kp"] == [300.0] * 7 and "token" not in gains["request"]
+    assert gains["request"]["kp"] == [300.0] * 7 and not {"token", "session", "proof"} & set(gains["request"])
 
 
 def test_estop_and_rearm_through_the_channel(min_jerk_loop):
@@ -131,20 +132,20 @@ def test_oscillator_parameters_and_phase_continuity():
     loop.hooks.append(lambda cycle, t, state, command: qd.append(loop.q_d[0]))
     th = run_in_background(loop, 2.0)
     try:
-        bad = request(ctl.endpoint, {"token": TOKEN, "cmd": "set_cpg", "amplitude": 3.0})
+        bad = request(ctl.endpoint, {"cmd": "set_cpg", "amplitude": 3.0}, token=TOKEN)
         assert not bad["ok"] and "leaves the soft limits" in bad["error"]
-        bad = request(ctl.endpoint, {"token": TOKEN, "cmd": "set_cpg", "frequency": 50.0})
+        bad = request(ctl.endpoint, {"cmd": "set_cpg", "frequency": 50.0}, token=TOKEN)
         assert not bad["ok"] and "(0, 5]" in bad["error"]
-        bad = request(ctl.endpoint, {"token": TOKEN, "cmd": "set_cpg", "pattern": "trot"})
+        bad = request(ctl.endpoint, {"cmd": "set_cpg", "pattern": "trot"}, token=TOKEN)
         assert not bad["ok"] and "no patterns" in bad["error"]
-        bad = request(ctl.endpoint, {"token": TOKEN, "cmd": "set_cpg", "frequency": 2.0})  # 2.5 rad/s peak
+        bad = request(ctl.endpoint, {"cmd": "set_cpg", "frequency": 2.0}, token=TOKEN)  # 2.5 rad/s peak
         assert not bad["ok"] and "joint 'joint1'" in bad["error"] and "above its velocity limit 1.71" in bad["error"]
-        reply = request(ctl.endpoint, {"token": TOKEN, "cmd": "set_cpg", "frequency": 1.0})
+        reply = request(ctl.endpoint, {"cmd": "set_cpg", "frequency": 1.0}, token=TOKEN)
         assert reply["ok"], reply
         k = reply["applied_cycle"]
-        bad = request(ctl.endpoint, {"token": TOKEN, "cmd": "set_cpg", "amplitude": 0.25, "center": [0.05] * 7})
+        bad = request(ctl.endpoint, {"cmd": "set_cpg", "amplitude": 0.25, "center": [0.05] * 7}, token=TOKEN)
         assert not bad["ok"] and "would step joint" in bad["error"]  # a jump of the desired position
-        reply = request(ctl.endpoint, {"token": TOKEN, "cmd": "set_cpg", "frequency": 0.8})
+        reply = request(ctl.endpoint, {"cmd": "set_cpg", "frequency": 0.8}, token=TOKEN)
         assert reply["ok"], reply
         k2 = reply["applied_cycle"]
         assert loop.trajectory.frequency.tolist() == [0.8] * 7 and loop.trajectory.amplitude.tolist() == [0.2] * 7
@@ -160,7 +161,7 @@ def test_oscillator_parameters_and_phase_continuity():
 def test_requests_to_a_stopped_loop():
     loop = make_loop()
     with ControlServer(loop, endpoint="tcp://127.0.0.1:0", apply_timeout=0.3, token=TOKEN) as ctl:
-        reply = request(ctl.endpoint, {"token": TOKEN, "cmd": "set_gains", "kp": 10.0})
+        reply = request(ctl.endpoint, {"cmd": "set_gains", "kp": 10.0}, token=TOKEN)
         assert not reply["ok"] and "reached no cycle boundary" in reply["error"]
         assert loop.controller.kp.tolist() == [400.0] * 7
         reply = request(ctl.endpoint, json.dumps({"cmd": "estop"}).encode())

@@ -85,6 +85,11 @@ def _control(args) -> int:
         key, sep, value = item.partition("=")
         if not sep:
             raise ValueError(f"expected KEY=VALUE, got {item!r}")
+        if key == "token":    # nothing is sent: ps shows every process's arguments to every user of the PC
+            print("rtctl control: token=...: a token is never taken from the command line (every user can read "
+                  "it with ps); it is read from --token-file, $RTCTL_CONTROL_TOKEN or the server's token file, "
+                  "and never sent", file=sys.stderr)
+            return 2
         try:
             req[key] = json.loads(value)
         except ValueError:
@@ -161,7 +166,7 @@ def add_commands(sub) -> list:
     d.add_argument("--endpoint", default=DEFAULT_TELEMETRY, help="telemetry endpoint to subscribe to")
     d.add_argument("--control", default=None,
                    help=f"control endpoint for the e-stop and re-arm buttons (e.g. {DEFAULT_CONTROL}); the dashboard "
-                        "holds no token: re-arm sends the one typed into the page")
+                        "holds no token: re-arm proves the one typed into the page, never sending it")
     d.add_argument("--host", default="127.0.0.1", help="address to serve on (default: loopback only)")
     d.add_argument("--port", type=argument_type("int", low=0, high=65535), default=8050,
                    help="TCP port (0: a free one)")

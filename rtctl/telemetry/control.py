@@ -5,9 +5,12 @@ so that one slow or hostile client can never hold the channel: every request is
 answered on its own, and an e-stop is answered at once whatever else is pending.
 A request is one frame holding a msgpack or JSON map (never pickle); the reply
 uses the request's encoding (garbage gets a msgpack reply). Every request has
-``"cmd"``, optionally ``"id"`` (echoed: an int64 or a short string) and ``"token"``.
+``"cmd"``, optionally ``"id"`` (echoed: an int64 or a short string); a command marked
+*token* also ``"session"`` and ``"proof"`` from a ``hello`` just before (never the token).
 
 =================  ======================================================================
+``hello``          open; ``nonce``: opens a session, answered with the server's proof
+                   (:mod:`.handshake`)
 ``status``         open; replies cycle, t, tripped, trip_reason, kp, kd, trajectory, limits
 ``estop``          open; ``reason`` (str): latch the safe state, applied by the channel's
                    thread itself, at once (not at a cycle boundary)
@@ -38,7 +41,8 @@ e-stop only ever makes the robot safer; like the red button on the robot, it mus
 for whoever is there, without a credential that might be missing in an emergency. The
 cost, that any local process that reaches the endpoint can stop the robot, is a denial
 of service that ends in the safe state. Every other command needs the token
-(:mod:`rtctl.telemetry.auth`), compared in constant time.
+(:mod:`rtctl.telemetry.auth`), which never crosses the wire: client and server prove to each
+other that they hold it, for this server and this session only (:mod:`.handshake`).
 
 Malformed input never reaches the loop and never ends the channel: a request with the
 wrong number of frames, an empty frame, undecodable bytes, nesting deeper than
@@ -62,9 +66,9 @@ request format and structure checks are in :mod:`.requests`, each command's chec
 from __future__ import annotations
 
 import collections
-import hmac
 import math
 import os
+import secrets
 import threading
 import time
 
@@ -73,8 +77,10 @@ import zmq
 from .client import ServerNotTrusted, request
 from .commands import CommandValidation
 from .endpoints import LOOPBACK_HOSTS, bind, check_endpoint, close
-from .requests import (COMMANDS, COMMON, INT64_MAX, INT64_MIN, MAX_DEPTH, MAX_ELEMENTS, MAX_REQUEST_BYTES, MAX_STRING,
-                       OPEN_COMMANDS, Refused, check_command, check_request_structure, decode_request, encode_reply)
+from .handshake import Sessions, server_identity
+from .requests import (AUTH_FIELDS, COMMANDS, COMMON, HELLO, INT64_MAX, INT64_MIN, MAX_DEPTH, MAX_ELEMENTS,
+                       MAX_REQUEST_BYTES, MAX_STRING, OPEN_COMMANDS, Refused, check_command, check_request_structure,
+                       decode_request, encode_reply)
 
 __all__ = ["COMMANDS", "COMMON", "INT64_MAX", "INT64_MIN", "MAX_DEPTH", "MAX_ELEMENTS", "MAX_FRAMES", "MAX_PENDING",
            "MAX_REQUEST_BYTES", "MAX_STRING", "OPEN_COMMANDS", "CommandSchedule", "ControlServer", "Refused",
@@ -122,6 +128,8 @@ class ControlServer(CommandValidation):
         self._bind = check_endpoint(endpoint, allow_remote, "control endpoint")
         self.token = None if token is None else check_token(token, "control token")
         self.token_source = token_source  # where the token came from, for the start-up message
+        self.run_id = secrets.token_hex(8)  # this server's life, in every proof (a proof for another run is void)
+        self._sessions = self._new_sessions(self._bind)
         self._curve = None
         if curve_secret_key is not None or curve_clients is not None:
             self._curve = _curve_settings(curve_secret_key, curve_clients)
@@ -197,7 +205,16 @@ class ControlServer(CommandValidation):
             sock.curve_publickey, sock.curve_secretkey = public, secret
             sock.curve_server = True
         self.endpoint = bind(sock, self._bind)
+        self._sessions = self._new_sessions(self.endpoint)
         return sock
+
+    def _new_sessions(self, endpoint: str):
+        return None if self.token is None else Sessions(self.token, server_identity(endpoint), self.run_id)
+
+    @property
+    def identity(self) -> str:
+        """The endpoint as proofs name it (:func:`~.handshake.server_identity`; before a bind, the one asked for)."""
+        return server_identity(self.endpoint or self._bind)
 
     def _run(self) -> None:
         try:
@@ -301,21 +318,20 @@ class ControlServer(CommandValidation):
     def handle(self, request, deferred: bool = False):
         """Validate and apply ``request``; a reply dict, or with ``deferred`` a :class:`_Pending` to answer
         once the loop has applied it. Raises :class:`Refused` with the reason."""
-        cmd, request = check_command(request, COMMON)
+        cmd, request = check_command(request, COMMON, AUTH_FIELDS)
         rid = request.get("id")
         if rid is not None and not (isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool))):
             raise Refused(f"id: expected an integer or a string, got {type(rid).__name__}")
         if cmd not in OPEN_COMMANDS:
-            given = request.get("token")
-            if self.token is None:
+            if self._sessions is None:
                 raise Refused(f"{cmd}: this server has no token, so it accepts only {sorted(OPEN_COMMANDS)}")
-            if not isinstance(given, str) or not hmac.compare_digest(given.encode(), self.token.encode()):
-                raise Refused(f"{cmd}: missing or wrong token (status and estop need none)")
-        if cmd == "status":
+            if cmd != HELLO:
+                self._sessions.check(cmd, request)
+                request = {k: v for k, v in request.items() if k not in AUTH_FIELDS}
+        if cmd == HELLO:
+            reply = {"ok": True, **self._sessions.hello(request)}
+        elif cmd == "status":
             reply = self.status()
-            challenge = request.get("challenge")
-            if challenge is not None:
-                reply["proof"] = self._proof(challenge)
         elif cmd == "estop":
             reply = self._estop_now(request)
         else:
@@ -333,15 +349,6 @@ class ControlServer(CommandValidation):
             reply["id"] = rid
         return reply
 
-    def _proof(self, challenge) -> str:
-        """HMAC-SHA256(token, challenge): shows a client that this server holds its token before the client
-        sends it (a process squatting on the port cannot compute it)."""
-        if not isinstance(challenge, str) or not 16 <= len(challenge) <= 128:
-            raise Refused("challenge: expected a string of 16 to 128 characters")
-        if self.token is None:
-            raise Refused("challenge: this server has no token")
-        return hmac.new(self.token.encode(), challenge.encode(), "sha256").hexdigest()
-
     def _estop_now(self, request) -> dict:
         apply, clean = self._validate_estop(request)
         detail = apply(self.loop)
@@ -356,8 +363,8 @@ class ControlServer(CommandValidation):
         :class:`Refused` with the reason. Returns the applied change's description.
         """
         cmd, request = check_command(request, {"cmd", "id"})
-        if cmd == "status":
-            raise Refused(f"cmd: 'status' is not a change; commands: {sorted(set(COMMANDS) - {'status'})}")
+        if cmd in ("status", HELLO):
+            raise Refused(f"cmd: {cmd!r} is not a change; commands: {sorted(set(COMMANDS) - {'status'})}")
         apply, clean = getattr(self, f"_validate_{cmd}")(request)
         detail = apply(self.loop)
         self.accepted += 1
@@ -485,8 +492,8 @@ class CommandSchedule:
             request = {key: v for key, v in entry.items() if key != "t"}
             try:
                 cmd, request = check_command(request, {"cmd"})
-                if cmd == "status":
-                    raise Refused("cmd: 'status' is not a change")
+                if cmd in ("status", HELLO):
+                    raise Refused(f"cmd: {cmd!r} is not a change")
                 getattr(self.server, f"_validate_{cmd}")(request)
             except Refused as exc:
                 raise Refused(f"[[schedule]] {k} (t = {entry['t']:g} s): {exc}") from None

@@ -36,11 +36,13 @@ Commands. The page sends ``{"cmd": ..., "token": ...}`` text messages of at most
 :data:`MAX_COMMAND_BYTES` (a longer one closes that connection, code 1009), handled
 one at a time per client with at most :data:`MAX_QUEUED_COMMANDS` waiting; only
 ``estop``, ``rearm`` and ``status`` are forwarded to the control endpoint as
-control-channel requests. ``estop`` and ``status`` need no token and never carry
+control-channel requests. ``estop`` and ``status`` need no token and never use
 one (a mistyped token must not stand between the operator and the e-stop).
-``rearm`` carries the token the operator typed into the page's password field
-(kept in the page only: no storage, no URL); the dashboard holds no token of its
-own and adds none, so the control channel decides. Anything else (binary, not JSON, not a map, too deep, unknown fields)
+``rearm`` uses the token the operator typed into the page's password field
+(kept in the page only: no storage, no URL) as ``rtctl control`` does
+(:mod:`.handshake`): the control endpoint must prove it holds that token before
+the dashboard proves it too, and the token itself is never sent; the dashboard
+holds no token of its own. Anything else (binary, not JSON, not a map, too deep, unknown fields)
 gets an ``{"ok": false, "error": ...}`` reply and the connection stays up.
 
 Memory is bounded whether or not a browser is connected: batches waiting for
@@ -66,7 +68,9 @@ import zmq
 import zmq.asyncio
 
 from .auth import MAX_TOKEN_BYTES
+from .client import decode_reply
 from .endpoints import LOOPBACK_HOSTS, check_connect_endpoint, tcp_in_use
+from .handshake import ClientHandshake, ServerNotTrusted
 from .requests import MAX_REPLY_BYTES
 from .schema import TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, SchemaError, decode
 from .jsonvalues import dumps
@@ -308,30 +312,44 @@ class Dashboard:
         out = {"cmd": cmd}
         if cmd == "estop":
             out["reason"] = "dashboard e-stop button"
-        if cmd in TOKEN_COMMANDS and token:
-            out["token"] = token
-        return {**await self._forward(out), "cmd": cmd}
+        handshake = None
+        if cmd in TOKEN_COMMANDS:
+            if not token:
+                return {"ok": False, "cmd": cmd, "error": f"{cmd} needs the control token: type it into the token "
+                                                          "field"}
+            handshake = ClientHandshake(token, self.control_endpoint)
+        return {**await self._forward(out, handshake), "cmd": cmd}
 
-    async def _forward(self, request: dict) -> dict:
-        """One control-channel request; the reply map, or an error reply naming what went wrong."""
+    async def _forward(self, request: dict, handshake=None) -> dict:
+        """One control-channel request, after ``handshake`` (:mod:`.handshake`: the token is never sent, and
+        nothing is proved to an endpoint that does not prove itself); the reply map, or an error reply."""
         sock = self._zctx.socket(zmq.REQ)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.MAXMSGSIZE, MAX_REPLY_BYTES)
         try:
             sock.connect(self.control_endpoint)
-            await sock.send(msgpack.packb(request, use_bin_type=True))
-            if not await sock.poll(int(CONTROL_TIMEOUT_S * 1000)):
-                return {"ok": False, "error": f"control endpoint did not answer within {CONTROL_TIMEOUT_S:g} s"}
-            raw = await sock.recv()
+            if handshake is not None:
+                hello = await self._ask(sock, handshake.hello())
+                try:
+                    request = handshake.authenticate(hello, request)
+                except ServerNotTrusted as exc:
+                    return {"ok": False, "error": str(exc)}
+            reply = await self._ask(sock, request)
         finally:
             sock.close(linger=0)
+        return {k: v for k, v in reply.items() if k not in ("token", "proof", "session")}
+
+    async def _ask(self, sock, request: dict) -> dict:
+        await sock.send(msgpack.packb(request, use_bin_type=True))
+        if not await sock.poll(int(CONTROL_TIMEOUT_S * 1000)):
+            return {"ok": False, "error": f"control endpoint did not answer within {CONTROL_TIMEOUT_S:g} s"}
         try:
-            reply = json.loads(raw) if raw[:1] == b"{" else msgpack.unpackb(raw, raw=False)
-        except Exception:  # noqa: BLE001
-            return {"ok": False, "error": "control endpoint sent a reply that is neither JSON nor msgpack"}
+            reply = decode_reply(await sock.recv())
+        except ValueError as exc:
+            return {"ok": False, "error": str(exc)}
         if not isinstance(reply, dict):
             return {"ok": False, "error": f"control endpoint sent a {type(reply).__name__}, not a map"}
-        return {str(k): v for k, v in reply.items() if k != "token"}
+        return {str(k): v for k, v in reply.items()}
 
     # -- ZeroMQ side -----------------------------------------------------------------------------------
     async def _zmq_reader(self):

@@ -12,7 +12,7 @@ import json
 import msgpack
 
 COMMANDS = {
-    "status": {"challenge"},
+    "status": set(),
     "set_gains": {"kp", "kd"},
     "set_target": {"goal", "duration"},
     "set_cpg": {"amplitude", "frequency", "phase", "center", "pattern"},
@@ -21,7 +21,10 @@ COMMANDS = {
     "rearm": set(),
 }
 OPEN_COMMANDS = frozenset({"status", "estop"})
-COMMON = {"cmd", "id", "token"}
+HELLO = "hello"                       # opens a session (rtctl.telemetry.handshake); open, changes nothing
+HELLO_FIELDS = {"nonce"}
+COMMON = {"cmd", "id"}
+AUTH_FIELDS = {"session", "proof"}    # what a command that needs the token carries instead of it
 MAX_REQUEST_BYTES = 65536   # ZMQ_MAXMSGSIZE of the control socket: a longer frame drops the connection unread
 MAX_REPLY_BYTES = 1 << 20   # ZMQ_MAXMSGSIZE of a client's socket (a status reply: a few kB)
 MAX_DEPTH = 3          # the request map, a list in it, the numbers in the list
@@ -71,16 +74,24 @@ def check_request_structure(request) -> dict:
     return request
 
 
-def check_command(request, common_fields) -> tuple[str, dict]:
-    """(command, request) once the structure is sound, the command known and every field one the command
-    or ``common_fields`` allows; raises :class:`Refused` naming the first that is not."""
+def check_command(request, common_fields, auth_fields=frozenset()) -> tuple[str, dict]:
+    """(command, request) once the structure is sound, the command known (``hello`` too) and every field one
+    the command or ``common_fields`` allows, and ``auth_fields`` on a command that needs the token; raises
+    :class:`Refused` naming the first that is not. A ``token`` field is refused: the token is never sent."""
     check_request_structure(request)
     cmd = request.get("cmd")
-    if not isinstance(cmd, str) or cmd not in COMMANDS:
+    if cmd == HELLO:
+        fields = HELLO_FIELDS
+    elif isinstance(cmd, str) and cmd in COMMANDS:
+        fields = COMMANDS[cmd] | (set() if cmd in OPEN_COMMANDS else auth_fields)
+    else:
         raise Refused(f"cmd: unknown or missing command {str(cmd)[:40]!r}; commands: {sorted(COMMANDS)}")
-    unknown = sorted(set(request) - COMMANDS[cmd] - common_fields)
+    if "token" in request:
+        raise Refused(f"{cmd}: token: the token is never sent; the client proves it holds it (hello, then the "
+                      "command with its session and proof: rtctl control and the dashboard do)")
+    unknown = sorted(set(request) - fields - common_fields)
     if unknown:
-        raise Refused(f"{cmd}: unknown field '{unknown[0]}'; allowed: {sorted(COMMANDS[cmd])}")
+        raise Refused(f"{cmd}: unknown field '{unknown[0]}'; allowed: {sorted(fields)}")
     return cmd, request
 
 
