@@ -230,3 +230,20 @@ def test_compiling_is_announced_with_a_count_and_cache_hits_are_silent():
     with CompileProgress(silent):
         kernel(4.0)
     assert silent.getvalue() == ""
+
+
+@pytest.mark.parametrize("robot", ["stewart", "jaw"])
+def test_info_on_a_parallel_mechanism_gives_its_closed_chains_mass(capsys, robot):
+    """The Stewart platform and the jaw robot run as six massless leg joints; the mass those move is the
+    closed chain of the paper's model (Lopes 2009, Table 2; Kalani et al. 2018, both platforms), not 0 kg,
+    and their forward dynamics is the mechanism's, so no leg is reported as a massless subtree that raises."""
+    from rtctl.plants.jaw.model import JAW_PARAMETERS, ROBOT_PARAMETERS
+    from rtctl.plants.stewart.model import TABLE2
+
+    sets = [TABLE2] if robot == "stewart" else [ROBOT_PARAMETERS, JAW_PARAMETERS]
+    mass = sum(p["m_P"] + 6 * p["m_C"] + 6 * p["m_S"] for p in sets)
+    assert main(["info", robot]) == 0
+    out = capsys.readouterr().out
+    assert f"total mass: {mass:.6g} kg, of the closed chain the joints move" in out
+    assert "massless subtrees" not in out and "raises" not in out
+    assert f"(the closed chain's: {mass:.4g} kg)" in out

@@ -73,6 +73,8 @@ import math
 
 import numpy as np
 
+from rtctl.model.closed_chain import ClosedChain
+
 from . import kernels as _jk
 from ..stewart import kernels as _sk
 from ..stewart.model import BODY_BITS, WORKSPACE_REASONS, StewartPlatform
@@ -520,8 +522,14 @@ class JawRehabRobot:
 
     # ------------------------------------------------------------ the loop's model
     def actuator_model(self, name: str = "jaw"):
-        """Six massless prismatic joints ``leg1..leg6`` = the robot's legs (stroke, velocity, force limits)."""
-        return self.robot.actuator_model(name)
+        """Six massless prismatic joints ``leg1..leg6`` = the robot's legs (stroke, velocity, force limits),
+        moving the robot and the jaw model as one closed chain."""
+        chain = ClosedChain("masticatory rehabilitation robot of Kalani et al. (2018, seed 003): the robot's "
+                            "6-UPS platform and the jaw model's, joined at the bite splint",
+                            self.robot.moving_parts("robot's platform", "robot's ")
+                            + self.jaw.moving_parts("mandible", "jaw model's "),
+                            "Gibbs-Appell inverse dynamics (appendix A-D), the jaw's legs passive")
+        return self.robot.actuator_model(name, chain)
 
     def forward_kinematics(self, lengths, guess=None) -> np.ndarray:
         """The pose from the robot's leg lengths (Newton-Raphson from ``guess``, default the rest pose)."""

@@ -43,6 +43,7 @@ import math
 import numpy as np
 
 from rtctl.model import inertia_scale_factor, payload_mass
+from rtctl.model.closed_chain import ClosedChain
 
 from . import kernels as _k
 from . import solvers as _ks
@@ -367,9 +368,10 @@ class StewartPlatform:
         raise RuntimeError("no pose inside the workspace found")
 
     # ------------------------------------------------------------ the loop's model
-    def actuator_model(self, name: str = "stewart"):
+    def actuator_model(self, name: str = "stewart", closed_chain: ClosedChain | None = None):
         """The loop's actuator-space model: six independent massless prismatic joints ``leg1..leg6``
-        (q = leg lengths, v = rates, effort = leg forces) with the stroke, velocity and force limits."""
+        (q = leg lengths, v = rates, effort = leg forces) with the stroke, velocity and force limits; its
+        ``closed_chain`` (default :meth:`closed_chain`) says what they move."""
         from rtctl.model import ModelBuilder
 
         b = ModelBuilder(name)
@@ -377,7 +379,17 @@ class StewartPlatform:
             b.add_body(f"leg{i + 1}", -1, "prismatic", joint_name=f"leg{i + 1}", axis=(0, 0, 1),
                        lower=self.stroke[0], upper=self.stroke[1], velocity_limit=self.velocity_limit,
                        effort_limit=self.force_limit)
-        return b.build()
+        model = b.build()
+        model.closed_chain = closed_chain or self.closed_chain()
+        return model
+
+    def moving_parts(self, platform: str = "platform", legs: str = "") -> tuple[tuple[str, float], ...]:
+        """``(name, mass kg)`` of the moving platform, the six cylinders and the six pistons."""
+        return ((platform, self.m_P), (f"{legs}6 cylinders", 6 * self.m_C), (f"{legs}6 pistons", 6 * self.m_S))
+
+    def closed_chain(self) -> ClosedChain:
+        return ClosedChain("6-UPS Stewart platform of Lopes (2009, seed 001)", self.moving_parts(),
+                           "the generalized-momentum model (eqs. 81-83), leg forces tau = J_C^-T f (eq. 84)")
 
     def __repr__(self):
         return (f"StewartPlatform(r_B={self.r_B}, r_P={self.r_P}, phi_B={math.degrees(self.phi_B):g} deg, "

@@ -370,6 +370,7 @@ class Model:
                 self.friction[self.idx_v[i]] = b.friction
         self.mimic = None  # a rtctl.model.mimic.MimicCoupling when some joints mimic others
         self.inertia_findings = []  # rtctl.model.inertia.InertiaFinding of each link warned about or repaired
+        self.closed_chain = None  # a rtctl.model.closed_chain.ClosedChain the joints move (a parallel mechanism)
         self.armature = np.zeros(self.nv)
         self.packed_int, self.packed_float = self._pack()
 
@@ -524,9 +525,10 @@ class Model:
 
     def describe(self) -> str:
         """Human-readable tree: bodies, joints, masses, DOF."""
+        moved = "" if self.closed_chain is None else f" (the closed chain's: {self.closed_chain.total_mass:.4g} kg)"
         lines = [
             (f"model {show(self.name)}: {self.nbodies} bodies, nq = {self.nq}, nv (DOF) = {self.nv}, "
-             f"total mass = {self.total_mass:.4g} kg, gravity = {self.gravity.tolist()} m/s^2"),
+             f"total mass = {self.total_mass:.4g} kg{moved}, gravity = {self.gravity.tolist()} m/s^2"),
             f"base: {self.base} ({self.n_base_bodies} bodies, {self.n_base_dofs} unactuated DOFs)",
         ]
         depth = np.zeros(self.nbodies, dtype=int)

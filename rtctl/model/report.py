@@ -21,11 +21,17 @@ def urdf_report(source: str | os.PathLike, floating_base: str | None = None, ine
 
 def model_report(model: Model) -> str:
     """Dofs, total mass, base, massless subtrees, inertias warned or repaired, mimic joints, missing limits."""
+    chain = model.closed_chain
     lines = [f"model '{model.name}': {model.nbodies} bodies, nq = {model.nq}, nv = {model.nv} DOFs",
-             f"total mass: {model.total_mass:.6g} kg",
+             f"total mass: {model.total_mass:.6g} kg" if chain is None else
+             f"total mass: {chain.total_mass:.6g} kg, of the closed chain the joints move (the tree's bodies: "
+             f"{model.total_mass:.6g} kg)",
              f"base: {model.base} ({model.n_base_dofs} unactuated DOFs)"]
-    lines += _section("massless subtrees (forward dynamics raises; ID and M work)",
-                      [f"joint '{name}'" for name in massless_subtree_joints(model)])
+    if chain is None:
+        lines += _section("massless subtrees (forward dynamics raises; ID and M work)",
+                          [f"joint '{name}'" for name in massless_subtree_joints(model)])
+    else:
+        lines += chain.report()
     action = " (repaired)" if _repaired(model) else " (kept as written)"
     lines += _section("inertias physically inconsistent" + action, [f.describe() for f in model.inertia_findings])
     if model.mimic is not None:
