@@ -110,6 +110,12 @@ class Controller(abc.ABC):
         return gain_violation(kp, kd, sampling, self.joint_names, inertia=None if ones else inertia,
                               units=self.gain_units)
 
+    def tracked(self) -> tuple[tuple[str, ...], np.ndarray] | None:
+        """What the run's report tracks: None (the default) for the actuated joints' ``q_d - q``; a law
+        that follows something else (a frame's pose) returns its names (with units) and the array its
+        :meth:`update` writes that error into every cycle."""
+        return None
+
     def on_activate(self) -> None:
         """Before the first cycle and after a re-arm: reset integrators, clocks, filters."""
 

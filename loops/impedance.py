@@ -696,6 +696,12 @@ class CartesianImpedance(Controller):
                           np.ascontiguousarray(q, dtype=float), out)
         return out
 
+    def tracked(self):
+        """The frame's pose error ``[log(R_d R^T); p_d - p]`` (rad, m; world axes), not the posture's joints."""
+        names = tuple(f"{self.frame} {axis} ({unit})" for axis, unit in
+                      (("rx", "rad"), ("ry", "rad"), ("rz", "rad"), ("x", "m"), ("y", "m"), ("z", "m")))
+        return names, self.error
+
     def update(self, t, dt, q, v, q_d, qd_d, qdd_d, effort) -> None:
         """Write the joint torques (nv) into ``effort``; allocation-free for float64 C vectors."""
         dyn = self.dyn

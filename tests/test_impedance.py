@@ -216,7 +216,12 @@ def track(feedforward):
     loop.hooks.append(hook)
     report = loop.run(duration=1.5)
     assert not report.tripped, report.trip_reason
-    return np.array(rows["e"]), np.array(rows["lam"])
+    e = np.array(rows["e"])
+    # The run's report tracks what this law follows, the frame's pose, not the posture's joints.
+    assert report.tracked_names[3:] == [f"{ctl.frame} {axis} (m)" for axis in "xyz"]
+    np.testing.assert_array_equal(report.tracking_max, np.abs(e).max(axis=0))
+    np.testing.assert_allclose(report.tracking_rms, np.sqrt((e * e).mean(axis=0)), rtol=1e-12)
+    return e, np.array(rows["lam"])
 
 
 def test_cartesian_min_jerk_move_is_tracked_within_the_bound_of_a_critically_damped_spring():

@@ -304,7 +304,7 @@ def test_request_stop_ends_the_run_after_the_cycle_in_progress_and_only_that_run
 
 def test_a_run_with_more_than_one_percent_overruns_says_so_loudly():
     def report(overruns):
-        return LoopReport(cycles=1000, duration=1.0, rate_hz=1000.0, joint_names=["j"], tracking_rms=np.zeros(1),
+        return LoopReport(cycles=1000, duration=1.0, rate_hz=1000.0, tracked_names=["j"], tracking_rms=np.zeros(1),
                           tracking_max=np.zeros(1), timing={"compute": dict(min=100.0, mean=300.0, p50=280.0, p99=950.0, max=1500.0)}, overruns=overruns,
                           skipped_cycles=0, tripped=False, trip_reason="")
     assert report(10).overrun_warning() == "" and "WARNING" not in report(10).format()

@@ -92,7 +92,7 @@ def test_overruns_from_late_wake_ups_are_blamed_on_the_wake_up_latency(monkeypat
 
 def _report(stats, rate_hz=1000.0):
     s = stats.summary()
-    return LoopReport(cycles=stats.cycles, duration=stats.cycles / rate_hz, rate_hz=rate_hz, joint_names=["j"],
+    return LoopReport(cycles=stats.cycles, duration=stats.cycles / rate_hz, rate_hz=rate_hz, tracked_names=["j"],
                       tracking_rms=np.zeros(1), tracking_max=np.zeros(1),
                       timing={k: v for k, v in s.items() if isinstance(v, dict)}, overruns=stats.overruns,
                       skipped_cycles=0, tripped=False, trip_reason="", late=stats.late_summary(1.0 / rate_hz))

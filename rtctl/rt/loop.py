@@ -104,11 +104,21 @@ def _recovery_blend(t, start, q, v, q_index, v_index, q_d, qd_d, qdd_d, offset, 
 @njit(cache=True)
 def _accumulate_tracking(q, q_index, q_d, max_abs, sum_sq):
     for k in range(q_index.shape[0]):
-        e = q_d[k] - q[q_index[k]]
-        a = abs(e)
-        if a > max_abs[k] or not np.isfinite(a):
-            max_abs[k] = a
-        sum_sq[k] += e * e
+        _accumulate(k, q_d[k] - q[q_index[k]], max_abs, sum_sq)
+
+
+@njit(cache=True)
+def _accumulate_error(error, max_abs, sum_sq):
+    for k in range(error.shape[0]):
+        _accumulate(k, error[k], max_abs, sum_sq)
+
+
+@njit(cache=True, inline="always")
+def _accumulate(k, e, max_abs, sum_sq):
+    a = abs(e)
+    if a > max_abs[k] or not np.isfinite(a):
+        max_abs[k] = a
+    sum_sq[k] += e * e
 
 
 class ControlLoop:
@@ -150,8 +160,11 @@ class ControlLoop:
         n = controller.n
         self.q_d, self.qd_d, self.qdd_d = np.zeros(n), np.zeros(n), np.zeros(n)
         self.stats = CycleStats(stats_capacity)
-        self.tracking_max = np.zeros(n)
-        self.tracking_sum_sq = np.zeros(n)
+        tracked = controller.tracked()
+        self.tracked_names = list(controller.joint_names) if tracked is None else list(tracked[0])
+        self._tracked_error = None if tracked is None else tracked[1]   # else the joints' q_d - q
+        self.tracking_max = np.zeros(len(self.tracked_names))
+        self.tracking_sum_sq = np.zeros(len(self.tracked_names))
         self.cycle = 0
         self._recovery = np.zeros(2)
         self._recovery_state = R_IDLE
@@ -218,7 +231,10 @@ class ControlLoop:
                 except Exception as exc:
                     self._component_failed(driver, "write", exc)
                 plant += self._plant_clocks[k][0]
-        _accumulate_tracking(state.q, self.controller.q_index, self.q_d, self.tracking_max, self.tracking_sum_sq)
+        if self._tracked_error is None:
+            _accumulate_tracking(state.q, self.controller.q_index, self.q_d, self.tracking_max, self.tracking_sum_sq)
+        else:
+            _accumulate_error(self._tracked_error, self.tracking_max, self.tracking_sum_sq)
         write_done = clock()
         parts[0, slot] = read_done - start
         parts[1, slot] = control_done - read_done
@@ -312,6 +328,7 @@ class ControlLoop:
                             self.controller.v_index, cycle.q_d, cycle.qd_d, cycle.qdd_d, offset, recovery,
                             self._recovery_vmax, self._recovery_amax)
         _accumulate_tracking(cycle.state.q, self.controller.q_index, cycle.q_d, np.zeros(n), np.zeros(n))
+        _accumulate_error(np.zeros(6), np.zeros(6), np.zeros(6))
         for driver in self.drivers:
             driver.warm(cycle)
         self.trajectory.warm(cycle)
@@ -481,7 +498,7 @@ class ControlLoop:
             cycles=self.cycle,
             duration=self.cycle * self.period,
             rate_hz=self.rate_hz,
-            joint_names=list(self.controller.joint_names),
+            tracked_names=list(self.tracked_names),
             tracking_rms=np.sqrt(self.tracking_sum_sq / n),
             tracking_max=self.tracking_max.copy(),
             timing={k: v for k, v in summary.items() if isinstance(v, dict)},

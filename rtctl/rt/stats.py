@@ -184,7 +184,7 @@ class LoopReport:
     cycles: int
     duration: float
     rate_hz: float
-    joint_names: list[str]
+    tracked_names: list[str]    # the actuated joints, or what the controller tracks instead (a frame's pose)
     tracking_rms: np.ndarray
     tracking_max: np.ndarray
     timing: dict
@@ -265,7 +265,7 @@ class LoopReport:
     def format(self) -> str:
         lines = [f"ran {self.cycles} cycles at {self.rate_hz:g} Hz ({self.duration:.3f} s of control time)",
                  self.realtime, "", "tracking error (rad or m)       RMS          max"]
-        for name, rms, mx in zip(self.joint_names, self.tracking_rms, self.tracking_max):
+        for name, rms, mx in zip(self.tracked_names, self.tracking_rms, self.tracking_max):
             lines.append(f"  {name:<26}{rms:>11.3e}  {mx:>11.3e}")
         lines += ["", "loop timing (us)        min      mean       p50       p99       max"]
         for metric in ("period", "latency", "compute", *PARTS):
