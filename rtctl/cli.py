@@ -190,9 +190,13 @@ def _cmd_sweep(args) -> int:
 
 
 def _cmd_sweep_report(args) -> int:
-    from .sweep.report import sweep_report
+    from .sweep.report import missing_runs, sweep_report
+    from .sweep.results import read_columns
 
     print(f"rtctl sweep-report: wrote {sweep_report(args.results, args.out, args.metrics, args.pareto)}")
+    missing = missing_runs(args.results, len(read_columns(args.results)["run_id"]))
+    if missing:
+        print(f"rtctl sweep-report: warning: {missing}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -235,6 +235,7 @@ def test_cli_sweep_and_report(tmp_path, capsys):
     assert "4 runs: 4 already done, 0 ran" in capsys.readouterr().out
     png = tmp_path / "report.png"
     assert main(["sweep-report", str(out), "--out", str(png)]) == 0
+    assert "missing" not in capsys.readouterr().err                  # all 4 planned runs are there
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     assert main(["sweep", str(tmp_path / "nope.toml"), "--out", str(out)]) == 2
 

@@ -117,7 +117,7 @@ def test_results_set_aside_by_a_killed_fresh_sweep_are_put_back(old_results):
     assert (summary.skipped, summary.ran) == (3, 0) and len(read_rows(out)) == 3 and leftovers(out) == []
 
 
-def test_interrupt_finalizes_the_finished_rows(tmp_path):
+def test_interrupt_finalizes_the_finished_rows(tmp_path, capsys):
     sweep = load_sweep(write(tmp_path, TINY))
     out = tmp_path / "i.parquet"
 
@@ -132,6 +132,9 @@ def test_interrupt_finalizes_the_finished_rows(tmp_path):
         run_sweep(sweep, out, backend=CtrlCAfterOne(), progress=False)
     assert (info.value.done, info.value.total, info.value.ran) == (1, 3, 1)
     assert len(read_rows(out)) == 1 and leftovers(out) == []
+    # Its report says half the sweep is missing, not "1 runs (ok 1)" as if that were all.
+    assert main(["sweep-report", str(out), "--out", str(tmp_path / "i.png")]) == 0
+    assert "warning: 2 of the sweep's 3 planned runs are missing (interrupted" in capsys.readouterr().err
     # Ctrl-C before the first row of a --fresh sweep: the earlier results are put back
     before = out.read_bytes()
 

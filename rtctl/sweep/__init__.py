@@ -72,7 +72,8 @@ def run_sweep(sweep: Sweep, out: str | Path, *, backend: Backend | None = None, 
     store.recover_aside()
     runs = sweep.runs()
     wanted = {r["run_id"] for r in runs}
-    metadata = {"sweep": sweep.source, "method": sweep.method, "parameters": [p.path for p in sweep.parameters]}
+    metadata = {"sweep": sweep.source, "method": sweep.method, "parameters": [p.path for p in sweep.parameters],
+                "planned_runs": len(runs)}
     if not resume:
         store.set_aside()
     own_backend = backend is None

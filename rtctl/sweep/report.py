@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .results import read_columns
+from .results import read_columns, read_metadata
 
 METRIC_LABELS = {
     "tracking_rms": "tracking RMS, worst joint (rad; m prismatic)",
@@ -74,6 +74,16 @@ def _numeric(values) -> np.ndarray | None:
             return None
         out.append(float(v))
     return np.asarray(out)
+
+
+def missing_runs(results: str | Path, rows: int) -> str:
+    """'' when the file holds every run its sweep planned; else one line saying how many are missing (an
+    interrupted sweep: running it again resumes it)."""
+    planned = read_metadata(results).get("planned_runs")
+    if not isinstance(planned, int) or rows >= planned:
+        return ""
+    return (f"{planned - rows} of the sweep's {planned} planned runs are missing (interrupted; run the same "
+            "`rtctl sweep` again to resume it)")
 
 
 def sweep_report(results: str | Path, out: str | Path, metrics=("tracking_rms", "peak_effort", "actuator_energy"),
@@ -139,7 +149,9 @@ def sweep_report(results: str | Path, out: str | Path, metrics=("tracking_rms", 
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
         ax.grid(True, alpha=0.3)
     counts = {s: int((status == s).sum()) for s in np.unique(status)}
-    fig.suptitle(f"{Path(results).name}: {len(status)} runs ({', '.join(f'{k} {v}' for k, v in counts.items())})")
+    title = f"{Path(results).name}: {len(status)} runs ({', '.join(f'{k} {v}' for k, v in counts.items())})"
+    missing = missing_runs(results, len(status))
+    fig.suptitle(f"{title}\nINCOMPLETE: {missing}" if missing else title, color="tab:red" if missing else "black")
     fig.tight_layout()
     out = Path(out)
     fig.savefig(out, dpi=110)

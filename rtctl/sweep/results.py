@@ -154,6 +154,21 @@ class ResultStore:
         return len(rows)
 
 
+def read_metadata(path: str | Path) -> dict:
+    """What :meth:`ResultStore.finalize` stored beside the rows (the sweep file, method, parameters, planned
+    runs); {} for a file without it."""
+    import pyarrow.parquet as pq
+
+    stored = pq.read_schema(path).metadata or {}
+    out = {}
+    for key, value in stored.items():
+        try:
+            out[key.decode()] = json.loads(value)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            continue        # pyarrow's own schema entry, or not ours
+    return out
+
+
 def read_rows(path: str | Path) -> list[dict]:
     """The rows of a results file as dicts."""
     import pyarrow.parquet as pq
