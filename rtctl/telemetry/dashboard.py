@@ -78,7 +78,7 @@ from .subscriptions import MAX_STREAM_MESSAGE_BYTES
 from .tools import PublisherWait
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "data" / "dashboard"
-HIST_EDGES_US = np.linspace(0.0, 500.0, 51)  # 10 us bins; the last bin also counts everything above
+HIST_EDGES_US = np.linspace(0.0, 500.0, 51)  # 10 us bins, and one more count: the overflow, above 500 us
 BROWSER_COMMANDS = ("estop", "rearm", "status")
 TOKEN_COMMANDS = ("rearm",)
 COMMAND_FIELDS = {"cmd", "token"}
@@ -184,7 +184,7 @@ class Dashboard:
         self._next_index = None
         self._pending: collections.deque = collections.deque(maxlen=MAX_PENDING_BATCHES)
         self._events: collections.deque = collections.deque(maxlen=MAX_EVENTS)
-        self._hist = np.zeros(len(HIST_EDGES_US) - 1, dtype=np.int64)
+        self._hist = np.zeros(len(HIST_EDGES_US), dtype=np.int64)   # the last: above the last edge
         self._tripped = 0
         self._last_t = 0.0
         self._last_batch = None   # time.monotonic() when the last samples arrived

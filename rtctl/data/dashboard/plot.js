@@ -1,6 +1,7 @@
 // plot.js -- a tiny canvas plotter shipped with rtctl (no dependencies, no CDN).
 // LinePlot: rolling time-series (x = control time, s) with autoscaled axes and a legend.
-// BarPlot: a histogram from bin edges and counts (optionally log-scaled counts).
+// BarPlot: a histogram from bin edges and counts (optionally log-scaled counts); one count more than bins
+// is the overflow bin (everything above the last edge), drawn apart and labelled "≥ last edge".
 "use strict";
 (function (global) {
   const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
@@ -14,9 +15,18 @@
     for (let v = Math.ceil(lo / step) * step; v <= hi + 1e-12 * span; v += step) ticks.push(v);
     return ticks;
   }
-  function fmt(v) {
+  // A tick's label with the digits its axis's step needs, so neighbouring ticks never read alike
+  // (0.6000005 and 0.6000010 on a joint that hardly moves; not "0.6 0.6 0.6").
+  function fmt(v, step) {
     const a = Math.abs(v);
-    return (a !== 0 && (a < 1e-3 || a >= 1e4)) ? v.toExponential(1) : +v.toPrecision(4) + "";
+    if (a === 0) return "0";
+    const digits = (n, lo) => Math.min(15, Math.max(lo, Math.ceil(n - 1e-9)));
+    if (a < 1e-3 || a >= 1e4) return v.toExponential(step > 0 ? digits(Math.log10(a / step), 1) : 1);
+    return step > 0 ? v.toFixed(digits(-Math.log10(step), 0)) : +v.toPrecision(4) + "";
+  }
+  function labels(ticks) {
+    const step = ticks.length > 1 ? Math.abs(ticks[1] - ticks[0]) : 0;
+    return ticks.map(v => fmt(v, step));
   }
   function setup(canvas) {
     const dpr = global.devicePixelRatio || 1, w = canvas.clientWidth || canvas.width, h = canvas.clientHeight || canvas.height;
@@ -32,9 +42,10 @@
     ctx.strokeStyle = "#ddd"; ctx.fillStyle = "#444"; ctx.lineWidth = 1; ctx.font = "11px sans-serif";
     const X = x => l + (x - xr[0]) / (xr[1] - xr[0] || 1) * (r - l), Y = y => b - (y - yr[0]) / (yr[1] - yr[0] || 1) * (b - t);
     ctx.textAlign = "center";
-    for (const x of xt) { ctx.beginPath(); ctx.moveTo(X(x), t); ctx.lineTo(X(x), b); ctx.stroke(); ctx.fillText(fmt(x), X(x), b + 13); }
+    const xl = labels(xt), yl = labels(yt);
+    xt.forEach((x, i) => { ctx.beginPath(); ctx.moveTo(X(x), t); ctx.lineTo(X(x), b); ctx.stroke(); ctx.fillText(xl[i], X(x), b + 13); });
     ctx.textAlign = "right";
-    for (const y of yt) { ctx.beginPath(); ctx.moveTo(l, Y(y)); ctx.lineTo(r, Y(y)); ctx.stroke(); ctx.fillText(fmt(y), l - 4, Y(y) + 4); }
+    yt.forEach((y, i) => { ctx.beginPath(); ctx.moveTo(l, Y(y)); ctx.lineTo(r, Y(y)); ctx.stroke(); ctx.fillText(yl[i], l - 4, Y(y) + 4); });
     ctx.strokeStyle = "#888"; ctx.strokeRect(l, t, r - l, b - t);
     ctx.textAlign = "left"; ctx.font = "bold 12px sans-serif"; ctx.fillText(title, l, t - 6);
     ctx.font = "11px sans-serif"; ctx.textAlign = "right"; ctx.fillText(xlabel, r, b + 26);
@@ -95,19 +106,26 @@
       const f = v => this.opts.log ? Math.log10(1 + v) : v;
       const ymax = Math.max(1, ...c.map(f));
       const box = { l: 62, t: 20, r: w - 20, b: h - 30 };
+      const overflow = e.length > 1 && c.length === e.length, width = overflow ? e[e.length - 1] - e[e.length - 2] : 0;
       const x0 = e.length ? e[0] : 0, x1 = e.length ? e[e.length - 1] : 1;
       const yt = this.opts.log ? niceTicks(0, ymax, 4) : niceTicks(0, ymax, 5);
-      const { X, Y } = frame(ctx, box, niceTicks(x0, x1, 6), yt, [x0, x1], [0, ymax], this.opts.title, this.opts.xlabel,
-                             this.opts.log ? "log10(1 + count)" : this.opts.ylabel);
-      ctx.fillStyle = "#1f77b4"; let drawn = 0;
+      const { X, Y } = frame(ctx, box, niceTicks(x0, x1, 6), yt, [x0, x1 + 2 * width], [0, ymax], this.opts.title,
+                             this.opts.xlabel, this.opts.log ? "log10(1 + count)" : this.opts.ylabel);
+      let drawn = 0;
       for (let i = 0; i < c.length; i++) {
         if (!c[i]) continue;
-        const xa = X(e[i]), xb = X(e[i + 1]), y = Y(f(c[i]));
+        const last = overflow && i === c.length - 1;
+        const xa = last ? X(x1 + width) : X(e[i]), xb = last ? X(x1 + 2 * width) : X(e[i + 1]), y = Y(f(c[i]));
+        ctx.fillStyle = last ? "#d62728" : "#1f77b4";
         ctx.fillRect(xa + 0.5, y, Math.max(1, xb - xa - 1), box.b - y); drawn++;
+      }
+      if (overflow) {
+        ctx.fillStyle = "#d62728"; ctx.textAlign = "center"; ctx.font = "11px sans-serif";
+        ctx.fillText(`≥ ${fmt(x1, width)}`, X(x1 + 1.5 * width), box.t + 12);
       }
       this.barsDrawn = drawn;
       return drawn;
     }
   }
-  global.TinyPlot = { LinePlot, BarPlot, COLORS };
+  global.TinyPlot = { LinePlot, BarPlot, COLORS, labels, niceTicks };
 })(window);
