@@ -494,6 +494,26 @@ def _plot_timing(ax, s) -> None:
     ax.legend(fontsize=8, loc="upper right")
 
 
+SAFETY_MARKERS = {"trip": dict(color="black", lw=1.4, ls="-", label="safe state entered (trip or e-stop)"),
+                  "rearm": dict(color="black", lw=1.4, ls=":", label="re-armed")}   # black: no joint's colour
+
+
+def safety_changes(t, tripped) -> dict[str, np.ndarray]:
+    """The times at which the loop entered its safe state and at which it was re-armed (a recording that
+    starts in the safe state enters it at its first sample)."""
+    state = np.asarray(tripped) != 0
+    change = np.flatnonzero(np.diff(state.astype(np.int8), prepend=np.int8(0)))
+    return {"trip": np.asarray(t)[change[state[change]]], "rearm": np.asarray(t)[change[~state[change]]]}
+
+
+def _mark_safety(axes, t, tripped) -> None:
+    """A vertical line at every entry into the safe state and every re-arm, in the legend once each."""
+    for kind, times in safety_changes(t, tripped).items():
+        for a in axes:
+            for k, when in enumerate(times):
+                a.axvline(when, **{**SAFETY_MARKERS[kind], "label": SAFETY_MARKERS[kind]["label"] if k == 0 else None})
+
+
 # -- plot -------------------------------------------------------------------------------------------
 def plot(path: str, out_path: str, progress: bool = True, out=None) -> str:
     """Figure from a recording: q vs q_d, tracking error, effort, and the loop-timing histogram."""
@@ -522,12 +542,9 @@ def plot(path: str, out_path: str, progress: bool = True, out=None) -> str:
                  ylabel="position (rad; m for prismatic joints)")
     ax[0, 1].set(title="tracking error q_d - q", xlabel="t (s)", ylabel="error (rad; m for prismatic joints)")
     ax[1, 0].set(title="commanded effort", xlabel="t (s)", ylabel="effort (N m; N for prismatic joints)")
+    _mark_safety(ax.flat[:3], t, s["tripped"])
     ax[0, 0].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     _plot_timing(ax[1, 1], s)
-    tripped = np.flatnonzero(s["tripped"])
-    if tripped.size:
-        for a in ax.flat[:3]:
-            a.axvline(t[tripped[0]], color="red", lw=1)
     fig.savefig(out_path, dpi=110)
     plt.close(fig)
     return out_path
