@@ -51,6 +51,10 @@ class Trajectory(abc.ABC):
         """What of this motion leaves the safety monitor's limits (``""``: nothing); checked before a run."""
         return ""
 
+    def add_loop_hooks(self, loop) -> None:
+        """Once the loop is built: attach what this component configures in a section it owns (a monitor, a
+        feedback hook) to ``loop``. By default nothing. An error names its own ``[section]``."""
+
     def warm(self, cycle) -> None:
         """Before the hardware is activated, reach every kernel :meth:`sample` can call (:mod:`rtctl.rt.warmup`):
         by default one sample at the run's start time into ``cycle``'s scratch arrays, which suits a
@@ -115,6 +119,10 @@ class Controller(abc.ABC):
         that follows something else (a frame's pose) returns its names (with units) and the array its
         :meth:`update` writes that error into every cycle."""
         return None
+
+    def add_loop_hooks(self, loop) -> None:
+        """Once the loop is built: attach what this component configures in a section it owns (a monitor, a
+        feedback hook) to ``loop``. By default nothing. An error names its own ``[section]``."""
 
     def on_activate(self) -> None:
         """Before the first cycle and after a re-arm: reset integrators, clocks, filters."""

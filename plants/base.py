@@ -83,6 +83,10 @@ class Plant(abc.ABC):
     def step(self, dt: float, effort: np.ndarray) -> None:
         """Advance the state by ``dt`` seconds under the generalized ``effort`` (held constant)."""
 
+    def add_loop_hooks(self, loop) -> None:
+        """Once the loop is built: attach what this component configures in a section it owns (a monitor, a
+        feedback hook) to ``loop``. By default nothing. An error names its own ``[section]``."""
+
     def warm(self, dt: float) -> None:
         """Reach every kernel :meth:`step` calls before a run (:mod:`rtctl.rt.warmup`): by default one step of a
         copy of this plant, so that this one's state, time and counters stay as they are. A step the copy

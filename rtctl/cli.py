@@ -6,6 +6,7 @@ import errno
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numba
@@ -42,8 +43,6 @@ def _load_model(spec: str, floating_base: str | None, inertia: str = "warn"):
 
 def _cmd_info(args) -> int:
     """The model report (what was warned, repaired, coupled or missing), then the tree."""
-    import warnings
-
     from .model.report import model_report
 
     with warnings.catch_warnings():
@@ -294,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     its telemetry (5)."""
     args = build_parser().parse_args(argv)
     prog = f"rtctl {args.command}"
-    with StopSignals(prog) as stop:
+    with StopSignals(prog) as stop, warnings.catch_warnings():
+        warnings.showwarning = _one_line_warning(prog)
         status = _dispatch(args, prog, stop)
         if stop.signum is not None:
             if status not in (EXIT_TRIPPED, EXIT_OPERATOR_STOP, EXIT_TELEMETRY_LOST):
@@ -302,6 +302,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{prog}: stopped by {signal_name(stop.signum)} (exit status {status})", file=sys.stderr,
                   flush=True)
         return status
+
+
+def _one_line_warning(prog: str):
+    """A warning (an inconsistent inertia in the robot file, a mimic joint) as ``prog: warning: message``,
+    without Python's file, line and source line of where it was raised."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"{prog}: warning: {message}", file=file or sys.stderr, flush=True)
+    return show
 
 
 def _dispatch(args, prog: str, stop: StopSignals) -> int:

@@ -337,6 +337,7 @@ class _Section:
     """Errors raised while building ``[section]`` become ConfigErrors naming the file and section."""
 
     def __init__(self, context: BuildContext, where: str):
+        self.source = context.source
         self.prefix = f"{context.source}: {where}"
 
     def __enter__(self):
@@ -344,6 +345,8 @@ class _Section:
 
     def __exit__(self, kind, exc, tb):
         if exc is not None and isinstance(exc, ValueError) and not isinstance(exc, ConfigError):
+            if str(exc).startswith("["):     # it names its own section (one the component owns): the file only
+                raise ConfigError(f"{self.source}: {exc}") from None
             raise ConfigError(f"{self.prefix} {exc}") from None
         return False
 
@@ -469,10 +472,9 @@ def build(cfg: dict):
         with _Section(context, "[collision]"):
             CollisionMonitor.from_config(cfg["collision"], control_loop, context.dynamics)
     for section, part in (("plant", context.plant), ("controller", controller), ("trajectory", trajectory)):
-        add_hooks = getattr(part, "add_loop_hooks", None)  # e.g. a monitor configured in a section it owns
-        if add_hooks is not None:
+        if part is not None:
             with _Section(context, f"[{section}] '{cfg[section][COMPONENTS[section][1]]}':"):
-                add_hooks(control_loop)
+                part.add_loop_hooks(control_loop)
     _wire_operator_surfaces(control_loop, cfg, context)
     return control_loop
 

@@ -247,3 +247,26 @@ def test_info_on_a_parallel_mechanism_gives_its_closed_chains_mass(capsys, robot
     assert f"total mass: {mass:.6g} kg, of the closed chain the joints move" in out
     assert "massless subtrees" not in out and "raises" not in out
     assert f"(the closed chain's: {mass:.4g} kg)" in out
+
+
+def test_a_warning_during_a_run_is_one_line_without_pythons_internals(tmp_path):
+    """A robot file whose hand has izz > ixx + iyy loads as written (the default inertia policy) with an
+    InertiaWarning; the run says so as rtctl's warning (its one line, then the links it lists), not with
+    Python's file:line, category and source line."""
+    limit = '<limit lower="-2" upper="2" effort="50" velocity="3"/>'
+    inertial = '<inertial><mass value="1.0"/><inertia ixx="{0}" iyy="{0}" izz="{1}" ixy="0" ixz="0" iyz="0"/>' \
+               '</inertial>'
+    (tmp_path / "arm.urdf").write_text(
+        '<robot name="arm"><link name="base"/>'
+        f'<link name="upper">{inertial.format(0.01, 0.01)}</link><link name="hand">{inertial.format(0.01, 0.05)}</link>'
+        f'<joint name="shoulder" type="revolute"><parent link="base"/><child link="upper"/><axis xyz="0 1 0"/>{limit}'
+        '</joint><joint name="elbow" type="revolute"><parent link="upper"/><child link="hand"/>'
+        f'<origin xyz="0 0 0.3"/><axis xyz="0 1 0"/>{limit}</joint></robot>')
+    (tmp_path / "run.toml").write_text('[robot]\nmodel = "arm.urdf"\n[controller]\ntype = "computed_torque"\n'
+                                       '[trajectory]\ntype = "min_jerk"\ngoal = [0.2, 0.3]\nduration = 0.5\n')
+    result = subprocess.run([sys.executable, "-m", "rtctl.cli", "run", str(tmp_path / "run.toml"), "--duration",
+                             "0.05", "--offline"], capture_output=True, text=True, timeout=600)   # may compile first
+    assert result.returncode == 0, result.stderr
+    assert f"rtctl run: warning: {tmp_path / 'arm.urdf'}: 1 link with a physically inconsistent inertia" \
+           in result.stderr and "\n  link 'hand': principal moments" in result.stderr, result.stderr
+    assert "warnings.warn" not in result.stderr and "Warning:" not in result.stderr and ".py:" not in result.stderr

@@ -203,10 +203,10 @@ def test_a_bite_section_in_a_run_config_attaches_the_monitor_and_bad_values_are_
     finally:
         loop.telemetry.close()
     for bad, match in (({"enabled": True, "force_limit": math.nan}, r"\[bite\] force_limit"),
-                       ({"enabled": True}, r"\[controller\] 'jaw_computed_torque': \[bite\] force_limit is required")):
+                       ({"enabled": True}, r": \[bite\] force_limit is required")):
         with pytest.raises(ConfigError, match=match) as err:
             build(validate(dict(raw, bite=bad, telemetry={})))
-        assert "\n" not in str(err.value)
+        assert "\n" not in str(err.value) and "[controller]" not in str(err.value)   # the section it is in
     arm = {"robot": {"model": "arm7"}, "controller": {"type": "computed_torque", "kp": 100.0},
            "bite": {"enabled": True, "force_limit": 25.0}}
     with pytest.raises(ConfigError, match=r"\[bite\] applies to controller 'jaw_computed_torque'|\[bite\] applies to"):
