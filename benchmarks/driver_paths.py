@@ -60,7 +60,7 @@ def dynamixel_serial(seconds: float, rate_hz: float) -> Row:
 
     center, amplitude = np.array([0.4, -0.3]), np.array([0.3, 0.3])
     start = center - amplitude
-    with EmulatorProcess("--robot", "arm2", "--initial", ",".join(f"{x:.6f}" for x in start)) as emu:
+    with EmulatorProcess("--robot", "dxl_arm2", "--initial", ",".join(f"{x:.6f}" for x in start)) as emu:
         model = hil_arm(2)
         driver = create_driver("dynamixel", model, port=emu.port, read_timeout=min(1.5e-3, 0.6 / rate_hz))
         loop = ControlLoop(model=model, drivers=[driver],

@@ -39,6 +39,7 @@ from rtctl.rt.signals import on_stop_signals
 from .mit_firmware import MitEmulator
 from .plant_clock import Faults, PlantClock
 
+DEFAULT_ROBOT = "can_arm2"    # as a run config names it: [robot] model = "can_arm2"
 __all__ = ["Cia402Emulator", "MitEmulator", "PlantClock", "build_plant", "main", "run_in_thread"]
 
 
@@ -147,21 +148,18 @@ def run_in_thread(emulator, stop: threading.Event, timeout=0.005) -> threading.T
 
 
 def build_plant(robot: str, urdf: str | None, initial, mjcf: str | None = None):
-    """The emulators' plant: rtctl's rigid-body simulation of the arm or ``urdf``, or with ``mjcf`` (an MJCF or
+    """The emulators' plant: rtctl's rigid-body simulation of ``urdf`` or of ``robot`` named as a run config's
+    ``[robot] model`` names it (``can_arm2``, the CAN HIL arm; a bundled model), or with ``mjcf`` (an MJCF or
     URDF file) MuJoCo's simulation of it (the mujoco extra), whose own rtctl model names the joints."""
-    from rtctl.hil.can_robot import build_arm2, make_plant
+    from rtctl.cli import load_model
+    from rtctl.hil.can_robot import make_plant
     plant = None
     if mjcf:
         from rtctl.plants.mujoco.plant import MujocoPlant
         plant = MujocoPlant(source=mjcf)
         model = plant.model
-    elif urdf:
-        from rtctl.model.urdf import load_urdf
-        model = load_urdf(urdf)
-    elif robot == "arm2":
-        model = build_arm2()
     else:
-        raise SystemExit(f"unknown robot {robot!r}")
+        model = load_model(urdf or robot, None)
     from rtctl.rt.interfaces import actuated_indices
     q_idx, v_idx, _names = actuated_indices(model)
     plant = plant or make_plant(model)
@@ -202,7 +200,8 @@ def main(argv=None, prog="python -m rtctl.hil.can_emulator"):
     p.add_argument("--interface", default="remote")
     p.add_argument("--channel", required=True, help="e.g. ws://127.0.0.1:PORT/")
     p.add_argument("--ids", type=int, nargs="+", required=True, help="motor CAN IDs / CANopen node IDs")
-    p.add_argument("--robot", default="arm2", choices=("arm2",))
+    p.add_argument("--robot", default=DEFAULT_ROBOT,
+                   help="a robot as [robot] model names it: can_arm2 (default), the CAN HIL arm, or a bundled model")
     p.add_argument("--urdf", default=None)
     p.add_argument("--mjcf", default=None, help="simulate this MJCF (or URDF) file in MuJoCo (rtctl[mujoco])")
     p.add_argument("--initial", type=float, nargs="*", default=None)

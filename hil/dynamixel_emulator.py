@@ -2,7 +2,7 @@
 
 Run as its own process from the repository root::
 
-    rtctl-hil dynamixel-emulator --robot arm2 [--drop-rate 0.1] [--corrupt-rate 0.02] ...
+    rtctl-hil dynamixel-emulator [--robot dxl_arm2] [--drop-rate 0.1] [--corrupt-rate 0.02] ...
 
 It opens a pty (``os.openpty()``), prints ``PORT /dev/pts/N`` on stdout once
 it is ready (then ``TORQUE time id on|off`` as a servo's torque changes), and answers
@@ -45,13 +45,15 @@ emulator), all from a seeded RNG; ``--inject-error ID:KIND:SECONDS`` latches a h
 (overload, overheating, input_voltage, electrical_shock, encoder) that long after the first packet.
 ``--supply-voltage`` and ``--temperature`` set what the servos measure. The port's bit rate (as the
 master set it on the pty) is compared with each servo's Baud Rate item: a servo at another rate hears
-nothing. STATS also lists each Bus Watchdog expiry (``watchdog``: id, timeout, last packet and expiry
+nothing. The servos start at the factory 57600 bps, or at ``--baudrate`` (as if set on the bench before). STATS also lists each Bus Watchdog expiry (``watchdog``: id, timeout, last packet and expiry
 times) and each change of a servo's torque (``torque``: time, id, "torque on" / "torque off"), times on the
 ``time.perf_counter`` clock, which is system-wide (CLOCK_MONOTONIC on Linux, as ``time.monotonic``).
 """
 from __future__ import annotations
 
 import argparse
+import array
+import fcntl
 import json
 import os
 import select
@@ -67,6 +69,7 @@ import numpy as np
 
 from rtctl.drivers.dynamixel import protocol as P
 from rtctl.drivers.dynamixel.control_table import (
+    BAUD_RATES,
     CURRENT_CONTROL,
     PWM_CONTROL,
     VELOCITY_CONTROL,
@@ -77,6 +80,7 @@ from rtctl.options import argument_type
 from rtctl.rt.signals import on_stop_signals
 from rtctl.hil.dynamixel_firmware import READ_ONLY, Firmware, Servo, parse_injection  # noqa: F401  (re-exported)
 
+DEFAULT_ROBOT = "dxl_arm2"   # as a run config names it: [robot] model = "dxl_arm2"
 ADVANCE_SLICE = 2e-3     # s of wall time a wake-up may spend stepping the plant before it serves the port again
 BAUD_OF_SPEED = {getattr(termios, f"B{b}"): b for b in (9600, 57600, 115200, 1000000, 2000000, 3000000, 4000000)
                  if hasattr(termios, f"B{b}")}
@@ -99,16 +103,21 @@ def hil_arm(n: int = 2):
     return b.build()
 
 
+def dxl_arm2():
+    """The Dynamixel emulator's default robot, ``[robot] model = "dxl_arm2"`` in a run config."""
+    return hil_arm(2)
+
+
+def dxl_arm3():
+    """The three-servo HIL arm, ``[robot] model = "dxl_arm3"``."""
+    return hil_arm(3)
+
+
 def load_robot(robot: str | None, urdf: str | None):
-    if urdf:
-        from rtctl.model.urdf import load_urdf
-        return load_urdf(urdf)
-    robot = robot or "arm2"
-    if robot.startswith("arm") and robot[3:].isdigit() and robot not in ("arm7",):
-        return hil_arm(int(robot[3:]))
-    from rtctl import bundled_model_path
-    from rtctl.model.urdf import load_urdf
-    return load_urdf(bundled_model_path(robot))
+    """The emulated robot: ``urdf``, or ``robot`` named as a run config's ``[robot] model`` names it (a robot
+    model such as ``dxl_arm2``, or a bundled URDF such as ``arm7``)."""
+    from rtctl.cli import load_model
+    return load_model(urdf or robot or "dxl_arm2", None)
 
 
 class ServoChain(Firmware):
@@ -117,9 +126,10 @@ class ServoChain(Firmware):
     def __init__(self, model, ids=None, servo_model: str = "XM430-W350", viscous_friction: float = 0.02,
                  initial=None, dt: float = 5e-4, drop_rate: float = 0.0, corrupt_rate: float = 0.0,
                  delay_sync_read: int = 0, delay_ms: float = 0.0, seed: int = 0, inject=(),
-                 supply_voltage: float = 12.0, temperature: float = 30.0, plant=None):
+                 supply_voltage: float = 12.0, temperature: float = 30.0, plant=None, baudrate: int = 57600):
         """``plant``: the simulation the servos drive (default: the rigid-body plant of ``model`` with
-        ``viscous_friction``), e.g. a :class:`~rtctl.plants.mujoco.plant.MujocoPlant`; ``model`` is then its own."""
+        ``viscous_friction``), e.g. a :class:`~rtctl.plants.mujoco.plant.MujocoPlant`; ``model`` is then its own.
+        ``baudrate``: every servo's Baud Rate (CT 8) at power-on, as set on the bench before (factory: 57600)."""
         from rtctl.plants import create_plant
 
         from rtctl.rt.interfaces import actuated_indices
@@ -131,8 +141,13 @@ class ServoChain(Firmware):
         if len(ids) != n:
             raise ValueError(f"{len(ids)} servo ids for {n} actuated joints")
         spec = ServoModel(servo_model)
+        code = {rate: value for value, rate in BAUD_RATES.items()}.get(baudrate)
+        if code is None:
+            raise ValueError(f"baud rate {baudrate} is none of the X-series' {sorted(BAUD_RATES.values())}")
         super().__init__([Servo(i, spec) for i in ids], drop_rate=drop_rate, corrupt_rate=corrupt_rate,
                          delay_sync_read=delay_sync_read, delay_ms=delay_ms, seed=seed, inject=inject)
+        for s in self.servos:
+            s.set("baud_rate", code)
         self.supply_units, self.temperature = int(round(supply_voltage * 10)), int(round(temperature))
         self.plant = plant if plant is not None else create_plant("rigid_body", model, integrator="rk4",
                                                                   viscous_friction=viscous_friction)
@@ -240,9 +255,19 @@ class ServoChain(Firmware):
 
 
 def line_baud(fd: int):
-    """The bit rate the master set on the pty (None if it is not a standard rate)."""
+    """The bit rate the master set on the pty: a termios speed, or one set as BOTHER (pyserial's way for
+    4.5 Mbps), read back by Linux's TCGETS2 (``struct termios2``: c_ospeed after the flags, c_line and c_cc);
+    0 for a rate this cannot read (no servo hears it), None if the pty's settings cannot be read."""
     try:
-        return BAUD_OF_SPEED.get(termios.tcgetattr(fd)[5])
+        speed = termios.tcgetattr(fd)[5]
+        if speed in BAUD_OF_SPEED:
+            return BAUD_OF_SPEED[speed]
+        from serial import serialposix
+        if speed == getattr(serialposix, "BOTHER", None):
+            buf = array.array("i", [0] * 64)
+            fcntl.ioctl(fd, serialposix.TCGETS2, buf)
+            return int(buf[10])
+        return 0
     except (termios.error, OSError):
         return None
 
@@ -311,12 +336,17 @@ def _injection(text: str):
 def main(argv=None) -> int:
     prog = "rtctl-hil dynamixel-emulator"
     ap = Parser(prog=prog, description=__doc__.split("\n")[0])
-    ap.add_argument("--robot", default="arm2", help="arm2/arm3 (built-in HIL arm) or a bundled model name")
+    ap.add_argument("--robot", default=DEFAULT_ROBOT,
+                    help="a robot as [robot] model names it: dxl_arm2 (default) / dxl_arm3, the HIL arms, or a "
+                         "bundled model")
     ap.add_argument("--urdf", default=None, help="URDF file of the robot (instead of --robot)")
     ap.add_argument("--mjcf", default=None,
                     help="simulate this MJCF (or URDF) file in MuJoCo (rtctl[mujoco]) instead of rtctl's plant")
     ap.add_argument("--ids", type=_comma_separated(int), default=None, help="comma-separated servo ids (default 1..n)")
     ap.add_argument("--servo-model", default="XM430-W350")
+    ap.add_argument("--baudrate", type=int, default=57600, choices=sorted(BAUD_RATES.values()), metavar="BPS",
+                    help="every servo's Baud Rate (address 8) at power-on, the master's rate to match "
+                         "(default 57600, the factory setting)")
     ap.add_argument("--initial", type=_comma_separated(float), default=None,
                     help="comma-separated initial joint positions (rad)")
     ap.add_argument("--viscous-friction", type=argument_type("float", low=0.0), default=None,
@@ -350,7 +380,7 @@ def main(argv=None) -> int:
                            initial=args.initial, dt=args.dt, drop_rate=args.drop_rate, corrupt_rate=args.corrupt_rate,
                            delay_sync_read=args.delay_sync_read, delay_ms=args.delay_ms, seed=args.seed,
                            inject=args.inject_error, supply_voltage=args.supply_voltage, temperature=args.temperature,
-                           plant=plant)
+                           plant=plant, baudrate=args.baudrate)
         chain._torques()
         chain.plant.step(1e-6, chain.effort)    # load the compiled plant kernel before announcing the port
     except Exception as exc:  # noqa: BLE001  (a bad robot, URDF or servo setting: one line, as can-emulator says it)

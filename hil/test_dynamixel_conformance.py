@@ -53,7 +53,7 @@ class Bus:
 def bus():
     # Joint 1 starts past one revolution (7 rad = 6611 counts) for CLEAR; the gear train holds it with torque off
     # (servo 1's torque stays off in this module: the plant's joint limit would pull it back).
-    with EmulatorProcess("--robot", "arm2", "--initial", "7.0,-0.25") as emu:
+    with EmulatorProcess("--robot", "dxl_arm2", "--initial", "7.0,-0.25") as emu:
         port = sdk.PortHandler(emu.port)
         assert port.openPort() and port.setBaudRate(57600)
         yield Bus(port, sdk.PacketHandler(2.0))

@@ -46,7 +46,7 @@ STATE_PACKET_BYTES = 21             # status packet with 10 data bytes (present 
 
 
 def emulator(*extra):
-    return EmulatorProcess("--robot", "arm2", "--initial", ",".join(f"{x:.6f}" for x in START), *extra)
+    return EmulatorProcess("--robot", "dxl_arm2", "--initial", ",".join(f"{x:.6f}" for x in START), *extra)
 
 
 def make_loop(port, hooks=(), **driver_options):

@@ -7,7 +7,7 @@ from rtctl.hil.dynamixel_emulator import EmulatorProcess
 
 @pytest.fixture(scope="module")
 def sdk_port():
-    with EmulatorProcess("--robot", "arm2", "--initial", "0.5,-0.25") as emu:
+    with EmulatorProcess("--robot", "dxl_arm2", "--initial", "0.5,-0.25") as emu:
         port = sdk.PortHandler(emu.port)
         assert port.openPort() and port.setBaudRate(57600)
         yield port, sdk.PacketHandler(2.0), emu

@@ -97,7 +97,7 @@ def test_can_bus_port_in_use_is_one_line(tmp_path):
     (["dynamixel-emulator", "--viscous-friction", "-0.1"], "argument --viscous-friction: must be >= 0.0, got -0.1"),
     (["dynamixel-emulator", "--delay-ms", "nan"], "argument --delay-ms: must be finite, got nan"),
     (["dynamixel-emulator", "--temperature", "300"], "argument --temperature: must be <= 255.0, got 300.0"),
-    (["dynamixel-emulator", "--robot", "nosuch"], "no bundled model 'nosuch'; bundled models: ['arm7'"),
+    (["dynamixel-emulator", "--robot", "nosuch"], "no URDF file, bundled model or robot model named 'nosuch'"),
     (["dynamixel-emulator", "--servo-model", "XY"], "unknown Dynamixel model 'XY'; known: ["),
     (["dynamixel-emulator", "--ids", "1,2,3"], "3 servo ids for 2 actuated joints"),
     (["can-emulator", "--protocol", "canopen"], "invalid choice"),
@@ -179,7 +179,7 @@ def test_a_plant_step_below_real_time_yields_after_its_slice():
 def test_dynamixel_emulator_at_dt_1e_9_still_stops_on_a_signal(sig):
     """At ``--dt 1e-9`` the plant can never keep real time (it spun at full CPU and never looked at SIGTERM or
     Ctrl-C): it runs slower than real time, counted, and a signal ends it with its STATS line."""
-    emu = EmulatorProcess("--robot", "arm2", "--dt", "1e-9")
+    emu = EmulatorProcess("--robot", "dxl_arm2", "--dt", "1e-9")
     try:
         time.sleep(0.3)
         sent = time.monotonic()

@@ -19,7 +19,7 @@ from .rt.signals import StopSignal, StopSignals, exit_status, signal_name, stop_
 from .rt.signals import hold as hold_signals, release as release_signals
 
 
-def _load_model(spec: str, floating_base: str | None, inertia: str = "warn"):
+def load_model(spec: str, floating_base: str | None, inertia: str = "warn"):
     """A URDF file, a bundled URDF by name, or a named robot model (:data:`rtctl.registry.ROBOTS`)."""
     from .model.urdf import load_urdf
     from .options import did_you_mean
@@ -47,7 +47,7 @@ def _cmd_info(args) -> int:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")             # the report lists what the warnings would say
-        model = _load_model(args.model, args.floating_base, args.inertia)
+        model = load_model(args.model, args.floating_base, args.inertia)
     print(model_report(model))
     print()
     print(model.describe())

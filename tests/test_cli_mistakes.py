@@ -158,7 +158,7 @@ def test_an_unexpected_error_is_one_line_naming_its_type():
     """Outside pytest's capture: the real process prints one line, and the traceback only on request."""
     code = ("import rtctl.cli as c\n"
             "def boom(*args): raise RuntimeError('bus exploded')\n"
-            "c._load_model = boom\n"
+            "c.load_model = boom\n"
             "raise SystemExit(c.main(['info', 'arm7']))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1

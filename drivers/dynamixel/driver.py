@@ -1,9 +1,9 @@
 """The ``dynamixel`` backend: a chain of X-series servos on one Protocol 2.0 bus.
 
-Servo ``ids[k]`` drives actuated joint ``k`` (in model order, or the order of
-``joints``) through ``transmission`` (default 1:1: the servo horn is the
-joint). Positions are reported relative to ``position_center`` (2048 counts
-= 0 rad).
+Servo ``ids[k]`` drives actuated joint ``k`` (in model order, or the order of ``joints``) through
+``transmission`` (default 1:1: the servo horn is the joint). Positions are relative to ``position_center``
+(2048 counts = 0 rad). A servo silent at ``baudrate`` is PINGed at the other X-series rates to name the one it
+answers at (configure still fails: the rate is the config's to change).
 
 Every control cycle costs two bus packets:
 
@@ -29,9 +29,8 @@ of its error byte) makes the driver read that servo's Hardware Error Status
 (item 70) and latch a fault naming the servo and the error (overload,
 overheating, ...); a servo already in that state refuses ``configure``.
 
-Goals are clamped before sending (goal current to the Current Limit, goal
-position to the Min/Max Position Limit read at ``configure``): the servo would
-refuse them, and a SYNC_WRITE has no status packet to say so.
+Goals are clamped before sending (goal current to the Current Limit, goal position to the Min/Max Position
+Limit read at ``configure``): the servo would refuse them, and a SYNC_WRITE has no status packet to say so.
 
 Bus Watchdog (``bus_watchdog`` seconds, default 0.5, 0 = off; item 98 in 20 ms
 units, rounded up): cleared (0) at ``configure``, armed by a SYNC_WRITE right
@@ -44,6 +43,7 @@ The per-cycle paths write into buffers preallocated at construction.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import select
@@ -58,7 +58,7 @@ from rtctl.options import setting
 from ..base import EFFORT_MODE, POSITION_MODE, ActuatorDriver, register_driver
 from ..transmission import Transmission
 from . import protocol as P
-from .control_table import CURRENT_CONTROL, POSITION_CONTROL, ServoModel
+from .control_table import BAUD_RATES, CURRENT_CONTROL, POSITION_CONTROL, ServoModel
 
 _STATE = struct.Struct("<hii")     # present current (2), velocity (4), position (4): addresses 126..137
 _I16 = struct.Struct("<h")
@@ -67,6 +67,10 @@ _I32 = struct.Struct("<i")
 
 class BusError(RuntimeError):
     """Configuration-time bus failure (configure/activate may raise; read/write never do)."""
+
+
+class NoReply(BusError):
+    """A servo sent no status packet to a configuration-time instruction."""
 
 
 @register_driver("dynamixel")
@@ -220,10 +224,8 @@ class DynamixelDriver(ActuatorDriver):
 
     def _close(self) -> None:
         if self._ser is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self._ser.close()
-            except Exception:  # noqa: BLE001
-                pass
         self._ser, self._fd = None, -1
 
     def _send(self, data) -> bool:
@@ -325,7 +327,30 @@ class DynamixelDriver(ActuatorDriver):
             self.health.timeouts += 1
             self.health.extra["missing_packets"] += 1
             last = f"no reply from servo {dxl_id} within {max(self.read_timeout, 0.02) * 1e3:.0f} ms"
-        raise BusError(f"{self.name}: {last} on {self.port} after {attempts} attempts")
+        raise NoReply(f"{self.name}: {last} on {self.port} at {self.baudrate} bps after {attempts} attempts")
+
+    def _answering_rate(self, dxl_id: int) -> str:
+        """Where a servo silent at ``baudrate`` answers: one PING at each other X-series rate (e-manual, Baud
+        Rate, address 8), the factory 57600 first. Said, never switched to: the port goes back to ``baudrate``."""
+        found = None
+        try:
+            for rate in sorted(set(BAUD_RATES.values()) - {self.baudrate}, key=lambda r: (r != 57600, r)):
+                try:
+                    self._ser.baudrate = rate
+                    self.transact(P.ping_packet(dxl_id), dxl_id, attempts=1)
+                except (NoReply, ValueError, OSError):      # silent there, or a rate this port cannot set
+                    continue
+                except BusError:                            # an error status: it answered
+                    pass
+                found = rate
+                break
+        finally:
+            self._ser.baudrate = self.baudrate
+        if found is None:
+            return (f"servo {dxl_id} answers at none of the X-series rates {sorted(BAUD_RATES.values())} bps "
+                    "either: check its power, wiring, ID (servo_ids) and the port")
+        return (f"servo {dxl_id} answers at {found} bps: set [driver] baudrate = {found}, or the servo's Baud Rate "
+                f"(address 8) to {self.baudrate} bps")
 
     def ping(self, dxl_id: int) -> int:
         pkt = self.transact(P.ping_packet(dxl_id), dxl_id)
@@ -360,7 +385,10 @@ class DynamixelDriver(ActuatorDriver):
         self.health.fault, self.health.fault_reason = False, ""
         operating = CURRENT_CONTROL if self.mode == EFFORT_MODE else POSITION_CONTROL
         for k, dxl_id in enumerate(self.ids):
-            number = self.ping(dxl_id)
+            try:
+                number = self.ping(dxl_id)
+            except NoReply as exc:
+                raise NoReply(f"{exc}; {self._answering_rate(dxl_id)}") from None
             if self.check_model and number != self.servos[k].model_number:
                 raise BusError(f"{self.name}: servo {dxl_id} reports model number {number}, expected "
                                f"{self.servos[k].model_number} ({self.servos[k].name})")
@@ -562,7 +590,7 @@ class DynamixelDriver(ActuatorDriver):
 
     def safe_stop(self) -> None:
         """Zero goal current (effort mode) or torque off (position mode); best effort, never raises."""
-        try:
+        with contextlib.suppress(Exception):
             if self._fd < 0:
                 return
             if self.mode == EFFORT_MODE:
@@ -570,5 +598,3 @@ class DynamixelDriver(ActuatorDriver):
                 self._send(P.sync_write_packet(f.address, 2, [(i, b"\x00\x00") for i in self.ids]))
             else:
                 self._torque_off()
-        except Exception:  # noqa: BLE001
-            pass
