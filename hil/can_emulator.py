@@ -20,6 +20,7 @@ torque it makes, mode / state) as one JSON line.
 from __future__ import annotations
 
 import ipaddress
+from fractions import Fraction
 import json
 import socket
 import sys
@@ -34,7 +35,7 @@ from rtctl.drivers.can import objects as ob
 from rtctl.drivers.can.bus import shutdown_bus
 
 from .cia402_drive import Cia402Drive
-from rtctl.options import Parser
+from rtctl.options import Parser, argument_type
 from rtctl.rt.signals import on_stop_signals
 from .mit_firmware import MitEmulator
 from .plant_clock import Faults, PlantClock
@@ -44,7 +45,8 @@ __all__ = ["Cia402Emulator", "MitEmulator", "PlantClock", "build_plant", "main",
 
 
 class Cia402Emulator:
-    """CiA 402 drives (one per joint, node IDs ``node_ids``) around one plant, with gear ``ratio``."""
+    """CiA 402 drives (one per joint, node IDs ``node_ids``) around one plant, with gear ``ratio`` (motor turns
+    per joint turn, each drive declaring it in 0x6091 as the nearest fraction of denominator <= 65536)."""
 
     def __init__(self, bus, plant, v_index, node_ids, ratio=10.0, rated_torque_mnm=1000, max_torque_permille=3000,
                  increments_per_rev=1 << 17, drop=0.0, delay_reply=None, seed=0, fault_at_sync=None):
@@ -58,8 +60,10 @@ class Cia402Emulator:
         self._msg = can.Message(arbitration_id=0, data=b"", is_extended_id=False)
         now = time.monotonic()
         self.drives = []
-        for i in node_ids:
-            od = ob.drive_object_dictionary(rated_torque_mnm, max_torque_permille, increments_per_rev)
+        for k, i in enumerate(node_ids):
+            gear = Fraction(abs(self.ratio[k])).limit_denominator(1 << 16)     # 0x6091, as the plant is geared
+            od = ob.drive_object_dictionary(rated_torque_mnm, max_torque_permille, increments_per_rev,
+                                            (gear.numerator, gear.denominator))
             d = Cia402Drive(i, od, self._send, now)
             d.transmit_pdo = self._transmit_pdo
             d.fault_at_sync = fault_at_sync
@@ -206,7 +210,8 @@ def main(argv=None, prog="python -m rtctl.hil.can_emulator"):
     p.add_argument("--mjcf", default=None, help="simulate this MJCF (or URDF) file in MuJoCo (rtctl[mujoco])")
     p.add_argument("--initial", type=float, nargs="*", default=None)
     p.add_argument("--motor-model", default="AK80-9")
-    p.add_argument("--ratio", type=float, default=10.0, help="CiA 402 gear ratio (motor turns per joint turn)")
+    p.add_argument("--ratio", type=argument_type("float", positive=True), default=10.0,
+                   help="CiA 402 gear ratio (motor turns per joint turn; the drives declare it in 0x6091)")
     p.add_argument("--drop", type=float, default=0.0)
     p.add_argument("--delay-reply", type=float, nargs=2, default=None, metavar=("N", "SECONDS"))
     p.add_argument("--fault-at-sync", type=int, default=None)

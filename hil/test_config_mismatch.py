@@ -10,8 +10,21 @@
 """
 from __future__ import annotations
 
+import math
+import threading
+import time
+import uuid
+
+import can
+import canopen
+import numpy as np
 import pytest
 
+from rtctl.drivers.can.cia402 import Cia402Driver
+from rtctl.drivers.can.objects import ENCODER_RESOLUTION, GEAR_RATIO, drive_object_dictionary
+from rtctl.drivers.transmission import Transmission
+from rtctl.hil.can_emulator import Cia402Emulator, run_in_thread
+from rtctl.hil.can_robot import build_arm2, make_plant
 from rtctl.drivers import create_driver
 from rtctl.drivers.dynamixel.driver import BusError
 from rtctl.hil.dynamixel_emulator import EmulatorProcess, hil_arm
@@ -48,3 +61,72 @@ def test_a_servo_silent_at_every_rate_is_said_so():
     with EmulatorProcess("--ids", "3,4") as emu:          # nobody is servo 1
         message = configure_error(emu.port, 57600)
     assert "no reply from servo 1" in message and "answers at none of the X-series rates" in message, message
+
+
+class Drives:
+    """Two emulated CiA 402 drives of gear ``ratio`` on the arm, served from a thread on a virtual bus."""
+
+    def __init__(self, ratio):
+        self.channel = f"gear-{uuid.uuid4().hex}"
+        self.plant = make_plant(build_arm2())
+        self.plant.reset(np.array([0.3, -0.2]))
+        self.bus = can.Bus(interface="virtual", channel=self.channel)
+        self.emu = Cia402Emulator(self.bus, self.plant, np.array([0, 1]), [1, 2], ratio=ratio)
+        self.stop = threading.Event()
+        self.thread = run_in_thread(self.emu, self.stop, 0.002)
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(2.0)
+        self.bus.shutdown()
+
+
+@pytest.mark.parametrize("ratio, declared", [(10.0, (10, 1)), (2.5, (5, 2)), (353.5, (707, 2))])
+def test_the_emulated_drive_declares_the_gear_ratio_its_plant_has(ratio, declared):
+    """CiA 402-2 0x6091 Gear ratio: sub 1 motor revolutions per sub 2 shaft revolutions; 0x6064 counts
+    0x608F:1 increments per 0x608F:2 motor revolutions. Read by SDO, 0x6091 is --ratio, and the position the
+    drive measures is the joint angle times that ratio in motor increments."""
+    drives = Drives(ratio)
+    net = canopen.Network()
+    net.connect(interface="virtual", channel=drives.channel)
+    try:
+        node = net.add_node(1, drive_object_dictionary())
+        node.sdo.RESPONSE_TIMEOUT = 1.0
+        assert (node.sdo[GEAR_RATIO][1].raw, node.sdo[GEAR_RATIO][2].raw) == declared
+        increments, revolutions = node.sdo[ENCODER_RESOLUTION][1].raw, node.sdo[ENCODER_RESOLUTION][2].raw
+    finally:
+        net.disconnect()
+        drives.close()
+    emu, q = drives.emu, drives.plant.q
+    emu._sample(time.monotonic(), frame=True)          # a SYNC: the drives sample the plant
+    motor_turns = emu.drives[0].position / increments * revolutions
+    assert motor_turns == pytest.approx(declared[0] / declared[1] * q[0] / (2 * math.pi), abs=1.0 / increments)
+
+
+def cia402_driver(channel, gear_ratio):
+    return Cia402Driver(build_arm2(), node_ids=[1, 2], interface="virtual", channel=channel,
+                        transmission=Transmission(2, ratio=gear_ratio), activate_timeout=2.0)
+
+
+def test_a_config_gear_ratio_the_drives_do_not_have_is_refused_naming_both():
+    """The README's CAN snippet said gear_ratio = 1.0 and the emulator's default drive is geared 10:1: the run
+    diverged at 10x the torque. Configure now refuses it in one line, before any drive is powered."""
+    drives = Drives(10.0)
+    try:
+        wrong = cia402_driver(drives.channel, 1.0)
+        try:
+            with pytest.raises(ValueError) as exc:
+                wrong.configure()
+        finally:
+            wrong.close()
+        assert all(d.state == "SWITCH ON DISABLED" for d in drives.emu.drives)
+        right = cia402_driver(drives.channel, 10.0)
+        try:
+            right.configure()
+        finally:
+            right.close()
+    finally:
+        drives.close()
+    message = str(exc.value)
+    assert message == ("driver[cia402]: node 1: the drive's gear ratio 0x6091 is 10:1 (motor:shaft revolutions, "
+                       "10), the config's [driver] gear_ratio is 1: make them agree"), message

@@ -9,7 +9,8 @@ master (node ``master_node_id``, ``master_heartbeat_timeout``; 0 turns it
 off), the abort connection option code 0x6007 (``connection_loss_reaction``:
 none / fault / disable_voltage / quick_stop), mode of operation 0x6060 = CST;
 and it is read for rated torque 0x6076, max torque 0x6072, encoder resolution
-0x608F and supported modes 0x6502 (CST required).
+0x608F, supported modes 0x6502 (CST required) and gear ratio 0x6091, which must
+agree with the config's ``gear_ratio`` (configure fails naming both otherwise).
 
 The real-time path is ours: per cycle one RPDO per drive (controlword 0x6040 +
 target torque 0x6071, synchronous) and one SYNC (this driver is the SYNC
@@ -70,7 +71,7 @@ from .bus import CAN_COUNTERS, CanOptions, can_arguments, drain, open_bus, relea
 from .objects import (CONSUMER_HEARTBEAT, CONTROLWORD, CSP, CST, CSV, ENCODER_RESOLUTION, ERROR_CODE,  # noqa: F401
                       FAULT_INJECTION, HEARTBEAT_TIME, MAX_TORQUE, MODES_DISPLAY, MODES_OF_OPERATION,
                       POSITION_ACTUAL, RATED_TORQUE, STATUSWORD, SUPPORTED_CST_BIT, SUPPORTED_MODES, TARGET_TORQUE,
-                      TORQUE_ACTUAL, VELOCITY_ACTUAL, ABORT_CONNECTION, drive_object_dictionary)
+                      TORQUE_ACTUAL, VELOCITY_ACTUAL, ABORT_CONNECTION, declared_gear_ratio, drive_object_dictionary)
 
 # Controlword commands.
 CW_DISABLE_VOLTAGE = 0x00
@@ -330,6 +331,7 @@ class Cia402Driver(ActuatorDriver):
             raise ValueError(f"{self.name}: node {node.id} reports rated torque {rated} mN m, encoder "
                              f"{increments} increments per {revolutions} revolutions")
         self.nm_per_permille[k] = rated / 1e6
+        self._check_gear_ratio(k, node)
         self.rad_per_increment[k] = 2 * np.pi * revolutions / increments
         # PDO mapping through canopen's PDO API (uploaded, replaced, downloaded by SDO).
         node.tpdo.read()
@@ -354,6 +356,16 @@ class Cia402Driver(ActuatorDriver):
             self._slot_of_cob[cob] = (k, which)
             self.network.unsubscribe(cob)
             self.network.subscribe(cob, self._on_tpdo)
+
+    def _check_gear_ratio(self, k: int, node) -> None:
+        """The config's ratio (joint = motor / ratio) against the one the drive declares (0x6091): apart, every
+        position and torque would be off by their quotient."""
+        gear = declared_gear_ratio(node.sdo)
+        ratio = abs(self.transmission.matrix[k, k])
+        if gear and gear[1] and self.transmission.is_diagonal and not np.isclose(gear[0] / gear[1], ratio, 1e-6):
+            raise ValueError(f"{self.name}: node {node.id}: the drive's gear ratio 0x6091 is {gear[0]}:{gear[1]} "
+                             f"(motor:shaft revolutions, {gear[0] / gear[1]:g}), the config's [driver] gear_ratio "
+                             f"is {ratio:g}: make them agree")
 
     # -- callbacks (notifier thread) ---------------------------------------------------
     def _on_tpdo(self, can_id, data, timestamp):

@@ -22,6 +22,7 @@ MODES_OF_OPERATION, MODES_DISPLAY, SUPPORTED_MODES = 0x6060, 0x6061, 0x6502
 POSITION_ACTUAL, VELOCITY_ACTUAL, TORQUE_ACTUAL = 0x6064, 0x606C, 0x6077
 TARGET_TORQUE, MAX_TORQUE, RATED_TORQUE, ENCODER_RESOLUTION = 0x6071, 0x6072, 0x6076, 0x608F
 TARGET_POSITION, SOFTWARE_POSITION_LIMIT, TARGET_VELOCITY = 0x607A, 0x607D, 0x60FF
+GEAR_RATIO = 0x6091       # factor group: sub 1 motor revolutions, sub 2 shaft revolutions
 PROFILE_DECELERATION, QUICK_STOP_DECELERATION = 0x6084, 0x6085
 FAULT_INJECTION = 0x2001  # manufacturer specific (emulator): write an error code to enter FAULT
 # Modes of operation (0x6060) and their bits in the supported drive modes (0x6502).
@@ -78,8 +79,10 @@ def _pdo_objects(od) -> None:
 
 
 def drive_object_dictionary(rated_torque_mnm: int = 1000, max_torque_permille: int = 3000,
-                            increments_per_rev: int = 1 << 17) -> cod.ObjectDictionary:
-    """The object dictionary of the emulated CiA 402 drive (CSP, CSV, CST)."""
+                            increments_per_rev: int = 1 << 17, gear=(1, 1)) -> cod.ObjectDictionary:
+    """The object dictionary of the emulated CiA 402 drive (CSP, CSV, CST); ``gear``: its gear ratio 0x6091 as
+    (motor revolutions, shaft revolutions). The emulated gearbox is fixed, so 0x6091 is read-only here (CiA
+    402-2 lists it read-write, for drives that scale their user units by it; this one reports motor units)."""
     od = cod.ObjectDictionary()
     add = od.add_object
     add(_var(DEVICE_TYPE, 0, "Device type", U32, "ro", 0x00020192))
@@ -125,6 +128,25 @@ def drive_object_dictionary(rated_torque_mnm: int = 1000, max_torque_permille: i
             [(0, "Highest sub-index supported", U8, "ro", 2, None, None),
              (1, "Encoder increments", U32, "ro", increments_per_rev, None, None),
              (2, "Motor revolutions", U32, "ro", 1, None, None)])
+    _record(od, GEAR_RATIO, "Gear ratio",
+            [(0, "Highest sub-index supported", U8, "ro", 2, None, None),
+             (1, "Motor revolutions", U32, "ro", int(gear[0]), None, None),
+             (2, "Shaft revolutions", U32, "ro", int(gear[1]), None, None)])
     add(_var(TARGET_VELOCITY, 0, "Target velocity", I32, "rw", 0, pdo=True))
     add(_var(SUPPORTED_MODES, 0, "Supported drive modes", U32, "ro", sum(SUPPORTED_MODE_BIT.values())))
     return od
+
+
+def declared_gear_ratio(sdo) -> tuple[int, int] | None:
+    """The drive's gear ratio 0x6091 (motor revolutions, shaft revolutions) by SDO; None when its dictionary or
+    the drive has no such object (optional in CiA 402-2; abort 0x06020000 / 0x06090011)."""
+    from canopen.sdo import SdoAbortedError
+
+    if GEAR_RATIO not in sdo.od:
+        return None
+    try:
+        return sdo[GEAR_RATIO][1].raw, sdo[GEAR_RATIO][2].raw
+    except SdoAbortedError as exc:
+        if exc.code in (0x06020000, 0x06090011):
+            return None
+        raise
