@@ -45,8 +45,8 @@ emulator), all from a seeded RNG; ``--inject-error ID:KIND:SECONDS`` latches a h
 (overload, overheating, input_voltage, electrical_shock, encoder) that long after the first packet.
 ``--supply-voltage`` and ``--temperature`` set what the servos measure. The port's bit rate (as the
 master set it on the pty) is compared with each servo's Baud Rate item: a servo at another rate hears
-nothing. The servos start at the factory 57600 bps, or at ``--baudrate`` (as if set on the bench before). STATS also lists each Bus Watchdog expiry (``watchdog``: id, timeout, last packet and expiry
-times) and each change of a servo's torque (``torque``: time, id, "torque on" / "torque off"), times on the
+nothing. The servos start at the factory 57600 bps, or at ``--baudrate`` (as if set on the bench before).
+STATS also lists each Bus Watchdog expiry (``watchdog``: id, timeout, last packet and expiry times) and each change of a servo's torque (``torque``: time, id, "torque on" / "torque off"), times on the
 ``time.perf_counter`` clock, which is system-wide (CLOCK_MONOTONIC on Linux, as ``time.monotonic``).
 """
 from __future__ import annotations

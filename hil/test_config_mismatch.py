@@ -20,13 +20,13 @@ import canopen
 import numpy as np
 import pytest
 
+from rtctl.drivers import create_driver
 from rtctl.drivers.can.cia402 import Cia402Driver
 from rtctl.drivers.can.objects import ENCODER_RESOLUTION, GEAR_RATIO, drive_object_dictionary
+from rtctl.drivers.dynamixel.driver import BusError
 from rtctl.drivers.transmission import Transmission
 from rtctl.hil.can_emulator import Cia402Emulator, run_in_thread
 from rtctl.hil.can_robot import build_arm2, make_plant
-from rtctl.drivers import create_driver
-from rtctl.drivers.dynamixel.driver import BusError
 from rtctl.hil.dynamixel_emulator import EmulatorProcess, hil_arm
 
 
