@@ -111,7 +111,7 @@ def _run_config(path, duration: float | None, pace: bool | None) -> int:
     print(f"rtctl: running {cfg['_source']} -- {cfg['robot']['model']}, {cfg['controller']['type']}, "
           f"{' + '.join(t['backend'] for t in cfg.get('drivers', [cfg.get('driver')]))} driver, {cfg['loop']['rate_hz']:g} Hz, {cfg['loop']['duration']:g} s",
           flush=True)
-    from .telemetry.wiring import close as close_telemetry, describe as describe_telemetry, lost as telemetry_lost
+    from .operator.wiring import close as close_telemetry, describe as describe_telemetry, lost as telemetry_lost
     with stop_requests():        # from here a stop signal ends the run in order and the report is printed
         describe_telemetry(loop)
         try:

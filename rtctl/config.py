@@ -483,7 +483,7 @@ def _wire_operator_surfaces(control_loop, cfg: dict, context: BuildContext) -> N
     """Telemetry, the control channel and the ``[[schedule]]`` of commands."""
     src = context.source
     if cfg["telemetry"]["enabled"] or cfg["control"]["enabled"]:
-        from .telemetry.wiring import wire
+        from .operator.wiring import wire
         try:
             wire(control_loop, cfg["telemetry"], cfg["control"])   # its errors name the surface that failed
         except ValueError as exc:
@@ -492,7 +492,8 @@ def _wire_operator_surfaces(control_loop, cfg: dict, context: BuildContext) -> N
                                                  "or set another endpoint or port" if in_use else "")) from None
     if cfg.get("schedule"):
         from .telemetry.control import CommandSchedule, ControlServer, Refused
-        server = getattr(control_loop, "control", None)
+        control = getattr(control_loop, "control", None)
+        server = None if control is None else control.server   # the operator process's in-process validator
         if server is None:
             limits = {k: cfg["control"][k] for k in ("kp_max", "kd_max", "frequency_max", "duration_max")}
             server = ControlServer(control_loop, **limits)  # validation and apply only: no socket

@@ -230,7 +230,7 @@ def test_a_port_in_use_is_a_clear_start_error():
 
 
 def test_wiring_builds_the_sink_from_the_telemetry_section(capsys):
-    from rtctl.telemetry.wiring import close, describe, wire
+    from rtctl.operator.wiring import close, describe, wire
 
     loop = make_loop()
     tel_cfg = {"enabled": True, "endpoint": "tcp://127.0.0.1:0", "plotjuggler": False,

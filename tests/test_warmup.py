@@ -32,7 +32,7 @@ HARNESS = textwrap.dedent(r"""
     import numpy as np
     import rtctl.config
     from rtctl.config import DEMO_CONFIG, build, bundled_config_path, load_config, validate
-    from rtctl.telemetry.wiring import close
+    from rtctl.operator.wiring import close
 
     def run(spec):
         start = time.perf_counter()

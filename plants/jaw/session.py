@@ -201,7 +201,7 @@ def run_session(loop, cfg: dict, out_dir, plots: bool = True) -> SessionResult:
         report = loop.run(cycles=n_cycles)
     finally:
         loop.telemetry = rec.inner
-        from rtctl.telemetry.wiring import close
+        from rtctl.operator.wiring import close
         close(loop)
     changes = [(e["t"], {k: v for k, v in e.items() if k != "t"}) for e in cfg.get("schedule", [])
                if e.get("cmd") == "set_cpg"]

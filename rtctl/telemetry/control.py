@@ -59,7 +59,11 @@ A bind beyond loopback (``allow_remote``) is refused unless ZeroMQ CURVE is conf
 the server's secret certificate and a directory of the client certificates allowed in
 (``zmq.auth.create_certificates`` writes both kinds).
 
-Here: the server (socket, token, pending queue, the loop side) and :class:`CommandSchedule`. The
+``ControlServer`` serves the channel from a thread of the loop's process; ``rtctl run`` serves it from an
+operator process instead (:mod:`rtctl.operator`: the socket, decoding and authentication there, the loop's
+process taking validated commands from :mod:`.inbox`), with the same requests and replies.
+
+Here: the server (token, pending queue, the loop side; the socket is :mod:`.channel`'s) and :class:`CommandSchedule`. The
 request format and structure checks are in :mod:`.requests`, each command's checks in
 :mod:`.commands`, the client in :mod:`.client`; their names are importable from here too.
 """
@@ -67,18 +71,14 @@ from __future__ import annotations
 
 import collections
 import math
-import os
-import secrets
-import threading
 import time
 
 import zmq
 
+from .channel import MAX_FRAMES, Pending, RouterChannel
 from .client import ServerNotTrusted, request
 from .commands import CommandValidation
-from .endpoints import LOOPBACK_HOSTS, bind, check_endpoint, close
-from .handshake import Sessions, server_identity
-from .requests import (AUTH_FIELDS, COMMANDS, COMMON, HELLO, INT64_MAX, INT64_MIN, MAX_DEPTH, MAX_ELEMENTS,
+from .requests import (COMMANDS, COMMON, HELLO, INT64_MAX, INT64_MIN, MAX_DEPTH, MAX_ELEMENTS,
                        MAX_REQUEST_BYTES, MAX_STRING, OPEN_COMMANDS, Refused, check_command, check_request_structure,
                        decode_request, encode_reply)
 
@@ -88,32 +88,18 @@ __all__ = ["COMMANDS", "COMMON", "INT64_MAX", "INT64_MIN", "MAX_DEPTH", "MAX_ELE
            "request"]
 
 MAX_PENDING = 64       # requests waiting for a cycle boundary; beyond: refused at once
-MAX_FRAMES = 8         # frames kept of one message (envelope and request); the rest are dropped
 
 
-class _Pending:
-    __slots__ = ("request", "apply", "done", "reply", "state", "lock", "envelope", "use_json", "rid", "deadline")
-
-    def __init__(self, request, apply):
-        self.request, self.apply = request, apply
-        self.done = threading.Event()
-        self.reply = None
-        self.state = "pending"
-        self.lock = threading.Lock()
-        self.envelope = None
-        self.use_json = False
-        self.rid = None
-        self.deadline = math.inf
-
-
-class ControlServer(CommandValidation):
-    """Control channel of ``loop``; its :meth:`drain` is one of the loop's ``boundary_hooks`` (added here).
+class ControlServer(RouterChannel, CommandValidation):
+    """Control channel of ``loop`` served by a thread of the loop's process; its :meth:`drain` is one of the
+    loop's ``boundary_hooks`` (added here).
 
     ``token`` is required to :meth:`start` a socket (a server built without one only validates and
-    applies requests in-process, as :class:`CommandSchedule` does). ``curve_secret_key`` (path of a
-    ``.key_secret`` certificate) and ``curve_clients`` (directory of allowed clients' ``.key``
-    certificates) turn on CURVE encryption and client authentication; both are required when
-    ``allow_remote`` lets the endpoint bind beyond loopback. The checks of each change command,
+    applies requests in-process, as :class:`CommandSchedule` and the loop's side of the operator process,
+    :mod:`rtctl.telemetry.inbox`, do). ``curve_secret_key`` (path of a ``.key_secret`` certificate) and
+    ``curve_clients`` (directory of allowed clients' ``.key`` certificates) turn on CURVE encryption and
+    client authentication; both are required when ``allow_remote`` lets the endpoint bind beyond loopback
+    (:class:`~rtctl.telemetry.channel.RouterChannel`). The checks of each change command,
     ``_validate_<command>``, come from :class:`~rtctl.telemetry.commands.CommandValidation`.
     """
 
@@ -122,35 +108,14 @@ class ControlServer(CommandValidation):
                  apply_timeout: float = 1.0, allow_remote: bool = False, telemetry=None,
                  context: zmq.Context | None = None, curve_secret_key=None, curve_clients=None,
                  token_source: str = "the caller"):
-        from .auth import check_token
-
+        super().__init__(endpoint=endpoint, token=token, allow_remote=allow_remote, context=context,
+                         curve_secret_key=curve_secret_key, curve_clients=curve_clients, token_source=token_source)
         self.loop = loop
-        self._bind = check_endpoint(endpoint, allow_remote, "control endpoint")
-        self.token = None if token is None else check_token(token, "control token")
-        self.token_source = token_source  # where the token came from, for the start-up message
-        self.run_id = secrets.token_hex(8)  # this server's life, in every proof (a proof for another run is void)
-        self._sessions = self._new_sessions(self._bind)
-        self._curve = None
-        if curve_secret_key is not None or curve_clients is not None:
-            self._curve = _curve_settings(curve_secret_key, curve_clients)
-        if _binds_beyond_loopback(self._bind) and self._curve is None:
-            raise ValueError(f"control endpoint {endpoint!r} binds beyond loopback: set curve_secret_key and "
-                             "curve_clients (ZeroMQ CURVE) to do that; tokens alone would cross the network in clear")
         self.kp_max, self.kd_max = float(kp_max), float(kd_max)
         self.frequency_max, self.duration_max = float(frequency_max), float(duration_max)
         self.apply_timeout = float(apply_timeout)
         self.telemetry = telemetry if telemetry is not None else getattr(loop, "telemetry", None)
-        self._ctx = context or zmq.Context.instance()
         self._queue: collections.deque = collections.deque()
-        self._stop = threading.Event()
-        self._ready = threading.Event()
-        self._error = None
-        self._thread = None
-        self._authenticator = None
-        self.endpoint = ""
-        self.accepted = 0
-        self.refused = 0
-        self.malformed = 0
         safety = loop.safety
         ctl = loop.controller
         self.n = ctl.n
@@ -158,176 +123,11 @@ class ControlServer(CommandValidation):
         self.q_low, self.q_high = safety.soft_limits()
         loop.boundary_hooks.append(self.drain)
 
-    # -- lifetime ------------------------------------------------------------------------
-    def start(self) -> "ControlServer":
-        if self.token is None:
-            raise ValueError("a control channel needs a token (rtctl.telemetry.auth.server_token finds or makes one)")
-        self._thread = threading.Thread(target=self._run, name="rtctl-control", daemon=True)
-        self._thread.start()
-        self._ready.wait(10.0)
-        if self._error is not None:
-            raise RuntimeError(f"control channel: cannot bind: {self._error}") from self._error
-        return self
-
-    def close(self) -> None:
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join(10.0)
-            self._thread = None
-        if self._authenticator is not None:
-            self._authenticator.stop()
-            self._authenticator = None
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.close()
-
-    @property
-    def alive(self) -> bool:
-        """The channel's thread is running."""
-        return self._thread is not None and self._thread.is_alive()
-
-    def _socket(self):
-        sock = self._ctx.socket(zmq.ROUTER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.MAXMSGSIZE, MAX_REQUEST_BYTES)
-        sock.setsockopt(zmq.SNDHWM, 1000)
-        sock.setsockopt(zmq.RCVHWM, 16)
-        if self._curve is not None:
-            from zmq.auth.thread import ThreadAuthenticator
-
-            public, secret, clients = self._curve
-            self._authenticator = ThreadAuthenticator(self._ctx)
-            self._authenticator.start()
-            self._authenticator.configure_curve(domain="*", location=str(clients))
-            sock.curve_publickey, sock.curve_secretkey = public, secret
-            sock.curve_server = True
-        self.endpoint = bind(sock, self._bind)
-        self._sessions = self._new_sessions(self.endpoint)
-        return sock
-
-    def _new_sessions(self, endpoint: str):
-        return None if self.token is None else Sessions(self.token, server_identity(endpoint), self.run_id)
-
-    @property
-    def identity(self) -> str:
-        """The endpoint as proofs name it (:func:`~.handshake.server_identity`; before a bind, the one asked for)."""
-        return server_identity(self.endpoint or self._bind)
-
-    def _run(self) -> None:
-        try:
-            sock = self._socket()
-        except zmq.ZMQError as exc:
-            self._error = exc
-            self._ready.set()
-            return
-        self._ready.set()
-        poller = zmq.Poller()
-        poller.register(sock, zmq.POLLIN)
-        waiting: list[_Pending] = []
-        try:
-            while not self._stop.is_set():
-                events = poller.poll(1 if waiting else 100)
-                if events:
-                    for _ in range(100):  # serve a burst, then look at the waiting requests
-                        frames = self._receive(sock)
-                        if frames is None:
-                            break
-                        self._serve(sock, frames, waiting)
-                if waiting:
-                    self._answer_applied(sock, waiting)
-        finally:
-            close(sock, linger=0)
-
-    def _receive(self, sock):
-        """One message's frames, at most :data:`MAX_FRAMES` kept (a message of millions of frames costs
-        no memory here); None when nothing is waiting."""
-        try:
-            frames = [sock.recv(zmq.NOBLOCK)]
-        except zmq.Again:
-            return None
-        dropped = 0
-        while sock.getsockopt(zmq.RCVMORE):
-            frame = sock.recv()
-            if len(frames) < MAX_FRAMES:
-                frames.append(frame)
-            else:
-                dropped += 1
-        if dropped:
-            frames.append(b"")  # no request parses from a truncated message: it gets a frame-count error
-            self.malformed += 1
-        return frames
-
-    def _serve(self, sock, frames: list, waiting: list) -> None:
-        """One message from the ROUTER: [routing id, ..., b"", request]; never raises."""
-        try:
-            split = frames.index(b"", 1)
-        except ValueError:
-            self.malformed += 1
-            return
-        envelope, body = frames[:split + 1], frames[split + 1:]
-        if len(body) != 1:
-            self.refused += 1
-            self._send(sock, envelope, {"ok": False, "error": f"a request is one frame, got {len(body)}"}, False)
-            return
-        outcome, use_json = self.handle_bytes(body[0], deferred=True)
-        if isinstance(outcome, _Pending):
-            outcome.envelope, outcome.use_json = envelope, use_json
-            waiting.append(outcome)
-            return
-        self._send(sock, envelope, outcome, use_json)
-
-    def _send(self, sock, envelope, reply: dict, use_json: bool) -> None:
-        try:
-            sock.send_multipart([*envelope, encode_reply(reply, use_json)], zmq.NOBLOCK)
-        except zmq.ZMQError:  # the peer is gone or not reading: its reply is dropped, nobody else's
-            self.malformed += 1
-
-    def _answer_applied(self, sock, waiting: list) -> None:
-        now = time.monotonic()
-        for pending in list(waiting):
-            if not pending.done.is_set() and now < pending.deadline:
-                continue
-            reply = self._outcome(pending)
-            if reply is None:
-                continue
-            waiting.remove(pending)
-            if pending.rid is not None:
-                reply["id"] = pending.rid
-            self._send(sock, pending.envelope, reply, pending.use_json)
-
     # -- requests --------------------------------------------------------------------------
-    def handle_bytes(self, raw: bytes, deferred: bool = False):
-        """Decode, validate, apply; returns (reply dict, reply as JSON?), or with ``deferred`` a
-        :class:`_Pending` for a change the loop has yet to apply instead of waiting for it. Never raises:
-        the channel must survive anything."""
-        use_json = False
-        try:
-            request, use_json = decode_request(raw)
-            reply = self.handle(request, deferred)
-        except Refused as exc:
-            self.refused += 1
-            reply = {"ok": False, "error": str(exc)}
-        except Exception as exc:  # noqa: BLE001
-            self.refused += 1
-            reply = {"ok": False, "error": f"internal error: {type(exc).__name__}"}
-        return reply, use_json
-
     def handle(self, request, deferred: bool = False):
-        """Validate and apply ``request``; a reply dict, or with ``deferred`` a :class:`_Pending` to answer
+        """Validate and apply ``request``; a reply dict, or with ``deferred`` a :class:`Pending` to answer
         once the loop has applied it. Raises :class:`Refused` with the reason."""
-        cmd, request = check_command(request, COMMON, AUTH_FIELDS)
-        rid = request.get("id")
-        if rid is not None and not (isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool))):
-            raise Refused(f"id: expected an integer or a string, got {type(rid).__name__}")
-        if cmd not in OPEN_COMMANDS:
-            if self._sessions is None:
-                raise Refused(f"{cmd}: this server has no token, so it accepts only {sorted(OPEN_COMMANDS)}")
-            if cmd != HELLO:
-                self._sessions.check(cmd, request)
-                request = {k: v for k, v in request.items() if k not in AUTH_FIELDS}
+        cmd, request, rid = self.admit(request)
         if cmd == HELLO:
             reply = {"ok": True, **self._sessions.hello(request)}
         elif cmd == "status":
@@ -387,15 +187,15 @@ class ControlServer(CommandValidation):
         limits = getattr(self.loop.controller, "impedance_limits", None)
         return {"impedance": limits()} if callable(limits) else {}
 
-    def _enqueue(self, cmd, clean, apply) -> _Pending:
+    def _enqueue(self, cmd, clean, apply) -> Pending:
         if len(self._queue) >= MAX_PENDING:
             raise Refused(f"{cmd}: {MAX_PENDING} requests are already waiting for the loop; try again")
-        pending = _Pending({"cmd": cmd, **clean}, apply)
+        pending = Pending({"cmd": cmd, **clean}, apply)
         pending.deadline = time.monotonic() + self.apply_timeout
         self._queue.append(pending)
         return pending
 
-    def _outcome(self, pending: _Pending):
+    def _outcome(self, pending: Pending):
         """The reply of a queued request: applied, refused by the loop, or timed out (None: being applied)."""
         if not pending.done.is_set():
             with pending.lock:
@@ -438,34 +238,6 @@ class ControlServer(CommandValidation):
         if tele is not None:
             loop = self.loop
             tele.event("control", f"{request['cmd']}: {detail}", loop.cycle, loop.cycle * loop.period, request)
-
-
-def _binds_beyond_loopback(bind: str) -> bool:
-    if not bind.startswith("tcp://"):
-        return False
-    host = bind[len("tcp://"):].rpartition(":")[0]
-    return host not in LOOPBACK_HOSTS
-
-
-def _curve_settings(secret_key, clients):
-    from pathlib import Path
-
-    from .auth import CredentialError, load_curve_server_key
-
-    if not zmq.has("curve"):
-        raise ValueError("this libzmq has no CURVE support")
-    if secret_key is None or clients is None:
-        raise ValueError("CURVE needs both curve_secret_key (the server's .key_secret file) and curve_clients "
-                         "(a directory of the allowed clients' public .key files)")
-    public, secret = load_curve_server_key(secret_key)
-    clients = Path(clients).expanduser()
-    if not clients.is_dir():
-        raise CredentialError(f"curve_clients {clients}: not a directory")
-    st = clients.stat()
-    if (hasattr(os, "getuid") and st.st_uid != os.getuid()) or st.st_mode & 0o022:
-        raise CredentialError(f"curve_clients {clients}: must be owned by this user and writable by nobody else "
-                              "(whoever can add a certificate there is let in)")
-    return public, secret, clients
 
 
 class CommandSchedule:

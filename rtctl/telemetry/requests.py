@@ -53,6 +53,8 @@ def check_request_structure(request) -> dict:
             raise Refused(f"request: more than {MAX_ELEMENTS} values")
         if depth > MAX_DEPTH:
             raise Refused(f"{path}: nested deeper than {MAX_DEPTH} levels")
+        if isinstance(value, (dict, list, tuple)) and seen + len(value) > MAX_ELEMENTS:
+            raise Refused(f"request: more than {MAX_ELEMENTS} values")   # before walking (or listing) any of them
         if isinstance(value, dict):
             for key, item in value.items():
                 if not isinstance(key, str):
@@ -119,11 +121,19 @@ def decode_request(raw: bytes):
             raise Refused(f"request is not valid JSON: {str(exc)[:200]}") from None
     else:
         try:
-            request = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+            request = msgpack.unpackb(raw, raw=False, strict_map_key=False, max_array_len=MAX_ELEMENTS,
+                                      max_map_len=MAX_ELEMENTS, max_str_len=4 * MAX_STRING, max_bin_len=MAX_STRING,
+                                      max_ext_len=MAX_STRING)
         except UnicodeDecodeError:
             raise Refused("request: a msgpack string is not valid UTF-8") from None
         except (msgpack.exceptions.StackError, RecursionError):
             raise Refused(f"request: nested deeper than {MAX_DEPTH} levels") from None
+        except ValueError as exc:   # a limit given above, met before anything of that length was built
+            if "max_array_len" in str(exc) or "max_map_len" in str(exc):
+                raise Refused(f"request: more than {MAX_ELEMENTS} values") from None
+            if "_len" in str(exc):
+                raise Refused(f"request: a string longer than {MAX_STRING} characters") from None
+            raise Refused(f"request is neither JSON nor msgpack ({type(exc).__name__})") from None
         except Exception as exc:  # noqa: BLE001  (msgpack raises several kinds on garbage)
             raise Refused(f"request is neither JSON nor msgpack ({type(exc).__name__})") from None
     return request, use_json

@@ -1,10 +1,11 @@
-"""Config -> telemetry and control channel of a built loop (used by :func:`rtctl.config.build`)."""
+"""Config -> telemetry and control channel of a built loop (used by :func:`rtctl.config.build`): the control
+channel is served by an operator process (:mod:`.process`)."""
 from __future__ import annotations
 
-from .auth import server_token
-from .control import ControlServer
-from .publisher import PUBLISHER_NICE, SWITCH_INTERVAL, Telemetry
-from .schema import SCHEMA_VERSION
+from ..telemetry.auth import server_token
+from ..telemetry.publisher import PUBLISHER_NICE, SWITCH_INTERVAL, Telemetry
+from ..telemetry.schema import SCHEMA_VERSION
+from .process import OperatorProcess
 
 
 def wire(loop, tel: dict, ctl: dict):
@@ -17,7 +18,7 @@ def wire(loop, tel: dict, ctl: dict):
         if tel.get("enabled"):
             sinks = []
             if tel.get("foxglove"):
-                from .foxglove import (DEFAULT_ALLOWED_ORIGINS, DEFAULT_BACKLOG, DEFAULT_MAX_CLIENTS, DEFAULT_PORT,
+                from ..telemetry.foxglove import (DEFAULT_ALLOWED_ORIGINS, DEFAULT_BACKLOG, DEFAULT_MAX_CLIENTS, DEFAULT_PORT,
                                        FoxgloveSink)
                 sinks.append(FoxgloveSink(host=tel.get("foxglove_host", "127.0.0.1"),
                                           port=tel.get("foxglove_port", DEFAULT_PORT),
@@ -39,7 +40,7 @@ def wire(loop, tel: dict, ctl: dict):
             telemetry.attach(loop).start()
         if ctl.get("enabled"):
             token, token_source = server_token(ctl["token_file"] or None)
-            control = ControlServer(loop, endpoint=ctl["endpoint"], token=token,
+            control = OperatorProcess(loop, endpoint=ctl["endpoint"], token=token,
                                     curve_secret_key=ctl["curve_secret_key"] or None,
                                     curve_clients=ctl["curve_clients"] or None,
                                     kp_max=ctl["kp_max"], kd_max=ctl["kd_max"], frequency_max=ctl["frequency_max"],
