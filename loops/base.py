@@ -51,6 +51,13 @@ class Trajectory(abc.ABC):
         """What of this motion leaves the safety monitor's limits (``""``: nothing); checked before a run."""
         return ""
 
+    retargetable = False  # a point-to-point move the control channel's set_target may send elsewhere
+
+    def retarget(self, start: np.ndarray, goal: np.ndarray, t0: float, duration: float) -> None:
+        """Move from ``start`` at control time ``t0`` to ``goal`` in ``duration`` s (set_target, at a cycle
+        boundary). Only a trajectory with :attr:`retargetable` offers it."""
+        raise TypeError(f"{type(self).__name__} is not a point-to-point move: it cannot be retargeted")
+
     def add_loop_hooks(self, loop) -> None:
         """Once the loop is built: attach what this component configures in a section it owns (a monitor, a
         feedback hook) to ``loop``. By default nothing. An error names its own ``[section]``."""
@@ -113,6 +120,22 @@ class Controller(abc.ABC):
         ones = bool(np.all(inertia == 1.0))
         return gain_violation(kp, kd, sampling, self.joint_names, inertia=None if ones else inertia,
                               units=self.gain_units)
+
+    def impedance_limits(self) -> dict | None:
+        """What the control channel's ``set_impedance`` may set on this law: a dict with at least ``"stiffness"``
+        and ``"damping"`` (6 upper bounds each, translational first: x, y, z, rx, ry, rz); None (the default):
+        the law has no impedance to change live."""
+        return None
+
+    def check_impedance(self, stiffness=None, damping=None, damping_ratio=None) -> tuple:
+        """``(K, D, zeta)`` of a change, checked (ValueError naming what is wrong); nothing is applied. Offered
+        by a law whose :meth:`impedance_limits` is not None."""
+        raise ValueError(f"{self.name} has no impedance to change")
+
+    def set_impedance(self, stiffness=None, damping=None, damping_ratio=None, nullspace_stiffness=None) -> str:
+        """Apply a checked change from the loop's thread (blended in, without a torque step); returns what
+        changed. Offered by a law whose :meth:`impedance_limits` is not None."""
+        raise ValueError(f"{self.name} has no impedance to change")
 
     def tracked(self) -> tuple[tuple[str, ...], np.ndarray] | None:
         """What the run's report tracks: None (the default) for the actuated joints' ``q_d - q``; a law

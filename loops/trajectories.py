@@ -287,6 +287,14 @@ class MinimumJerk(_CompiledTrajectory):
         self.t0 = _scalar(cls, "t0", t0)
         self._args = (self.t0, self.duration, self.start, self.goal)
 
+    retargetable = True
+
+    def retarget(self, start, goal, t0: float, duration: float) -> None:
+        self.start[:] = start
+        self.goal[:] = goal
+        self.t0, self.duration = float(t0), float(duration)
+        self._args = (self.t0, self.duration, self.start, self.goal)
+
     def peak_velocity(self) -> np.ndarray:
         """|qd| at its largest over the move, per joint: 1.875 |goal - start| / duration."""
         return MIN_JERK_PEAK_VELOCITY * np.abs(self.goal - self.start) / self.duration

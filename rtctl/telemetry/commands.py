@@ -5,13 +5,11 @@ A validator takes a request that passed :func:`~rtctl.telemetry.requests.check_c
 have changed since) and returns its description; ``clean`` is the request as applied, for the
 event log. Any field out of its range raises :class:`~rtctl.telemetry.requests.Refused` naming it.
 
-Impedance controllers (``set_impedance``) offer three methods, looked up by name (the core imports no
-controller): ``impedance_limits()`` -> a dict with at least ``"stiffness"`` and ``"damping"`` (6 upper
-bounds each, translational first: x, y, z, rx, ry, rz); ``check_impedance(stiffness, damping,
-damping_ratio)`` raising ``ValueError`` naming what is wrong (not symmetric, not positive definite,
-beyond a bound, a damping mode the controller does not use); ``set_impedance(...)`` applying a checked
-change from the loop's thread and returning its description (the controller blends it in without a
-torque step, e.g. :class:`loops.impedance.CartesianImpedance` over its ``gain_ramp``).
+The components' extension points this uses are declared with defaults on their base classes
+(:class:`loops.base.Controller`, :class:`loops.base.Trajectory`): ``set_target`` retargets a trajectory
+whose ``retargetable`` is true (``retarget``); ``set_impedance`` changes a controller whose
+``impedance_limits()`` is not None (``check_impedance``, then ``set_impedance`` from the loop's thread,
+blended in without a torque step, e.g. :class:`loops.impedance.CartesianImpedance` over its ``gain_ramp``).
 """
 from __future__ import annotations
 
@@ -150,8 +148,7 @@ class CommandValidation:
 
     def _validate_set_target(self, req):
         traj = self.loop.trajectory
-        if not all(hasattr(traj, a) for a in ("start", "goal", "t0", "duration", "_args")) or \
-                type(traj).__name__ != "MinimumJerk":
+        if not traj.retargetable:
             raise Refused(f"set_target: needs a min_jerk trajectory; this loop runs {type(traj).__name__} "
                           "(oscillators: use set_cpg)")
         if "goal" not in req:
@@ -175,20 +172,15 @@ class CommandValidation:
             again = loop.safety.min_jerk_violation(loop.q_d, goal, duration)  # from where the loop is now
             if again:
                 raise Refused(f"set_target: {again}")
-            tr = loop.trajectory
             t = loop.cycle * loop.period
-            tr.start[:] = loop.q_d
-            tr.goal[:] = goal
-            tr.t0 = t
-            tr.duration = duration
-            tr._args = (tr.t0, tr.duration, tr.start, tr.goal)
+            loop.trajectory.retarget(loop.q_d, goal, t, duration)
             return f"move to {goal.tolist()} in {duration:g} s from t = {t:.6g} s"
         return apply, {"goal": goal.tolist(), "duration": duration}
 
     def _refuse_while_moving_on_its_own(self, cmd: str, loop) -> None:
         """A new move starts from the desired state at rest: not during a re-arm's recovery move (whose
         offset is not the trajectory's), and for set_target not while the current move is under way."""
-        if getattr(loop, "recovering", False):
+        if loop.recovering:
             raise Refused(f"{cmd}: the robot is rejoining its trajectory after a re-arm; wait until it has")
         if cmd == "set_target":
             moving = np.flatnonzero(np.abs(loop.qd_d) > 1e-9)
@@ -199,7 +191,7 @@ class CommandValidation:
 
     def _validate_set_cpg(self, req):
         traj = self.loop.trajectory
-        if getattr(self.loop, "recovering", False):
+        if self.loop.recovering:
             self._refuse_while_moving_on_its_own("set_cpg", self.loop)
         custom = getattr(traj, "validate_cpg_request", None)  # a CPG with its own parameters and limits
         if custom is not None:
@@ -274,10 +266,8 @@ class CommandValidation:
 
     def _validate_set_impedance(self, req):
         ctl = self.loop.controller
-        methods = [getattr(ctl, m, None) for m in ("impedance_limits", "check_impedance", "set_impedance")]
-        if not all(callable(m) for m in methods):
-            raise Refused(f"set_impedance: the loop's controller ({getattr(ctl, 'name', type(ctl).__name__)}) is not "
-                          "an impedance controller")
+        if ctl.impedance_limits() is None:
+            raise Refused(f"set_impedance: the loop's controller ({ctl.name}) is not an impedance controller")
         fields = sorted(COMMANDS["set_impedance"] & set(req))
         if not fields:
             raise Refused("set_impedance: give at least one of " + ", ".join(sorted(COMMANDS["set_impedance"])))
@@ -291,7 +281,7 @@ class CommandValidation:
         if "nullspace_stiffness" in req:
             nullspace = _vector(req["nullspace_stiffness"], self.n, "nullspace_stiffness", 0.0, self.kp_max)
         try:
-            methods[1](**change)
+            ctl.check_impedance(**change)
         except ValueError as exc:
             raise Refused(f"set_impedance: {exc}") from None
 

@@ -184,8 +184,8 @@ class ControlServer(RouterChannel, CommandValidation):
 
     def _impedance_limits(self) -> dict:
         """``{"impedance": ...}``: what set_impedance may set on this loop's controller (empty for others)."""
-        limits = getattr(self.loop.controller, "impedance_limits", None)
-        return {"impedance": limits()} if callable(limits) else {}
+        limits = self.loop.controller.impedance_limits()
+        return {} if limits is None else {"impedance": limits}
 
     def _enqueue(self, cmd, clean, apply) -> Pending:
         if len(self._queue) >= MAX_PENDING:
