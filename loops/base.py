@@ -51,6 +51,11 @@ class Trajectory(abc.ABC):
         """What of this motion leaves the safety monitor's limits (``""``: nothing); checked before a run."""
         return ""
 
+    def peak_velocity(self) -> np.ndarray | None:
+        """Per joint, the largest desired speed this motion reaches (a re-arm's recovery move leaves the rest of
+        the velocity bound free); None (the default): not known, the recovery keeps a fixed share."""
+        return None
+
     retargetable = False  # a point-to-point move the control channel's set_target may send elsewhere
 
     def retarget(self, start: np.ndarray, goal: np.ndarray, t0: float, duration: float) -> None:
@@ -164,9 +169,11 @@ class Controller(abc.ABC):
     def __init__(self, dyn: Dynamics, kp, kd=None):
         self.dyn = dyn
         self.model = dyn.model
-        self.q_index, self.v_index, self.joint_names = actuated_indices(self.model)
-        n = len(self.v_index)
+        q_index, v_index, self.joint_names = actuated_indices(self.model)
+        n = len(v_index)
         self.n = n
+        self.index = np.array([q_index, v_index], dtype=np.int64).reshape(2, n)  # rows: q_index, v_index
+        self.q_index, self.v_index = self.index[0], self.index[1]
         self.kp = np.broadcast_to(np.asarray(kp, dtype=float), (n,)).copy()
         if not np.all(np.isfinite(self.kp)) or np.any(self.kp < 0):
             raise ValueError(f"{self.name}: kp must be finite and >= 0, got {self.kp.tolist()}")

@@ -209,8 +209,6 @@ class _CompiledController(Controller):
         m = self.model
         self.n_base = _floating_base_dofs(m, self.v_index)
         self._check_base()
-        self._index = np.array([self.q_index, self.v_index], dtype=np.int64).reshape(2, self.n)
-        self.q_index, self.v_index = self._index[0], self._index[1]
         self._work = np.zeros((5, m.nq))
         self.alpha = self._work[2, :m.nv]  # acceleration handed to the ID (alpha for computed torque)
         self.tau = self._work[3, :m.nv]    # full ID output of the last cycle
@@ -233,7 +231,7 @@ class _CompiledController(Controller):
         """Write the generalized efforts (nv) for measured ``q`` (nq), ``v`` (nv) and the desired
         actuated-joint motion ``q_d``, ``qd_d``, ``qdd_d`` (n) into ``effort``; allocation-free."""
         try:
-            status = _control_step(self.mode, self.dyn.mi, self.dyn.mf, self.dyn.ws, self._index, self.kp, self.kd,
+            status = _control_step(self.mode, self.dyn.mi, self.dyn.mf, self.dyn.ws, self.index, self.kp, self.kd,
                                    self._work, self._base_block, q, v, q_d, qd_d, qdd_d, effort)
         except TypeError:
             status = self._update_converted(q, v, q_d, qd_d, qdd_d, effort)
@@ -252,7 +250,7 @@ class _CompiledController(Controller):
     def _update_converted(self, q, v, q_d, qd_d, qdd_d, effort):
         """Slow path for inputs numba rejects (lists, other dtypes, strided views)."""
         args, kp, kd = self._converted_inputs(q, v, q_d, qd_d, qdd_d, effort)
-        return _control_step(self.mode, self.dyn.mi, self.dyn.mf, self.dyn.ws, self._index, kp, kd,
+        return _control_step(self.mode, self.dyn.mi, self.dyn.mf, self.dyn.ws, self.index, kp, kd,
                              self._work, self._base_block, *args, effort)
 
     def _converted_inputs(self, q, v, q_d, qd_d, qdd_d, effort):

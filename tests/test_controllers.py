@@ -389,7 +389,7 @@ NRT_SCRIPT = textwrap.dedent("""
         dyn = Dynamics(load_urdf(bundled_model_path(name), base))
         c = lc.PD(dyn, kp=10.0)
         m = dyn.model
-        args = (modes, dyn.mi, dyn.mf, dyn.ws, c._index, c.kp, c.kd, c._work, c._base_block,
+        args = (modes, dyn.mi, dyn.mf, dyn.ws, c.index, c.kp, c.kd, c._work, c._base_block,
                 m.neutral_configuration(), np.ones(m.nv), np.full(c.n, 0.1), np.ones(c.n), np.ones(c.n),
                 np.zeros(m.nv))
         assert cycles(1, *args) == 0

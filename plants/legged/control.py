@@ -155,7 +155,7 @@ class _LeggedController(_CompiledController):
         """Efforts (nv) for the measured state and the desired joint motion, with the ground wrenches of the
         measured state in the model-based term; allocation-free."""
         try:
-            status = _legged_step(self.mode, self.dyn.mi, self.dyn.mf, self.dyn.ws, self._index, self.kp,
+            status = _legged_step(self.mode, self.dyn.mi, self.dyn.mf, self.dyn.ws, self.index, self.kp,
                                   self.kd, self._work, self._base_block, self._contact, q, v, q_d, qd_d, qdd_d,
                                   effort)
         except (TypeError, TypingError):  # inputs numba rejects: lists, other dtypes, strided views
@@ -167,7 +167,7 @@ class _LeggedController(_CompiledController):
 
     def _update_converted(self, q, v, q_d, qd_d, qdd_d, effort):
         args, kp, kd = self._converted_inputs(q, v, q_d, qd_d, qdd_d, effort)
-        return _legged_step(self.mode, self.dyn.mi, self.dyn.mf, self.dyn.ws, self._index, kp, kd, self._work,
+        return _legged_step(self.mode, self.dyn.mi, self.dyn.mf, self.dyn.ws, self.index, kp, kd, self._work,
                             self._base_block, self._contact, *args, effort)
 
 

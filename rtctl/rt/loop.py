@@ -276,11 +276,11 @@ class ControlLoop:
         recovering = self.safety.rearm(self.state, estop_count)
         self._activate_controller(again=True)
         bound = self.safety.velocity_bound
-        peak = getattr(self.trajectory, "peak_velocity", None)  # a trajectory that knows its own peak
+        peak = self.trajectory.peak_velocity()
         if peak is None:
             self._recovery_vmax[:] = RECOVERY_SHARE * bound
         else:
-            self._recovery_vmax[:] = np.maximum(bound - np.asarray(peak(), dtype=float), RECOVERY_FLOOR * bound)
+            self._recovery_vmax[:] = np.maximum(bound - np.asarray(peak, dtype=float), RECOVERY_FLOOR * bound)
         self._recovery_state = R_START
         return "re-armed" + (f"; recovery move for {recovering}" if recovering else "; rejoining the trajectory")
 

@@ -126,7 +126,7 @@ class SafetyMonitor:
         self.joint_names = list(names)
         n = len(names)
         body_of_v = {int(model.idx_v[b]): b for b in range(model.nbodies)}
-        self._units = [("m", "m/s", "N") if model.joint_type[body_of_v[int(i)]] == PRISMATIC
+        self.units = [("m", "m/s", "N") if model.joint_type[body_of_v[int(i)]] == PRISMATIC
                        else ("rad", "rad/s", "N m") for i in self.v_index]
 
         lower, upper = model.lower[self.q_index], model.upper[self.q_index]
@@ -157,7 +157,7 @@ class SafetyMonitor:
                 raise ValueError(f"damping_gain must be finite and >= 0, got {gain.tolist()}")
             lim[L_DAMP] = gain
         if safe_mode == "damping":
-            problem = damping_violation(names, self._units, lim[L_DAMP], gravity, lim[L_VMAX], emax)
+            problem = damping_violation(names, self.units, lim[L_DAMP], gravity, lim[L_VMAX], emax)
             if problem:
                 raise ValueError(problem)
         self.damping_gain = lim[L_DAMP].copy()
@@ -258,7 +258,7 @@ class SafetyMonitor:
         if code == CLAMP_NEW:
             k = int(self._ctl[C_WHERE])
             e = float(self._val[V_VALUE])
-            detail = (f"effort limit: joint '{self.joint_names[k]}' effort {e:.4g} {self._units[k][2]} "
+            detail = (f"effort limit: joint '{self.joint_names[k]}' effort {e:.4g} {self.units[k][2]} "
                       f"clamped to {np.copysign(self._lim[L_EMAX, k], e):.4g}")
             self.events.append((self.cycles - 1, "clamp", detail))
         return True
@@ -365,7 +365,7 @@ class SafetyMonitor:
         for k, name in enumerate(self.joint_names):
             x, speed = float(state.q[self.q_index[k]]), abs(float(state.v[self.v_index[k]]))
             if not (lower[k] - margin <= x <= upper[k] + margin):
-                qu = self._units[k][0]
+                qu = self.units[k][0]
                 problems.append(f"joint '{name}' q = {x:.4g} {qu} lies more than the position margin ({margin:g}) "
                                 f"beyond its hard limits [{lower[k]:.4g}, {upper[k]:.4g}]: move it back by hand")
             if speed > self._lim[L_VMAX, k]:
@@ -432,7 +432,7 @@ class SafetyMonitor:
         for k, name in enumerate(self.joint_names):
             lo, hi = self._lim[L_SOFT_LO, k], self._lim[L_SOFT_HI, k]
             if not lo <= q[k] <= hi:
-                return (f"{what}: joint '{name}' = {q[k]:.6g} {self._units[k][0]} outside its soft limits "
+                return (f"{what}: joint '{name}' = {q[k]:.6g} {self.units[k][0]} outside its soft limits "
                         f"[{lo:.6g}, {hi:.6g}] (limits minus position_margin {self.position_margin:g})")
         return ""
 
@@ -447,7 +447,7 @@ class SafetyMonitor:
             peak_a = MIN_JERK_PEAK_ACCELERATION * dq[k] / duration ** 2
             shortest = max(MIN_JERK_PEAK_VELOCITY * dq[k] / vmax if vmax > 0 else math.inf,
                            math.sqrt(MIN_JERK_PEAK_ACCELERATION * dq[k] / amax) if amax > 0 else math.inf)
-            _, vu, _ = self._units[k]
+            _, vu, _ = self.units[k]
             if peak_v > vmax:
                 return (f"joint '{name}': a move of {dq[k]:.4g} in {duration:g} s peaks at {peak_v:.4g} {vu}, "
                         f"above its velocity limit {vmax:.4g} {vu}; it needs at least {shortest:.4g} s")
@@ -463,7 +463,7 @@ class SafetyMonitor:
         omega = 2.0 * math.pi * np.broadcast_to(np.asarray(frequency, dtype=float), (len(self.joint_names),))
         for k, name in enumerate(self.joint_names):
             peak_v, peak_a = amplitude[k] * omega[k], amplitude[k] * omega[k] ** 2
-            _, vu, _ = self._units[k]
+            _, vu, _ = self.units[k]
             if peak_v > self._lim[L_VMAX, k]:
                 return (f"joint '{name}': amplitude {amplitude[k]:.4g} at {omega[k] / (2 * math.pi):.4g} Hz peaks at "
                         f"{peak_v:.4g} {vu}, above its velocity limit {self._lim[L_VMAX, k]:.4g} {vu}")
@@ -505,7 +505,7 @@ class SafetyMonitor:
         if code == STALE:
             return (f"stale state: no fresh sample for {int(value)} consecutive cycles "
                     f"(watchdog {self.watchdog_cycles})")
-        name, (qu, vu, eu) = self.joint_names[where], self._units[where]
+        name, (qu, vu, eu) = self.joint_names[where], self.units[where]
         if code == POSITION:
             lo, hi = self._lim[L_LO, where], self._lim[L_HI, where]
             return (f"position limit: joint '{name}' q = {value:.4g} {qu} outside the soft limits "

@@ -210,10 +210,7 @@ class Telemetry(LoopSink):
         ctl = loop.controller
         self.loop = loop
         self.joints = list(ctl.joint_names)
-        index = getattr(ctl, "_index", None)
-        if index is None:
-            index = np.array([ctl.q_index, ctl.v_index], dtype=np.int64).reshape(2, ctl.n)
-        self._index = np.ascontiguousarray(index, dtype=np.int64)
+        self._index = ctl.index
         self._attach_extras(loop)
         self.layout = Layout(ctl.n, len(self.extra_names))
         if self.process:
@@ -246,9 +243,8 @@ class Telemetry(LoopSink):
 
     def metadata(self) -> dict:
         loop = self.loop
-        units = getattr(loop.safety, "_units", None) or [("rad", "rad/s", "N m")] * len(self.joints)
-        pos, vel, eff = ([u[i] for u in units] for i in range(3))
-        kp_u, kd_u = gain_units(getattr(loop.controller, "name", ""))
+        pos, vel, eff = ([u[i] for u in loop.safety.units] for i in range(3))
+        kp_u, kd_u = gain_units(loop.controller.name)
         joint_units = {"q": pos, "qd": vel, "q_d": pos, "qd_d": vel, "effort_cmd": eff, "effort": eff,
                        "error": pos, "kp": kp_u, "kd": kd_u}
         fields = {name: {"shape": [], "unit": SCALAR_UNITS[name]} for name in SCALAR_FIELDS}
@@ -257,7 +253,7 @@ class Telemetry(LoopSink):
             fields["extra"] = {"shape": [len(self.extra_names)], "unit": "per name (controller, hooks)"}
         return envelope(robot=loop.model.name, joints=self.joints, rate_hz=loop.rate_hz, period=loop.period,
                         batch_period=self.batch_period, fields=fields, extra=self.extra_names,
-                        controller=getattr(loop.controller, "name", type(loop.controller).__name__),
+                        controller=loop.controller.name,
                         trajectory=type(loop.trajectory).__name__, started=self._started,
                         capacity=self.capacity)
 
