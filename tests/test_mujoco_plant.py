@@ -266,7 +266,7 @@ def test_mujoco_plant_behind_emulated_can_actuators_in_another_process(bus_serve
     counters = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
     assert plant_line == "PLANT MujocoPlant nv=2"
     assert report.cycles == 1000 and not report.tripped and not report.failures, report.format()
-    # The bound of the CAN HIL suite for this arm on the built-in plant (hil/test_can_hil.py): 0.15 rad on a
+    # The bound of the CAN HIL suite for this arm on the built-in plant (tests/hil/test_can_hil.py): 0.15 rad on a
     # run that kept its timing, 0.25 rad when the shared machine made it miss replies.
     health = driver.health
     clean = report.overruns < 0.1 * report.cycles and health.stale_cycles < 0.05 * report.cycles

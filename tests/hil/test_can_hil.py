@@ -9,7 +9,7 @@ the machine's load, so the counts are checked against each other, not against a 
 beyond the 10 cycles in flight after the kill. A CiA 402 drive fault -> safe state at the first cycle
 whose TPDOs arrive after the faulted SYNC (the next one unless they are late), then fault reset and the
 loop runs on without trip or fault. The emulators run on a shared, non-real-time machine: see
-STALL_TOLERANT. (Killing the *control* process: hil/test_can_kill.py.)
+STALL_TOLERANT. (Killing the *control* process: tests/hil/test_can_kill.py.)
 """
 import numpy as np
 import pytest

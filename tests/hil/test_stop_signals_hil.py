@@ -1,6 +1,6 @@
 """SIGTERM and SIGHUP stop ``rtctl run`` in order on every bus, within STOP_BOUND of the signal.
 
-The control process is ``rtctl run`` (the installed command line, as ``hil/test_can_kill.py`` starts it) closing
+The control process is ``rtctl run`` (the installed command line, as ``tests/hil/test_can_kill.py`` starts it) closing
 the HIL arm at 500 Hz against emulator processes: MIT motors and CiA 402 drives on the loopback CAN bus server,
 a Dynamixel chain on a pty. Once the loop is cycling (command frames or SYNCs counted on the bus; the servos'
 torque switched on by the first cycle), the test takes the time and sends SIGTERM or SIGHUP. The emulators
@@ -13,7 +13,7 @@ drive leaves OPERATION ENABLED by the shutdown command (READY TO SWITCH ON: powe
 Dynamixel servo's torque goes off. The report is printed, the exit status is 128 + the signal's number, and
 nothing was left to the actuators' own timeouts (the MIT firmware here has none, as its default).
 The bound depends on the scheduling of four processes on a shared 2-core machine: ``wall_clock`` runs a test
-once more when it fails (as ``hil/test_dynamixel_hil.py``); a stop that does not happen fails both runs.
+once more when it fails (as ``tests/hil/test_dynamixel_hil.py``); a stop that does not happen fails both runs.
 """
 import json
 import os

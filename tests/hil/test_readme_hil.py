@@ -6,8 +6,8 @@ bus server's URL, the CAN emulator's ``READY``, the Dynamixel emulator's ``PORT`
 ```toml block headed ``# NAME.toml`` as a file. Two things differ from the text, as the README says: the CAN
 bus server's port 47100 is replaced by a free one (other runs may hold it), and the Dynamixel config's port
 ``/dev/pts/N`` by the pty the emulator printed. The run must end cleanly (exit 0, no trip) and track within
-the bounds the HIL suite states for these loops (hil/test_can_hil.py: 0.15 rad, 0.25 rad when the machine
-made the loop overrun; hil/test_dynamixel_hil.py: 0.05 rad, 0.08 rad likewise); each joint's max tracking
+the bounds the HIL suite states for these loops (tests/hil/test_can_hil.py: 0.15 rad, 0.25 rad when the machine
+made the loop overrun; tests/hil/test_dynamixel_hil.py: 0.05 rad, 0.08 rad likewise); each joint's max tracking
 error is read from the run's report.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ from rtctl.hil.can_harness import _finish, _wait_line
 
 from machine import STARVED_SHARE
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 FENCED = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
 README_PORT = "47100"
 READY = {"can-bus": lambda s: s.startswith("ws://127.0.0.1:"), "can-emulator": lambda s: s == "READY",

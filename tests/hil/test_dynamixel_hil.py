@@ -268,9 +268,9 @@ def test_position_mode_uses_the_servo_pid():
 
 KILLED_CHILD = """
 import sys
-sys.path.insert(0, sys.argv[4])         # the tests' helpers (tests/machine.py), which this module imports
+sys.path[:0] = sys.argv[4:6]            # this module's folder and the tests' helpers (tests/machine.py) it imports
 import numpy as np
-from rtctl.hil.test_dynamixel_hil import AMPLITUDE, CENTER, make_loop
+from test_dynamixel_hil import AMPLITUDE, CENTER, make_loop
 port, mode, watchdog = sys.argv[1], sys.argv[2], float(sys.argv[3])
 
 def hook(cycle, t, state, command):
@@ -295,7 +295,7 @@ def test_killed_control_process_each_servo_stops_by_its_bus_watchdog(mode):
     watchdog, margin = 0.3, 0.05
     with emulator() as emu:
         child = subprocess.Popen([sys.executable, "-c", KILLED_CHILD, emu.port, mode, str(watchdog),
-                                  str(Path(__file__).resolve().parent.parent / "tests")],
+                                  str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])],
                                  stdout=subprocess.PIPE, text=True)
         try:
             assert child.stdout.readline().strip() == "RUNNING"
