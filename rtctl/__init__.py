@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import _source_tree
+from . import _kernel_deps, _source_tree
 
 _source_tree.install(Path(__file__).resolve().parent)
 
@@ -26,7 +26,6 @@ MODELS_DIR = Path(__file__).parent / "data" / "models"
 # numba's on-disk cache is pickled: whoever can write a cache file can run code in every process that
 # loads it. rtctl's cache therefore lives only in a directory no other user can write to (see
 # _private_dir); when there is none, rtctl's kernels run uncached (compiled at every start).
-_SOURCE_FOLDERS = ("rtctl", "drivers", "plants", "loops", "hil")  # installed: all inside rtctl/
 _CACHE_PRUNE_AGE_S = 24 * 3600.0   # numba-<hash> siblings of the current one unused this long are removed
 _CACHE_KEEP_OTHERS = 2             # ... and beyond the 2 most recently used, those unused for an hour
 _CACHE_BUSY_AGE_S = 3600.0
@@ -37,20 +36,20 @@ class _UnsafeCacheDir(Exception):
     """Why a cache directory is refused (the message names the path)."""
 
 
-def _source_digest() -> str:
-    """A hash of every rtctl source file.
-
-    numba validates a cached function against its own file's contents only,
-    so a kernel that calls into another, edited module would load stale
-    machine code. Keying the cache directory on all sources rules that out.
-    """
-    root = Path(__file__).resolve().parent.parent
-    digest = hashlib.sha1(__version__.encode())
-    for package in _SOURCE_FOLDERS:
-        for path in sorted((root / package).rglob("*.py")):
-            digest.update(str(path.relative_to(root)).encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
+def _cache_name(stamped: bool) -> str:
+    """``numba-<hash>`` of what the stamps of numba's cache entries leave out: rtctl's, Python's, numba's and
+    numpy's versions (:func:`rtctl._kernel_deps.environment_tag`). Each kernel's entry is stamped with its
+    module and the rtctl modules that module imports (:func:`rtctl._kernel_deps.install_locator`), so an
+    edit recompiles only the kernels that can see it. Without that stamp (``stamped`` False: a numba whose
+    cache locators we cannot extend) the name hashes every source file, as numba checks a function's own
+    file only."""
+    digest = hashlib.sha1(f"{__version__} {_kernel_deps.environment_tag()}".encode())
+    if not stamped:
+        for folder in _kernel_deps.rtctl_packages(Path(__file__).resolve().parent).values():
+            for path in sorted(folder.rglob("*.py")):
+                digest.update(str(path.relative_to(folder.parent)).encode())
+                digest.update(path.read_bytes())
+    return f"numba-{digest.hexdigest()[:16]}"
 
 
 def _check_ancestors(real: str, uid: int, parent_of_cache: bool) -> None:
@@ -131,7 +130,7 @@ def _cache_root() -> str:
 def _prune_stale(root: str, keep: str) -> None:
     """Remove ``numba-*`` directories in ``root`` other than ``keep`` (each import touches its own): those no
     process has imported for :data:`_CACHE_PRUNE_AGE_S`, and beyond the :data:`_CACHE_KEEP_OTHERS` most
-    recently used, those unused for an hour, so the cache holds about three source versions, not every
+    recently used, those unused for an hour, so the cache holds about three versions (of rtctl, Python, numba, numpy), not every
     one ever run. Symlinks and files are left alone; ``shutil.rmtree`` does not follow symlinks inside."""
     now = time.time()
     others = []
@@ -154,20 +153,20 @@ def _prune_stale(root: str, keep: str) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _numba_cache_dir() -> str:
-    """The private numba cache directory of the current sources (``<cache>/rtctl/numba-<hash>``), created
-    and checked; raises :class:`_UnsafeCacheDir` or ``OSError`` when there is none."""
+def _numba_cache_dir(stamped: bool) -> str:
+    """The private numba cache directory (``<cache>/rtctl/numba-<hash>``, :func:`_cache_name`), created and
+    checked; raises :class:`_UnsafeCacheDir` or ``OSError`` when there is none."""
     try:
         root = _private_dir(_cache_root())
     except RuntimeError as exc:  # Path.home(): no HOME and no password entry
         raise _UnsafeCacheDir(str(exc)) from None
-    name = f"numba-{_source_digest()}"
+    name = _cache_name(stamped)
     current = os.path.join(root, name)
     try:
         os.mkdir(current, 0o700)
     except FileExistsError:
         _check_own(current, os.geteuid())
-        os.utime(current)  # in use: keeps it from being pruned by other source versions' imports
+        os.utime(current)  # in use: keeps it from being pruned by other versions' imports
     _prune_stale(root, name)
     return current
 
@@ -205,11 +204,13 @@ def _run_uncached(numba, reason: str) -> None:
         print(f"rtctl: numba kernels run uncached (compiled at every start): {reason}", file=sys.stderr)
 
 
-if not os.environ.get("NUMBA_CACHE_DIR"):  # an explicit NUMBA_CACHE_DIR is the user's choice
-    import numba
+import numba  # noqa: E402
 
+_stamped = _kernel_deps.install_locator(_kernel_deps.SourceGraph(_kernel_deps.rtctl_packages(
+    Path(__file__).resolve().parent)))
+if not os.environ.get("NUMBA_CACHE_DIR"):  # an explicit NUMBA_CACHE_DIR is the user's choice
     try:
-        numba.config.CACHE_DIR = _numba_cache_dir()
+        numba.config.CACHE_DIR = _numba_cache_dir(_stamped)
     except (_UnsafeCacheDir, OSError) as exc:
         _run_uncached(numba, f"no private cache directory: {exc}")
 

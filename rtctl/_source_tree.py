@@ -26,11 +26,18 @@ class _OuterFolderFinder:
                                                       submodule_search_locations=[str(self.root / name)])
 
 
-def install(package_dir: Path) -> None:
-    """Map ``rtctl.<outer>`` to ``<repository>/<outer>`` if ``rtctl`` was imported from a checkout."""
+def outer_folders(package_dir: Path) -> dict[str, Path]:
+    """``{"drivers": <repository>/drivers, ...}`` if ``package_dir`` is ``rtctl`` in a checkout; {} if it is
+    an installed copy (the outer packages are inside it)."""
     root = package_dir.parent
     if (package_dir / "drivers").is_dir() or not (root / "pyproject.toml").is_file():
-        return  # an installed copy: the outer packages are inside it
-    if all((root / name / "__init__.py").is_file() for name in OUTER_PACKAGES) and \
-            not any(isinstance(f, _OuterFolderFinder) for f in sys.meta_path):
-        sys.meta_path.append(_OuterFolderFinder(root))
+        return {}
+    if not all((root / name / "__init__.py").is_file() for name in OUTER_PACKAGES):
+        return {}
+    return {name: root / name for name in OUTER_PACKAGES}
+
+
+def install(package_dir: Path) -> None:
+    """Map ``rtctl.<outer>`` to ``<repository>/<outer>`` if ``rtctl`` was imported from a checkout."""
+    if outer_folders(package_dir) and not any(isinstance(f, _OuterFolderFinder) for f in sys.meta_path):
+        sys.meta_path.append(_OuterFolderFinder(package_dir.parent))

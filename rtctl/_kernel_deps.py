@@ -1,0 +1,233 @@
+"""What a cached numba kernel's machine code depends on, for the freshness stamp of its cache entry.
+
+numba validates a cached function against its own file only (its contents, or mtime and size before
+numba 0.62), but it freezes a kernel's globals at compile time and compiles its callees into it: a
+constant imported from another module, or an ``@njit`` callee defined in one, is part of the cached machine
+code without being part of that check. A kernel's globals come from its module's own source and from
+what the module imports, so the stamp of a kernel module here is a hash of the file and, transitively, of
+every rtctl module it imports (from the import statements, parsed with :mod:`ast`, at module level and in
+class or conditional bodies; imports inside functions bind locals, which no kernel's globals see).
+Modules nothing compiled imports (the command line, configs, servers, tests) are in no kernel's stamp.
+
+Two things a kernel can depend on stay outside this reach: data files a module reads at import time into
+globals, and objects another module assigns into a kernel module's namespace. rtctl does neither.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+MEMO_NAME = "rtctl-imports.json"   # parsed imports by module and content hash, beside numba's files
+_MEMO_ENTRIES = 2000               # about ten versions of every module
+
+
+class SourceGraph:
+    """The import graph of a set of packages, each a dotted name mapped to its folder (e.g. ``rtctl`` ->
+    ``.../rtctl`` and, in a source checkout, ``rtctl.plants`` -> ``.../plants``). Files are read once."""
+
+    def __init__(self, packages: dict[str, Path]):
+        self.packages = {name: Path(folder).resolve() for name, folder in packages.items()}
+        self._imports: dict[Path, frozenset[Path]] = {}
+        self._digests: dict[Path, str] = {}
+        self._hashes: dict[Path, str] = {}
+        self._memo: dict[str, list[str]] = {}
+        self._memo_path: str | None = None
+        self._memo_dirty = False
+        self.parsed = 0   # files parsed (the others' imports came from the memo)
+
+    def module_name(self, path: Path) -> str | None:
+        """The dotted name of the module in ``path``, or None outside the packages."""
+        path = Path(path).resolve()
+        best = None
+        for name, folder in self.packages.items():
+            if path.is_relative_to(folder) and (best is None or len(folder.parts) > len(best[1].parts)):
+                best = (name, folder)
+        if best is None or path.suffix != ".py":
+            return None
+        parts = list(path.relative_to(best[1]).with_suffix("").parts)
+        if parts and parts[-1] == "__init__":
+            parts.pop()
+        return ".".join([best[0], *parts])
+
+    def module_file(self, name: str) -> Path | None:
+        """The file that defines module ``name`` (its ``__init__.py`` for a package), or None."""
+        best = None
+        for package in self.packages:
+            if (name == package or name.startswith(package + ".")) and (best is None or len(package) > len(best)):
+                best = package
+        if best is None:
+            return None
+        base = self.packages[best].joinpath(*name[len(best):].split(".")[1:])
+        for candidate in (base / "__init__.py", base.with_suffix(".py")):
+            if candidate.is_file():
+                return candidate
+        return None
+
+    def use_memo(self, folder: str) -> None:
+        """Keep parsed imports in ``folder``/:data:`MEMO_NAME` (a private directory: numba's cache), so a
+        process parses only the files edited since one last did: a cold parse of the kernels' modules takes
+        about as long as importing numba."""
+        path = os.path.join(folder, MEMO_NAME)
+        if path == self._memo_path:
+            return
+        self._memo_path, self._memo_dirty = path, False
+        try:
+            with open(path, encoding="utf-8") as f:
+                memo = json.load(f)
+        except (OSError, ValueError):
+            memo = {}
+        ok = isinstance(memo, dict) and all(isinstance(v, list) and all(isinstance(t, str) for t in v)
+                                           for v in memo.values())
+        self._memo = memo if ok else {}
+
+    def save_memo(self) -> None:
+        """Write the memo (atomically; concurrent writers lose nothing but entries the next run re-parses)."""
+        if not (self._memo_dirty and self._memo_path):
+            return
+        memo = dict(list(self._memo.items())[-_MEMO_ENTRIES:])
+        folder = os.path.dirname(self._memo_path)
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".rtctl-imports-", dir=folder)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(memo, f, separators=(",", ":"))
+            os.replace(tmp, self._memo_path)
+            self._memo_dirty = False
+        except OSError:
+            pass
+
+    def _inside(self, name: str) -> bool:
+        return any(name == package or name.startswith(package + ".") for package in self.packages)
+
+    def _hash(self, path: Path) -> str:
+        found = self._hashes.get(path)
+        if found is None:
+            found = self._hashes[path] = hashlib.sha256(path.read_bytes()).hexdigest()
+        return found
+
+    def _targets(self, path: Path) -> list[str]:
+        name = self.module_name(path)
+        key = f"{name}:{self._hash(path)}"
+        found = self._memo.get(key)
+        if found is None:
+            tree = ast.parse(path.read_bytes(), str(path))
+            found = sorted({t for node in _global_imports(tree)
+                            for t in _targets(node, name, path.name == "__init__.py") if self._inside(t)})
+            self.parsed += 1
+            self._memo_dirty = True
+        else:
+            del self._memo[key]   # re-inserted last: the memo keeps the most recently used
+        self._memo[key] = found
+        return found
+
+    def imports(self, path: Path) -> frozenset[Path]:
+        """The files of the package modules that ``path`` imports where its module's globals are bound."""
+        found = self._imports.get(path)
+        if found is None:
+            files = (self.module_file(target) for target in self._targets(path))
+            found = self._imports[path] = frozenset(f for f in files if f is not None and f != path)
+        return found
+
+    def closure(self, path: Path) -> list[Path]:
+        """``path`` and every package module it imports, transitively, sorted."""
+        path = Path(path).resolve()
+        seen, todo = {path}, [path]
+        while todo:
+            for dep in self.imports(todo.pop()):
+                if dep not in seen:
+                    seen.add(dep)
+                    todo.append(dep)
+        return sorted(seen)
+
+    def digest(self, path: Path) -> str:
+        """A hash of the module names and contents of :meth:`closure` of ``path`` (the same for the
+        source checkout and the installed layout)."""
+        path = Path(path).resolve()
+        found = self._digests.get(path)
+        if found is None:
+            h = hashlib.sha256()
+            for name, dep in sorted((self.module_name(dep), dep) for dep in self.closure(path)):
+                h.update(f"{name}\0{self._hash(dep)}\0".encode())
+            found = self._digests[path] = h.hexdigest()
+        return found
+
+
+def _global_imports(tree: ast.Module):
+    """Import statements that bind module globals: not those inside a function's body."""
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            todo.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt))
+
+
+def _targets(node, module: str, is_package: bool) -> list[str]:
+    """The dotted module names an import statement in ``module`` may take its bound names from."""
+    if isinstance(node, ast.Import):
+        out = []
+        for alias in node.names:
+            parts = alias.name.split(".")
+            out.extend(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+        return out
+    if node.level:
+        base = module.split(".") if is_package else module.split(".")[:-1]
+        base = base[:len(base) - node.level + 1]
+        source = ".".join(base + ([node.module] if node.module else []))
+    else:
+        source = node.module or ""
+    return [source] + [f"{source}.{alias.name}" for alias in node.names if alias.name != "*"]
+
+
+def rtctl_packages(package_dir: Path) -> dict[str, Path]:
+    """rtctl's packages: ``rtctl`` itself, and the outer folders of a source checkout mapped in by
+    :mod:`rtctl._source_tree` (installed, they are inside ``rtctl``'s folder)."""
+    from ._source_tree import outer_folders
+
+    return {"rtctl": package_dir, **{f"rtctl.{name}": folder for name, folder in outer_folders(package_dir).items()}}
+
+
+def environment_tag() -> str:
+    """The Python, numba and numpy versions (numba's own index checks numba's version only)."""
+    numba, numpy = sys.modules.get("numba"), sys.modules.get("numpy")
+    return (f"{sys.implementation.cache_tag} {sys.version.split()[0]} numba {getattr(numba, '__version__', '?')} "
+            f"numpy {getattr(numpy, '__version__', '?')}")
+
+
+def install_locator(graph: SourceGraph) -> bool:
+    """Give numba's cache entries of functions in ``graph``'s packages :meth:`SourceGraph.digest` of their
+    file as freshness stamp (numba's cache directory and file names unchanged: a stale entry is
+    overwritten, as numba does when a file changes). False if this numba has no such locator to extend."""
+    from numba.core import caching
+
+    base = getattr(caching, "UserProvidedCacheLocator", None) or getattr(caching, "_UserProvidedCacheLocator", None)
+    impl = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl", None)
+    if base is None or not isinstance(getattr(impl, "_locator_classes", None), list):
+        return False
+
+    class DependencyStampLocator(base):
+        """numba's locator for ``NUMBA_CACHE_DIR``; the stamp covers the file and what it imports."""
+        rtctl_graph = graph
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            if graph.module_name(py_file) is None:
+                return None
+            return super().from_function(py_func, py_file)
+
+        def get_source_stamp(self):
+            from numba.core import config
+
+            graph.use_memo(config.CACHE_DIR)
+            stamp = ("rtctl", graph.digest(Path(self._py_file)))
+            graph.save_memo()
+            return stamp
+
+    impl._locator_classes[:] = [DependencyStampLocator] + [
+        c for c in impl._locator_classes if getattr(c, "rtctl_graph", None) is None]
+    return True
