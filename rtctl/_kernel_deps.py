@@ -7,10 +7,14 @@ code without being part of that check. A kernel's globals come from its module's
 what the module imports, so the stamp of a kernel module here is a hash of the file and, transitively, of
 every rtctl module it imports (from the import statements, parsed with :mod:`ast`, at module level and in
 class or conditional bodies; imports inside functions bind locals, which no kernel's globals see).
-Modules nothing compiled imports (the command line, configs, servers, tests) are in no kernel's stamp.
+A kernel can also be a copy of a template whose globals another module binds to its own functions
+(``rtctl.plants.integrate.specialise``: the plant's rate function inlined into the integrator's loop): the
+functions its code reaches through its globals, followed at decoration time, add their modules and what
+those import. Modules nothing compiled imports (the command line, configs, servers, tests) are in no
+kernel's stamp.
 
-Two things a kernel can depend on stay outside this reach: data files a module reads at import time into
-globals, and objects another module assigns into a kernel module's namespace. rtctl does neither.
+One thing a kernel can depend on stays outside this reach: data files a module reads at import time into
+globals. rtctl's kernel modules read none.
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ import json
 import os
 import sys
 import tempfile
+import types
 from pathlib import Path
 
 MEMO_NAME = "rtctl-imports.json"   # parsed imports by module and content hash, beside numba's files
@@ -33,16 +38,22 @@ class SourceGraph:
     def __init__(self, packages: dict[str, Path]):
         self.packages = {name: Path(folder).resolve() for name, folder in packages.items()}
         self._imports: dict[Path, frozenset[Path]] = {}
-        self._digests: dict[Path, str] = {}
+        self._names: dict = {}
+        self._digests: dict[frozenset, str] = {}
         self._hashes: dict[Path, str] = {}
         self._memo: dict[str, list[str]] = {}
         self._memo_path: str | None = None
         self._memo_dirty = False
         self.parsed = 0   # files parsed (the others' imports came from the memo)
 
-    def module_name(self, path: Path) -> str | None:
+    def module_name(self, path: Path | str) -> str | None:
         """The dotted name of the module in ``path``, or None outside the packages."""
-        path = Path(path).resolve()
+        found = self._names.get(path, False)
+        if found is False:
+            found = self._names[path] = self._module_name(Path(path).resolve())
+        return found
+
+    def _module_name(self, path: Path) -> str | None:
         best = None
         for name, folder in self.packages.items():
             if path.is_relative_to(folder) and (best is None or len(folder.parts) > len(best[1].parts)):
@@ -143,17 +154,39 @@ class SourceGraph:
                     todo.append(dep)
         return sorted(seen)
 
-    def digest(self, path: Path) -> str:
-        """A hash of the module names and contents of :meth:`closure` of ``path`` (the same for the
-        source checkout and the installed layout)."""
-        path = Path(path).resolve()
-        found = self._digests.get(path)
+    def digest(self, *paths: Path) -> str:
+        """A hash of the module names and contents of the union of the :meth:`closure` of each of ``paths``
+        (the same for the source checkout and the installed layout)."""
+        key = frozenset(Path(path).resolve() for path in paths)
+        found = self._digests.get(key)
         if found is None:
+            closure = set().union(*(self.closure(path) for path in key))
             h = hashlib.sha256()
-            for name, dep in sorted((self.module_name(dep), dep) for dep in self.closure(path)):
+            for name, dep in sorted((self.module_name(dep), dep) for dep in closure):
                 h.update(f"{name}\0{self._hash(dep)}\0".encode())
-            found = self._digests[path] = h.hexdigest()
+            found = self._digests[key] = h.hexdigest()
         return found
+
+    def reached_files(self, func) -> set[Path]:
+        """The files of ``func`` and of the package functions its code reaches through its globals (a
+        compiled function's Python function included), transitively, as they are bound now."""
+        files, seen, todo = set(), set(), [func]
+        while todo:
+            f = todo.pop()
+            if id(f) in seen:
+                continue
+            seen.add(id(f))
+            file = f.__code__.co_filename
+            if self.module_name(file) is None:
+                continue
+            files.add(Path(file).resolve())
+            for name in _names(f.__code__):
+                value = f.__globals__.get(name)
+                if type(value).__module__.startswith("numba."):   # a dispatcher: its Python function
+                    value = getattr(value, "py_func", None)
+                if isinstance(value, types.FunctionType):
+                    todo.append(value)
+        return files
 
 
 def _global_imports(tree: ast.Module):
@@ -165,6 +198,15 @@ def _global_imports(tree: ast.Module):
             yield node
         elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             todo.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt))
+
+
+def _names(code) -> set[str]:
+    """The global (and attribute) names ``code`` and the code nested in it use."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names(const)
+    return names
 
 
 def _targets(node, module: str, is_package: bool) -> list[str]:
@@ -211,8 +253,13 @@ def install_locator(graph: SourceGraph) -> bool:
         return False
 
     class DependencyStampLocator(base):
-        """numba's locator for ``NUMBA_CACHE_DIR``; the stamp covers the file and what it imports."""
+        """numba's locator for ``NUMBA_CACHE_DIR``; the stamp covers the function's file, the files of the
+        functions it reaches and what they import."""
         rtctl_graph = graph
+
+        def __init__(self, py_func, py_file):
+            super().__init__(py_func, py_file)
+            self._rtctl_files = graph.reached_files(py_func) | {Path(py_file).resolve()}
 
         @classmethod
         def from_function(cls, py_func, py_file):
@@ -224,7 +271,7 @@ def install_locator(graph: SourceGraph) -> bool:
             from numba.core import config
 
             graph.use_memo(config.CACHE_DIR)
-            stamp = ("rtctl", graph.digest(Path(self._py_file)))
+            stamp = ("rtctl", graph.digest(*self._rtctl_files))
             graph.save_memo()
             return stamp
 

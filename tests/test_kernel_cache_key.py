@@ -150,6 +150,22 @@ from ._probe_constants import SCALE
 def scaled(x):
     return SCALE * x
 '''
+TEMPLATE = '''def apply_template(x):
+    return rate(x)  # noqa: F821 (bound by specialise)
+'''
+RATES = '''from .plants.integrate import inlined, specialise
+from ._probe_template import apply_template
+
+OFFSET = {offset}
+
+
+@inlined
+def shifted(x):
+    return x + OFFSET
+
+
+applied = specialise(apply_template, "probe", rate=shifted)
+'''
 PROBE = """
 import json, sys
 import numba, rtctl
@@ -164,9 +180,11 @@ class Count(event.Listener):
     def on_end(self, ev): pass
 event.register("numba:compile", Count())
 from rtctl._probe_kernels import scaled
-value = scaled(1.5)
-print(json.dumps({"value": value, "compiled": compiled, "hits": sum(scaled.stats.cache_hits.values()),
-                  "rtctl": rtctl.__file__, "cache": scaled.stats.cache_path}))
+from rtctl._probe_rates import applied
+values = {"scaled": scaled(1.5), "applied": applied(1.5)}
+print(json.dumps({"values": values, "compiled": sorted(set(compiled)), "rtctl": rtctl.__file__,
+                  "hits": {k: sum(f.stats.cache_hits.values()) for k, f in (("scaled", scaled), ("applied", applied))},
+                  "cache": scaled.stats.cache_path}))
 """
 
 
@@ -181,28 +199,56 @@ def run_probe(copy: Path, mode: str, xdg: Path) -> dict:
     return result
 
 
+def probe_sources(copy: Path, scale: float, offset: float) -> None:
+    (copy / "rtctl" / "_probe_constants.py").write_text(CONSTANTS.format(scale=scale))
+    (copy / "rtctl" / "_probe_kernels.py").write_text(KERNELS)
+    (copy / "rtctl" / "_probe_template.py").write_text(TEMPLATE)
+    (copy / "rtctl" / "_probe_rates.py").write_text(RATES.format(offset=offset))
+
+
+def test_a_specialised_kernel_depends_on_the_module_binding_its_functions():
+    """``rk4_advance("geared", _geared_rates)`` compiles a copy of a template of plants/integrate.py with the
+    geared plant's rate function inlined: its stamp covers plants/geared/plant.py."""
+    from rtctl.plants.geared import plant
+
+    graph = _kernel_deps.SourceGraph(_kernel_deps.rtctl_packages(Path(rtctl.__file__).resolve().parent))
+    func = plant._geared_advance.py_func
+    assert Path(func.__code__.co_filename).name == "integrate.py"
+    assert {graph.module_name(f) for f in graph.reached_files(func)} >= {"rtctl.plants.integrate",
+                                                                         "rtctl.plants.geared.plant"}
+
+
 @pytest.mark.skipif(not hasattr(__import__("numba.core.caching").core.caching, "CacheImpl"),
                     reason="the control removes rtctl's locator from numba >= 0.62's CacheImpl")
-def test_numba_reuses_the_cache_across_unrelated_edits_and_recompiles_for_a_changed_constant(tree, tmp_path):
+def test_numba_reloads_across_unrelated_edits_and_recompiles_what_an_edit_reaches(tree, tmp_path):
+    """``scaled`` multiplies by a constant imported from another module; ``applied`` is a template (in a
+    module of its own) specialised (plants.integrate.specialise) by a third module with a function adding
+    that module's constant. numba's own stamp (the control) sees neither constant change."""
     copy = tmp_path / "copy"
     shutil.copytree(tree, copy)
-    (copy / "rtctl" / "_probe_constants.py").write_text(CONSTANTS.format(scale=2.0))
-    (copy / "rtctl" / "_probe_kernels.py").write_text(KERNELS)
+    probe_sources(copy, scale=2.0, offset=1.0)
     xdg, control = tmp_path / "xdg", tmp_path / "control"
+    both = ["apply_template__probe", "scaled"]
 
     first = run_probe(copy, "rtctl", xdg)
-    assert first["value"] == 3.0 and first["compiled"] == ["scaled"] and first["hits"] == 0
+    assert first["values"] == {"scaled": 3.0, "applied": 2.5} and set(both) <= set(first["compiled"])
     assert first["cache"].startswith(str(xdg / "rtctl" / "numba-"))
-    assert run_probe(copy, "numba-only", control)["compiled"] == ["scaled"]
+    assert run_probe(copy, "numba-only", control)["values"] == {"scaled": 3.0, "applied": 2.5}
 
     append(copy / "rtctl" / "cli.py")                  # a module without kernels, and a test
     append(copy / "hil" / "test_can_kill.py")
     second = run_probe(copy, "rtctl", xdg)
-    assert second["value"] == 3.0 and second["compiled"] == [] and second["hits"] == 1
+    assert second["compiled"] == [] and second["hits"] == {"scaled": 1, "applied": 1}
 
-    (copy / "rtctl" / "_probe_constants.py").write_text(CONSTANTS.format(scale=4.0))
+    probe_sources(copy, scale=4.0, offset=1.0)
     third = run_probe(copy, "rtctl", xdg)
-    assert third["value"] == 6.0 and third["compiled"] == ["scaled"] and third["hits"] == 0
-    # numba's own stamp (the kernel's file, unchanged) loads the machine code with the old constant frozen in
-    stale = run_probe(copy, "numba-only", control)
-    assert stale["value"] == 3.0 and stale["compiled"] == [] and stale["hits"] == 1
+    assert third["values"] == {"scaled": 6.0, "applied": 2.5}
+    assert "scaled" in third["compiled"] and third["hits"] == {"scaled": 0, "applied": 1}
+
+    probe_sources(copy, scale=4.0, offset=3.0)
+    fourth = run_probe(copy, "rtctl", xdg)
+    assert fourth["values"] == {"scaled": 6.0, "applied": 4.5}
+    assert "apply_template__probe" in fourth["compiled"] and fourth["hits"] == {"scaled": 1, "applied": 0}
+
+    stale = run_probe(copy, "numba-only", control)    # the kernels' own file is unchanged: old machine code
+    assert stale["values"] == {"scaled": 3.0, "applied": 2.5} and stale["compiled"] == []
