@@ -40,4 +40,5 @@ def outer_folders(package_dir: Path) -> dict[str, Path]:
 def install(package_dir: Path) -> None:
     """Map ``rtctl.<outer>`` to ``<repository>/<outer>`` if ``rtctl`` was imported from a checkout."""
     if outer_folders(package_dir) and not any(isinstance(f, _OuterFolderFinder) for f in sys.meta_path):
-        sys.meta_path.append(_OuterFolderFinder(package_dir.parent))
+        # First: an editable install's finder (a meta path finder too) would map them to its own checkout.
+        sys.meta_path.insert(0, _OuterFolderFinder(package_dir.parent))

@@ -181,8 +181,10 @@ class Count(event.Listener):
 event.register("numba:compile", Count())
 from rtctl._probe_kernels import scaled
 from rtctl._probe_rates import applied
+import rtctl.plants.integrate as integrate
 values = {"scaled": scaled(1.5), "applied": applied(1.5)}
 print(json.dumps({"values": values, "compiled": sorted(set(compiled)), "rtctl": rtctl.__file__,
+                  "integrate": integrate.__file__,
                   "hits": {k: sum(f.stats.cache_hits.values()) for k, f in (("scaled", scaled), ("applied", applied))},
                   "cache": scaled.stats.cache_path}))
 """
@@ -196,6 +198,7 @@ def run_probe(copy: Path, mode: str, xdg: Path) -> dict:
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["rtctl"] == str(copy / "rtctl" / "__init__.py")   # the copy, not the repository
+    assert result["integrate"] == str(copy / "plants" / "integrate.py")
     return result
 
 
