@@ -59,10 +59,12 @@ EXIT_INTERRUPTED = 130           # a KeyboardInterrupt that no stop signal of ou
 
 
 class CompileProgress(event.Listener):
-    """Says on ``stream`` what numba compiles for rtctl while a command runs (the first run of a version
-    compiles for about a minute; later runs load the cache and print nothing). On a terminal one line is
-    rewritten per kernel; elsewhere one line when compiling starts and one when the command is done. A stop
-    signal during a compile is raised once it has finished (:func:`rtctl.rt.signals.hold`)."""
+    """Says on ``stream`` what numba compiles for rtctl while a command runs: kernels with no cache entry for
+    their argument types, or whose entry is out of date because their module, a module it imports or a
+    function they reach changed (:mod:`rtctl._kernel_deps`; all of rtctl's kernels take about a minute);
+    a run that loads everything from the cache prints nothing. On a terminal one line is rewritten per
+    kernel; elsewhere one line when compiling starts and one when the command is done. A stop signal during
+    a compile is raised once it has finished (:func:`rtctl.rt.signals.hold`)."""
 
     def __init__(self, stream=None):
         self.stream = stream or sys.stderr
@@ -77,8 +79,10 @@ class CompileProgress(event.Listener):
         event.unregister("numba:compile", self)
         if self.count:
             end = "\n" if self.tty else ""
-            print(f"{end}rtctl: compiled {self.count} kernel{'s' if self.count != 1 else ''} in {time.monotonic() - self.start:.0f} s; the next "
-                  f"run of this rtctl version loads them from the cache", file=self.stream, flush=True)
+            later = ("later runs load them from the cache until they or the modules they import change"
+                     if numba.config.CACHE_DIR else "uncached: compiled again at the next start")
+            print(f"{end}rtctl: compiled {self.count} kernel{'s' if self.count != 1 else ''} in "
+                  f"{time.monotonic() - self.start:.0f} s; {later}", file=self.stream, flush=True)
 
     def on_start(self, ev) -> None:
         hold_signals()           # a stop signal while numba compiles is raised when it has finished
@@ -88,8 +92,9 @@ class CompileProgress(event.Listener):
             return
         if self.start is None:
             self.start = time.monotonic()
-            print(f"rtctl: compiling the numba kernels of this rtctl version (once, about a minute; cached in "
-                  f"{numba.config.CACHE_DIR or 'memory only'})", file=self.stream, flush=True)
+            why = ("not in the cache yet, or their module or one it imports changed; cached in "
+                   f"{numba.config.CACHE_DIR}" if numba.config.CACHE_DIR else "uncached: at every start")
+            print(f"rtctl: compiling numba kernels ({why})", file=self.stream, flush=True)
         self.count += 1
         if self.tty:
             line = f"  [{self.count:3d}] {time.monotonic() - self.start:5.1f} s  {module}.{func.__name__}"
