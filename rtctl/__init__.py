@@ -130,8 +130,9 @@ def _cache_root() -> str:
 def _prune_stale(root: str, keep: str) -> None:
     """Remove ``numba-*`` directories in ``root`` other than ``keep`` (each import touches its own): those no
     process has imported for :data:`_CACHE_PRUNE_AGE_S`, and beyond the :data:`_CACHE_KEEP_OTHERS` most
-    recently used, those unused for an hour, so the cache holds about three versions (of rtctl, Python, numba, numpy), not every
-    one ever run. Symlinks and files are left alone; ``shutil.rmtree`` does not follow symlinks inside."""
+    recently used, those unused for an hour, so the cache holds about three versions (of rtctl, Python,
+    numba, numpy), not every one ever run. Symlinks and files are left alone; ``shutil.rmtree`` does not
+    follow symlinks inside."""
     now = time.time()
     others = []
     try:

@@ -1,7 +1,7 @@
 """What a cached numba kernel's machine code depends on, for the freshness stamp of its cache entry.
 
-numba validates a cached function against its own file only (its contents, or mtime and size before
-numba 0.62), but it freezes a kernel's globals at compile time and compiles its callees into it: a
+numba validates a cached function against its own file only (its contents in recent numba, its mtime
+and size in older ones), but it freezes a kernel's globals at compile time and compiles its callees into it: a
 constant imported from another module, or an ``@njit`` callee defined in one, is part of the cached machine
 code without being part of that check. A kernel's globals come from its module's own source and from
 what the module imports, so the stamp of a kernel module here is a hash of the file and, transitively, of
@@ -14,7 +14,8 @@ those import. Modules nothing compiled imports (the command line, configs, serve
 kernel's stamp.
 
 One thing a kernel can depend on stays outside this reach: data files a module reads at import time into
-globals. rtctl's kernel modules read none.
+globals. No module in a kernel's closure does (the CPG's shipped patterns are read when asked for and reach
+kernels as arguments).
 """
 from __future__ import annotations
 
@@ -33,56 +34,73 @@ _MEMO_ENTRIES = 2000               # about ten versions of every module
 
 class SourceGraph:
     """The import graph of a set of packages, each a dotted name mapped to its folder (e.g. ``rtctl`` ->
-    ``.../rtctl`` and, in a source checkout, ``rtctl.plants`` -> ``.../plants``). Files are read once."""
+    ``.../rtctl`` and, in a source checkout, ``rtctl.plants`` -> ``.../plants``). Files are paths as
+    strings, resolved; each is read and hashed once."""
 
     def __init__(self, packages: dict[str, Path]):
-        self.packages = {name: Path(folder).resolve() for name, folder in packages.items()}
-        self._imports: dict[Path, frozenset[Path]] = {}
-        self._names: dict = {}
+        self.packages = {name: os.path.realpath(folder) for name, folder in packages.items()}
+        self._real: dict[str, str] = {}
+        self._names: dict[str, str | None] = {}
+        self._files: dict[str, str | None] = {}
+        self._hashes: dict[str, str] = {}
+        self._imports: dict[str, frozenset[str]] = {}
+        self._closures: dict[str, frozenset[str]] = {}
         self._digests: dict[frozenset, str] = {}
-        self._hashes: dict[Path, str] = {}
+        self._reached: dict = {}
         self._memo: dict[str, list[str]] = {}
         self._memo_path: str | None = None
         self._memo_dirty = False
         self.parsed = 0   # files parsed (the others' imports came from the memo)
 
-    def module_name(self, path: Path | str) -> str | None:
-        """The dotted name of the module in ``path``, or None outside the packages."""
-        found = self._names.get(path, False)
-        if found is False:
-            found = self._names[path] = self._module_name(Path(path).resolve())
+    def _resolved(self, path) -> str:
+        key = os.fspath(path)
+        found = self._real.get(key)
+        if found is None:
+            found = self._real[key] = os.path.realpath(key)
         return found
 
-    def _module_name(self, path: Path) -> str | None:
+    def module_name(self, path) -> str | None:
+        """The dotted name of the module in ``path``, or None outside the packages."""
+        path = self._resolved(path)
+        if path not in self._names:
+            self._names[path] = self._module_name(path)
+        return self._names[path]
+
+    def _module_name(self, path: str) -> str | None:
         best = None
         for name, folder in self.packages.items():
-            if path.is_relative_to(folder) and (best is None or len(folder.parts) > len(best[1].parts)):
+            if path.startswith(folder + os.sep) and (best is None or len(folder) > len(best[1])):
                 best = (name, folder)
-        if best is None or path.suffix != ".py":
+        if best is None or not path.endswith(".py"):
             return None
-        parts = list(path.relative_to(best[1]).with_suffix("").parts)
-        if parts and parts[-1] == "__init__":
+        parts = path[len(best[1]) + 1:-3].split(os.sep)
+        if parts[-1] == "__init__":
             parts.pop()
         return ".".join([best[0], *parts])
 
-    def module_file(self, name: str) -> Path | None:
+    def module_file(self, name: str) -> str | None:
         """The file that defines module ``name`` (its ``__init__.py`` for a package), or None."""
+        if name not in self._files:
+            self._files[name] = self._module_file(name)
+        return self._files[name]
+
+    def _module_file(self, name: str) -> str | None:
         best = None
         for package in self.packages:
             if (name == package or name.startswith(package + ".")) and (best is None or len(package) > len(best)):
                 best = package
         if best is None:
             return None
-        base = self.packages[best].joinpath(*name[len(best):].split(".")[1:])
-        for candidate in (base / "__init__.py", base.with_suffix(".py")):
-            if candidate.is_file():
+        base = os.path.join(self.packages[best], *name[len(best):].split(".")[1:])
+        for candidate in (os.path.join(base, "__init__.py"), base + ".py"):
+            if os.path.isfile(candidate):
                 return candidate
         return None
 
     def use_memo(self, folder: str) -> None:
         """Keep parsed imports in ``folder``/:data:`MEMO_NAME` (a private directory: numba's cache), so a
-        process parses only the files edited since one last did: a cold parse of the kernels' modules takes
-        about as long as importing numba."""
+        process parses only the files edited since one last did (parsing all of the kernels' modules takes
+        about as long as importing numba; benchmarks/cache_key.py)."""
         path = os.path.join(folder, MEMO_NAME)
         if path == self._memo_path:
             return
@@ -101,9 +119,8 @@ class SourceGraph:
         if not (self._memo_dirty and self._memo_path):
             return
         memo = dict(list(self._memo.items())[-_MEMO_ENTRIES:])
-        folder = os.path.dirname(self._memo_path)
         try:
-            fd, tmp = tempfile.mkstemp(prefix=".rtctl-imports-", dir=folder)
+            fd, tmp = tempfile.mkstemp(prefix=".rtctl-imports-", dir=os.path.dirname(self._memo_path))
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(memo, f, separators=(",", ":"))
             os.replace(tmp, self._memo_path)
@@ -114,20 +131,23 @@ class SourceGraph:
     def _inside(self, name: str) -> bool:
         return any(name == package or name.startswith(package + ".") for package in self.packages)
 
-    def _hash(self, path: Path) -> str:
+    def _hash(self, path: str) -> str:
         found = self._hashes.get(path)
         if found is None:
-            found = self._hashes[path] = hashlib.sha256(path.read_bytes()).hexdigest()
+            with open(path, "rb") as f:
+                found = self._hashes[path] = hashlib.sha256(f.read()).hexdigest()
         return found
 
-    def _targets(self, path: Path) -> list[str]:
+    def _targets(self, path: str) -> list[str]:
         name = self.module_name(path)
         key = f"{name}:{self._hash(path)}"
         found = self._memo.get(key)
         if found is None:
-            tree = ast.parse(path.read_bytes(), str(path))
-            found = sorted({t for node in _global_imports(tree)
-                            for t in _targets(node, name, path.name == "__init__.py") if self._inside(t)})
+            with open(path, "rb") as f:
+                tree = ast.parse(f.read(), path)
+            is_package = os.path.basename(path) == "__init__.py"
+            found = sorted({t for node in _global_imports(tree) for t in _targets(node, name, is_package)
+                            if self._inside(t)})
             self.parsed += 1
             self._memo_dirty = True
         else:
@@ -135,39 +155,43 @@ class SourceGraph:
         self._memo[key] = found
         return found
 
-    def imports(self, path: Path) -> frozenset[Path]:
+    def imports(self, path) -> frozenset[str]:
         """The files of the package modules that ``path`` imports where its module's globals are bound."""
+        path = self._resolved(path)
         found = self._imports.get(path)
         if found is None:
             files = (self.module_file(target) for target in self._targets(path))
             found = self._imports[path] = frozenset(f for f in files if f is not None and f != path)
         return found
 
-    def closure(self, path: Path) -> list[Path]:
-        """``path`` and every package module it imports, transitively, sorted."""
-        path = Path(path).resolve()
-        seen, todo = {path}, [path]
-        while todo:
-            for dep in self.imports(todo.pop()):
-                if dep not in seen:
-                    seen.add(dep)
-                    todo.append(dep)
-        return sorted(seen)
+    def closure(self, path) -> frozenset[str]:
+        """``path`` and every package module it imports, transitively."""
+        path = self._resolved(path)
+        found = self._closures.get(path)
+        if found is None:
+            seen, todo = {path}, [path]
+            while todo:
+                for dep in self.imports(todo.pop()):
+                    if dep not in seen:
+                        seen.add(dep)
+                        todo.append(dep)
+            found = self._closures[path] = frozenset(seen)
+        return found
 
-    def digest(self, *paths: Path) -> str:
+    def digest(self, *paths) -> str:
         """A hash of the module names and contents of the union of the :meth:`closure` of each of ``paths``
         (the same for the source checkout and the installed layout)."""
-        key = frozenset(Path(path).resolve() for path in paths)
+        key = frozenset(self._resolved(path) for path in paths)
         found = self._digests.get(key)
         if found is None:
-            closure = set().union(*(self.closure(path) for path in key))
+            closure = frozenset().union(*(self.closure(path) for path in key))
             h = hashlib.sha256()
             for name, dep in sorted((self.module_name(dep), dep) for dep in closure):
                 h.update(f"{name}\0{self._hash(dep)}\0".encode())
             found = self._digests[key] = h.hexdigest()
         return found
 
-    def reached_files(self, func) -> set[Path]:
+    def reached_files(self, func) -> set[str]:
         """The files of ``func`` and of the package functions its code reaches through its globals (a
         compiled function's Python function included), transitively, as they are bound now."""
         files, seen, todo = set(), set(), [func]
@@ -176,16 +200,21 @@ class SourceGraph:
             if id(f) in seen:
                 continue
             seen.add(id(f))
+            done = self._reached.get(f)
+            if done is not None:   # a callee walked before (names bound later are in its own file)
+                files |= done
+                continue
             file = f.__code__.co_filename
             if self.module_name(file) is None:
                 continue
-            files.add(Path(file).resolve())
+            files.add(self._resolved(file))
             for name in _names(f.__code__):
                 value = f.__globals__.get(name)
                 if type(value).__module__.startswith("numba."):   # a dispatcher: its Python function
                     value = getattr(value, "py_func", None)
                 if isinstance(value, types.FunctionType):
                     todo.append(value)
+        self._reached[func] = frozenset(files)
         return files
 
 
@@ -259,7 +288,7 @@ def install_locator(graph: SourceGraph) -> bool:
 
         def __init__(self, py_func, py_file):
             super().__init__(py_func, py_file)
-            self._rtctl_files = graph.reached_files(py_func) | {Path(py_file).resolve()}
+            self._rtctl_files = graph.reached_files(py_func) | {py_file}
 
         @classmethod
         def from_function(cls, py_func, py_file):

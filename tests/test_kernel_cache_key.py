@@ -43,7 +43,8 @@ def kernel_stamps(package_dir: Path, memo: Path | None = None) -> dict[str, str]
     graph = _kernel_deps.SourceGraph(_kernel_deps.rtctl_packages(package_dir))
     if memo is not None:
         graph.use_memo(str(memo))
-    files = [p for folder in graph.packages.values() for p in folder.rglob("*.py") if KERNEL.search(p.read_bytes())]
+    files = [p for folder in graph.packages.values() for p in Path(folder).rglob("*.py")
+             if KERNEL.search(p.read_bytes())]
     stamps = {graph.module_name(p): graph.digest(p) for p in files}
     graph.save_memo()
     return stamps
