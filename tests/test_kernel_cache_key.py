@@ -1,6 +1,6 @@
 """A kernel's numba cache entry is stamped with what its machine code can depend on (rtctl._kernel_deps):
 its module and the rtctl modules that module imports, transitively. Editing anything else (the command
-line, configs, servers, a test) reuses the cache; editing a kernel's module, a module it takes constants
+line, configs, servers, emulators) reuses the cache; editing a kernel's module, a module it takes constants
 from or one defining a callee recompiles it.
 
 Every case works on a copy of the sources in a temporary folder; the repository is never edited.
@@ -93,7 +93,7 @@ def test_the_stamps_are_those_of_the_installed_layout(parsed, memo, tmp_path):
 
 
 @pytest.mark.parametrize("path", ["rtctl/cli.py", "rtctl/config.py", "rtctl/telemetry/dashboard.py",
-                                  "rtctl/operator/wiring.py", "hil/test_can_kill.py"])
+                                  "rtctl/operator/wiring.py", "hil/can_emulator.py"])
 def test_an_edit_outside_the_kernels_dependencies_keeps_every_stamp(edited, memo, path):
     copy, before = edited
     append(copy / path)
@@ -239,8 +239,8 @@ def test_numba_reloads_across_unrelated_edits_and_recompiles_what_an_edit_reache
     assert first["cache"].startswith(str(xdg / "rtctl" / "numba-"))
     assert run_probe(copy, "numba-only", control)["values"] == {"scaled": 3.0, "applied": 2.5}
 
-    append(copy / "rtctl" / "cli.py")                  # a module without kernels, and a test
-    append(copy / "hil" / "test_can_kill.py")
+    append(copy / "rtctl" / "cli.py")                  # modules without kernels
+    append(copy / "hil" / "can_emulator.py")
     second = run_probe(copy, "rtctl", xdg)
     assert second["compiled"] == [] and second["hits"] == {"scaled": 1, "applied": 1}
 
