@@ -10,7 +10,7 @@ from numba import njit
 
 from ..model import MF_ARMATURE, MF_MASS, MI_IV, MI_NV, MI_PARENT
 from .kinematics import bias_twist_rate, forward_kinematics, propagate_velocity, set_twist_rate
-from .mass_matrix import composite_inertias, inertia_columns
+from .mass_matrix import composite_columns, refer_to_root
 from .spatial import cholesky_solve, cross, sym_mul
 from .workspace import (DOF_WIDTH, ENTRY_OPTIONS, OK, SIG_Q_V_A_OUT, SINGULAR, W_ACC, W_ALPHA, W_D, W_FEXT, W_I, W_O,
                         W_OMEGA, W_S, W_WRENCH, check_vectors)
@@ -124,11 +124,12 @@ def floating_base_rnea(mi, mf, ws, base_block, q, v, a, acc, tau):
     for k in range(nv):
         acc[k] = a[k] if k >= n0 else 0.0
     rnea(mi, mf, ws, q, v, acc, tau)
-    composite_inertias(mi, mf, ws)  # poses from the rnea pass above
+    for i in range(mi.shape[0]):
+        refer_to_root(mi, mf, ws, i)  # poses from the rnea pass above
     for r in range(n0):
         for c in range(n0):
             base_block[r, c] = 0.0
-    inertia_columns(mi, mf, ws, base_block, n0)
+    composite_columns(mi, mf, ws, base_block, n0)
     for k in range(n0):
         acc[k] = -tau[k]
     if not cholesky_solve(base_block.reshape(n0 * n0), 0, n0, acc, 0):

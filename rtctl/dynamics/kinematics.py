@@ -14,9 +14,9 @@ from __future__ import annotations
 from numba import njit
 
 from ..model import MF_COM, MF_INERTIA, MF_MASS, MI_IQ, MI_IV, MI_NV, MI_PARENT, MI_TYPE
-from .joints import jcalc, joint_configuration_rate, joint_integrate, motion_subspace
+from .joints import joint_configuration_rate, joint_integrate, joint_trig, motion_subspace, placed_joint
 from .spatial import cross, mat_mul, mat_vec, rot_mul, sym_mul, ws_rot
-from .workspace import DOF_WIDTH, W_ACC, W_ALPHA, W_C, W_D, W_I, W_O, W_OMEGA, W_R, W_S, W_VEL
+from .workspace import DOF_WIDTH, W_ACC, W_ALPHA, W_C, W_D, W_I, W_O, W_OMEGA, W_R, W_S, W_TRIG, W_VEL
 
 
 @njit(cache=True, forceinline=True)
@@ -27,12 +27,20 @@ def forward_kinematics(mi, mf, ws, q):
     transform, X_k = X_parent (X_tree,k X_J,k(q)) (RBDA Table 5.1,
     ``X_i = X_J X_T``, here as poses rather than coordinate transforms).
     """
+    joint_trig(mi, ws, q)
     for i in range(mi.shape[0]):
-        rot, pos = jcalc(mi, mf, q, i)
-        r = _compose_pose(mi, ws, i, rot, pos)
-        motion_subspace(mi, mf, ws, i, r)
-        ws[i, W_D], ws[i, W_D + 1], ws[i, W_D + 2] = mat_vec(r, mf[i, MF_COM], mf[i, MF_COM + 1], mf[i, MF_COM + 2])
-        _inertia_to_world(mf, ws, i, r)
+        body_pose(mi, mf, ws, q, i)
+
+
+@njit(cache=True, forceinline=True)
+def body_pose(mi, mf, ws, q, i):
+    """One step of :func:`forward_kinematics` after :func:`~rtctl.dynamics.joints.joint_trig`: body i's
+    pose, S_i, d_i and inertia (its parent's pose known)."""
+    rot, pos = placed_joint(mi, mf, q, i, ws[i, W_TRIG], ws[i, W_TRIG + 1])
+    r = _compose_pose(mi, ws, i, rot, pos)
+    motion_subspace(mi, mf, ws, i, r)
+    ws[i, W_D], ws[i, W_D + 1], ws[i, W_D + 2] = mat_vec(r, mf[i, MF_COM], mf[i, MF_COM + 1], mf[i, MF_COM + 2])
+    _inertia_to_world(mf, ws, i, r)
 
 
 @njit(cache=True, forceinline=True)

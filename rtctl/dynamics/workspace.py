@@ -36,14 +36,17 @@ W_IA = 51        # 36: articulated (or spatial) 6x6 inertia about O_k, row-major
 W_PA = 87        # 6: articulated bias wrench pA_k
 W_CM = 93        # 1: composite mass
 W_CH = 94        # 3: composite first moment about O_k
-W_CI = 97        # 6: composite rotational inertia about O_k
-W_DOF = 103      # 6 blocks of DOF_WIDTH columns, block j for DOF j of the body's joint:
-DOF_WIDTH = 19
+W_CI = 97        # 6: composite rotational inertia (about O_k, or about P_k in the CRBA)
+W_P = 103        # 3: P_k, the origin of the root of body k's subtree (the CRBA's reference point)
+W_TRIG = 106     # 2: sin and cos of a revolute joint's angle (joints.joint_trig, before the poses)
+W_DOF = 108      # 6 blocks of DOF_WIDTH columns, block j for DOF j of the body's joint:
+DOF_WIDTH = 25
 W_S = W_DOF      # 6: column j of the motion subspace S_k, [angular; linear]
 W_E = W_S        # 3: a revolute joint's axis e_k (the angular part of its one column of S_k)
-W_U = W_DOF + 6  # 6: column j of U_k L_k^-T, U_k = IA_k S_k
-W_UU = W_DOF + 12    # 1: entry j of L_k^-1 u_k, u_k = tau_k - S_k^T pA_k
-W_DLDL = W_DOF + 13  # 6: row j of D_k = S_k^T U_k + armature = L_k Delta_k L_k^T (spatial.ldlt_factor)
+W_SP = W_DOF + 6     # 6: column j of S_k referred to P_k: [a; l + (O_k - P_k) x a] (the CRBA's)
+W_U = W_DOF + 12     # 6: column j of U_k L_k^-T, U_k = IA_k S_k
+W_UU = W_DOF + 18    # 1: entry j of L_k^-1 u_k, u_k = tau_k - S_k^T pA_k
+W_DLDL = W_DOF + 19  # 6: row j of D_k = S_k^T U_k + armature = L_k Delta_k L_k^T (spatial.ldlt_factor)
 WS_WIDTH = W_DOF + 6 * DOF_WIDTH
 
 # Status codes returned by the entry kernels.
