@@ -11,9 +11,9 @@ from numba import njit
 from ..model import MF_ARMATURE, MF_MASS, MI_IV, MI_NV, MI_PARENT
 from .kinematics import bias_twist_rate, forward_kinematics, propagate_velocity, set_twist_rate
 from .mass_matrix import composite_columns, refer_to_root
-from .spatial import cholesky_solve, cross, sym_mul
+from .spatial import cholesky_solve, cross, sym_mul, ws_rot
 from .workspace import (DOF_WIDTH, ENTRY_OPTIONS, OK, SIG_Q_V_A_OUT, SINGULAR, W_ACC, W_ALPHA, W_D, W_FEXT, W_I, W_O,
-                        W_OMEGA, W_S, W_WRENCH, check_vectors)
+                        W_OMEGA, W_R, W_S, W_WRENCH, check_vectors)
 
 
 @njit(cache=True, forceinline=True)
@@ -125,7 +125,7 @@ def floating_base_rnea(mi, mf, ws, base_block, q, v, a, acc, tau):
         acc[k] = a[k] if k >= n0 else 0.0
     rnea(mi, mf, ws, q, v, acc, tau)
     for i in range(mi.shape[0]):
-        refer_to_root(mi, mf, ws, i)  # poses from the rnea pass above
+        refer_to_root(mi, mf, ws, i, ws_rot(ws, i, W_R))  # poses from the rnea pass above
     for r in range(n0):
         for c in range(n0):
             base_block[r, c] = 0.0

@@ -143,7 +143,15 @@ def motion_subspace(mi, mf, ws, i, r):
             _set_column(ws, i, W_S + DOF_WIDTH * (j + 3), r[j], r[3 + j], r[6 + j], 0.0, 0.0, 0.0)
         return
     ax, ay, az = mf[i, MF_AXIS], mf[i, MF_AXIS + 1], mf[i, MF_AXIS + 2]
-    ex, ey, ez = r[0] * ax + r[1] * ay + r[2] * az, r[3] * ax + r[4] * ay + r[5] * az, r[6] * ax + r[7] * ay + r[8] * az
+    if ay == 0.0 and az == 0.0:  # a coordinate axis (most URDF joints): a column of R
+        ex, ey, ez = r[0] * ax, r[3] * ax, r[6] * ax
+    elif ax == 0.0 and az == 0.0:
+        ex, ey, ez = r[1] * ay, r[4] * ay, r[7] * ay
+    elif ax == 0.0 and ay == 0.0:
+        ex, ey, ez = r[2] * az, r[5] * az, r[8] * az
+    else:
+        ex, ey, ez = (r[0] * ax + r[1] * ay + r[2] * az, r[3] * ax + r[4] * ay + r[5] * az,
+                      r[6] * ax + r[7] * ay + r[8] * az)
     if jtype == REVOLUTE:
         _set_column(ws, i, W_S, ex, ey, ez, 0.0, 0.0, 0.0)
     else:

@@ -36,11 +36,17 @@ def forward_kinematics(mi, mf, ws, q):
 def body_pose(mi, mf, ws, q, i):
     """One step of :func:`forward_kinematics` after :func:`~rtctl.dynamics.joints.joint_trig`: body i's
     pose, S_i, d_i and inertia (its parent's pose known)."""
+    _inertia_to_world(mf, ws, i, body_frame(mi, mf, ws, q, i))
+
+
+@njit(cache=True, forceinline=True)
+def body_frame(mi, mf, ws, q, i):
+    """:func:`body_pose` but the inertia: body i's pose, S_i and d_i. Returns its world rotation (9-tuple)."""
     rot, pos = placed_joint(mi, mf, q, i, ws[i, W_TRIG], ws[i, W_TRIG + 1])
     r = _compose_pose(mi, ws, i, rot, pos)
     motion_subspace(mi, mf, ws, i, r)
     ws[i, W_D], ws[i, W_D + 1], ws[i, W_D + 2] = mat_vec(r, mf[i, MF_COM], mf[i, MF_COM + 1], mf[i, MF_COM + 2])
-    _inertia_to_world(mf, ws, i, r)
+    return r
 
 
 @njit(cache=True, forceinline=True)

@@ -16,19 +16,27 @@ from __future__ import annotations
 
 from numba import njit
 
-from ..model import MF_ARMATURE, MF_MASS, MI_IV, MI_NV, MI_PARENT
+# Fused multiply-adds in the CRBA's own steps (not in the shared forward kinematics, see
+# workspace.ENTRY_OPTIONS): about 4 % of a 6- to 9-DOF mass matrix, entries within round-off of the
+# unfused ones (tests/test_pinocchio_agreement.py, tests/test_real_urdfs.py at 1e-9).
+CONTRACT = {"contract"}
+
+from ..model import MF_ARMATURE, MF_ICOM, MF_MASS, MI_IV, MI_NV, MI_PARENT
 from .joints import joint_trig
-from .kinematics import body_pose
-from .workspace import (DOF_WIDTH, ENTRY_OPTIONS, NOT_FINITE, OK, SIG_Q_MAT, W_CH, W_CI, W_CM, W_D, W_I, W_O, W_P,
+from .kinematics import body_frame
+from .spatial import sym_mul
+from .workspace import (DOF_WIDTH, ENTRY_OPTIONS, NOT_FINITE, OK, SIG_Q_MAT, W_CH, W_CI, W_CM, W_D, W_O, W_P,
                         W_S, W_SP, WRONG_LENGTH, all_finite, model_sizes)
 
 
-@njit(cache=True, forceinline=True)
-def refer_to_root(mi, mf, ws, i):
-    """Body i's inertia and motion subspace referred to P_i (needs the pose, d_i and inertia of body i).
+@njit(cache=True, forceinline=True, fastmath=CONTRACT)
+def refer_to_root(mi, mf, ws, i, r):
+    """Body i's inertia and motion subspace referred to P_i, from its pose, d_i and S_i in ``ws`` and its
+    world rotation ``r`` (row-major 9-tuple).
 
-    Writes P_i (``W_P``), the body's mass, first moment and rotational inertia about P_i as the start
-    of its composite (``W_CM``, ``W_CH``, ``W_CI``), and S_i referred to P_i (``W_SP``).
+    Writes P_i (``W_P``), the body's mass, first moment h = m c and rotational inertia about P_i,
+    I_P = R I_C R^T + m (|c|^2 1 - c c^T) (c: the centre of mass from P_i; Steiner), as the start of
+    its composite (``W_CM``, ``W_CH``, ``W_CI``), and S_i referred to P_i (``W_SP``).
     """
     p = mi[i, MI_PARENT]
     if p >= 0:
@@ -37,32 +45,44 @@ def refer_to_root(mi, mf, ws, i):
         px, py, pz = ws[i, W_O], ws[i, W_O + 1], ws[i, W_O + 2]
     ws[i, W_P], ws[i, W_P + 1], ws[i, W_P + 2] = px, py, pz
     rx, ry, rz = ws[i, W_O] - px, ws[i, W_O + 1] - py, ws[i, W_O + 2] - pz
+    cx, cy, cz = rx + ws[i, W_D], ry + ws[i, W_D + 1], rz + ws[i, W_D + 2]
     m = mf[i, MF_MASS]
-    hx, hy, hz = m * ws[i, W_D], m * ws[i, W_D + 1], m * ws[i, W_D + 2]
-    # I_P = I_O + 2 (r.h) 1 - h r^T - r h^T + m (|r|^2 1 - r r^T), h = m d the first moment about O
-    rh = rx * hx + ry * hy + rz * hz
-    rr = rx * rx + ry * ry + rz * rz
-    ws[i, W_CI + 0] = ws[i, W_I + 0] + 2 * rh - 2 * hx * rx + m * (rr - rx * rx)
-    ws[i, W_CI + 1] = ws[i, W_I + 1] + 2 * rh - 2 * hy * ry + m * (rr - ry * ry)
-    ws[i, W_CI + 2] = ws[i, W_I + 2] + 2 * rh - 2 * hz * rz + m * (rr - rz * rz)
-    ws[i, W_CI + 3] = ws[i, W_I + 3] - hx * ry - rx * hy - m * rx * ry
-    ws[i, W_CI + 4] = ws[i, W_I + 4] - hx * rz - rx * hz - m * rx * rz
-    ws[i, W_CI + 5] = ws[i, W_I + 5] - hy * rz - ry * hz - m * ry * rz
+    hx, hy, hz = m * cx, m * cy, m * cz
+    r0, r1, r2, r3, r4, r5, r6, r7, r8 = r
+    a0, a1, a2 = sym_mul(mf, i, MF_ICOM, r0, r1, r2)  # rows of R I_C (I_C symmetric)
+    b0, b1, b2 = sym_mul(mf, i, MF_ICOM, r3, r4, r5)
+    e0, e1, e2 = sym_mul(mf, i, MF_ICOM, r6, r7, r8)
+    ws[i, W_CI + 0] = a0 * r0 + a1 * r1 + a2 * r2 + (hy * cy + hz * cz)
+    ws[i, W_CI + 1] = b0 * r3 + b1 * r4 + b2 * r5 + (hx * cx + hz * cz)
+    ws[i, W_CI + 2] = e0 * r6 + e1 * r7 + e2 * r8 + (hx * cx + hy * cy)
+    ws[i, W_CI + 3] = a0 * r3 + a1 * r4 + a2 * r5 - hx * cy
+    ws[i, W_CI + 4] = a0 * r6 + a1 * r7 + a2 * r8 - hx * cz
+    ws[i, W_CI + 5] = b0 * r6 + b1 * r7 + b2 * r8 - hy * cz
     ws[i, W_CM] = m
-    ws[i, W_CH], ws[i, W_CH + 1], ws[i, W_CH + 2] = hx + m * rx, hy + m * ry, hz + m * rz
-    end = DOF_WIDTH * mi[i, MI_NV]
-    b = 0
-    while b < end:
-        s, o = W_S + b, W_SP + b
-        ax, ay, az = ws[i, s], ws[i, s + 1], ws[i, s + 2]
-        ws[i, o], ws[i, o + 1], ws[i, o + 2] = ax, ay, az
-        ws[i, o + 3] = ws[i, s + 3] + ry * az - rz * ay
-        ws[i, o + 4] = ws[i, s + 4] + rz * ax - rx * az
-        ws[i, o + 5] = ws[i, s + 5] + rx * ay - ry * ax
-        b += DOF_WIDTH
+    ws[i, W_CH], ws[i, W_CH + 1], ws[i, W_CH + 2] = hx, hy, hz
+    nv = mi[i, MI_NV]
+    if nv == 1:
+        _refer_column(ws, i, 0, rx, ry, rz)
+    else:
+        end = DOF_WIDTH * nv
+        b = 0
+        while b < end:
+            _refer_column(ws, i, b, rx, ry, rz)
+            b += DOF_WIDTH
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, fastmath=CONTRACT)
+def _refer_column(ws, i, b, rx, ry, rz):
+    """Column [a; l] of S_i (DOF block offset b) referred to P_i, r = O_i - P_i away: [a; l + r x a]."""
+    s, o = W_S + b, W_SP + b
+    ax, ay, az = ws[i, s], ws[i, s + 1], ws[i, s + 2]
+    ws[i, o], ws[i, o + 1], ws[i, o + 2] = ax, ay, az
+    ws[i, o + 3] = ws[i, s + 3] + ry * az - rz * ay
+    ws[i, o + 4] = ws[i, s + 4] + rz * ax - rx * az
+    ws[i, o + 5] = ws[i, s + 5] + rx * ay - ry * ax
+
+
+@njit(cache=True, forceinline=True, fastmath=CONTRACT)
 def composite_columns(mi, mf, ws, M, n_dof):
     """Composite inertias (eq. A.3) and the GIM entries (eq. A.2) of the DOFs below ``n_dof``, in one pass
     from the leaves (:func:`refer_to_root` first for every body).
@@ -70,7 +90,7 @@ def composite_columns(mi, mf, ws, M, n_dof):
     When body i is reached its composite is complete (children have larger indices); its DOFs' columns
     are filled, then the composite is added to the parent's. Ancestors have smaller DOF indices, so a
     column below n_dof only touches rows below it. Entries of bodies on different branches are not
-    written.
+    written (they are zero, eq. A.2).
     """
     for i in range(mi.shape[0] - 1, -1, -1):
         iv = mi[i, MI_IV]
@@ -82,7 +102,7 @@ def composite_columns(mi, mf, ws, M, n_dof):
                 ws[p, W_CM + k] += ws[i, W_CM + k]
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, fastmath=CONTRACT)
 def _columns(mi, mf, ws, M, i, iv):
     """Columns of body i's DOFs: F = M~_i s = [I a + h x l; m l - h x a] for each column s = [a; l] of S
     (all about P_i), and I^{i,j} = s_j . F for every DOF of every ancestor j, i included."""
@@ -101,11 +121,28 @@ def _columns(mi, mf, ws, M, i, iv):
         fx = m * lx - (hy * az - hz * ay)
         fy = m * ly - (hz * ax - hx * az)
         fz = m * lz - (hx * ay - hy * ax)
-        j = i
-        while j >= 0:
-            row = mi[j, MI_IV]
+        _column(mi, ws, M, i, col, nx, ny, nz, fx, fy, fz)
+        M[col, col] += mf[i, MF_ARMATURE]
+        col += 1
+        o += DOF_WIDTH
+
+
+@njit(cache=True, forceinline=True, fastmath=CONTRACT)
+def _column(mi, ws, M, i, col, nx, ny, nz, fx, fy, fz):
+    """M[row, col] = M[col, row] = s_row . F for the DOFs of body i and its ancestors. A 1-DOF joint, the
+    common one, skips the loop over its DOFs."""
+    j = i
+    while j >= 0:
+        row = mi[j, MI_IV]
+        nvj = mi[j, MI_NV]
+        if nvj == 1:
+            val = (ws[j, W_SP] * nx + ws[j, W_SP + 1] * ny + ws[j, W_SP + 2] * nz
+                   + ws[j, W_SP + 3] * fx + ws[j, W_SP + 4] * fy + ws[j, W_SP + 5] * fz)
+            M[row, col] = val
+            M[col, row] = val
+        else:
             oj = W_SP
-            ej = W_SP + DOF_WIDTH * mi[j, MI_NV]
+            ej = W_SP + DOF_WIDTH * nvj
             while oj < ej:
                 val = (ws[j, oj] * nx + ws[j, oj + 1] * ny + ws[j, oj + 2] * nz
                        + ws[j, oj + 3] * fx + ws[j, oj + 4] * fy + ws[j, oj + 5] * fz)
@@ -113,10 +150,7 @@ def _columns(mi, mf, ws, M, i, iv):
                 M[col, row] = val
                 row += 1
                 oj += DOF_WIDTH
-            j = mi[j, MI_PARENT]
-        M[col, col] += mf[i, MF_ARMATURE]
-        col += 1
-        o += DOF_WIDTH
+        j = mi[j, MI_PARENT]
 
 
 @njit(SIG_Q_MAT, **ENTRY_OPTIONS)
@@ -126,7 +160,8 @@ def crba(mi, mf, ws, q, M):
     M~_i = M_i + sum_children M~_j (composite inertia about P_i, kept as
     mass, first moment and rotational inertia), and
     I^{i,j} = S_j^T M~_i S_i for j an ancestor of i, both S referred to P_i
-    (see the module's docstring). Leaves the poses of q in ``ws``, as
+    (see the module's docstring). Leaves the poses of q in ``ws`` (with S and d,
+    not the inertias about O_k), as
     :func:`~rtctl.dynamics.kinematics.forward_kinematics` does.
     Returns a status code (``OK`` = 0).
     """
@@ -139,10 +174,9 @@ def crba(mi, mf, ws, q, M):
         return NOT_FINITE + 1
     joint_trig(mi, ws, q)
     for i in range(mi.shape[0]):
-        body_pose(mi, mf, ws, q, i)
-        refer_to_root(mi, mf, ws, i)
+        refer_to_root(mi, mf, ws, i, body_frame(mi, mf, ws, q, i))
     for r in range(nv):
         for c in range(nv):
-            M[r, c] = 0.0  # entries of bodies on different branches stay zero (eq. A.2)
+            M[r, c] = 0.0
     composite_columns(mi, mf, ws, M, nv)
     return OK

@@ -314,9 +314,10 @@ def _parse_joint_type(joint_type, where):
 
 # Column layout of the packed float model (one row per body; the last row holds gravity): joint placement
 # in the parent (rotation, translation), joint axis, mass, centre of mass, inertia about the body origin
-# (xx yy zz xy xz yz), armature of each of the joint's DOFs (zero for a free-flyer).
-MF_ROT, MF_TRANS, MF_AXIS, MF_MASS, MF_COM, MF_INERTIA, MF_ARMATURE = 0, 9, 12, 15, 16, 19, 25
-MF_WIDTH = 26
+# (xx yy zz xy xz yz), armature of each of the joint's DOFs (zero for a free-flyer), inertia about the centre
+# of mass (xx yy zz xy xz yz).
+MF_ROT, MF_TRANS, MF_AXIS, MF_MASS, MF_COM, MF_INERTIA, MF_ARMATURE, MF_ICOM = 0, 9, 12, 15, 16, 19, 25, 26
+MF_WIDTH = 32
 # Columns of the packed integer model: parent body, joint type, first index in q and v, joint nq and nv.
 MI_PARENT, MI_TYPE, MI_IQ, MI_IV, MI_NQ, MI_NV = 0, 1, 2, 3, 4, 5
 MI_WIDTH = 6
@@ -420,6 +421,8 @@ class Model:
                                  f"length or mass is out of range")
             mf[i, MF_INERTIA:MF_INERTIA + 6] = [i_o[0, 0], i_o[1, 1], i_o[2, 2], i_o[0, 1], i_o[0, 2], i_o[1, 2]]
             mf[i, MF_ARMATURE] = self.armature[self.idx_v[i]]
+            i_c = self.inertia_com[i]
+            mf[i, MF_ICOM:MF_ICOM + 6] = [i_c[0, 0], i_c[1, 1], i_c[2, 2], i_c[0, 1], i_c[0, 2], i_c[1, 2]]
         mf[self.nbodies, 0:3] = self.gravity
         return mi, mf
 
