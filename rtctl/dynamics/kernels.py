@@ -25,14 +25,16 @@ from .kinematics import (center_of_mass, configuration_rate, energy, forward_kin
 from .mass_matrix import crba
 from .workspace import (DOF_WIDTH, NOT_FINITE, OK, SIG_MAT_Q_V_TAU_OUT, SIG_Q_MAT, SIG_Q_V_A_OUT, SINGULAR, W_ACC,
                         W_ALPHA, W_C, W_CH, W_CI, W_CM, W_D, W_DLDL, W_DOF, W_E, W_FEXT, W_I, W_IA, W_O, W_OMEGA,
-                        W_P, W_PA, W_R, W_S, W_SP, W_U, W_UU, W_VEL, W_WRENCH, WRONG_LENGTH, WS_WIDTH, all_finite,
-                        check_vectors, model_sizes)
+                        W_P, W_PA, W_R, W_S, W_SP, W_TRIG, W_U, W_UU, W_VEL, W_WRENCH, WRONG_LENGTH, WS_WIDTH,
+                        all_finite, check_vectors, model_sizes)
 
 __all__ = [
     "DOF_WIDTH", "NOT_FINITE", "OK", "SIG_MAT_Q_V_TAU_OUT", "SIG_Q_MAT", "SIG_Q_V_A_OUT", "SINGULAR", "WRONG_LENGTH",
     "WS_WIDTH", "W_ACC", "W_ALPHA", "W_C", "W_CH", "W_CI", "W_CM", "W_D", "W_DLDL", "W_DOF", "W_E", "W_FEXT", "W_I",
-    "W_IA", "W_O", "W_OMEGA", "W_P", "W_PA", "W_R", "W_S", "W_SP", "W_U", "W_UU", "W_VEL", "W_WRENCH", "aba",
+    "W_IA", "W_O", "W_OMEGA", "W_P", "W_PA", "W_R", "W_S", "W_SP", "W_TRIG", "W_U", "W_UU", "W_VEL", "W_WRENCH",
+    "aba",
     "aba_with_inertia", "all_finite", "center_of_mass", "check_vectors", "configuration_rate", "crba", "energy",
-    "floating_base_rnea", "forward_dynamics_cholesky", "forward_kinematics", "integrate", "jcalc", "joint_configuration_rate",
-    "joint_integrate", "kinematics", "model_sizes", "motion_subspace", "point_acceleration", "point_jacobian", "rnea",
+    "floating_base_rnea", "forward_dynamics_cholesky", "forward_kinematics", "integrate", "jcalc",
+    "joint_configuration_rate", "joint_integrate", "kinematics", "model_sizes", "motion_subspace",
+    "point_acceleration", "point_jacobian", "rnea",
 ]

@@ -16,17 +16,17 @@ from __future__ import annotations
 
 from numba import njit
 
-# Fused multiply-adds in the CRBA's own steps (not in the shared forward kinematics, see
-# workspace.ENTRY_OPTIONS): about 4 % of a 6- to 9-DOF mass matrix, entries within round-off of the
-# unfused ones (tests/test_pinocchio_agreement.py, tests/test_real_urdfs.py at 1e-9).
-CONTRACT = {"contract"}
-
 from ..model import MF_ARMATURE, MF_ICOM, MF_MASS, MI_IV, MI_NV, MI_PARENT
 from .joints import joint_trig
 from .kinematics import body_frame
 from .spatial import sym_mul
 from .workspace import (DOF_WIDTH, ENTRY_OPTIONS, NOT_FINITE, OK, SIG_Q_MAT, W_CH, W_CI, W_CM, W_D, W_O, W_P,
                         W_S, W_SP, WRONG_LENGTH, all_finite, model_sizes)
+
+# Fused multiply-adds in the CRBA's own steps (not in the shared forward kinematics, see
+# workspace.ENTRY_OPTIONS): about 4 % of a 6- to 9-DOF mass matrix, entries within round-off of the
+# unfused ones (tests/test_pinocchio_agreement.py, tests/test_real_urdfs.py at 1e-9).
+CONTRACT = {"contract"}
 
 
 @njit(cache=True, forceinline=True, fastmath=CONTRACT)
@@ -87,19 +87,20 @@ def composite_columns(mi, mf, ws, M, n_dof):
     """Composite inertias (eq. A.3) and the GIM entries (eq. A.2) of the DOFs below ``n_dof``, in one pass
     from the leaves (:func:`refer_to_root` first for every body).
 
-    When body i is reached its composite is complete (children have larger indices); its DOFs' columns
-    are filled, then the composite is added to the parent's. Ancestors have smaller DOF indices, so a
+    When body i is reached its composite is complete (children have larger indices); it is added to
+    the parent's and its DOFs' columns are filled. Sums are paired (a tree, not a chain of additions):
+    the pass is bound by the latency of its dependent multiply-adds. Ancestors have smaller DOF indices, so a
     column below n_dof only touches rows below it. Entries of bodies on different branches are not
     written (they are zero, eq. A.2).
     """
     for i in range(mi.shape[0] - 1, -1, -1):
+        p = mi[i, MI_PARENT]
+        if p >= 0:  # first, so that the parent's composite is complete early
+            for k in range(10):
+                ws[p, W_CM + k] += ws[i, W_CM + k]
         iv = mi[i, MI_IV]
         if iv < n_dof:
             _columns(mi, mf, ws, M, i, iv)
-        p = mi[i, MI_PARENT]
-        if p >= 0:
-            for k in range(10):
-                ws[p, W_CM + k] += ws[i, W_CM + k]
 
 
 @njit(cache=True, forceinline=True, fastmath=CONTRACT)
@@ -115,9 +116,9 @@ def _columns(mi, mf, ws, M, i, iv):
     o = W_SP
     while o < end:
         ax, ay, az, lx, ly, lz = ws[i, o], ws[i, o + 1], ws[i, o + 2], ws[i, o + 3], ws[i, o + 4], ws[i, o + 5]
-        nx = c0 * ax + c3 * ay + c4 * az + hy * lz - hz * ly
-        ny = c3 * ax + c1 * ay + c5 * az + hz * lx - hx * lz
-        nz = c4 * ax + c5 * ay + c2 * az + hx * ly - hy * lx
+        nx = (c0 * ax + c3 * ay) + (c4 * az + (hy * lz - hz * ly))
+        ny = (c3 * ax + c1 * ay) + (c5 * az + (hz * lx - hx * lz))
+        nz = (c4 * ax + c5 * ay) + (c2 * az + (hx * ly - hy * lx))
         fx = m * lx - (hy * az - hz * ay)
         fy = m * ly - (hz * ax - hx * az)
         fz = m * lz - (hx * ay - hy * ax)
@@ -136,16 +137,16 @@ def _column(mi, ws, M, i, col, nx, ny, nz, fx, fy, fz):
         row = mi[j, MI_IV]
         nvj = mi[j, MI_NV]
         if nvj == 1:
-            val = (ws[j, W_SP] * nx + ws[j, W_SP + 1] * ny + ws[j, W_SP + 2] * nz
-                   + ws[j, W_SP + 3] * fx + ws[j, W_SP + 4] * fy + ws[j, W_SP + 5] * fz)
+            val = ((ws[j, W_SP] * nx + ws[j, W_SP + 1] * ny) + (ws[j, W_SP + 2] * nz
+                   + ws[j, W_SP + 3] * fx)) + (ws[j, W_SP + 4] * fy + ws[j, W_SP + 5] * fz)
             M[row, col] = val
             M[col, row] = val
         else:
             oj = W_SP
             ej = W_SP + DOF_WIDTH * nvj
             while oj < ej:
-                val = (ws[j, oj] * nx + ws[j, oj + 1] * ny + ws[j, oj + 2] * nz
-                       + ws[j, oj + 3] * fx + ws[j, oj + 4] * fy + ws[j, oj + 5] * fz)
+                val = ((ws[j, oj] * nx + ws[j, oj + 1] * ny) + (ws[j, oj + 2] * nz
+                       + ws[j, oj + 3] * fx)) + (ws[j, oj + 4] * fy + ws[j, oj + 5] * fz)
                 M[row, col] = val
                 M[col, row] = val
                 row += 1
