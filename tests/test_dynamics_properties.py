@@ -72,6 +72,15 @@ def test_mass_matrix_of_a_floating_robot_does_not_depend_on_where_its_base_is(na
         assert np.abs(far - here).max() <= 1e-10 * np.abs(here).max()
 
 
+def test_mass_matrix_overwrites_every_entry_of_out(dyn):
+    """A serial chain's M is written entry by entry without clearing (every DOF is an ancestor or a
+    descendant of every other), a branched tree's is cleared first: either way nothing of out survives."""
+    q, _, _ = random_state(dyn.model, np.random.default_rng(22))
+    nv = dyn.model.nv
+    clean = dyn.mass_matrix(q, out=np.zeros((nv, nv))).copy()
+    assert np.array_equal(dyn.mass_matrix(q, out=np.full((nv, nv), np.nan)), clean)
+
+
 def test_aba_with_an_added_joint_inertia_solves_the_augmented_mass_matrix(dyn):
     rng = np.random.default_rng(12)
     model = dyn.model

@@ -154,6 +154,15 @@ def _column(mi, ws, M, i, col, nx, ny, nz, fx, fy, fz):
         j = mi[j, MI_PARENT]
 
 
+@njit(cache=True, forceinline=True)
+def _serial_chain(mi):
+    """True if each body's parent is the body before it (an arm): then every entry of M is written."""
+    for i in range(1, mi.shape[0]):
+        if mi[i, MI_PARENT] != i - 1:
+            return False
+    return True
+
+
 @njit(SIG_Q_MAT, **ENTRY_OPTIONS)
 def crba(mi, mf, ws, q, M):
     """Generalized inertia matrix by composite modules, seed 004 eqs. A.2-A.3.
@@ -176,8 +185,9 @@ def crba(mi, mf, ws, q, M):
     joint_trig(mi, ws, q)
     for i in range(mi.shape[0]):
         refer_to_root(mi, mf, ws, i, body_frame(mi, mf, ws, q, i))
-    for r in range(nv):
-        for c in range(nv):
-            M[r, c] = 0.0
+    if not _serial_chain(mi):  # in a chain every DOF is an ancestor or a descendant of every other
+        for r in range(nv):
+            for c in range(nv):
+                M[r, c] = 0.0  # entries of bodies on different branches stay zero (eq. A.2)
     composite_columns(mi, mf, ws, M, nv)
     return OK
