@@ -126,7 +126,8 @@ def states(robot, count, seed):
 def test_module_level_kernel_equals_link_level_kernel(make):
     """Mass matrix (eqs. A.2-A.3), inverse dynamics with external wrenches (eq. 28) and the under-actuated
     inverse dynamics (eqs. 26-27) of the block recursion agree with rtctl's link-by-link CRBA, RNEA and
-    floating-base RNEA to 1e-12 (relative to the largest entry) on random states."""
+    floating-base RNEA to 1e-12 (relative to the largest entry) on random states; the last (the base
+    acceleration and the forces that carry it) to 1e-12 or 10 eps cond(I_0), the round-off its solve amplifies."""
     robot = make()
     md, dyn = ModularDynamics(robot), Dynamics(robot.model)
     nv, nb = robot.model.nv, robot.model.nbodies
@@ -143,8 +144,11 @@ def test_module_level_kernel_equals_link_level_kernel(make):
         acc, tau = md.floating_base_inverse_dynamics(q, v, a)
         dyn.ws[:nb, kernels.W_FEXT:kernels.W_FEXT + 6] = fext
         assert kernels.floating_base_rnea(dyn.mi, dyn.mf, dyn.ws, base, q, v, a, ref_acc, ref_tau) == 0
-        assert np.abs(acc - ref_acc).max() <= 1e-12 * max(1.0, np.abs(ref_acc).max())
-        assert np.abs(tau - ref_tau).max() <= 1e-12 * np.abs(ref_tau).max()
+        # qdd_0 solves I_0 qdd_0 = -h_0: round-off in I_0 is amplified by its condition (6.5e4 near the
+        # Euler base's gimbal lock in one of these states), whatever the order of the sums
+        conditioned = max(1e-12, 10 * np.finfo(float).eps * np.linalg.cond(ref_m[:robot.n_base, :robot.n_base]))
+        assert np.abs(acc - ref_acc).max() <= conditioned * max(1.0, np.abs(ref_acc).max())
+        assert np.abs(tau - ref_tau).max() <= conditioned * np.abs(ref_tau).max()  # tau carries qdd_0
         assert np.all(tau[:robot.n_base] == 0.0) and np.array_equal(acc[robot.n_base:], a[robot.n_base:])
 
 
