@@ -59,19 +59,18 @@ import select
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from multiprocessing.connection import Connection
 
 import numpy as np
 import zmq
-from numba import njit
 
 from ..rt.hooks import LoopSink
 from .endpoints import bind, check_endpoint, close
 from .schema import (JOINT_FIELDS, SCALAR_FIELDS, SCALAR_UNITS, TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, JsonRows,
                      Layout, envelope, pack)
+from .ring import HEADER_WORDS, handoff, map_shared, remove_shared, ring_views
 from .subscriptions import MAX_SUBSCRIPTIONS, SubscriptionGuard, publishing_socket
 
 CHUNK_ROWS = 50          # rows encoded between two GIL releases of the publisher thread
@@ -81,7 +80,6 @@ SWITCH_INTERVAL = 2e-4   # s: sys.setswitchinterval while a Telemetry runs (None
 PUBLISHER_NICE = 10      # niceness the publisher process adds: the loop, at 0, gets a shared CPU first
 RELAY_START_TIMEOUT = 30.0  # s for the publisher process to import, map the ring and bind
 EVENT_BACKLOG = 10_000   # events waiting for the publisher at most
-HEADER_WORDS = 8         # int64 words before the ring rows in the shared mapping; word 0 counts hand-offs
 # The publisher process imports the same rtctl as this one, from the folder that holds it, never from its working
 # directory (``python -m`` and ``-c`` would put the working directory first on sys.path: a module planted there,
 # e.g. in a shared /tmp, would run in the loop's name).
@@ -92,34 +90,6 @@ RELAY_BOOT = ("import os, sys\n"
               "if hasattr(os, 'sched_getscheduler') and os.sched_getscheduler(0) in (os.SCHED_FIFO, os.SCHED_RR):\n"
               "    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))\n"
               "sys.path[0] = sys.argv[1]; from rtctl.telemetry.relay import main; sys.exit(main(sys.argv[2:]))")
-
-
-@njit("void(float64[:, ::1], int64[::1], float64[::1], float64[::1], float64[::1], int64[:, ::1], float64[::1], "
-      "float64[::1], float64[::1], float64[::1], float64[::1], float64[::1], float64[::1])", cache=True)
-def _handoff(ring, counter, scalars, q, v, index, q_d, qd_d, effort_cmd, effort, kp, kd, extra):
-    """Copy one sample into the next ring row; ``counter[0]`` counts samples handed off."""
-    cap = ring.shape[0]
-    row = ring[counter[0] % cap]
-    ns = scalars.shape[0]
-    for i in range(ns):
-        row[i] = scalars[i]
-    n = index.shape[1]
-    c = ns
-    for j in range(n):
-        qi, vi = index[0, j], index[1, j]
-        row[c + j] = q[qi]
-        row[c + n + j] = v[vi]
-        row[c + 2 * n + j] = q_d[j]
-        row[c + 3 * n + j] = qd_d[j]
-        row[c + 4 * n + j] = effort_cmd[vi]
-        row[c + 5 * n + j] = effort[vi]
-        row[c + 6 * n + j] = q_d[j] - q[qi]
-        row[c + 7 * n + j] = kp[j]
-        row[c + 8 * n + j] = kd[j]
-    c += 9 * n
-    for j in range(extra.shape[0]):
-        row[c + j] = extra[j]
-    counter[0] += 1
 
 
 def gain_units(controller_name: str) -> tuple[str, str]:
@@ -258,47 +228,16 @@ class Telemetry(LoopSink):
                         capacity=self.capacity)
 
     def _map_ring(self):
-        """A shared mapping for the counter and the ring, its memory reserved now (a full shared-memory file
-        system is an error here, not a SIGBUS in the loop later). Backed by an anonymous memory file (Linux
-        ``memfd_create``: it has no name, so nothing can open it and nothing is left behind, whoever dies);
-        elsewhere by a file in a new private directory that :meth:`_start_relay` removes once the child has
-        mapped it."""
-        size = 8 * (HEADER_WORDS + self.capacity * self.layout.width)
-        self._ring_fd = self._ring_path = self._ring_dir = None
-        if hasattr(os, "memfd_create"):
-            fd = os.memfd_create("rtctl-telemetry-ring", getattr(os, "MFD_CLOEXEC", 0))
-        else:
-            base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-            self._ring_dir = tempfile.mkdtemp(prefix="rtctl-telemetry-", dir=base)  # mode 0700
-            self._ring_path = os.path.join(self._ring_dir, "ring")
-            fd = os.open(self._ring_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            if hasattr(os, "posix_fallocate"):
-                os.posix_fallocate(fd, 0, size)
-            else:
-                os.ftruncate(fd, size)
-            self._shared = mmap.mmap(fd, size)
-        except OSError as exc:
-            os.close(fd)
-            self._remove_ring_file()
-            raise RuntimeError(f"telemetry: cannot reserve {size} bytes of shared memory for the ring: {exc}") from None
-        if self._ring_path is None:
-            self._ring_fd = fd     # handed to the publisher process, then closed
-        else:
-            os.close(fd)
+        """The counter and the ring in a new shared mapping (:func:`~.ring.map_shared`); its descriptor (or file)
+        is handed to the publisher process by :meth:`_start_relay`."""
+        self._shared, self._ring_fd, self._ring_path, self._ring_dir = map_shared(
+            8 * (HEADER_WORDS + self.capacity * self.layout.width))
         return ring_views(self._shared, self.capacity, self.layout.width)
 
     def _remove_ring_file(self) -> None:
         fd, self._ring_fd = getattr(self, "_ring_fd", None), None
-        if fd is not None:
-            os.close(fd)
         path, self._ring_path = getattr(self, "_ring_path", None), None
-        if path:
-            for remove, target in ((os.unlink, path), (os.rmdir, self._ring_dir)):
-                try:
-                    remove(target)
-                except OSError:
-                    pass
+        remove_shared(fd, path, getattr(self, "_ring_dir", None))
 
     def start(self) -> "Telemetry":
         """Bind the sockets and start the publisher thread or process (raises if a bind fails)."""
@@ -493,7 +432,7 @@ class Telemetry(LoopSink):
         ctl = loop.controller
         for dst, src in self._extra_parts:
             np.copyto(dst, src)
-        _handoff(self._ring, self._counter, sc, st.q, st.v, self._index, loop.q_d, loop.qd_d,
+        handoff(self._ring, self._counter, sc, st.q, st.v, self._index, loop.q_d, loop.qd_d,
                  loop.command.effort, st.effort, ctl.kp, ctl.kd, self._extra)
 
     @property
@@ -673,13 +612,6 @@ class Telemetry(LoopSink):
                 self._to_sinks("event", msg)
 
 
-
-
-def ring_views(shared, capacity: int, width: int):
-    """The counter (``int64[1]``) and the ring (``float64[capacity, width]``) in a shared mapping."""
-    counter = np.frombuffer(shared, dtype=np.int64, count=1)
-    ring = np.frombuffer(shared, dtype=np.float64, count=capacity * width, offset=8 * HEADER_WORDS)
-    return counter, ring.reshape(capacity, width)
 
 
 def public_numbers(sink) -> dict:

@@ -16,7 +16,8 @@ import sys
 from multiprocessing.connection import Connection
 
 from ..rt.signals import STOP_SIGNALS
-from .publisher import Telemetry, public_numbers, ring_views
+from .publisher import Telemetry, public_numbers
+from .ring import ring_views
 from .schema import Layout
 
 
