@@ -56,6 +56,17 @@ class Trajectory(abc.ABC):
         the velocity bound free); None (the default): not known, the recovery keeps a fixed share."""
         return None
 
+    # set_cpg's generic change: an oscillator has the arrays amplitude, center, phase, frequency (Hz) and omega
+    # (rad/s, kept equal to 2 pi frequency), which the control channel changes at a cycle boundary
+    oscillator = False
+    patterns: dict | None = None   # an oscillator's named patterns (set_cpg's pattern field), with set_pattern
+
+    def validate_cpg_request(self, request: dict):
+        """A trajectory with its own set_cpg parameters and limits (a CPG): ``(apply(loop) -> detail, cleaned
+        request)`` for ``request``, or ValueError with the reason; None (the default): the channel's own
+        checks of an :attr:`oscillator` apply."""
+        return None
+
     retargetable = False  # a point-to-point move the control channel's set_target may send elsewhere
 
     def retarget(self, start: np.ndarray, goal: np.ndarray, t0: float, duration: float) -> None:

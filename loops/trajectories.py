@@ -407,6 +407,8 @@ class Sinusoid(_CompiledTrajectory):
         problem = safety.oscillation_violation(self.amplitude, self.frequency)
         return f"[trajectory] sinusoid: {problem}" if problem else ""
 
+    oscillator = True
+
     def __init__(self, center, amplitude, frequency, phase=0.0, joint_names=None):
         cls = _owner(self, joint_names)
         self.center = _array(cls, "center", center, 1, joints=joint_names)
@@ -418,12 +420,12 @@ class Sinusoid(_CompiledTrajectory):
         _joint_values(cls, "frequency", self.frequency, joint_names, lambda f: f >= 0, "must be >= 0 Hz")
         self.phase = _array(cls, "phase", phase, 1, n, allow_scalar_for=n, joints=joint_names)
         self.duration = math.inf
-        self._omega = 2.0 * np.pi * self.frequency
-        self._args = (self.center, self.amplitude, self._omega, self.phase)
+        self.omega = 2.0 * np.pi * self.frequency    # rad/s, what the kernel reads: kept equal to 2 pi frequency
+        self._args = (self.center, self.amplitude, self.omega, self.phase)
 
     def peak_velocity(self) -> np.ndarray:
         """|qd| at its largest, per joint: |amplitude| 2 pi frequency."""
-        return np.abs(self.amplitude) * self._omega
+        return np.abs(self.amplitude) * self.omega
 
     def __repr__(self):
         return f"Sinusoid(n={self.n})"

@@ -101,18 +101,16 @@ class OscillatorChange:
         if self.phase is not None:
             tr.phase[:] = self.phase
         if self.frequency is not None:
-            omega = getattr(tr, "_omega", None)
-            if omega is not None and self.phase is None:
-                tr.phase[:] = tr.phase + (omega - 2 * np.pi * self.frequency) * t
+            if self.phase is None:
+                tr.phase[:] = tr.phase + (tr.omega - 2 * np.pi * self.frequency) * t
             tr.frequency[:] = self.frequency
-            if omega is not None:
-                omega[:] = 2 * np.pi * self.frequency
+            tr.omega[:] = 2 * np.pi * self.frequency
         if self.pattern is not None:
             tr.set_pattern(self.pattern)
 
 
 def _pattern(name, traj) -> str:
-    patterns = getattr(traj, "patterns", None)
+    patterns = traj.patterns
     if patterns is None:
         raise Refused(f"pattern: the trajectory {type(traj).__name__} has no patterns")
     if not isinstance(name, str) or name not in patterns:
@@ -193,12 +191,12 @@ class CommandValidation:
         traj = self.loop.trajectory
         if self.loop.recovering:
             self._refuse_while_moving_on_its_own("set_cpg", self.loop)
-        custom = getattr(traj, "validate_cpg_request", None)  # a CPG with its own parameters and limits
+        try:                                    # a CPG with its own parameters and limits
+            custom = traj.validate_cpg_request({k: v for k, v in req.items() if k in COMMANDS["set_cpg"]})
+        except ValueError as exc:
+            raise Refused(str(exc)) from None
         if custom is not None:
-            try:
-                return custom({k: v for k, v in req.items() if k in COMMANDS["set_cpg"]})
-            except ValueError as exc:
-                raise Refused(str(exc)) from None
+            return custom
         change = self._oscillator_change(req, traj)
         clean = change.fields()
 
@@ -211,8 +209,7 @@ class CommandValidation:
     def _oscillator_change(self, req, traj) -> OscillatorChange:
         """The parameters of a set_cpg request for a sinusoid or CPG trajectory, checked against the soft
         limits and the joints' velocity and acceleration limits."""
-        oscillator = ("amplitude", "frequency", "phase", "center")
-        if not all(isinstance(getattr(traj, name, None), np.ndarray) for name in oscillator):
+        if not traj.oscillator:
             raise Refused(f"set_cpg: needs an oscillator trajectory (sinusoid or a CPG); this loop runs "
                           f"{type(traj).__name__} (min_jerk: use set_target)")
         if not set(req) & COMMANDS["set_cpg"]:
@@ -245,9 +242,7 @@ class CommandValidation:
         t = loop.cycle * loop.period
         before = [np.empty(self.n) for _ in range(3)]
         tr.sample(t, *before)
-        saved = {name: getattr(tr, name).copy() for name in ("amplitude", "center", "phase", "frequency")}
-        omega_saved = getattr(tr, "_omega", None)
-        omega_saved = None if omega_saved is None else omega_saved.copy()
+        saved = {name: getattr(tr, name).copy() for name in ("amplitude", "center", "phase", "frequency", "omega")}
         change.apply_to(tr, t)
         after = [np.empty(self.n) for _ in range(3)]
         tr.sample(t, *after)
@@ -257,8 +252,6 @@ class CommandValidation:
         if step[k] > allowed[k]:
             for name, value in saved.items():
                 getattr(tr, name)[:] = value
-            if omega_saved is not None:
-                tr._omega[:] = omega_saved
             raise Refused(f"set_cpg: the change would step joint '{self.joints[k]}' desired position by "
                           f"{step[k]:.4g} at once (more than its velocity bound allows in one cycle, "
                           f"{allowed[k]:.3g}); change amplitude, center or phase where they leave the "
