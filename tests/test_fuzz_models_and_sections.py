@@ -622,3 +622,17 @@ def test_modules_planted_in_the_working_directory_never_run_in_the_publisher_pro
     finally:
         tel.close()
     assert tel.published == 20 and sorted(p.name for p in tmp_path.glob("ran-*")) == []
+
+
+def test_a_cpg_whose_desired_motion_overflows_trips_at_its_first_cycle_instead_of_raising():
+    """Found by the section fuzz: ``convergence = 1e308`` makes the jaw CPG's desired acceleration overflow. The
+    warm-up before activation met it first and ``run()`` raised; the run now starts, and its first cycle trips
+    the safety monitor on the controller's refusal, the robot left in its safe state."""
+    raw = copy.deepcopy(JAW)
+    raw["trajectory"]["convergence"] = 1e308
+    cfg = validate(raw, "fuzz.toml")
+    cfg["_source"] = "fuzz.toml"
+    loop = build(cfg)
+    report = loop.run(cycles=50)
+    assert report.tripped and "qdd_d contains NaN or inf" in report.trip_reason, report.trip_reason
+    assert report.trip_history[0][0] <= 1, report.trip_history      # (cycle, reason, re-armed at)

@@ -329,15 +329,14 @@ class ControlLoop:
                             self._recovery_vmax, self._recovery_amax)
         _accumulate_tracking(cycle.state.q, self.controller.q_index, cycle.q_d, np.zeros(n), np.zeros(n))
         _accumulate_error(np.zeros(6), np.zeros(6), np.zeros(6))
-        for driver in self.drivers:
-            driver.warm(cycle)
-        self.trajectory.warm(cycle)
-        self.controller.warm(cycle)
-        for hook in (*self.hooks, *self.boundary_hooks):
-            if isinstance(hook, LoopHook):
-                hook.warm(cycle)
-        if isinstance(self.telemetry, LoopSink):
-            self.telemetry.warm(cycle)
+        parts = (*self.drivers, self.trajectory, self.controller,
+                 *(h for h in (*self.hooks, *self.boundary_hooks) if isinstance(h, LoopHook)),
+                 *((self.telemetry,) if isinstance(self.telemetry, LoopSink) else ()))
+        for part in parts:
+            try:
+                part.warm(cycle)
+            except ValueError:  # a value it refuses (a NaN desired motion): the first cycle meets it again and
+                pass            # trips the safety monitor; what it did not reach is named as a late kernel
 
     def _kernel_packages(self) -> set:
         """The top-level packages whose kernels the run may reach: rtctl's and those of its components'
