@@ -65,8 +65,8 @@ from oracle import Pair  # noqa: E402
 from rtctl.dynamics.contact import ContactModel  # noqa: E402
 from rtctl.plants.legged.control import (BipedWalk, LeggedComputedTorque, LeggedFeedForwardPD,  # noqa: E402
                                          QuadrupedTrot)
-from rtctl.plants.legged.modular import (ModularDynamics, _entry_floating_base, _entry_forward_dynamics,  # noqa: E402
-                                         _entry_inverse_dynamics, _entry_mass_matrix)
+from rtctl.plants.legged.module_dynamics import (ModularDynamics, entry_floating_base, entry_forward_dynamics,  # noqa: E402
+                                                 entry_inverse_dynamics, entry_mass_matrix)
 from rtctl.plants.legged.plant import PAPER_GROUND, LeggedPlant  # noqa: E402
 from rtctl.dynamics import Dynamics, kernels  # noqa: E402
 from rtctl.plants.legged.model import planar_biped, spatial_quadruped  # noqa: E402
@@ -171,7 +171,7 @@ def time_qdd(robot, record, batches, calls):
     candidates = {
         "O(n)": lambda q, v, tau, *_: kernels.aba(mi, mf, ws, q, v, tau, out),
         "O(n^3)": lambda q, v, tau, *_: kernels.forward_dynamics_cholesky(mi, mf, ws, mat, q, v, tau, out),
-        "module": lambda q, v, tau, *_: _entry_forward_dynamics(mmi, mmf, mws, mods, q, v, tau, out, work, fd_work),
+        "module": lambda q, v, tau, *_: entry_forward_dynamics(mmi, mmf, mws, mods, q, v, tau, out, work, fd_work),
         "pin": lambda q, v, tau, qp, vp, tp: pin.aba(pm, pd, qp, vp, tp),
     }
     for fn in candidates.values():
@@ -202,13 +202,13 @@ def time_inverse_dynamics(robot, record, batches, calls):
                     np.abs(md.mass_matrix(q) - pair.matrix_from_pin(pin.crba(pm, pd, qp))).max())
     candidates = {
         ("ID", "rtctl link RNEA"): lambda q, v, a, *_: kernels.rnea(mi, mf, ws, q, v, a, out),
-        ("ID", "module DeNOC"): lambda q, v, a, *_: _entry_inverse_dynamics(mmi, mmf, mws, mods, q, v, a, out, work),
+        ("ID", "module DeNOC"): lambda q, v, a, *_: entry_inverse_dynamics(mmi, mmf, mws, mods, q, v, a, out, work),
         ("ID", "Pinocchio RNEA"): lambda q, v, a, qp, vp, ap: pin.rnea(pm, pd, qp, vp, ap),
         ("GIM", "rtctl link CRBA"): lambda q, *_: kernels.crba(mi, mf, ws, q, mat),
-        ("GIM", "module DeNOC"): lambda q, *_: _entry_mass_matrix(mmi, mmf, mws, mods, q, mat, work),
+        ("GIM", "module DeNOC"): lambda q, *_: entry_mass_matrix(mmi, mmf, mws, mods, q, mat, work),
         ("GIM", "Pinocchio CRBA"): lambda q, v, a, qp, *_: pin.crba(pm, pd, qp),
         ("FB-ID", "rtctl link"): lambda q, v, a, *_: kernels.floating_base_rnea(mi, mf, ws, base, q, v, a, acc, out),
-        ("FB-ID", "module DeNOC"): lambda q, v, a, *_: _entry_floating_base(mmi, mmf, mws, mods, q, v, a, acc, out,
+        ("FB-ID", "module DeNOC"): lambda q, v, a, *_: entry_floating_base(mmi, mmf, mws, mods, q, v, a, acc, out,
                                                                             work),
     }
     for fn in candidates.values():

@@ -109,16 +109,15 @@ def test_an_edited_kernel_module_changes_its_stamp_and_its_importers_only(edited
 
 
 def test_constants_and_callees_from_other_modules_change_the_stamp(edited, memo):
-    """``plants/legged/modular.py`` imports (in an ``if`` at module level) the compiled
-    ``forward_kinematics`` from rtctl.dynamics.kinematics and column constants from rtctl.dynamics.workspace
-    and rtctl.model (which defines no kernel): an edit to any of them must reach its stamp."""
+    """``plants/legged/module_dynamics.py`` imports the compiled ``forward_kinematics`` from
+    rtctl.dynamics.kinematics and column constants from rtctl.dynamics.workspace and rtctl.model (which defines no kernel): an edit to any of them must reach its stamp."""
     copy, stamps = edited
     for path in ("rtctl/dynamics/kinematics.py", "rtctl/dynamics/workspace.py", "rtctl/model/__init__.py"):
         append(copy / path)
         after = kernel_stamps(copy / "rtctl", memo)
         hit = {name for name, stamp in after.items() if stamps[name] != stamp}
         stamps = after
-        assert "rtctl.plants.legged.modular" in hit, path
+        assert "rtctl.plants.legged.module_dynamics" in hit, path
         assert "rtctl.plants.stewart.kernels" not in hit and "rtctl.telemetry.inbox" not in hit, path
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from rtctl.plants.legged.model import planar_biped, spatial_quadruped
-from rtctl.plants.legged.modular import ModularDynamics
+from rtctl.plants.legged.module_dynamics import ModularDynamics
 from rtctl.plants.legged.opcount import link_partition, serial_chain
 
 from rtctl.dynamics import Dynamics

@@ -14,7 +14,7 @@ from rtctl.config import build, bundled_config_path, load_config
 from rtctl.plants.legged.control import BIPED_GROUND, BipedWalk, run_walk
 from rtctl.plants.legged.plant import PAPER_GROUND
 from rtctl.plants.legged.model import planar_biped, spatial_quadruped
-from rtctl.plants.legged.modular import ModularDynamics, module_table
+from rtctl.plants.legged.module_dynamics import ModularDynamics, module_table
 
 from rtctl.dynamics import Dynamics, kernels
 from rtctl.dynamics.contact import ContactModel

@@ -53,7 +53,7 @@ from rtctl.plants.legged.model import (
     planar_biped,
     spatial_quadruped,
 )
-from rtctl.plants.legged.modular import ModularDynamics, module_table
+from rtctl.plants.legged.module_dynamics import ModularDynamics, module_table
 from rtctl.plants.stewart.opcount import Counted, Counter
 
 from rtctl.dynamics import Dynamics
@@ -201,7 +201,7 @@ def count(robot: LeggedRobot, quantity: str, q, v=None, a=None, fext=None) -> tu
 
 
 def numeric(robot: LeggedRobot, quantity: str, q, v=None, a=None, fext=None) -> np.ndarray:
-    """The same quantity from the compiled kernels (:class:`~rtctl.plants.legged.modular.ModularDynamics`)."""
+    """The same quantity from the compiled kernels (:class:`~rtctl.plants.legged.module_dynamics.ModularDynamics`)."""
     md = ModularDynamics(robot)
     md.set_external_wrenches(fext)
     if quantity == "mass_matrix":
