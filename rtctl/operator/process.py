@@ -1,8 +1,8 @@
 """The loop's process's handle on its operator process (``rtctl run``'s control channel).
 
-:class:`OperatorProcess` spawns ``python -c`` :data:`BOOT` (a new interpreter, not a fork of this threaded
-process) before the hardware is activated, hands it the shared mapping of :mod:`rtctl.telemetry.inbox` and the
-channel's settings over a private socket pair, and waits until it has bound. In this process it leaves a
+:class:`OperatorProcess` starts :mod:`rtctl.operator.server` as a helper process (:mod:`rtctl.telemetry.child`)
+before the hardware is activated, hands it the shared mapping of :mod:`rtctl.telemetry.inbox` and the channel's
+settings over a private socket pair, and waits until it has bound. In this process it leaves a
 :class:`~rtctl.telemetry.inbox.CommandInbox` (a boundary hook of the loop: one compiled comparison per idle
 cycle) and the in-process :class:`~rtctl.telemetry.control.ControlServer` that validates and applies what
 arrives. No request's bytes are read, decoded or authenticated here: a flood on the channel costs this process
@@ -17,20 +17,14 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 from multiprocessing.connection import Connection
 
+from ..telemetry import child
 from ..telemetry.control import ControlServer
 from ..telemetry.inbox import CommandInbox, shared_memory
 
 OPERATOR_NICE = 0          # niceness the operator process adds (its e-stop answers within 10 ms; the loop runs SCHED_FIFO)
 START_TIMEOUT = 30.0       # s for the operator process to import, map and bind
-# As the telemetry publisher process's: rtctl from the folder this one imported it from, never the working
-# directory; a real-time policy inherited from the loop's process is left.
-BOOT = ("import os, sys\n"
-        "if hasattr(os, 'sched_getscheduler') and os.sched_getscheduler(0) in (os.SCHED_FIFO, os.SCHED_RR):\n"
-        "    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))\n"
-        "sys.path[0] = sys.argv[1]; from rtctl.operator.server import main; sys.exit(main(sys.argv[2:]))")
 
 
 class OperatorProcess:
@@ -67,8 +61,7 @@ class OperatorProcess:
         shared, fd = shared_memory("rtctl-control-inbox")
         mine, theirs = socket.socketpair()
         try:
-            self._child = subprocess.Popen([sys.executable, "-c", BOOT, _package_root(), str(theirs.fileno())],
-                                           pass_fds=(theirs.fileno(), fd), stdin=subprocess.DEVNULL, close_fds=True)
+            self._child = child.spawn("rtctl.operator.server", theirs, pass_fds=(fd,))
         except BaseException:
             os.close(fd)
             mine.close()
@@ -77,10 +70,7 @@ class OperatorProcess:
             theirs.close()
         conn = Connection(os.dup(mine.fileno()))
         try:
-            conn.send(dict(settings=self.settings, shared=fd, nice=self.nice))
-            reply = conn.recv() if conn.poll(START_TIMEOUT) else None
-        except (EOFError, OSError):
-            reply = None
+            reply = child.handshake(conn, dict(settings=self.settings, shared=fd, nice=self.nice), START_TIMEOUT)
         finally:
             conn.close()
             os.close(fd)
@@ -113,13 +103,7 @@ class OperatorProcess:
             self.loop.boundary_hooks.remove(self.server.drain)
 
     def _stop(self, kill: bool) -> None:
-        if kill:
-            self._child.kill()
-        try:
-            self._child.wait(10.0)
-        except subprocess.TimeoutExpired:
-            self._child.kill()
-            self._child.wait()
+        child.stop(self._child, kill)
         self._child = None
 
     def __enter__(self):
@@ -128,7 +112,3 @@ class OperatorProcess:
     def __exit__(self, *exc):
         self.close()
 
-
-def _package_root() -> str:
-    """The folder holding the ``rtctl`` package this process imported."""
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

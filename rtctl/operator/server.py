@@ -21,7 +21,6 @@ End of file on the socket pair (the loop's process closed it or died) ends this 
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import sys
 import time
@@ -29,8 +28,8 @@ from multiprocessing.connection import Connection
 
 import msgpack
 
-from ..rt.signals import STOP_SIGNALS
 from ..telemetry.channel import Pending, RouterChannel
+from ..telemetry.child import receive_spec
 from ..telemetry.inbox import (ESTOP_WAKE, H_ESTOP_ASKED, H_ESTOP_CYCLE, H_ESTOP_DONE, H_READ, H_REASON_LEN,
                                H_STATUS_ASKED, H_STATUS_DONE, H_WRITTEN, REASON_BYTES, REQUEST_BYTES, S_DEADLINE,
                                S_DONE, S_SEQ, S_TAKEN, SLOTS, SharedInbox)
@@ -186,13 +185,10 @@ class OperatorServer(RouterChannel):
 def serve(conn: Connection, link: socket.socket) -> int:
     import mmap
 
-    try:
-        spec = conn.recv()
-    except (EOFError, OSError):
+    spec = receive_spec(conn)
+    if spec is None:
         return 0
     try:
-        if spec.get("nice"):
-            os.nice(int(spec["nice"]))
         try:
             shared = mmap.mmap(spec["shared"], 0)
         finally:
@@ -216,10 +212,6 @@ def serve(conn: Connection, link: socket.socket) -> int:
 
 
 def main(argv=None) -> int:
-    # Ctrl-C, a hang-up or systemd's stop reach the whole process group or unit: the loop's process stops in
-    # order and closes this one; its death ends this one (end of file on the link).
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)
     args = sys.argv[1:] if argv is None else argv
     link = socket.socket(fileno=int(args[0]))
     return serve(Connection(os.dup(link.fileno())), link)

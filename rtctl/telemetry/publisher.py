@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import collections
 import mmap
-import os
 import select
 import socket
 import subprocess
@@ -67,6 +66,7 @@ import numpy as np
 import zmq
 
 from ..rt.hooks import LoopSink
+from . import child
 from .endpoints import bind, check_endpoint, close
 from .schema import (JOINT_FIELDS, SCALAR_FIELDS, SCALAR_UNITS, TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, JsonRows,
                      Layout, envelope, pack)
@@ -80,16 +80,6 @@ SWITCH_INTERVAL = 2e-4   # s: sys.setswitchinterval while a Telemetry runs (None
 PUBLISHER_NICE = 10      # niceness the publisher process adds: the loop, at 0, gets a shared CPU first
 RELAY_START_TIMEOUT = 30.0  # s for the publisher process to import, map the ring and bind
 EVENT_BACKLOG = 10_000   # events waiting for the publisher at most
-# The publisher process imports the same rtctl as this one, from the folder that holds it, never from its working
-# directory (``python -m`` and ``-c`` would put the working directory first on sys.path: a module planted there,
-# e.g. in a shared /tmp, would run in the loop's name).
-# The child leaves a real-time policy it inherited (the loop's process started under `chrt -f`, say): at the
-# loop's own FIFO priority the publisher would hold a shared CPU until it blocks, and niceness means nothing
-# there; under SCHED_OTHER it runs publisher_nice below the loop, as intended.
-RELAY_BOOT = ("import os, sys\n"
-              "if hasattr(os, 'sched_getscheduler') and os.sched_getscheduler(0) in (os.SCHED_FIFO, os.SCHED_RR):\n"
-              "    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))\n"
-              "sys.path[0] = sys.argv[1]; from rtctl.telemetry.relay import main; sys.exit(main(sys.argv[2:]))")
 
 
 def gain_units(controller_name: str) -> tuple[str, str]:
@@ -267,10 +257,9 @@ class Telemetry(LoopSink):
     def _start_relay(self) -> None:
         """Start the publisher process, hand it the ring and the settings, and wait until it has bound."""
         mine, theirs = socket.socketpair()
-        shared = (theirs.fileno(),) + ((self._ring_fd,) if self._ring_fd is not None else ())
+        shared = (self._ring_fd,) if self._ring_fd is not None else ()
         try:
-            self._relay = subprocess.Popen([sys.executable, "-c", RELAY_BOOT, _package_root(), str(theirs.fileno())],
-                                           pass_fds=shared, stdin=subprocess.DEVNULL, close_fds=True)
+            self._relay = child.spawn("rtctl.telemetry.relay", theirs, pass_fds=shared)
         except BaseException:
             self._remove_ring_file()
             raise
@@ -282,14 +271,9 @@ class Telemetry(LoopSink):
                         sndbuf=self.sndbuf, allow_remote=True, plotjuggler_decimation=self.pj_decimation,
                         sinks=self.sinks)
         ring = self._ring_fd if self._ring_fd is not None else self._ring_path
-        self._relay_conn.send(dict(settings=settings, ring=ring, n=self.layout.n, nice=self.publisher_nice,
-                                   extra_names=self.extra_names, joints=self.joints, meta=self.metadata()))
-        reply = None
-        if self._relay_conn.poll(RELAY_START_TIMEOUT):
-            try:
-                reply = self._relay_conn.recv()
-            except (EOFError, OSError):
-                reply = None
+        spec = dict(settings=settings, ring=ring, n=self.layout.n, nice=self.publisher_nice,
+                    extra_names=self.extra_names, joints=self.joints, meta=self.metadata())
+        reply = child.handshake(self._relay_conn, spec, RELAY_START_TIMEOUT)
         self._remove_ring_file()
         if not reply or "error" in reply:
             self._stop_relay(kill=True)
@@ -381,13 +365,7 @@ class Telemetry(LoopSink):
             self._relay_conn.close()
             self._relay_conn = None
         if self._relay is not None:
-            if kill:
-                self._relay.kill()
-            try:
-                self._relay.wait(10.0)
-            except subprocess.TimeoutExpired:
-                self._relay.kill()
-                self._relay.wait()
+            child.stop(self._relay, kill)
             self._relay = None
 
     def close(self, flush: bool = True) -> None:
@@ -620,7 +598,3 @@ def public_numbers(sink) -> dict:
     return {k: v for k, v in vars(sink).items()
             if not k.startswith("_") and isinstance(v, (bool, int, float, str))}
 
-
-def _package_root() -> str:
-    """The folder holding the ``rtctl`` package this process imported."""
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # .../rtctl/telemetry/x.py

@@ -1,7 +1,7 @@
 """The publisher process of a ``Telemetry(process=True)``.
 
-Started by :meth:`rtctl.telemetry.publisher.Telemetry.start` as ``python -m rtctl.telemetry.relay FD``, with
-``FD`` one end of a private socket pair. It receives the settings, the path of the shared ring (which the
+Started by :meth:`rtctl.telemetry.publisher.Telemetry.start` as a helper process (:mod:`rtctl.telemetry.child`),
+with one end of a private socket pair. It receives the settings, the path of the shared ring (which the
 parent removes once this process has mapped it) and the sinks, runs the same publisher thread as the
 thread mode over the mapped ring, and answers with the bound endpoints. Then it takes metadata and events
 from the socket until it is told to close, answers with its counters and exits; end of file on the socket
@@ -11,24 +11,20 @@ from __future__ import annotations
 
 import mmap
 import os
-import signal
 import sys
 from multiprocessing.connection import Connection
 
-from ..rt.signals import STOP_SIGNALS
+from .child import receive_spec
 from .publisher import Telemetry, public_numbers
 from .ring import ring_views
 from .schema import Layout
 
 
 def serve(conn: Connection) -> int:
-    try:
-        spec = conn.recv()
-    except (EOFError, OSError):
+    spec = receive_spec(conn)
+    if spec is None:
         return 0
     try:
-        if spec.get("nice"):
-            os.nice(int(spec["nice"]))
         tel = Telemetry(**spec["settings"], switch_interval=None)
         ring = spec["ring"]   # the inherited descriptor of the parent's memory file, or a path
         fd = ring if isinstance(ring, int) else os.open(ring, os.O_RDWR)
@@ -70,10 +66,6 @@ def serve(conn: Connection) -> int:
 
 
 def main(argv=None) -> int:
-    # A terminal's Ctrl-C and hang-up reach the whole process group, systemd's stop the whole unit: the loop's
-    # process stops in order and closes this one (or its death ends this one's socket).
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)
     args = sys.argv[1:] if argv is None else argv
     return serve(Connection(int(args[0])))
 
