@@ -29,7 +29,7 @@ import zmq
 
 import rtctl
 from rtctl.config import build, load_config
-from rtctl.telemetry.auth import TOKEN_ENV
+from rtctl.operator.auth import TOKEN_ENV
 
 DEMO = Path(rtctl.__file__).parent / "data" / "configs" / "demo.toml"
 

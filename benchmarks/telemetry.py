@@ -199,7 +199,7 @@ asyncio.run(main())
 
 DASHBOARD_CLIENT = r"""
 import asyncio, sys, threading
-from rtctl.telemetry.dashboard import Dashboard
+from rtctl.operator.dashboard import Dashboard
 from websockets.asyncio.client import connect
 dash = Dashboard(sys.argv[1], port=0)
 dash.start()

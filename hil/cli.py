@@ -45,7 +45,7 @@ def _server_classes():
     from can_remote import server as remote
     from can_remote.websocket import WebSocket, get_accept_key
 
-    from rtctl.telemetry.dashboard import allowed_hosts, host_refusal, origin_refusal
+    from rtctl.operator.dashboard import allowed_hosts, host_refusal, origin_refusal
 
     class Protocol(remote.RemoteServerProtocol):
         def run(self):

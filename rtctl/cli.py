@@ -247,9 +247,11 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--offline", action="store_true",
                          help="run cycles back to back instead of at wall-clock rate (same control time)")
         cmd.set_defaults(func=func)
-    from .telemetry.cli import add_commands  # telemetry, record, replay, plot, dashboard, control
+    from .telemetry.cli import add_commands  # telemetry, record, recover, replay, plot
     for parent, subparsers in add_commands(sub):
         require_subcommand(parent, subparsers, "subcommand")
+    from .operator.cli import add_commands as add_operator_commands  # dashboard, control
+    add_operator_commands(sub)
     js = sub.add_parser("jaw-session", help="run a jaw-rehabilitation (chewing CPG) config offline, plot it, "
                         "and print tracking error and leg force per phase")
     js.add_argument("config", help="TOML run configuration with [trajectory] type = \"jaw_cpg\"")

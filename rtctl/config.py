@@ -91,7 +91,7 @@ CORE_SCHEMA: dict[str, dict[str, Key]] = {
         "publisher": Key("str", "process", choices=("process", "thread")),  # where samples are encoded and sent
         "publisher_nice": Key("int", 10, low=0, high=19),   # niceness the publisher process adds to the loop's
     },
-    "control": {  # rtctl.telemetry.control: REQ/REP run-time commands, validated, applied at cycle boundaries
+    "control": {  # rtctl.operator.control: REQ/REP run-time commands, validated, applied at cycle boundaries
         "enabled": Key("bool", False),
         "endpoint": Key("str", "tcp://127.0.0.1:5557"),
         "token_file": Key("str", ""),        # 0600 file holding the token; else $RTCTL_CONTROL_TOKEN, else the default file
@@ -491,7 +491,7 @@ def _wire_operator_surfaces(control_loop, cfg: dict, context: BuildContext) -> N
             raise ConfigError(f"{src}: {exc}" + ("; another program (another rtctl?) is serving there: stop it "
                                                  "or set another endpoint or port" if in_use else "")) from None
     if cfg.get("schedule"):
-        from .telemetry.control import CommandSchedule, ControlServer, Refused
+        from .operator.control import CommandSchedule, ControlServer, Refused
         control = getattr(control_loop, "control", None)
         server = None if control is None else control.server   # the operator process's in-process validator
         if server is None:

@@ -33,8 +33,8 @@ def make_loop(**sections):
 
 def signed(server, request, token):
     """``request`` as a client holding ``token`` sends it to ``server`` (a ControlServer, in-process): with the
-    session and proof of a ``hello`` just before (rtctl.telemetry.handshake)."""
-    from rtctl.telemetry.handshake import ClientHandshake
+    session and proof of a ``hello`` just before (rtctl.operator.handshake)."""
+    from rtctl.operator.handshake import ClientHandshake
     handshake = ClientHandshake(token, server.identity)
     return handshake.authenticate(server.handle(handshake.hello()), request)
 

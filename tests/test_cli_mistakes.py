@@ -20,7 +20,7 @@ import pytest
 import zmq
 
 from rtctl.cli import main
-from rtctl.telemetry.requests import COMMANDS
+from rtctl.operator.requests import COMMANDS
 from rtctl.telemetry.schema import TOPIC_META, TOPIC_SAMPLES, envelope, pack
 from rtctl.config import DEMO_CONFIG, bundled_config_path
 from telemetry_helpers import free_port, sample_rows, write_recording
@@ -244,7 +244,7 @@ def test_a_command_without_its_subcommand_or_argument_is_one_line(capsys, argv, 
 def test_control_passes_the_fields_every_command_takes_to_the_server(capsys):
     """The local check names a misspelt field but lets through what the server accepts on every command
     (``id``, echoed in the reply)."""
-    from rtctl.telemetry import ControlServer
+    from rtctl.operator import ControlServer
     from telemetry_helpers import make_loop
 
     with ControlServer(make_loop(), endpoint="tcp://127.0.0.1:0", token="a-token-of-enough-length-0123") as ctl:

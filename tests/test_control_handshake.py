@@ -25,10 +25,10 @@ import zmq
 
 from other_user import another_user
 from rtctl.cli import main
-from rtctl.telemetry import ControlServer, request
-from rtctl.telemetry.dashboard import Dashboard
-from rtctl.telemetry.handshake import ClientHandshake, ServerNotTrusted, Sessions, server_identity
-from rtctl.telemetry.requests import Refused
+from rtctl.operator import ControlServer, request
+from rtctl.operator.dashboard import Dashboard
+from rtctl.operator.handshake import ClientHandshake, ServerNotTrusted, Sessions, server_identity
+from rtctl.operator.requests import Refused
 from telemetry_helpers import make_loop, run_in_background
 
 TOKEN = "shared-by-all-runs-of-this-user-0123"

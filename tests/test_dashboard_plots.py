@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rtctl.telemetry.dashboard import HIST_EDGES_US, STATIC_DIR
+from rtctl.operator.dashboard import HIST_EDGES_US, STATIC_DIR
 
 NODE = shutil.which("node")
 pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed")

@@ -10,7 +10,7 @@ dashboard's memory stays bounded at 1 kHz telemetry with no browser connected.
 
 The control endpoint is mostly a small REP server in this file that answers like
 the control channel (``status`` and ``estop`` open, ``rearm`` needs the proof of
-the token: the channel's own :class:`~rtctl.telemetry.handshake.Sessions`) and
+the token: the channel's own :class:`~rtctl.operator.handshake.Sessions`) and
 records what the dashboard forwarded; one test runs the real control channel of
 a paced loop.
 """
@@ -31,10 +31,10 @@ import zmq
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from rtctl.telemetry.auth import TOKEN_ENV
-from rtctl.telemetry.handshake import Sessions, server_identity
-from rtctl.telemetry.requests import Refused
-from rtctl.telemetry.dashboard import (MAX_COMMAND_BYTES, MAX_EVENTS, MAX_PENDING_BATCHES, Dashboard,
+from rtctl.operator.auth import TOKEN_ENV
+from rtctl.operator.handshake import Sessions, server_identity
+from rtctl.operator.requests import Refused
+from rtctl.operator.dashboard import (MAX_COMMAND_BYTES, MAX_EVENTS, MAX_PENDING_BATCHES, Dashboard,
                                        wait_for)
 from telemetry_helpers import make_loop
 
@@ -266,7 +266,7 @@ def test_dashboard_holds_no_token():
 def test_dashboard_cli_takes_no_token_from_argv():
     import argparse
 
-    from rtctl.telemetry.cli import add_commands
+    from rtctl.operator.cli import add_commands
 
     parser = argparse.ArgumentParser()
     add_commands(parser.add_subparsers(dest="command"))
@@ -474,10 +474,10 @@ def test_buffers_waiting_for_a_browser_are_bounded_and_count_drops():
 
 DASHBOARD_PROCESS = """
 import json, sys, time
-from rtctl.telemetry.auth import TOKEN_ENV
-from rtctl.telemetry.handshake import Sessions, server_identity
-from rtctl.telemetry.requests import Refused
-from rtctl.telemetry.dashboard import Dashboard
+from rtctl.operator.auth import TOKEN_ENV
+from rtctl.operator.handshake import Sessions, server_identity
+from rtctl.operator.requests import Refused
+from rtctl.operator.dashboard import Dashboard
 dash = Dashboard(sys.argv[1], port=0)
 dash.start()
 while True:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from websockets.asyncio.client import connect
 
-from rtctl.telemetry.dashboard import STALE_AFTER_S, STATIC_DIR, Dashboard
+from rtctl.operator.dashboard import STALE_AFTER_S, STATIC_DIR, Dashboard
 from telemetry_helpers import make_loop
 
 SINUSOID = {"type": "sinusoid", "center": [0.0] * 7, "amplitude": [0.2] * 7, "frequency": [1.0] * 7}

@@ -30,8 +30,9 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from rtctl.telemetry import Telemetry, request
-from rtctl.telemetry.auth import TOKEN_ENV
+from rtctl.operator import request
+from rtctl.telemetry import Telemetry
+from rtctl.operator.auth import TOKEN_ENV
 from rtctl.config import CORE_SCHEMA
 from rtctl.telemetry.foxglove import (DEFAULT_ALLOWED_ORIGINS, FOXGLOVE_WEB_APP, LOCAL_PAGES, SAMPLES_ID, SUBPROTOCOL,
                                       FoxgloveSink, _Client, check_host, check_origins)

@@ -13,8 +13,8 @@ import pytest
 from rtctl.config import ConfigError, DEMO_CONFIG, build, load_config
 from rtctl.rt.stability import (Sampling, characteristic_polynomial, euler_position_share, kd_interval, pd_stable,
                                 schur_stable)
-from rtctl.telemetry.control import ControlServer
-from rtctl.telemetry.requests import Refused
+from rtctl.operator.control import ControlServer
+from rtctl.operator.requests import Refused
 
 GOAL = [0.6, 0.5, -0.4, -1.0, 0.5, 0.6, 0.3]
 STILL = 0.05  # rad/s

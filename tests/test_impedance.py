@@ -42,8 +42,8 @@ from rtctl.dynamics import Dynamics
 from rtctl.model import rpy_to_matrix
 from rtctl.model.urdf import load_urdf
 from rtctl.options import ConfigError
-from rtctl.telemetry import ControlServer, request
-from rtctl.telemetry.handshake import ClientHandshake
+from rtctl.operator import ControlServer, request
+from rtctl.operator.handshake import ClientHandshake
 
 TOKEN = "impedance-token-0123456789abcdef"
 Q0 = [0.1, 0.6, 0.0, -1.2, 0.1, 0.8, 0.2]     # away from singularities and joint limits

@@ -80,7 +80,7 @@ def _loop(tmp_path, **edits):
 
 
 def test_therapist_limits_refuse_requests_on_the_control_channel(tmp_path):
-    from rtctl.telemetry.control import ControlServer, Refused
+    from rtctl.operator.control import ControlServer, Refused
     loop = _loop(tmp_path)
     server = ControlServer(loop)
     cases = [({"cmd": "set_cpg", "frequency": 2.5}, "frequency"),

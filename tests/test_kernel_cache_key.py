@@ -92,7 +92,7 @@ def test_the_stamps_are_those_of_the_installed_layout(parsed, memo, tmp_path):
     assert len(parsed) > 40 and installed == parsed
 
 
-@pytest.mark.parametrize("path", ["rtctl/cli.py", "rtctl/config.py", "rtctl/telemetry/dashboard.py",
+@pytest.mark.parametrize("path", ["rtctl/cli.py", "rtctl/config.py", "rtctl/operator/dashboard.py",
                                   "rtctl/operator/wiring.py", "hil/can_emulator.py"])
 def test_an_edit_outside_the_kernels_dependencies_keeps_every_stamp(edited, memo, path):
     copy, before = edited
@@ -118,7 +118,7 @@ def test_constants_and_callees_from_other_modules_change_the_stamp(edited, memo)
         hit = {name for name, stamp in after.items() if stamps[name] != stamp}
         stamps = after
         assert "rtctl.plants.legged.module_dynamics" in hit, path
-        assert "rtctl.plants.stewart.kernels" not in hit and "rtctl.telemetry.inbox" not in hit, path
+        assert "rtctl.plants.stewart.kernels" not in hit and "rtctl.operator.inbox" not in hit, path
 
 
 def test_imports_inside_functions_bind_no_global_a_kernel_sees(edited, memo):

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rtctl.telemetry.dashboard import STATIC_DIR, Dashboard
+from rtctl.operator.dashboard import STATIC_DIR, Dashboard
 from rtctl.telemetry.jsonvalues import NONFINITE, dumps, loads
 from rtctl.telemetry.recording import record
 from rtctl.telemetry.schema import JOINT_FIELDS, SCALAR_FIELDS, JsonRows, Layout, plotjuggler_objects, \

@@ -23,7 +23,8 @@ import zmq
 
 import rtctl
 from rtctl.cli import main
-from rtctl.telemetry import ControlServer, Telemetry, request
+from rtctl.operator import ControlServer, request
+from rtctl.telemetry import Telemetry
 from rtctl.telemetry.endpoints import EndpointInUse, bind, close
 from telemetry_helpers import make_loop
 
@@ -179,7 +180,7 @@ def test_replay_refuses_an_endpoint_another_process_serves(tmp_path, capsys):
 
 
 def _dashboard(port):
-    from rtctl.telemetry.dashboard import Dashboard
+    from rtctl.operator.dashboard import Dashboard
     Dashboard("tcp://127.0.0.1:5555", port=port).start()
 
 

@@ -16,7 +16,7 @@ import zmq
 
 from other_user import another_user
 from rtctl.operator.process import OperatorProcess
-from rtctl.telemetry import request
+from rtctl.operator import request
 from telemetry_helpers import make_loop, run_in_background
 
 TOKEN = "operator-token-0123456789abcdef"

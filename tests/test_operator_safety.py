@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 import rtctl
 from rtctl.cli import main
 from rtctl.rt.loop import R_IDLE, R_START
-from rtctl.telemetry import ControlServer, request
-from rtctl.telemetry.auth import (TOKEN_ENV, CredentialError, client_token, default_token_path, read_token_file,
+from rtctl.operator import ControlServer, request
+from rtctl.operator.auth import (TOKEN_ENV, CredentialError, client_token, default_token_path, read_token_file,
                                   server_token)
 from telemetry_helpers import make_loop, run_in_background, signed
 
@@ -286,7 +286,7 @@ def test_targets_faster_than_the_joint_limits_or_outside_them_are_refused_naming
     apply_check = server._validate_set_target
     loop.q_d[:] = 0.0
     low, high = loop.safety.soft_limits()
-    from rtctl.telemetry.control import Refused
+    from rtctl.operator.control import Refused
     with pytest.raises(Refused, match=r"joint 'joint1': a move of 2\.91 in 0\.001 s peaks at 545\d rad/s, above its "
                                       r"velocity limit 1\.71 rad/s; it needs at least 3\.19\d s"):
         apply_check({"goal": high.tolist(), "duration": 0.001})
@@ -390,7 +390,7 @@ def test_an_operator_estop_exits_with_its_own_status(tmp_path, capsys):
 
 # -- found by an attacker's review ------------------------------------------------------------------------
 def test_a_rearm_asked_for_before_an_estop_does_not_undo_it(idle_server):
-    from rtctl.telemetry.control import Refused
+    from rtctl.operator.control import Refused
     loop = idle_server.loop
     loop.safety.estop("first", operator=True)
     apply, _ = idle_server._validate_rearm({})        # queued while latched ...
@@ -403,7 +403,7 @@ def test_a_rearm_asked_for_before_an_estop_does_not_undo_it(idle_server):
 
 
 def test_no_new_move_while_recovering_or_while_the_current_move_runs(idle_server):
-    from rtctl.telemetry.control import Refused
+    from rtctl.operator.control import Refused
     loop = idle_server.loop
     loop._recovery_state = R_IDLE  # a re-arm in an earlier case started one; this loop never steps to end it
     loop.qd_d[:] = 0.0
@@ -420,7 +420,7 @@ def test_no_new_move_while_recovering_or_while_the_current_move_runs(idle_server
 
 
 def test_a_cpg_change_that_would_step_the_desired_position_is_refused_and_undone():
-    from rtctl.telemetry.control import Refused
+    from rtctl.operator.control import Refused
     loop = make_loop(trajectory={"type": "sinusoid", "center": [0.0] * 7, "amplitude": [0.2] * 7,
                                  "frequency": [0.5] * 7})
     loop.run(cycles=3)

@@ -15,8 +15,8 @@ import msgpack
 import numpy as np
 import pytest
 
-from rtctl.telemetry import ControlServer, request
-from rtctl.telemetry.client import ServerNotTrusted
+from rtctl.operator import ControlServer, request
+from rtctl.operator.client import ServerNotTrusted
 from rtctl.telemetry.schema import TOPIC_EVENT
 from telemetry_helpers import collect, make_loop, run_in_background, subscriber, wait_meta
 

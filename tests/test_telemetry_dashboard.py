@@ -16,8 +16,8 @@ import urllib.request
 
 import pytest
 
-from rtctl.telemetry.auth import TOKEN_ENV
-from rtctl.telemetry.dashboard import Dashboard, wait_for
+from rtctl.operator.auth import TOKEN_ENV
+from rtctl.operator.dashboard import Dashboard, wait_for
 from telemetry_helpers import make_loop
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

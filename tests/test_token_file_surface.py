@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from other_user import as_other_user
-from rtctl.telemetry.auth import CredentialError, read_token_file, write_private
+from rtctl.operator.auth import CredentialError, read_token_file, write_private
 
 TOKEN = "operator-token-0123456789abcdef"
 KNOWN = "a-line-the-attacker-knows-0123456789"   # the first line of some file of the operator's

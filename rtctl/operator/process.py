@@ -1,15 +1,15 @@
 """The loop's process's handle on its operator process (``rtctl run``'s control channel).
 
 :class:`OperatorProcess` starts :mod:`rtctl.operator.server` as a helper process (:mod:`rtctl.telemetry.child`)
-before the hardware is activated, hands it the shared mapping of :mod:`rtctl.telemetry.inbox` and the channel's
+before the hardware is activated, hands it the shared mapping of :mod:`rtctl.operator.inbox` and the channel's
 settings over a private socket pair, and waits until it has bound. In this process it leaves a
-:class:`~rtctl.telemetry.inbox.CommandInbox` (a boundary hook of the loop: one compiled comparison per idle
-cycle) and the in-process :class:`~rtctl.telemetry.control.ControlServer` that validates and applies what
+:class:`~rtctl.operator.inbox.CommandInbox` (a boundary hook of the loop: one compiled comparison per idle
+cycle) and the in-process :class:`~rtctl.operator.control.ControlServer` that validates and applies what
 arrives. No request's bytes are read, decoded or authenticated here: a flood on the channel costs this process
 nothing but the CPU the operator process takes beside it, at :data:`OPERATOR_NICE`.
 
 Losing the operator process (killed, crashed) latches the safe stop here (end of file on the socket pair,
-:class:`~rtctl.telemetry.inbox.CommandInbox`): without it no e-stop could reach the loop, and a robot that can
+:class:`~rtctl.operator.inbox.CommandInbox`): without it no e-stop could reach the loop, and a robot that can
 no longer be stopped from outside must not keep moving.
 """
 from __future__ import annotations
@@ -20,8 +20,8 @@ import subprocess
 from multiprocessing.connection import Connection
 
 from ..telemetry import child
-from ..telemetry.control import ControlServer
-from ..telemetry.inbox import CommandInbox, shared_memory
+from .control import ControlServer
+from .inbox import CommandInbox, shared_memory
 
 OPERATOR_NICE = 0          # niceness the operator process adds (its e-stop answers within 10 ms; the loop runs SCHED_FIFO)
 START_TIMEOUT = 30.0       # s for the operator process to import, map and bind
@@ -30,7 +30,7 @@ START_TIMEOUT = 30.0       # s for the operator process to import, map and bind
 class OperatorProcess:
     """The control channel of ``loop`` served by an operator process (``start``, then run the loop; ``close``).
 
-    Takes :class:`~rtctl.telemetry.control.ControlServer`'s arguments; ``nice``: what the operator process adds
+    Takes :class:`~rtctl.operator.control.ControlServer`'s arguments; ``nice``: what the operator process adds
     to its niceness. ``server`` is the in-process validator (``apply_now`` for a ``[[schedule]]``).
     """
 
@@ -39,7 +39,7 @@ class OperatorProcess:
                  apply_timeout: float = 1.0, allow_remote: bool = False, telemetry=None, curve_secret_key=None,
                  curve_clients=None, token_source: str = "the caller", nice: int = OPERATOR_NICE):
         if token is None:
-            raise ValueError("a control channel needs a token (rtctl.telemetry.auth.server_token finds or makes one)")
+            raise ValueError("a control channel needs a token (rtctl.operator.auth.server_token finds or makes one)")
         self.loop = loop
         self.server = ControlServer(loop, kp_max=kp_max, kd_max=kd_max, frequency_max=frequency_max,
                                     duration_max=duration_max, telemetry=telemetry, apply_timeout=apply_timeout)

@@ -1,12 +1,12 @@
 """The operator process's side: the control channel's ROUTER, served here and never in the loop's process.
 
 Started by :class:`rtctl.operator.process.OperatorProcess` with one end of a private socket pair (its file
-descriptor in ``argv``) and the shared mapping of :mod:`rtctl.telemetry.inbox`. Every request is read, decoded,
-structure-checked and authenticated here (:class:`~rtctl.telemetry.channel.RouterChannel`,
-:class:`~rtctl.telemetry.handshake.Sessions`), ``hello`` is answered here; what passed goes to the loop:
+descriptor in ``argv``) and the shared mapping of :mod:`rtctl.operator.inbox`. Every request is read, decoded,
+structure-checked and authenticated here (:class:`~rtctl.operator.channel.RouterChannel`,
+:class:`~rtctl.operator.handshake.Sessions`), ``hello`` is answered here; what passed goes to the loop:
 
 * ``estop``: its reason (checked here) into the mapping and the header's e-stop count up; the loop applies it at
-  its next cycle boundary, and if it has not within :data:`~rtctl.telemetry.inbox.ESTOP_WAKE` s (between runs,
+  its next cycle boundary, and if it has not within :data:`~rtctl.operator.inbox.ESTOP_WAKE` s (between runs,
   stalled) a byte on the socket pair wakes the loop process's link thread, which applies it. Asked again while
   one is unapplied, nothing more is queued. The reply names the cycle it was applied at.
 * ``status``: answered from the loop's latest answer when it is younger than :data:`STATUS_MAX_AGE`; otherwise
@@ -14,7 +14,7 @@ structure-checked and authenticated here (:class:`~rtctl.telemetry.channel.Route
   meanwhile waits for the same answer (a flood of status requests costs the loop at most one answer per
   :data:`STATUS_MAX_AGE`).
 * a change (the token proved): its fields re-encoded as msgpack into the next free slot, refused at once when
-  the :data:`~rtctl.telemetry.inbox.SLOTS` are all waiting.
+  the :data:`~rtctl.operator.inbox.SLOTS` are all waiting.
 
 End of file on the socket pair (the loop's process closed it or died) ends this process.
 """
@@ -28,12 +28,12 @@ from multiprocessing.connection import Connection
 
 import msgpack
 
-from ..telemetry.channel import Pending, RouterChannel
 from ..telemetry.child import receive_spec
-from ..telemetry.inbox import (ESTOP_WAKE, H_ESTOP_ASKED, H_ESTOP_CYCLE, H_ESTOP_DONE, H_READ, H_REASON_LEN,
+from .channel import Pending, RouterChannel
+from .inbox import (ESTOP_WAKE, H_ESTOP_ASKED, H_ESTOP_CYCLE, H_ESTOP_DONE, H_READ, H_REASON_LEN,
                                H_STATUS_ASKED, H_STATUS_DONE, H_WRITTEN, REASON_BYTES, REQUEST_BYTES, S_DEADLINE,
                                S_DONE, S_SEQ, S_TAKEN, SLOTS, SharedInbox)
-from ..telemetry.requests import HELLO, Refused
+from .requests import HELLO, Refused
 
 STATUS_MAX_AGE = 0.02    # s: a status reply this young is served again without asking the loop
 TAKEN_GRACE = 0.05       # s after a deadline before a record the loop has not taken is declared not applied
@@ -48,7 +48,7 @@ class Record(Pending):
 
 
 class OperatorServer(RouterChannel):
-    """The control channel over the shared inbox ``view`` (:class:`~rtctl.telemetry.inbox.SharedInbox`);
+    """The control channel over the shared inbox ``view`` (:class:`~rtctl.operator.inbox.SharedInbox`);
     ``link``: the socket pair's end that wakes the loop's process for an e-stop it has not taken."""
 
     def __init__(self, view: SharedInbox, link: socket.socket, *, apply_timeout: float = 1.0, **channel):

@@ -2,9 +2,9 @@
 channel is served by an operator process (:mod:`.process`)."""
 from __future__ import annotations
 
-from ..telemetry.auth import server_token
 from ..telemetry.publisher import PUBLISHER_NICE, SWITCH_INTERVAL, Telemetry
 from ..telemetry.schema import SCHEMA_VERSION
+from .auth import server_token
 from .process import OperatorProcess
 
 

@@ -30,7 +30,7 @@ parameters, assets): a client can only subscribe and unsubscribe.
 
 Who may connect. Any web page the operator opens can make the browser open a
 websocket to 127.0.0.1, so every request is checked before the upgrade, as the
-dashboard does (:mod:`rtctl.telemetry.dashboard`, same check functions); a
+dashboard does (:mod:`rtctl.operator.dashboard`, same check functions); a
 refused one gets ``403`` with a one-line text body saying why:
 
 * the server binds loopback (``127.0.0.1``) by default; another address needs
@@ -79,11 +79,11 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from .dashboard import _url_host, allowed_hosts, host_refusal, origin_refusal
 from .endpoints import LOOPBACK_HOSTS, tcp_in_use
 from .jsonvalues import dumps
 from .schema import (CHANNEL_EVENT, CHANNEL_META, CHANNEL_SAMPLES, OBJECT_JSON_SCHEMA, OBJECT_SCHEMA_NAME,
                      SAMPLE_SCHEMA_NAME, SCHEMA_VERSION, JsonRows, sample_json_schema, stamp_ns)
+from .web import allowed_hosts, host_refusal, origin_refusal, url_host
 
 SUBPROTOCOL = "foxglove.websocket.v1"
 DEFAULT_PORT = 8765
@@ -231,8 +231,8 @@ class FoxgloveSink:
         if self._error is not None:
             self._thread.join(START_TIMEOUT)
             self._thread = None
-            raise RuntimeError(f"foxglove server cannot bind {_url_host(self.host)}:{self.port}: {self._error}")
-        self.url = f"ws://{_url_host(self.host)}:{self.port}"
+            raise RuntimeError(f"foxglove server cannot bind {url_host(self.host)}:{self.port}: {self._error}")
+        self.url = f"ws://{url_host(self.host)}:{self.port}"
 
     def write(self, rows: np.ndarray, first: int) -> None:
         """Hand ``rows`` (sample ``first`` is row 0) to the server when a client is subscribed to the samples."""
@@ -320,7 +320,7 @@ class FoxgloveSink:
             await server.wait_closed()
 
     def _process_request(self, connection, request):
-        own = f"{_url_host(self.host)}:{self.port}"
+        own = f"{url_host(self.host)}:{self.port}"
         if self.allowed_origins:
             expected = f"an allowed origin ({', '.join(sorted(self.allowed_origins))}; foxglove_allowed_origins)"
         else:

@@ -2,7 +2,7 @@
 
 Every request passes :func:`check_request_structure` before any command looks at its fields; the
 limits here (:data:`MAX_DEPTH`, :data:`MAX_STRING`, :data:`MAX_ELEMENTS`, 64-bit integers) bound
-what a hostile client can make the channel walk. :mod:`rtctl.telemetry.commands` then checks
+what a hostile client can make the channel walk. :mod:`rtctl.operator.commands` then checks
 each command's own fields.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ COMMANDS = {
     "rearm": set(),
 }
 OPEN_COMMANDS = frozenset({"status", "estop"})
-HELLO = "hello"                       # opens a session (rtctl.telemetry.handshake); open, changes nothing
+HELLO = "hello"                       # opens a session (rtctl.operator.handshake); open, changes nothing
 HELLO_FIELDS = {"nonce"}
 COMMON = {"cmd", "id"}
 AUTH_FIELDS = {"session", "proof"}    # what a command that needs the token carries instead of it

@@ -1,9 +1,9 @@
 """The change commands of the control channel: each one's fields checked against the loop as built.
 
-A validator takes a request that passed :func:`~rtctl.telemetry.requests.check_command` and returns
+A validator takes a request that passed :func:`~rtctl.operator.requests.check_command` and returns
 ``(apply, clean)``: ``apply(loop)`` makes the change at a cycle boundary (checking again what may
 have changed since) and returns its description; ``clean`` is the request as applied, for the
-event log. Any field out of its range raises :class:`~rtctl.telemetry.requests.Refused` naming it.
+event log. Any field out of its range raises :class:`~rtctl.operator.requests.Refused` naming it.
 
 The components' extension points this uses are declared with defaults on their base classes
 (:class:`loops.base.Controller`, :class:`loops.base.Trajectory`): ``set_target`` retargets a trajectory
@@ -119,7 +119,7 @@ def _pattern(name, traj) -> str:
 
 
 class CommandValidation:
-    """The validators ``_validate_<command>`` of :class:`~rtctl.telemetry.control.ControlServer`.
+    """The validators ``_validate_<command>`` of :class:`~rtctl.operator.control.ControlServer`.
 
     Reads the server's ``loop``, ``n`` (actuated joints), ``joints`` (their names), the soft
     limits ``q_low`` / ``q_high`` and the limits ``kp_max``, ``kd_max``, ``frequency_max``

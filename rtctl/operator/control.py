@@ -41,7 +41,7 @@ e-stop only ever makes the robot safer; like the red button on the robot, it mus
 for whoever is there, without a credential that might be missing in an emergency. The
 cost, that any local process that reaches the endpoint can stop the robot, is a denial
 of service that ends in the safe state. Every other command needs the token
-(:mod:`rtctl.telemetry.auth`), which never crosses the wire: client and server prove to each
+(:mod:`rtctl.operator.auth`), which never crosses the wire: client and server prove to each
 other that they hold it, for this server and this session only (:mod:`.handshake`).
 
 Malformed input never reaches the loop and never ends the channel: a request with the
@@ -96,11 +96,11 @@ class ControlServer(RouterChannel, CommandValidation):
 
     ``token`` is required to :meth:`start` a socket (a server built without one only validates and
     applies requests in-process, as :class:`CommandSchedule` and the loop's side of the operator process,
-    :mod:`rtctl.telemetry.inbox`, do). ``curve_secret_key`` (path of a ``.key_secret`` certificate) and
+    :mod:`rtctl.operator.inbox`, do). ``curve_secret_key`` (path of a ``.key_secret`` certificate) and
     ``curve_clients`` (directory of allowed clients' ``.key`` certificates) turn on CURVE encryption and
     client authentication; both are required when ``allow_remote`` lets the endpoint bind beyond loopback
-    (:class:`~rtctl.telemetry.channel.RouterChannel`). The checks of each change command,
-    ``_validate_<command>``, come from :class:`~rtctl.telemetry.commands.CommandValidation`.
+    (:class:`~rtctl.operator.channel.RouterChannel`). The checks of each change command,
+    ``_validate_<command>``, come from :class:`~rtctl.operator.commands.CommandValidation`.
     """
 
     def __init__(self, loop, *, endpoint: str = "tcp://127.0.0.1:5557", token: str | None = None,

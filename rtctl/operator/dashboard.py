@@ -67,15 +67,17 @@ import numpy as np
 import zmq
 import zmq.asyncio
 
+from ..options import show
+from ..telemetry.endpoints import LOOPBACK_HOSTS, check_connect_endpoint, tcp_in_use
+from ..telemetry.jsonvalues import dumps
+from ..telemetry.schema import TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, SchemaError, decode
+from ..telemetry.subscriptions import MAX_STREAM_MESSAGE_BYTES
+from ..telemetry.tools import PublisherWait
+from ..telemetry.web import allowed_hosts, host_refusal, origin_refusal, url_host
 from .auth import MAX_TOKEN_BYTES
 from .client import decode_reply
-from .endpoints import LOOPBACK_HOSTS, check_connect_endpoint, tcp_in_use
 from .handshake import ClientHandshake, ServerNotTrusted
 from .requests import MAX_REPLY_BYTES
-from .schema import TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, SchemaError, decode
-from .jsonvalues import dumps
-from .subscriptions import MAX_STREAM_MESSAGE_BYTES
-from .tools import PublisherWait
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "data" / "dashboard"
 HIST_EDGES_US = np.linspace(0.0, 500.0, 51)  # 10 us bins, and one more count: the overflow, above 500 us
@@ -83,7 +85,6 @@ BROWSER_COMMANDS = ("estop", "rearm", "status")
 TOKEN_COMMANDS = ("rearm",)
 COMMAND_FIELDS = {"cmd", "token"}
 DISPLAYED_FIELDS = ("t", "q", "q_d", "error", "effort_cmd", "latency")
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 WILDCARD_HOSTS = ("", "0.0.0.0", "::", "[::]", "*")
 MAX_COMMAND_BYTES = MAX_TOKEN_BYTES + 1024
 MAX_QUEUED_COMMANDS = 4
@@ -96,59 +97,6 @@ SUBSCRIBER_HWM = 200
 CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
                            "connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; "
                            "form-action 'none'")
-
-
-def _url_host(host: str) -> str:
-    """``host`` as written in a URL or a Host header (IPv6 in brackets), lower case."""
-    bare = host.strip("[]").lower()
-    return f"[{bare}]" if ":" in bare else bare
-
-
-def _shown(value: str) -> str:
-    return repr(value if len(value) <= 80 else value[:80] + "...")
-
-
-# -- request checks shared by the browser-reachable servers (this dashboard, the Foxglove server) --------
-def allowed_hosts(host: str, port: int) -> frozenset:
-    """The ``Host`` header values a server bound to ``host``:``port`` answers: ``HOST:PORT``, and for a
-    loopback bind any of ``127.0.0.1``, ``localhost``, ``[::1]`` with the port (port 80: also bare)."""
-    names = LOOPBACK_NAMES if host in LOOPBACK_HOSTS else (_url_host(host),)
-    hosts = {f"{name}:{port}" for name in names}
-    if port == 80:
-        hosts |= set(names)
-    return frozenset(hosts)
-
-
-def host_refusal(request, hosts: frozenset, own: str, what: str) -> str | None:
-    """Why ``request``'s ``Host`` header is refused (not exactly one, or not in ``hosts``), or None.
-
-    ``own``: the server's ``HOST:PORT``; ``what``: the server named in the message ("this dashboard").
-    ``request.headers``: websockets' headers or ``http.server``'s (whose ``get_all`` gives None for none).
-    """
-    found = request.headers.get_all("Host") or []
-    if len(found) != 1:
-        return f"refused: expected one Host header, got {len(found)}"
-    if found[0].strip().lower() not in hosts:
-        return f"refused: Host {_shown(found[0])} is not {what}'s address {own} (DNS-rebinding defence)"
-    return None
-
-
-def origin_refusal(request, origins: frozenset, expected: str, required: bool = True) -> str | None:
-    """Why a websocket upgrade's ``Origin`` header is refused, or None.
-
-    Browsers send one on every websocket upgrade; it must be in ``origins`` (lower case, no trailing
-    slash). ``required=False`` also lets through a request with none (a non-browser client: no page of
-    another site can make a browser omit it). ``expected`` ends the refusal message ("this dashboard's
-    own origin http://...").
-    """
-    found = request.headers.get_all("Origin") or []
-    if not found and not required:
-        return None
-    if len(found) != 1:
-        return f"refused: a websocket upgrade needs one Origin header, got {len(found)}"
-    if found[0].strip().lower() not in origins:
-        return f"refused: websocket Origin {_shown(found[0])} is not {expected}"
-    return None
 
 
 class Dashboard:
@@ -206,7 +154,7 @@ class Dashboard:
     # -- HTTP ---------------------------------------------------------------------------------
     def _refusal(self, request, path: str) -> str | None:
         """Why ``request`` is refused (DNS rebinding, foreign origin), or None."""
-        own = f"{_url_host(self.host)}:{self.port}"
+        own = f"{url_host(self.host)}:{self.port}"
         refusal = host_refusal(request, self.allowed_hosts, own, "this dashboard")
         if refusal is not None or path != "/ws":
             return refusal
@@ -296,7 +244,7 @@ class Dashboard:
                                           f"got {type(req).__name__}"}
         cmd = req.get("cmd")
         if not isinstance(cmd, str) or cmd not in BROWSER_COMMANDS:
-            shown = _shown(cmd) if isinstance(cmd, str) else type(cmd).__name__
+            shown = show(cmd) if isinstance(cmd, str) else type(cmd).__name__
             return {"ok": False, "error": f"unknown command {shown}; the dashboard sends only "
                                           f"{list(BROWSER_COMMANDS)}"}
         unknown = sorted(str(k)[:40] for k in set(req) - COMMAND_FIELDS)
@@ -470,7 +418,7 @@ class Dashboard:
             port = server.sockets[0].getsockname()[1]
             self.port = port
             self._allow(port)
-            self.url = f"http://{_url_host(self.host)}:{port}/"
+            self.url = f"http://{url_host(self.host)}:{port}/"
             tasks = [asyncio.create_task(self._zmq_reader()), asyncio.create_task(self._pusher())]
             if started is not None:
                 started(self.url)

@@ -4,7 +4,7 @@
 :data:`MAX_FRAMES` frames kept, answers every request on its own (one slow or hostile client never holds the
 channel) and answers a request whose reply waits for something else (the loop, in the same process or
 another) once that is done or its deadline passed. What a request means is the subclass's :meth:`handle`:
-:class:`~rtctl.telemetry.control.ControlServer` applies it in this process; the operator process
+:class:`~rtctl.operator.control.ControlServer` applies it in this process; the operator process
 (:mod:`rtctl.operator`) hands it to the loop's process.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ import time
 
 import zmq
 
-from .endpoints import LOOPBACK_HOSTS, bind, check_endpoint, close
+from ..telemetry.endpoints import LOOPBACK_HOSTS, bind, check_endpoint, close
 from .handshake import Sessions, server_identity
 from .requests import (AUTH_FIELDS, COMMON, HELLO, MAX_REQUEST_BYTES, OPEN_COMMANDS, Refused, check_command,
                        decode_request, encode_reply)
@@ -82,7 +82,7 @@ class RouterChannel:
     # -- lifetime ------------------------------------------------------------------------
     def start(self):
         if self.token is None:
-            raise ValueError("a control channel needs a token (rtctl.telemetry.auth.server_token finds or makes one)")
+            raise ValueError("a control channel needs a token (rtctl.operator.auth.server_token finds or makes one)")
         self._thread = threading.Thread(target=self._run, name="rtctl-control", daemon=True)
         self._thread.start()
         self._ready.wait(10.0)

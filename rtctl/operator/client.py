@@ -27,7 +27,7 @@ def request(endpoint: str, req, timeout: float = 3.0, encoding: str = "msgpack",
     With CURVE: ``curve_server_key`` is the server's public key (z85 bytes) and
     ``curve_client_certificate`` the path of this client's ``.key_secret`` certificate.
     """
-    from .endpoints import check_connect_endpoint
+    from ..telemetry.endpoints import check_connect_endpoint
 
     check_connect_endpoint(endpoint, "control endpoint")
     ctx = context or zmq.Context.instance()
