@@ -63,6 +63,8 @@ class ActuatorDriver(Lifecycle, abc.ABC):
     # of constant acceleration u moves a joint (1/2 in the physical world; a simulated plant's integrator's).
     latency_cycles: int = 0
     position_share: float = EXACT_HOLD
+    sections: dict = {}      # whole config sections this driver owns: {"name": OptionsDataclass}
+    shares_plant = False     # several over one simulated plant: the config builds the last with steps_plant
 
     @dataclass(frozen=True)
     class Options:

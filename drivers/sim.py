@@ -32,7 +32,7 @@ from .transmission import Transmission
 class SimDriver(ActuatorDriver):
     """A simulated plant (any :class:`rtctl.plants.base.Plant`: ``q``, ``v``, ``step``) seen as hardware."""
 
-    shares_plant = True  # several over one plant: the config builds the last of them with steps_plant
+    shares_plant = True
 
     @dataclass(frozen=True)
     class Options(ActuatorDriver.Options):

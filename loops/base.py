@@ -25,6 +25,7 @@ import numpy as np
 
 from rtctl.dynamics import Dynamics
 from rtctl.options import setting
+from rtctl.rt.hooks import TelemetrySource
 from rtctl.rt.interfaces import actuated_indices
 from rtctl.rt.stability import gain_violation
 
@@ -50,6 +51,11 @@ class Trajectory(abc.ABC):
     def limit_violation(self, safety) -> str:
         """What of this motion leaves the safety monitor's limits (``""``: nothing); checked before a run."""
         return ""
+
+    def initial_state(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The full state ``(q, v)`` (floating base included) a simulated plant starts on, e.g. a gait's planned
+        state at t = 0; None (the default): the plant's own initial state."""
+        return None
 
     def peak_velocity(self) -> np.ndarray | None:
         """Per joint, the largest desired speed this motion reaches (a re-arm's recovery move leaves the rest of
@@ -86,7 +92,7 @@ class Trajectory(abc.ABC):
         self.sample(cycle.t, cycle.q_d, cycle.qd_d, cycle.qdd_d)
 
 
-class Controller(abc.ABC):
+class Controller(TelemetrySource, abc.ABC):
     """Base for controllers over a model's actuated joints.
 
     ``q_index``/``v_index`` locate the actuated joints in the model's q and v;

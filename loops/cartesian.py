@@ -188,7 +188,7 @@ class CartesianMinimumJerk(Trajectory):
 
     @classmethod
     def from_config(cls, options: dict, context) -> CartesianMinimumJerk:
-        controller = getattr(context, "cartesian_controller", None)
+        controller = context.cartesian_controller
         if controller is None:
             raise ValueError("cartesian_min_jerk moves the frame of a Cartesian controller: set [controller] "
                              "type = \"cartesian_impedance\"")

@@ -26,6 +26,7 @@ from rtctl.rt.stability import EXACT_HOLD
 class Plant(abc.ABC):
     name = "plant"
     sections: dict = {}  # whole config sections this plant owns: {"name": OptionsDataclass}
+    contact_model = None  # the ground it simulates (rtctl.dynamics.contact.ContactModel), if any
     # Of period^2 u, how far one step of constant acceleration u moves a coordinate: 1/2 when the integrator is
     # exact on it (RK4); rtctl.rt.stability bounds the controller's gains with it.
     position_share: float = EXACT_HOLD

@@ -154,7 +154,7 @@ def section_keys(raw: dict, section: str) -> dict[str, Key]:
         table = _driver_tables(raw, "<config>")[0][1] if section == "driver" else raw.get(section, {})
         return component_keys(section, component(section, table, f"[{section}]"))
     for owner_section, cls in _selected(raw, "<config>"):
-        if section in getattr(cls, "sections", {}):
+        if section in cls.sections:
             return schema_keys(cls.sections[section])
     raise ConfigError(f"[{section}] is not a section of this config")
 
@@ -197,7 +197,7 @@ def _owner_of(section: str) -> str:
     """Which known component owns ``[section]`` (for the error message), or ``""``."""
     for kind, (registry, _, _) in COMPONENTS.items():
         for name, cls in registry.all().items():
-            if section in getattr(cls, "sections", {}):
+            if section in cls.sections:
                 return f"{kind} '{name}'"
     return ""
 
@@ -222,7 +222,7 @@ def validate(raw: dict, source: str = "<config>") -> dict:
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: top level must be a table")
     selected = _selected(raw, source)
-    owned = {name: (cls, options) for _, cls in selected for name, options in getattr(cls, "sections", {}).items()}
+    owned = {name: (cls, options) for _, cls in selected for name, options in cls.sections.items()}
     robot_name, robot_sections = _robot_sections(raw)
     for section in raw:
         if section not in TOP_LEVEL and section not in owned and section not in robot_sections:
@@ -396,8 +396,8 @@ def build(cfg: dict):
     driver_plans = _build_drivers(cfg, context)
     chosen = {section: component(section, cfg[section], f"{src}: [{section}]")
               for section in ("plant", "controller", "trajectory")}
-    owned = {name for cls in chosen.values() for name in getattr(cls, "sections", {})} | \
-        {name for _, cls, _, _, _ in driver_plans for name in getattr(cls, "sections", {})}
+    owned = {name for cls in chosen.values() for name in cls.sections} | \
+        {name for _, cls, _, _, _ in driver_plans for name in cls.sections}
     context.sections = {name: cfg[name] for name in owned}
 
     def options_of(section):
@@ -408,7 +408,7 @@ def build(cfg: dict):
         context.plant = cls.from_config(options, context)
     context.q0 = context.plant.q.copy()
     drivers = []
-    last_sim = max((k for k, plan in enumerate(driver_plans) if getattr(plan[1], "shares_plant", False)),
+    last_sim = max((k for k, plan in enumerate(driver_plans) if plan[1].shares_plant),
                    default=-1)
     for k, (where, cls, options, joints, transmission) in enumerate(driver_plans):
         context.transmission, context.steps_plant = transmission, k == last_sim
@@ -424,12 +424,14 @@ def build(cfg: dict):
         trajectory = cls.from_config(options, context)
     if trajectory.n != context.n:
         raise ConfigError(f"{src}: [trajectory] has {trajectory.n} joints, the robot has {context.n} actuated joints")
-    if hasattr(trajectory, "initial_state"):  # a gait starts the plant on its planned state, base included
+    with _Section(context, "[trajectory]"):
+        initial_state = trajectory.initial_state()
+    if initial_state is not None:  # a gait starts the plant on its planned state, base included
         if cfg["plant"].get("initial_position") is not None:
             raise ConfigError(f"{src}: [plant] initial_position: trajectory '{cfg['trajectory']['type']}' sets "
                               "the initial state")
         with _Section(context, "[trajectory]"):
-            context.plant.reset(*trajectory.initial_state())
+            context.plant.reset(*initial_state)
     with _Section(context, "[safety]"):
         safety = SafetyMonitor(
             context.model, position_margin=saf["position_margin"], velocity_scale=saf["velocity_scale"],
@@ -492,7 +494,7 @@ def _wire_operator_surfaces(control_loop, cfg: dict, context: BuildContext) -> N
                                                  "or set another endpoint or port" if in_use else "")) from None
     if cfg.get("schedule"):
         from .operator.control import CommandSchedule, ControlServer, Refused
-        control = getattr(control_loop, "control", None)
+        control = control_loop.control
         server = None if control is None else control.server   # the operator process's in-process validator
         if server is None:
             limits = {k: cfg["control"][k] for k in ("kp_max", "kd_max", "frequency_max", "duration_max")}

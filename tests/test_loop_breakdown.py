@@ -110,7 +110,7 @@ def _cycles(n, slow=(), woke_late=()):
         if k in woke_late:
             latency = 1.2e-3
         for j, value in parts.items():
-            stats.parts[j, stats._head] = value
+            stats.parts[j, stats.slot] = value
         compute = sum(parts.values())
         stats.record(1e-3, latency, compute, latency + compute > 1e-3)
     return stats

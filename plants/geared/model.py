@@ -161,6 +161,7 @@ class GearedMechanism(MechanismStructure):
                  name: str = "grm", gravity=(0.0, 0.0, -9.81)):
         self.name = name
         self.gravity = np.asarray(gravity, dtype=float)
+        self.motor_torque_limit = None   # N m per input, where the mechanism's motors are known (grm3)
         self.links = {}
         for ln in links:
             if ln.name in self.links:
@@ -426,8 +427,7 @@ class GearedMechanism(MechanismStructure):
         out = GearedMechanism(links, self.turning_pairs, self.gear_pairs, base=self.base,
                               end_effector=self.end_effector, inputs=self.inputs, name=self.name,
                               gravity=self.gravity)
-        if hasattr(self, "motor_torque_limit"):
-            out.motor_torque_limit = self.motor_torque_limit
+        out.motor_torque_limit = self.motor_torque_limit
         return out
 
     def dynamics(self, model=None):

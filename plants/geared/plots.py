@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from rtctl.config import build, load_config
+from rtctl.plants.geared.control import GearedComputedTorque
 
 HERE = Path(__file__).resolve().parent
 FIGURES = {
@@ -37,7 +38,7 @@ def record(controller, duration, config=HERE / "geared.toml"):
     loop.hooks.append(hook)
     rep = loop.run(duration=duration)
     return rep, np.array(t), np.array(err), np.array(xi), list(loop.controller.mechanism.inputs) \
-        if hasattr(loop.controller, "mechanism") else None
+        if isinstance(loop.controller, GearedComputedTorque) else None
 
 
 def rms(err):

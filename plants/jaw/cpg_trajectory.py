@@ -35,6 +35,7 @@ import numpy as np
 from numba import njit
 
 from rtctl.plants.jaw import kernels as _jk
+from rtctl.plants.jaw.bite import BiteMonitor
 from rtctl.plants.jaw.model import STATUS_REASONS, JawRehabRobot
 
 from rtctl.loops.base import Trajectory
@@ -178,12 +179,13 @@ class JawCPGTrajectory(Trajectory):
         """Wire the chosen feedback into ``loop`` (idempotent): ``"tracking_error"`` adds the
         :class:`LegTrackingFeedback` hook, ``"bite_force"`` a :class:`BiteForceFeedback` reading the loop's
         bite monitor (ValueError when there is none)."""
-        if any(getattr(h, "trajectory", None) is self for h in loop.hooks):
+        feedbacks = (LegTrackingFeedback, BiteForceFeedback)
+        if any(isinstance(h, feedbacks) and h.trajectory is self for h in loop.hooks):
             return
         if self.feedback_source == "tracking_error":
             loop.hooks.append(LegTrackingFeedback(self, loop.q_d))
         elif self.feedback_source == "bite_force":
-            monitors = [h for h in loop.hooks if hasattr(h, "bite_force")]
+            monitors = [h for h in loop.hooks if isinstance(h, BiteMonitor)]
             if not monitors:
                 raise ValueError("jaw_cpg: feedback_source = 'bite_force' needs the bite monitor: "
                                  "[bite] enabled = true with a jaw controller")

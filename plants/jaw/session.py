@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from rtctl.drivers.sim import SimDriver
+from rtctl.plants.jaw.plant import JawPlant
 from rtctl.rt.hooks import LoopSink
 
 TRANSITION_WINDOW = 2.0  # s after a scheduled change counted as its transition
@@ -42,8 +44,8 @@ class SessionRecorder(LoopSink):
         self.tripped = np.zeros(n_cycles, dtype=bool)
         self.k = 0
         self.events: list = []
-        plant = getattr(loop.driver, "plant", None)
-        self._pose_src = getattr(plant, "x", None)
+        plant = loop.driver.plant if isinstance(loop.driver, SimDriver) else None
+        self._pose_src = plant.x if isinstance(plant, JawPlant) else None
 
     def sample(self, loop, t: float) -> None:
         k = self.k

@@ -117,7 +117,7 @@ class _LeggedController(_CompiledController):
     @classmethod
     def from_config(cls, options: dict, context):
         """Over the plant's own ground model (tau^F of eq. 26): needs plant type 'legged'."""
-        contact = getattr(context.plant, "contact_model", None)
+        contact = context.plant.contact_model
         if contact is None:
             raise ValueError(f"type '{cls.name}' needs plant type 'legged'")
         return cls(context.dynamics, **cls.gains_from_config(options), contact=contact,
@@ -198,6 +198,7 @@ class LeggedComputedTorque(_LeggedController):
     """
 
     name = "legged_computed_torque"
+    gain_units = ("1/s^2", "1/s")
     mode = MODE_FLOATING_CT
 
 

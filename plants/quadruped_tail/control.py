@@ -67,6 +67,7 @@ class QuadrupedTailFFPD(Controller):
     """Fig. 7 feed-forward + PD compensation with the J_tau_a singularity monitor (module docstring)."""
 
     name = "quadruped_tail_ffpd"
+    gain_units = ("N m/rad (N/m)", "N m s/rad (N s/m)")   # a PD on the actuators' efforts (Fig. 7)
     default_kp = 400.0
     requires_model = "quadruped_tail"
 

@@ -114,7 +114,7 @@ class ControlServer(RouterChannel, CommandValidation):
         self.kp_max, self.kd_max = float(kp_max), float(kd_max)
         self.frequency_max, self.duration_max = float(frequency_max), float(duration_max)
         self.apply_timeout = float(apply_timeout)
-        self.telemetry = telemetry if telemetry is not None else getattr(loop, "telemetry", None)
+        self.telemetry = telemetry if telemetry is not None else loop.telemetry
         self._queue: collections.deque = collections.deque()
         safety = loop.safety
         ctl = loop.controller
@@ -234,7 +234,7 @@ class ControlServer(RouterChannel, CommandValidation):
             pending.done.set()
 
     def _log(self, request, detail) -> None:
-        tele = self.telemetry if self.telemetry is not None else getattr(self.loop, "telemetry", None)
+        tele = self.telemetry if self.telemetry is not None else self.loop.telemetry
         if tele is not None:
             loop = self.loop
             tele.event("control", f"{request['cmd']}: {detail}", loop.cycle, loop.cycle * loop.period, request)

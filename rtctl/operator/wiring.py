@@ -58,7 +58,7 @@ def wire(loop, tel: dict, ctl: dict):
 
 def close(loop) -> None:
     """Stop the control channel and flush/stop the publisher of a loop built with them (no-op otherwise)."""
-    for part in (getattr(loop, "control", None), getattr(loop, "telemetry", None)):
+    for part in (loop.control, loop.telemetry):
         if part is not None:
             part.close()
 
@@ -70,11 +70,11 @@ def lost(loop) -> str:
 
 def describe(loop) -> None:
     """Print where a loop's telemetry and control channel listen (nothing when off)."""
-    tel, ctl = getattr(loop, "telemetry", None), getattr(loop, "control", None)
+    tel, ctl = loop.telemetry, loop.control
     if tel is not None:
         extra = f", PlotJuggler JSON on {tel.plotjuggler_endpoint}" if tel.plotjuggler_endpoint else ""
         for sink in tel.sinks:
-            if getattr(sink, "url", ""):
+            if sink.url:
                 extra += f", Foxglove on {sink.url}"
         print(f"rtctl: telemetry on {tel.endpoint} (schema v{SCHEMA_VERSION}){extra}", flush=True)
     if ctl is not None:

@@ -12,7 +12,16 @@ from __future__ import annotations
 import abc
 
 
-class LoopHook(abc.ABC):
+class TelemetrySource:
+    """Named numbers a component adds to each telemetry sample (its ``extra`` field): the controller's, then
+    each loop hook's, in that order. ``telemetry_values`` is an array of ``len(telemetry_fields)`` the
+    component updates in place every cycle; none (the default) adds nothing."""
+
+    telemetry_fields: tuple | list = ()
+    telemetry_values = None
+
+
+class LoopHook(TelemetrySource, abc.ABC):
     """``hook(cycle, t, state, command)`` every cycle; allocation-free (it runs in the real-time loop)."""
 
     @abc.abstractmethod

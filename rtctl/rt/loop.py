@@ -139,9 +139,7 @@ class ControlLoop:
         self.drivers = self.hardware.drivers
         self.sampling = self.hardware.sampling(1.0 / float(rate_hz))  # for the gains' stability bound
         safety.configure(self.sampling)  # the hold's gains at this rate, its kernel run once: before any activation
-        self._plant_clocks = tuple(getattr(d, "plant_seconds", None) if isinstance(getattr(d, "plant_seconds", None),
-                                                                                   np.ndarray) else np.zeros(1)
-                                   for d in self.drivers)  # each driver's in-process plant time (s)
+        self._plant_clocks = tuple(d.plant_seconds for d in self.drivers)  # each driver's in-process plant time (s)
         self.controller = controller
         self.trajectory = trajectory
         self.safety = safety
@@ -155,6 +153,8 @@ class ControlLoop:
         self.hooks = list(hooks)
         self.telemetry = telemetry  # sink: .sample(loop, t) once per cycle after the write (allocation-free)
         self.boundary_hooks = list(boundary_hooks)  # hook(loop) at each cycle boundary, before the read
+        self.control = None     # the control channel serving this loop, if any (rtctl.operator.wiring)
+        self.schedule = None    # a config's [[schedule]] of commands, if any
         self.state = RobotState(model)
         self.command = Command(model)
         n = controller.n
@@ -185,7 +185,7 @@ class ControlLoop:
         """One control cycle at control time ``t`` (no pacing; the parts of its compute time go to
         ``stats.parts``, see :mod:`rtctl.rt.stats`)."""
         clock = time.perf_counter
-        parts, slot = self.stats.parts, self.stats._head
+        parts, slot = self.stats.parts, self.stats.slot
         start = clock()
         state, command = self.state, self.command
         for hook in self.boundary_hooks:

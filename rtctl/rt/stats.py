@@ -12,7 +12,7 @@ Metrics:
 * ``compute``: time from wake-up to the end of the cycle's work.
 
 Where the compute time goes (:data:`PARTS`, written by the loop into :attr:`CycleStats.parts` at
-``_head`` during the cycle, before :meth:`CycleStats.record` moves on):
+its :attr:`~CycleStats.slot` during the cycle, before :meth:`CycleStats.record` moves on):
 
 * ``driver_read``: the drivers' reads (bus I/O, a simulated driver's sensor model);
 * ``control``: trajectory, controller, loop hooks (observers, monitors) and the safety check;
@@ -48,9 +48,8 @@ class CycleStats:
         if isinstance(capacity, bool) or int(capacity) != capacity or capacity < 1:
             raise ValueError(f"capacity must be an integer >= 1, got {capacity!r}")
         self.capacity = int(capacity)
-        self._period = np.zeros(self.capacity)
-        self._latency = np.zeros(self.capacity)
-        self._compute = np.zeros(self.capacity)
+        self._metrics = {metric: np.zeros(self.capacity) for metric in METRICS}
+        self._period, self._latency, self._compute = (self._metrics[m] for m in METRICS)
         self.parts = np.zeros((len(PARTS), self.capacity))  # s, per part of the compute time (module docstring)
         self._late = np.zeros(self.capacity, dtype=np.bool_)  # the cycle overran
         self._head = 0  # where the next sample goes
@@ -96,7 +95,16 @@ class CycleStats:
             return self.parts[PARTS.index(metric)]
         if metric not in METRICS:
             raise ValueError(f"unknown metric {metric!r}; metrics: {METRICS + PARTS}")
-        return getattr(self, "_" + metric)
+        return self._metrics[metric]
+
+    @property
+    def slot(self) -> int:
+        """Where the running cycle's samples go (its :attr:`parts` during the cycle, then :meth:`record`)."""
+        return self._head
+
+    def latest(self, metric: str) -> float:
+        """``metric`` (s; a metric or a part) of the last recorded cycle."""
+        return self._buffer(metric)[self._head - 1]
 
     def window(self, metric: str) -> np.ndarray:
         """A copy of the retained samples of ``metric`` (seconds; a metric or a part), oldest first."""

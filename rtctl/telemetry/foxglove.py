@@ -83,6 +83,7 @@ from .endpoints import LOOPBACK_HOSTS, tcp_in_use
 from .jsonvalues import dumps
 from .schema import (CHANNEL_EVENT, CHANNEL_META, CHANNEL_SAMPLES, OBJECT_JSON_SCHEMA, OBJECT_SCHEMA_NAME,
                      SAMPLE_SCHEMA_NAME, SCHEMA_VERSION, JsonRows, sample_json_schema, stamp_ns)
+from .sinks import PublisherSink
 from .web import allowed_hosts, host_refusal, origin_refusal, url_host
 
 SUBPROTOCOL = "foxglove.websocket.v1"
@@ -158,7 +159,7 @@ class _Client:
         self.by_channel: dict[int, int] = {}  # channel id -> subscription id
 
 
-class FoxgloveSink:
+class FoxgloveSink(PublisherSink):
     """A Foxglove WebSocket server fed by the telemetry publisher thread.
 
     ``port`` 0 picks a free port (read :attr:`port` after :meth:`open`). ``decimation``: publish every

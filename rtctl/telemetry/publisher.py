@@ -65,7 +65,7 @@ from multiprocessing.connection import Connection
 import numpy as np
 import zmq
 
-from ..rt.hooks import LoopSink
+from ..rt.hooks import LoopSink, TelemetrySource
 from . import child
 from .endpoints import bind, check_endpoint, close
 from .schema import (JOINT_FIELDS, SCALAR_FIELDS, SCALAR_UNITS, TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, JsonRows,
@@ -82,12 +82,6 @@ RELAY_START_TIMEOUT = 30.0  # s for the publisher process to import, map the rin
 EVENT_BACKLOG = 10_000   # events waiting for the publisher at most
 
 
-def gain_units(controller_name: str) -> tuple[str, str]:
-    if "computed_torque" in controller_name:
-        return "1/s^2", "1/s"
-    return "N m/rad", "N m s/rad"
-
-
 class Telemetry(LoopSink):
     """The loop's telemetry sink and publisher. ``attach(loop)``, ``start()``, then run the loop; ``close()``.
 
@@ -95,8 +89,8 @@ class Telemetry(LoopSink):
     read the bound one from :attr:`endpoint` after :meth:`start`).
     ``plotjuggler_endpoint``: None, or the PlotJuggler JSON PUB bind address;
     ``plotjuggler_decimation`` sends every k-th sample there.
-    ``sinks``: extra sinks run by the publisher thread (``open(telemetry)``, ``write(rows, first)``,
-    ``meta(dict)``, ``event(dict)``, ``close()``), e.g. :class:`~rtctl.telemetry.foxglove.FoxgloveSink`.
+    ``sinks``: extra sinks run by the publisher thread (:class:`~rtctl.telemetry.sinks.PublisherSink`), e.g.
+    :class:`~rtctl.telemetry.foxglove.FoxgloveSink`.
     ``switch_interval``: the interpreter switch interval (s) while running, None to leave it alone.
     ``process``: publish from a child process that maps the ring (see the module docstring) instead of a
     thread of this one; ``switch_interval`` is then left alone (no encoder shares this process's GIL).
@@ -135,6 +129,7 @@ class Telemetry(LoopSink):
         self.endpoint = ""
         self.plotjuggler_endpoint = ""
         self.loop = None
+        self._ring_fd = self._ring_path = self._ring_dir = None   # the shared ring's file until the child mapped it
         self.layout: Layout | None = None
         self._counter = np.zeros(1, dtype=np.int64)
         self._scalars = np.zeros(len(SCALAR_FIELDS))
@@ -185,7 +180,7 @@ class Telemetry(LoopSink):
         """The ``extra`` field: the ``telemetry_fields`` / ``telemetry_values`` of the controller, then of each
         loop hook that has them (e.g. the collision monitor), in that order. One provider's array is handed
         off as it is; several are gathered each cycle into one preallocated array."""
-        providers = [p for p in (loop.controller, *loop.hooks) if getattr(p, "telemetry_fields", ())]
+        providers = [p for p in (loop.controller, *loop.hooks) if isinstance(p, TelemetrySource) and p.telemetry_fields]
         self.extra_names, parts, start = [], [], 0
         for p in providers:
             names, values = list(p.telemetry_fields), p.telemetry_values
@@ -204,7 +199,7 @@ class Telemetry(LoopSink):
     def metadata(self) -> dict:
         loop = self.loop
         pos, vel, eff = ([u[i] for u in loop.safety.units] for i in range(3))
-        kp_u, kd_u = gain_units(loop.controller.name)
+        kp_u, kd_u = loop.controller.gain_units
         joint_units = {"q": pos, "qd": vel, "q_d": pos, "qd_d": vel, "effort_cmd": eff, "effort": eff,
                        "error": pos, "kp": kp_u, "kd": kd_u}
         fields = {name: {"shape": [], "unit": SCALAR_UNITS[name]} for name in SCALAR_FIELDS}
@@ -225,9 +220,9 @@ class Telemetry(LoopSink):
         return ring_views(self._shared, self.capacity, self.layout.width)
 
     def _remove_ring_file(self) -> None:
-        fd, self._ring_fd = getattr(self, "_ring_fd", None), None
-        path, self._ring_path = getattr(self, "_ring_path", None), None
-        remove_shared(fd, path, getattr(self, "_ring_dir", None))
+        fd, path, directory = self._ring_fd, self._ring_path, self._ring_dir
+        self._ring_fd = self._ring_path = None
+        remove_shared(fd, path, directory)
 
     def start(self) -> "Telemetry":
         """Bind the sockets and start the publisher thread or process (raises if a bind fails)."""
@@ -396,13 +391,12 @@ class Telemetry(LoopSink):
         """Hand this cycle's sample to the ring: one compiled copy, no allocation, never blocks."""
         s = loop.stats
         sc = self._scalars
-        h = s._head - 1
         sc[0] = t
         sc[1] = loop.cycle
         sc[2] = time.time()
-        sc[3] = s._period[h]
-        sc[4] = s._latency[h]
-        sc[5] = s._compute[h]
+        sc[3] = s.latest("period")
+        sc[4] = s.latest("latency")
+        sc[5] = s.latest("compute")
         sc[6] = s.overruns
         sc[7] = loop.safety.tripped
         st = loop.state
@@ -460,7 +454,7 @@ class Telemetry(LoopSink):
                 if now >= meta_due:
                     meta = self.metadata()
                     pub.send_multipart([TOPIC_META, pack(meta)], flags=zmq.NOBLOCK)
-                    self._to_sinks("meta", meta)
+                    self._to_sinks(lambda sink: sink.meta(meta))
                     meta_due = now + self.meta_period
                 if not stopping or self._flush_on_close:
                     c0, w0 = time.thread_time(), time.perf_counter()
@@ -495,11 +489,11 @@ class Telemetry(LoopSink):
                                      -1, float("nan"), time.time(), None))
         return joined
 
-    def _to_sinks(self, method: str, *args) -> None:
-        """Call ``method`` on every sink; a sink that raises is reported once and dropped, never the thread."""
+    def _to_sinks(self, call) -> None:
+        """``call(sink)`` for every sink; a sink that raises is reported once and dropped, never the thread."""
         for sink in list(self.sinks):
             try:
-                getattr(sink, method)(*args)
+                call(sink)
             except Exception as exc:  # noqa: BLE001
                 self._sink_failed(sink, exc)
                 self.sinks.remove(sink)
@@ -551,7 +545,7 @@ class Telemetry(LoopSink):
             if pj is not None:
                 self._plotjuggler(pj, chunk, first + start)
             if self.sinks:
-                self._to_sinks("write", chunk, first + start)
+                self._to_sinks(lambda sink: sink.write(chunk, first + start))
 
     def _plotjuggler(self, pj, rows, first: int) -> None:
         d = self.pj_decimation
@@ -562,7 +556,7 @@ class Telemetry(LoopSink):
 
     def _collect_safety_events(self) -> None:
         """Queue the loop's safety events not queued yet (none without a loop: the publisher process)."""
-        safety = getattr(self.loop, "safety", None)
+        safety = self.loop.safety if self.loop is not None else None
         if safety is not None and safety.events:
             events = list(safety.events)
             new = events
@@ -587,7 +581,7 @@ class Telemetry(LoopSink):
             self._event_seq += 1
             self.events_sent += 1
             if self.sinks:
-                self._to_sinks("event", msg)
+                self._to_sinks(lambda sink: sink.event(msg))
 
 
 
