@@ -1,4 +1,4 @@
-"""Third-party components through entry points, without touching rtctl (the recipes of ARCHITECTURE.md).
+"""Third-party components through entry points, without touching rtctl (the recipes of docs/architecture.md).
 
 tests/plugin_demo is a package as a user would write it: a robot model, a plant, a driver and a
 controller, advertised in its entry_points.txt. Here it is installed beside rtctl the way pip would (a

@@ -184,7 +184,7 @@ def check_scheduler_address(address: str, tls: dict | None = None) -> None:
         f"[backend] address {address!r}: rtctl reaches a Dask scheduler only over TLS with this client's "
         f"certificates (an open {scheme}:// scheduler runs any code sent to it, as its user, for anyone who "
         f"reaches its port, other users of this machine included): use tls://HOST:PORT with [backend] "
-        f"tls_ca_file, tls_cert and tls_key (or distributed's comm.tls configuration); see the README")
+        f"tls_ca_file, tls_cert and tls_key (or distributed's comm.tls configuration); see docs/sweeps.md")
 
 
 def _stop_http(dask_scheduler=None, dask_worker=None) -> None:

@@ -56,7 +56,7 @@ events, ``request`` (the validated request, without the token).
 
 PlotJuggler stream (separate PUB endpoint): single-frame flat JSON objects,
 one per sample (optionally decimated), ``{"timestamp": t, "q/<joint>": ...,
-"q_d/<joint>": ..., "latency": ..., ...}`` -- see the README.
+"q_d/<joint>": ..., "latency": ..., ...}`` -- see docs/telemetry.md.
 """
 from __future__ import annotations
 
