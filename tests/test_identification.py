@@ -411,23 +411,23 @@ def test_the_reports_table_holds_the_torque_errors_of_both_models(no_rigid_body)
     assert "physical consistency enforced (the unconstrained fit was no rigid body) on: " in result.report()
 
 
-# -- the README's walkthrough, end to end ----------------------------------------------------------------------
+# -- the docs' walkthrough, end to end ----------------------------------------------------------------------
 def readme_walkthrough():
-    """The commands of the README's identification walkthrough (its first fenced block after the heading)."""
+    """The commands of docs/identification.md's walkthrough (its first fenced block after the heading)."""
     import re
     import shlex
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = text[text.index("**Identification from a recorded run.**"):]
+    text = (Path(__file__).resolve().parents[1] / "docs" / "identification.md").read_text()
+    section = text[text.index("## Identification from a recorded run"):]
     block = re.search(r"^```\n(.*?)^```", section, re.S | re.M).group(1)
     commands = [shlex.split(line.split("#")[0].replace("&", "")) for line in block.splitlines()]
     return {c[1]: c[1:] for c in commands if c and c[0] == "rtctl"}, block
 
 
 def test_the_readme_walkthrough_records_identifies_and_writes_a_model_that_loads(tmp_path, capsys):
-    """The README's commands on the shipped excite config, shortened to one 5 s period run offline: the run is
-    recorded through its telemetry as `rtctl record` does, `rtctl identify` runs with the README's arguments, and
+    """The docs' commands on the shipped excite config, shortened to one 5 s period run offline: the run is
+    recorded through its telemetry as `rtctl record` does, `rtctl identify` runs with the docs' arguments, and
     the URDF it writes loads with the plant's friction and the payload's gravity torque."""
     from rtctl.cli import build_parser, main
     from rtctl.config import bundled_config_path, load_config

@@ -1,10 +1,12 @@
-"""The README runs: its TOML snippets validate, its Python runs, its commands parse (and the cheap ones run),
-and every config key or section it names in backticks exists in a schema, spelt as the schema spells it."""
+"""The README and the docs site's pages (docs/*.md) run: their TOML snippets validate, their Python runs, their
+commands parse (and the cheap ones run), and every config key or section they name in backticks exists in a
+schema, spelt as the schema spells it. The docs site itself is built by tests/test_docs.py."""
 from __future__ import annotations
 
 import importlib.util
 import re
 import shlex
+import shutil
 import tomllib
 from pathlib import Path
 
@@ -21,19 +23,23 @@ from rtctl.sweep.spec import BACKEND_KEYS, BACKENDS, METHODS
 from rtctl.telemetry.schema import JOINT_FIELDS, SCALAR_FIELDS
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
+DOCS = {p.relative_to(ROOT).as_posix(): p.read_text()
+        for p in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]}
+README = DOCS["README.md"]
 FENCED = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
 SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 SWEEP_KEYS = {"base", "method", "samples", "seed", "duration", "metrics", "parameter", "path", "values", "low",
               "high", "log"}
 
 
-def blocks(lang):
-    return [m.group(2) for m in FENCED.finditer(README) if m.group(1) == lang]
+def blocks(lang, text=None):
+    """The fenced ``lang`` blocks of one page, or of every page."""
+    texts = [text] if text is not None else DOCS.values()
+    return [m.group(2) for t in texts for m in FENCED.finditer(t) if m.group(1) == lang]
 
 
 def prose():
-    return FENCED.sub("", README)
+    return "\n".join(FENCED.sub("", text) for text in DOCS.values())
 
 
 def component_classes(section):
@@ -82,25 +88,57 @@ def vocabulary() -> set[str]:
     words |= {p.stem for p in MODELS_DIR.glob("*.urdf")} | set(ROBOTS.names())
     words |= {*SCALAR_FIELDS, *JOINT_FIELDS, "extra", "seq", "first", "count", "dropped", "fields"}   # telemetry
     words |= {*METHODS, *BACKENDS, *shipped_patterns()}      # sweep methods and backends, CPG patterns
+    return words | extension_points()
+
+
+def extension_points() -> set[str]:
+    """The public methods of the base classes a component derives from (docs/architecture.md's recipes), and
+    the names of their parameters."""
+    import inspect
+
+    from rtctl.drivers.base import ActuatorDriver
+    from rtctl.loops.base import Controller, Trajectory
+    from rtctl.plants.base import Plant
+    from rtctl.rt.hooks import LoopHook
+
+    words = set()
+    for cls in (ActuatorDriver, Controller, Trajectory, Plant, LoopHook):
+        for name, member in inspect.getmembers(cls):
+            if name.startswith("_"):
+                continue
+            words.add(name)
+            if callable(member):
+                try:
+                    words |= set(inspect.signature(member).parameters)
+                except (TypeError, ValueError):
+                    pass
     return words
 
 
 def test_every_toml_block_validates_over_the_demo_config():
+    """A run config's snippet validates over the demo config; a sweep file's ([sweep], [backend]) takes only
+    the keys a sweep file takes."""
     base = read_toml(DEMO_CONFIG)
-    snippets = blocks("toml")
-    assert len(snippets) >= 3
-    for text in snippets:
-        snippet = tomllib.loads(text)
-        merged = {**base, **snippet}
-        if "drivers" in snippet:
-            merged.pop("driver", None)
-        validate(merged, "README snippet")
+    checked = 0
+    for name, page in DOCS.items():
+        for text in blocks("toml", page):
+            snippet = tomllib.loads(text)
+            if {"sweep", "backend"} & set(snippet):
+                assert set(snippet.get("backend", {})) <= set(BACKEND_KEYS), f"{name}: {snippet}"
+                assert set(snippet.get("sweep", {})) <= SWEEP_KEYS | {"parameter"}, f"{name}: {snippet}"
+                continue
+            merged = {**base, **snippet}
+            if "drivers" in snippet:
+                merged.pop("driver", None)
+            validate(merged, f"{name} snippet")
+            checked += 1
+    assert checked >= 8
 
 
 def test_the_python_block_runs():
     (code,) = blocks("python")
     namespace = {}
-    exec(compile(code, "README.md", "exec"), namespace)
+    exec(compile(code, "docs/dynamics.md", "exec"), namespace)
     assert namespace["tau"].shape == (namespace["model"].nv,)
 
 
@@ -113,14 +151,14 @@ def test_named_sections_and_keys_exist_as_spelt():
             continue
         section, key = m.groups()
         keys = keys_of(section)
-        assert keys, f"README names a section [{section}] that no schema has"
+        assert keys, f"the docs name a section [{section}] that no schema has"
         if key is not None:
-            assert key in keys, f"README: `{span}`: [{section}] has no key {key!r}; keys: {sorted(keys)}"
+            assert key in keys, f"the docs: `{span}`: [{section}] has no key {key!r}; keys: {sorted(keys)}"
         checked += 1
     assert checked > 20
 
 
-# Backticked words in the README that are not config words: functions, files, units, values of other kinds.
+# Backticked words in the docs that are not config words: functions, files, units, values of other kinds.
 NOT_CONFIG_WORDS = {
     "load_urdf", "model_to_urdf", "inverse_dynamics", "mass_matrix", "forward_dynamics", "status", "estop",
     "rearm", "set_gains", "set_target", "set_cpg", "set_impedance", "token", "rtctl", "kp", "kd", "q", "v", "tau", "hil",
@@ -138,7 +176,7 @@ def test_backticked_words_are_real_names():
     config key, a component or choice name, a model name, or one of the listed other names."""
     words = vocabulary() | NOT_CONFIG_WORDS
     unknown = sorted({w for w in SPAN.findall(prose()) if re.fullmatch(r"[a-z][a-z0-9_]*", w)} - words)
-    assert not unknown, f"README names {unknown}, which no schema, registry or model has"
+    assert not unknown, f"the docs name {unknown}, which no schema, registry or model has"
 
 
 def commands():
@@ -158,20 +196,27 @@ def commands():
     return out
 
 
-def test_every_rtctl_command_of_the_readme_parses():
-    found = commands()
-    assert len(found) >= 15
+def shell_lines(text=None) -> list[str]:
+    """The command lines of the ```sh blocks (of one page, or of every page), without comments and ``&``."""
+    lines = (line.split("#")[0].strip().rstrip("&").strip() for block in blocks("sh", text)
+             for line in block.splitlines())
+    return [line for line in lines if line]
+
+
+def test_every_rtctl_command_of_the_docs_parses():
+    found = commands() + [shlex.split(line)[1:] for line in shell_lines() if line.startswith("rtctl ")]
+    assert len(found) >= 25
     parser = build_parser()
     for argv in found:
         if argv == ["--version"]:
             continue                    # argparse exits 0 after printing: run below
         if len(argv) == 1:              # the prose names a command (`rtctl control`): it must exist
-            assert argv[0] in parser._subparsers._group_actions[0].choices, f"README: no command rtctl {argv[0]}"
+            assert argv[0] in parser._subparsers._group_actions[0].choices, f"the docs: no command rtctl {argv[0]}"
             continue
         try:
             parser.parse_args(argv)
         except SystemExit as exc:
-            pytest.fail(f"README command `rtctl {' '.join(argv)}` does not parse (exit {exc.code})")
+            pytest.fail(f"the docs' command `rtctl {' '.join(argv)}` does not parse (exit {exc.code})")
 
 
 def test_python_modules_and_scripts_of_the_readme_exist():
@@ -181,13 +226,18 @@ def test_python_modules_and_scripts_of_the_readme_exist():
     assert modules and scripts
     for module in modules:
         # Installed, only rtctl is on the path: a top-level `hil` or `plants` works from the repository root only.
-        assert module.split(".")[0] == "rtctl", f"README: python -m {module}: not a module of the installed package"
-        assert importlib.util.find_spec(module) is not None, f"README: python -m {module}: no such module"
+        assert module.split(".")[0] == "rtctl", f"the docs: python -m {module}: not a module of the installed package"
+        assert importlib.util.find_spec(module) is not None, f"the docs: python -m {module}: no such module"
     for script in scripts:
-        assert (ROOT / script).is_file(), f"README: python {script}: no such file"
+        assert (ROOT / script).is_file(), f"the docs: python {script}: no such file"
 
 
-@pytest.mark.parametrize("argv", [a for a in commands() if len(a) > 1 and a[0] in ("info", "run")] + [["--version"]])
+# recipes.toml is the plugin demo's config: tests/test_plugins.py installs the package it needs and runs it.
+RUN_ELSEWHERE = {"recipes.toml"}
+
+
+@pytest.mark.parametrize("argv", [a for a in commands() if len(a) > 1 and a[0] in ("info", "run")
+                                  and a[1] not in RUN_ELSEWHERE] + [["--version"]])
 def test_the_cheap_readme_commands_run(argv, capsys):
     if argv[0] == "run":
         argv = [*argv[:2], "--duration", "0.02", "--offline"]
@@ -217,3 +267,61 @@ def test_the_systemd_unit_runs_rtctl_and_outlasts_its_orderly_stop():
     assert service["KillSignal"] == "SIGTERM" and service["KillMode"] == "mixed"
     assert float(service["TimeoutStopSec"]) > HARD_DEADLINE
     assert str(exit_status(signal.SIGTERM)) in service["SuccessExitStatus"].split()
+
+
+def test_the_urdf_walkthrough_of_the_readme_runs_as_written(tmp_path, monkeypatch, capsys):
+    """The README's five minutes: its `cp` of the bundled arm as `my_robot.urdf`, then each command of its block
+    in a directory holding that file and the `# my_robot.toml` block; the paced run is cut to 20 ms offline."""
+    page = README[README.index("## Your robot's URDF"):README.index("## Your hardware")]
+    (cp,) = [span for span in SPAN.findall(page) if span.startswith("cp ")]
+    _, source, target = shlex.split(cp)
+    shutil.copy(ROOT / source, tmp_path / target)
+    (config,) = [b for b in blocks("toml", page) if b.startswith("# my_robot.toml")]
+    (tmp_path / "my_robot.toml").write_text(config)
+    monkeypatch.chdir(tmp_path)
+    lines = shell_lines(page)
+    assert [shlex.split(line)[:2] for line in lines] == [["rtctl", "info"], ["rtctl", "run"], ["rtctl", "run"]]
+    for line in lines:
+        argv = shlex.split(line)[1:]
+        if argv[0] == "run" and "--offline" not in argv:
+            argv += ["--duration", "0.02", "--offline"]
+        status = main(argv)
+        out, err = capsys.readouterr()
+        assert status == 0, f"README: `{line}`: {err}"
+        if argv[0] == "run":
+            assert "safety: armed throughout, no trips" in out, out
+
+
+def test_the_sweep_pages_tls_commands_make_a_ca_and_a_certificate_it_signed(tmp_path):
+    """docs/sweeps.md's openssl lines run as written and give a certificate the CA verifies; its dask lines name
+    subcommands and options the installed distributed has, and the variable it exports is a Dask setting."""
+    page = DOCS["docs/sweeps.md"]
+    lines = shell_lines(page)
+    openssl = [line for line in lines if line.startswith("openssl ")]
+    assert len(openssl) == 3
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl on this machine")
+    import subprocess
+
+    for line in openssl:
+        subprocess.run(shlex.split(line), cwd=tmp_path, check=True, capture_output=True, timeout=120)
+    verified = subprocess.run(["openssl", "verify", "-CAfile", "ca.pem", "cert.pem"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60)
+    assert verified.stdout.strip() == "cert.pem: OK", verified.stdout + verified.stderr
+
+    import dask
+    from distributed.cli.dask_scheduler import main as scheduler
+    from distributed.cli.dask_worker import main as worker
+
+    commands = {"scheduler": scheduler, "worker": worker}
+    for line in lines:
+        argv = shlex.split(line)
+        if argv[0] == "export":
+            name = argv[1].split("=")[0]
+            assert name.startswith("DASK_")
+            key = name[len("DASK_"):].lower().replace("__", ".").replace("_", "-")
+            assert dask.config.get(key, "unset") != "unset", f"docs/sweeps.md: {name}: no Dask setting {key}"
+        elif argv[0] == "dask":
+            options = {opt for param in commands[argv[1]].params for opt in param.opts}
+            named = {a for a in argv[2:] if a.startswith("--")}
+            assert named <= options, f"docs/sweeps.md: dask {argv[1]}: no option {sorted(named - options)}"

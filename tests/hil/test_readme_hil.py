@@ -1,6 +1,7 @@
 """The README's HIL commands and configs run together as written, for each bus.
 
-Each ```sh block of the README that ends in ``rtctl run NAME.toml`` is run line by line: every ``rtctl-hil``
+Each ```sh block of the README that starts an ``rtctl-hil`` piece and ends in ``rtctl run NAME.toml`` (its
+"Your hardware" section: one worked example per bus) is run line by line: every ``rtctl-hil``
 line starts its process (``python -m rtctl.hil.cli``, the console script's ``main``) and is waited for (the
 bus server's URL, the CAN emulator's ``READY``, the Dynamixel emulator's ``PORT``); then ``rtctl run`` runs the
 ```toml block headed ``# NAME.toml`` as a file. Two things differ from the text, as the README says: the CAN
@@ -45,7 +46,7 @@ def hil_recipes() -> dict[str, tuple[list[list[str]], str]]:
     for lang, text in blocks:
         lines = [shlex.split(line.split("#")[0].rstrip().rstrip("&")) for line in text.splitlines()]
         lines = [argv for argv in lines if argv]
-        if lang == "sh" and lines and lines[-1][:2] == ["rtctl", "run"]:
+        if lang == "sh" and lines and lines[0][0] == "rtctl-hil" and lines[-1][:2] == ["rtctl", "run"]:
             name = lines[-1][2]
             assert name in configs, f"README: `rtctl run {name}`: no ```toml block headed '# {name}'"
             assert all(argv[0] == "rtctl-hil" for argv in lines[:-1]), lines
