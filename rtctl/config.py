@@ -40,50 +40,50 @@ DEMO_CONFIG = Path(__file__).parent / "data" / "configs" / "demo.toml"
 
 CORE_SCHEMA: dict[str, dict[str, Key]] = {
     "robot": {
-        "model": Key("str", "arm7"),
+        "model": Key("str", "arm7"),  # bundled name, robot model name or URDF path (relative to the config)
         "floating_base": Key("str", "fixed", choices=("fixed", "free_flyer", "euler", "planar")),
         "inertia": Key("str", "warn", choices=("warn", "strict", "repair")),   # a URDF's inconsistent inertias
         "lock_joints": Key("strs", []),   # an MJCF's joints removed, their bodies welded (a gripper's fingers)
     },
     "loop": {
-        "rate_hz": Key("float", 1000.0, positive=True, high=100_000.0),
-        "duration": Key("float", 3.0, positive=True, high=86_400.0),
+        "rate_hz": Key("float", 1000.0, positive=True, high=100_000.0),  # control rate
+        "duration": Key("float", 3.0, positive=True, high=86_400.0),  # s of control time
         "overrun_policy": Key("str", "count", choices=("count", "skip", "trip")),
-        "max_consecutive_overruns": Key("int", 10, low=1),
-        "pace": Key("bool", True),
-        "realtime_priority": Key("int", None, low=1, high=99),
-        "cpus": Key("ints", None, low=0),
-        "lock_memory": Key("bool", False),
-        "disable_gc": Key("bool", True),
+        "max_consecutive_overruns": Key("int", 10, low=1),  # overrun_policy trip: trips after this many in a row
+        "pace": Key("bool", True),  # false: cycles back to back (as --offline)
+        "realtime_priority": Key("int", None, low=1, high=99),  # SCHED_FIFO priority of the loop thread
+        "cpus": Key("ints", None, low=0),  # CPU affinity of the loop
+        "lock_memory": Key("bool", False),  # mlockall: current and future pages
+        "disable_gc": Key("bool", True),  # gc frozen and disabled while the loop runs
         "time_slice_us": Key("float", None, low=0.0, high=100_000.0),   # default 100 where possible; 0: the kernel's
     },
     "safety": {
         "safe_mode": Key("str", None, choices=("hold", "damping", "zero_torque")),  # default: hold if the model can
-        "damping_gain": Key("floats", None, low=0.0),
+        "damping_gain": Key("floats", None, low=0.0),  # N m s/rad per joint of the damping state
         "hold_kp": Key("float", None, positive=True),      # 1/s^2: the hold's stiffness (default rtctl.safety.stop)
         "hold_kd": Key("float", None, positive=True),      # 1/s, default 2 sqrt(hold_kp)
-        "position_margin": Key("float", 0.05, low=0.0),
-        "velocity_scale": Key("float", 1.0, positive=True),
-        "watchdog_cycles": Key("int", 5, low=1),
-        "effort_clamp": Key("bool", True),
-        "expect_trip": Key("bool", False),
+        "position_margin": Key("float", 0.05, low=0.0),  # rad or m inside the hard limits: the soft limits
+        "velocity_scale": Key("float", 1.0, positive=True),  # of each joint's velocity limit
+        "watchdog_cycles": Key("int", 5, low=1),  # a state not fresh for more cycles trips
+        "effort_clamp": Key("bool", True),  # clamp commands to the effort limits
+        "expect_trip": Key("bool", False),  # the run must trip: exit 0 if it does, 3 if not
         "acceleration_limit": Key("floats", None, positive=True),  # rad/s^2 or m/s^2: moves are checked against it
     },
     "telemetry": {  # rtctl.telemetry: ZeroMQ PUB of per-cycle samples (schema in rtctl/telemetry/schema.py)
-        "enabled": Key("bool", False),
-        "endpoint": Key("str", "tcp://127.0.0.1:5555"),
-        "plotjuggler": Key("bool", False),
+        "enabled": Key("bool", False),  # publish every cycle's sample
+        "endpoint": Key("str", "tcp://127.0.0.1:5555"),  # ZeroMQ PUB, msgpack
+        "plotjuggler": Key("bool", False),  # flat JSON for PlotJuggler
         "plotjuggler_endpoint": Key("str", "tcp://127.0.0.1:5556"),
-        "plotjuggler_decimation": Key("int", 1, low=1, high=1000),
-        "capacity": Key("int", 4096, low=16, high=10_000_000),
-        "batch_period": Key("float", 0.01, positive=True, high=1.0),
-        "meta_period": Key("float", 1.0, positive=True, high=60.0),
-        "sndhwm": Key("int", 1000, low=1),
-        "allow_remote": Key("bool", False),
+        "plotjuggler_decimation": Key("int", 1, low=1, high=1000),  # every Nth sample
+        "capacity": Key("int", 4096, low=16, high=10_000_000),  # ring rows
+        "batch_period": Key("float", 0.01, positive=True, high=1.0),  # s between published batches
+        "meta_period": Key("float", 1.0, positive=True, high=60.0),  # s between rtctl/meta messages
+        "sndhwm": Key("int", 1000, low=1),  # ZeroMQ send high-water mark (messages)
+        "allow_remote": Key("bool", False),  # bind beyond loopback
         "foxglove": Key("bool", False),                        # live Foxglove WebSocket server
         "foxglove_host": Key("str", "127.0.0.1"),              # not loopback: needs allow_remote
         "foxglove_port": Key("int", 8765, low=0, high=65535),   # 0: a free port
-        "foxglove_decimation": Key("int", 1, low=1, high=1000),
+        "foxglove_decimation": Key("int", 1, low=1, high=1000),  # every Nth sample
         "foxglove_backlog": Key("int", 1024, low=1, high=1_000_000),  # messages per client, oldest dropped
         "foxglove_allowed_origins": Key("strs", ["https://app.foxglove.dev"]),  # browser origins (not file://)
         "foxglove_max_clients": Key("int", 8, low=1, high=1000),
@@ -92,16 +92,16 @@ CORE_SCHEMA: dict[str, dict[str, Key]] = {
         "publisher_nice": Key("int", 10, low=0, high=19),   # niceness the publisher process adds to the loop's
     },
     "control": {  # rtctl.operator.control: REQ/REP run-time commands, validated, applied at cycle boundaries
-        "enabled": Key("bool", False),
-        "endpoint": Key("str", "tcp://127.0.0.1:5557"),
+        "enabled": Key("bool", False),  # status, e-stop, re-arm, gains and targets at run time
+        "endpoint": Key("str", "tcp://127.0.0.1:5557"),  # ZeroMQ, msgpack or JSON requests
         "token_file": Key("str", ""),        # 0600 file holding the token; else $RTCTL_CONTROL_TOKEN, else the default file
         "curve_secret_key": Key("str", ""),  # ZeroMQ CURVE: the server's .key_secret certificate
         "curve_clients": Key("str", ""),     # ZeroMQ CURVE: directory of the allowed clients' .key certificates
-        "kp_max": Key("float", 1e5, positive=True),
-        "kd_max": Key("float", 1e4, positive=True),
-        "frequency_max": Key("float", 20.0, positive=True),
-        "duration_max": Key("float", 60.0, positive=True),
-        "allow_remote": Key("bool", False),
+        "kp_max": Key("float", 1e5, positive=True),  # largest kp set_gains accepts
+        "kd_max": Key("float", 1e4, positive=True),  # largest kd set_gains accepts
+        "frequency_max": Key("float", 20.0, positive=True),  # Hz, largest set_cpg frequency
+        "duration_max": Key("float", 60.0, positive=True),  # s, longest set_target move
+        "allow_remote": Key("bool", False),  # bind beyond loopback: needs ZeroMQ CURVE
     },
 }
 

@@ -173,3 +173,7 @@ def markdown() -> str:
     out.append("## `[[schedule]]`\n\nControl-channel commands at control times: each table has `t` (s) and "
                "`cmd` (a command the control channel takes, see the telemetry page) and that command's fields.\n")
     return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(markdown())

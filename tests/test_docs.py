@@ -126,3 +126,18 @@ def test_the_core_sections_notes_come_from_the_config_module():
     found = {(key, note.strip()) for key, note in commented}
     listed = {(key, text) for _, keys in notes.values() for key, text in keys.items() if text}
     assert found <= listed
+
+
+def test_the_readme_is_the_front_door_and_keeps_the_commands_ci_runs():
+    """At most 250 lines; its Set-up block holds the two commands as written (.ci/run runs the second's
+    pytest); `python -m rtctl.reference` prints the generated reference page."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250
+    setup = readme[readme.index("## Set-up"):]
+    block = setup[setup.index("```bash\n") + 8:setup.index("```", setup.index("```bash\n") + 8)]
+    commands = [line for line in block.splitlines() if line and not line.startswith("#")]
+    assert commands == ['python3 -m venv .venv && . .venv/bin/activate && pip install . && rtctl demo',
+                        'python3 -m venv .venv && . .venv/bin/activate && pip install ".[test]" && python -m pytest -q']
+    assert "python -m pytest -q" in (ROOT / ".ci" / "run").read_text()
+    printed = subprocess.run([sys.executable, "-m", "rtctl.reference"], capture_output=True, text=True, timeout=120)
+    assert printed.returncode == 0 and printed.stdout == reference.markdown() + "\n"

@@ -412,7 +412,7 @@ def test_the_reports_table_holds_the_torque_errors_of_both_models(no_rigid_body)
 
 
 # -- the docs' walkthrough, end to end ----------------------------------------------------------------------
-def readme_walkthrough():
+def docs_walkthrough():
     """The commands of docs/identification.md's walkthrough (its first fenced block after the heading)."""
     import re
     import shlex
@@ -425,14 +425,14 @@ def readme_walkthrough():
     return {c[1]: c[1:] for c in commands if c and c[0] == "rtctl"}, block
 
 
-def test_the_readme_walkthrough_records_identifies_and_writes_a_model_that_loads(tmp_path, capsys):
+def test_the_docs_walkthrough_records_identifies_and_writes_a_model_that_loads(tmp_path, capsys):
     """The docs' commands on the shipped excite config, shortened to one 5 s period run offline: the run is
     recorded through its telemetry as `rtctl record` does, `rtctl identify` runs with the docs' arguments, and
     the URDF it writes loads with the plant's friction and the payload's gravity torque."""
     from rtctl.cli import build_parser, main
     from rtctl.config import bundled_config_path, load_config
 
-    commands, block = readme_walkthrough()
+    commands, block = docs_walkthrough()
     assert set(commands) == {"record", "run", "identify"} and "wait" in block.split()
     parser = build_parser()
     recorder, run, ident = (parser.parse_args(commands[name]) for name in ("record", "run", "identify"))
