@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parent
 
 def site_links(text: str) -> str:
     """A repository-root Markdown file's links as a page at the site's root sees them."""
-    return text.replace("](docs/", "](").replace("](../docs/", "](").replace("](benchmarks/RESULTS.md)", "](results.md)")
+    for written, on_the_site in (("](docs/", "]("), ("](../docs/", "]("), ("](benchmarks/RESULTS.md)", "](results.md)")):
+        text = text.replace(written, on_the_site)
+    return text
 
 
 def on_files(files, config):

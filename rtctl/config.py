@@ -48,6 +48,7 @@ CORE_SCHEMA: dict[str, dict[str, Key]] = {
     "loop": {
         "rate_hz": Key("float", 1000.0, positive=True, high=100_000.0),  # control rate
         "duration": Key("float", 3.0, positive=True, high=86_400.0),  # s of control time
+        # a cycle ending after the next deadline: count it; skip the missed deadlines and resynchronise; or trip
         "overrun_policy": Key("str", "count", choices=("count", "skip", "trip")),
         "max_consecutive_overruns": Key("int", 10, low=1),  # overrun_policy trip: trips after this many in a row
         "pace": Key("bool", True),  # false: cycles back to back (as --offline)

@@ -99,6 +99,12 @@ def allowed(key: Key) -> str:
     return ", ".join(p for p in parts if p)
 
 
+def _plain(text: str) -> str:
+    """``text`` with ``<`` and ``>`` outside its code spans escaped (a comment's ``<dynamics>`` is no HTML tag)."""
+    parts = re.split(r"(`[^`]*`)", text)
+    return "".join(p if p.startswith("`") else p.replace("<", "&lt;").replace(">", "&gt;") for p in parts)
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -108,7 +114,7 @@ def key_table(keys: dict[str, Key], comments: dict[str, str]) -> str:
     for name, key in keys.items():
         default = "required" if key.required else ("none" if key.default is None else f"`{_toml(key.default)}`")
         rows.append(f"| `{name}` | {KINDS.get(key.kind, key.kind)} | {_cell(default)} | {_cell(allowed(key))} | "
-                    f"{_cell(comments.get(name, ''))} |")
+                    f"{_cell(_plain(comments.get(name, '')))} |")
     return "\n".join(rows) + "\n"
 
 
@@ -118,7 +124,7 @@ def summary(obj) -> str:
     doc = inspect.cleandoc(obj.__doc__ or inspect.getmodule(obj).__doc__ or "")
     text = " ".join(doc.split("\n\n")[0].split())
     text = re.sub(r":\w+:`~?([^`]+)`", r"`\1`", text)
-    return text.replace("``", "`")
+    return _plain(text.replace("``", "`"))
 
 
 def component_sections() -> list[str]:
@@ -129,7 +135,7 @@ def component_sections() -> list[str]:
             f"[{section}]"
         out.append(f"## `{head}`\n\nSelected by `{selector}` (default `{_toml(default)}`).\n")
         for name, cls in registry.all().items():
-            out.append(f"### `{selector} = {_toml(name)}`\n\n{summary(cls)}\n")
+            out.append(f"### `{selector} = {_toml(name)}`\n\n{summary(cls)} (`{cls.__module__}.{cls.__qualname__}`)\n")
             out.append(key_table(schema_keys(cls.Options), field_comments(cls.Options)))
             for owned_name, options in getattr(cls, "sections", {}).items():
                 owned.setdefault(owned_name, (options, []))[1].append(f"`[{section}] {selector} = {_toml(name)}`")
@@ -167,11 +173,12 @@ def markdown() -> str:
         out.append(f"## `[{section}]`\n\n{note}\n" if note else f"## `[{section}]`\n")
         out.append(key_table(keys, comments))
     out += component_sections()
-    out.append(f"## `[collision]`\n\n{summary(CollisionMonitor)}\n")
+    out.append(f"## `[collision]`\n\n{summary(CollisionMonitor)} (`{CollisionMonitor.__module__}`)\n")
     out.append(key_table(schema_keys(CollisionMonitor.Options), field_comments(CollisionMonitor.Options)))
     out += robot_sections()
-    out.append("## `[[schedule]]`\n\nControl-channel commands at control times: each table has `t` (s) and "
-               "`cmd` (a command the control channel takes, see the telemetry page) and that command's fields.\n")
+    out.append("## `[[schedule]]`\n\nControl-channel commands at control times: each table has `t` (s) and `cmd` "
+               "(a command the control channel takes: [control commands](telemetry.md#control-commands)) and that "
+               "command's fields.\n")
     return "\n".join(out)
 
 
