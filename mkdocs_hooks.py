@@ -13,9 +13,13 @@ from mkdocs.structure.files import File
 ROOT = Path(__file__).resolve().parent
 
 
+# A link as written in a Markdown file outside docs/, and as a page at the site's root sees it.
+MOVED_LINKS = (("](docs/", "]("), ("](../docs/", "]("), ("](benchmarks/RESULTS.md)", "](results.md)"))
+
+
 def site_links(text: str) -> str:
     """A repository-root Markdown file's links as a page at the site's root sees them."""
-    for written, on_the_site in (("](docs/", "]("), ("](../docs/", "]("), ("](benchmarks/RESULTS.md)", "](results.md)")):
+    for written, on_the_site in MOVED_LINKS:
         text = text.replace(written, on_the_site)
     return text
 
