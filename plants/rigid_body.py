@@ -54,6 +54,7 @@ from rtctl.model import FREE_FLYER, MI_IQ, MI_TYPE, Model, inertia_scale_factor
 from rtctl.options import setting
 from rtctl.rt.interfaces import actuated_indices
 from rtctl.rt.stability import euler_position_share
+from rtctl.rt.warmup import ready_kernel
 
 from .base import Plant, check_integration_options, payload_settings, register_plant, with_tree_payload
 from .divergence import divergence_message, explicit_damping_problem
@@ -276,7 +277,7 @@ def advance(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, sc
     return status
 
 
-@njit(SIG_STEP, cache=True)
+@njit(cache=True)
 def _step_kernel(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work, stops):
     """Advance (q, v) in place by ``dt`` in ``substeps`` equal sub-steps with ``effort`` held constant.
 
@@ -290,7 +291,7 @@ def _step_kernel(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulom
     return advance(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work, None, stops)
 
 
-@njit(SIG_STEP_STRIBECK, cache=True)
+@njit(cache=True)
 def _step_kernel_with_stribeck(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work, stops,
                                stribeck):
     """:func:`_step_kernel` with the Stribeck friction table ``stribeck`` (:func:`add_stribeck_torques`)."""
@@ -401,6 +402,10 @@ class RigidBodyPlant(Plant):
         self._scale = scale
         self.dynamics = Dynamics(model)
         self._work = work_array(model)
+        if self._stribeck is None:
+            ready_kernel(_step_kernel, SIG_STEP)
+        else:
+            ready_kernel(_step_kernel_with_stribeck, SIG_STEP_STRIBECK)
         self._stops = end_stop_table(model, self.dynamics) if end_stops else np.zeros((STOP_ROWS, 0))
 
     def step(self, dt: float, effort) -> None:

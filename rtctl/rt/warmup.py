@@ -105,3 +105,18 @@ class KernelWatch(event.Listener):
 
     def on_end(self, ev) -> None:
         self._depth -= 1
+
+
+def ready_kernel(kernel: Dispatcher, signature: str) -> Dispatcher:
+    """``kernel`` compiled (or loaded from numba's cache) for ``signature`` and closed to other argument types,
+    as ``@njit(signature)`` makes a kernel at import, but when the first component that calls it is built: the
+    variants no component of a run uses (a plant's Stribeck friction step, say) are then never compiled. A call
+    with other types raises TypeError (the caller converts on its slow path); it never compiles in the loop."""
+    if kernel not in _READY:
+        kernel.compile(signature)
+        kernel.disable_compile()
+        _READY.add(kernel)
+    return kernel
+
+
+_READY: set = set()   # the kernels ready_kernel closed
