@@ -94,7 +94,8 @@ class CompileProgress(event.Listener):
             self.start = time.monotonic()
             why = ("not in the cache yet, or their module or one it imports changed; cached in "
                    f"{numba.config.CACHE_DIR}" if numba.config.CACHE_DIR else "uncached: at every start")
-            print(f"rtctl: compiling numba kernels ({why})", file=self.stream, flush=True)
+            print(f"rtctl: compiling numba kernels ({why}); `rtctl warm` compiles every bundled config's ahead, "
+                  "one config per core", file=self.stream, flush=True)
         self.count += 1
         if self.tty:
             line = f"  [{self.count:3d}] {time.monotonic() - self.start:5.1f} s  {module}.{func.__name__}"
@@ -204,6 +205,23 @@ def _cmd_sweep_report(args) -> int:
     return EXIT_OK
 
 
+def _cmd_warm(args) -> int:
+    from .config import bundled_config_path, bundled_configs
+    from .sweep.warm import warm
+
+    configs = [Path(name) if Path(name).suffix == ".toml" or "/" in name else bundled_config_path(name)
+               for name in (args.configs or bundled_configs())]
+    start = time.perf_counter()
+    rows = warm(configs, jobs=args.jobs, progress=not args.no_progress)
+    for row in rows:
+        what = f"{row['compiled']} kernels compiled" if row["status"] == "ok" else f"error: {row['reason']}"
+        print(f"rtctl warm: {row['config']}: {what} ({row['seconds']:.1f} s)")
+    failed = sum(row["status"] != "ok" for row in rows)
+    print(f"rtctl warm: {len(rows) - failed} of {len(rows)} configs ready in {time.perf_counter() - start:.1f} s, "
+          f"{sum(row['compiled'] for row in rows)} kernels compiled")
+    return 1 if failed else EXIT_OK
+
+
 def _cmd_identify(args) -> int:
     from .loops.identification import identify_command
 
@@ -258,6 +276,12 @@ def build_parser() -> argparse.ArgumentParser:
     js.add_argument("--out", required=True, help="directory for legs.png, incisal.png, session.npz")
     js.add_argument("--duration", type=duration, default=None, help="override [loop] duration (s)")
     js.set_defaults(func=_cmd_jaw_session)
+    wm = sub.add_parser("warm", help="compile every kernel the bundled configs (or the ones named) can reach, one "
+                        "config per core, so that no later run compiles")
+    wm.add_argument("configs", nargs="*", help="configs (.toml) or bundled config names (default: all bundled)")
+    wm.add_argument("--jobs", type=argument_type("int", low=0), default=0, help="worker processes (0: one per core)")
+    wm.add_argument("--no-progress", action="store_true")
+    wm.set_defaults(func=_cmd_warm)
     sw = sub.add_parser("sweep", help="run many offline simulations of a config with varied parameters")
     sw.add_argument("sweep", help="sweep file (TOML): base config, parameters, sampling, metrics, backend")
     sw.add_argument("--out", required=True, help="results file (.parquet); re-running skips finished runs")

@@ -287,9 +287,15 @@ def bundled_config_path(name: str) -> Path:
     for path in candidates:
         if path.is_file():
             return path
-    known = sorted({p.stem for p in [*DEMO_CONFIG.parent.glob("*.toml"), *robots.glob("*/*.toml")]
-                    if "sweep" not in read_toml(p)})
+    known = bundled_configs()
     raise FileNotFoundError(f"no bundled config {name!r}{did_you_mean(name, known)}; bundled run configs: {known}")
+
+
+def bundled_configs() -> list[str]:
+    """The names of the run configs shipped with rtctl (:func:`bundled_config_path` finds each)."""
+    robots = Path(importlib.util.find_spec("rtctl.plants").submodule_search_locations[0])
+    return sorted({p.stem for p in [*DEMO_CONFIG.parent.glob("*.toml"), *robots.glob("*/*.toml")]
+                   if "sweep" not in read_toml(p)})
 
 
 def _resolve_model_path(spec: str, base_dir: str | None) -> Path:

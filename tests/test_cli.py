@@ -227,7 +227,8 @@ def test_compiling_is_announced_with_a_count_and_cache_hits_are_silent():
         assert njit(lambda x: x)(1) == 1            # not an rtctl function: not counted
     lines = out.getvalue().splitlines()
     assert lines[0] == ("rtctl: compiling numba kernels (not in the cache yet, or their module or one it imports "
-                        f"changed; cached in {numba.config.CACHE_DIR})")
+                        f"changed; cached in {numba.config.CACHE_DIR}); `rtctl warm` compiles every bundled "
+                        "config's ahead, one config per core")
     assert lines[-1].startswith("rtctl: compiled 1 kernel in ")
     assert lines[-1].endswith("s; later runs load them from the cache until they or the modules they import change")
     silent = io.StringIO()
