@@ -104,6 +104,9 @@ class Controller(TelemetrySource, abc.ABC):
     default_kp: float | None = None  # kp when the config gives none; None: the config must give it
     sections: dict = {}
     gain_units = ("1/s^2", "1/s")    # of kp, kd in messages: acceleration gains, or a torque-level law's
+    # The Command fields update_command writes. A driver in position mode closes the joint loop on the drive
+    # and needs a controller that writes "position" (its set point, velocity, stiffness and damping).
+    writes: tuple = ("effort",)
 
     @dataclass(frozen=True)
     class Options:
@@ -176,12 +179,12 @@ class Controller(TelemetrySource, abc.ABC):
         """When the loop stops using this controller (a stop before a re-arm)."""
 
     def warm(self, cycle) -> None:
-        """Before the hardware is activated, reach every kernel :meth:`update` can call (:mod:`rtctl.rt.warmup`):
+        """Before the hardware is activated, reach every kernel :meth:`update_command` can call (:mod:`rtctl.rt.warmup`):
         by default one update on ``cycle``'s scratch arrays. What it leaves in the controller's state is reset
         by :meth:`on_activate`, which the loop calls before the first cycle; a controller with kernels one
         update does not reach (a mode, a ramp) calls those too."""
-        self.update(cycle.t, cycle.dt, cycle.state.q, cycle.state.v, cycle.q_d, cycle.qd_d, cycle.qdd_d,
-                    cycle.command.effort)
+        self.update_command(cycle.t, cycle.dt, cycle.state.q, cycle.state.v, cycle.q_d, cycle.qd_d, cycle.qdd_d,
+                            cycle.command)
 
     def __init__(self, dyn: Dynamics, kp, kd=None):
         self.dyn = dyn
@@ -203,3 +206,10 @@ class Controller(TelemetrySource, abc.ABC):
                qdd_d: np.ndarray, effort: np.ndarray) -> None:
         """At control time ``t`` with period ``dt`` (s): measured full ``q`` (nq), ``v`` (nv); desired
         actuated-joint motion (n); write ``effort`` (nv)."""
+
+    def update_command(self, t: float, dt: float, q: np.ndarray, v: np.ndarray, q_d: np.ndarray,
+                       qd_d: np.ndarray, qdd_d: np.ndarray, command) -> None:
+        """Fill this cycle's ``command`` (:class:`rtctl.rt.interfaces.Command`), which the loop calls: by default
+        :meth:`update`'s effort. A controller that also writes set points for the drives' own loops (position,
+        velocity, stiffness, damping) overrides it and names those fields in :attr:`writes`."""
+        self.update(t, dt, q, v, q_d, qd_d, qdd_d, command.effort)

@@ -358,6 +358,22 @@ class _Section:
         return False
 
 
+def _check_command_fields(controller: str, controller_cls, driver_plans) -> None:
+    """A drive in position mode closes the joint loop on the set points only a controller that writes them gives
+    (``Controller.writes``); one in effort mode would apply the feed-forward effort alone. ConfigError naming the
+    driver otherwise."""
+    sets_points = "position" in controller_cls.writes
+    for where, _, options, _, _ in driver_plans:
+        if options["mode"] == "position" and not sets_points:
+            raise ConfigError(f"{where} mode = 'position': controller {controller!r} writes only effort, so the "
+                              "drives would get no position set point (a Dynamixel would hold still); use "
+                              "[controller] type = 'joint_position', or mode = 'effort'")
+        if options["mode"] != "position" and sets_points:
+            raise ConfigError(f"{where} mode = {options['mode']!r}: controller {controller!r} gives the drives' own "
+                              "position loop its set points, which a drive in effort mode would drop (it would apply "
+                              "the feed-forward effort alone); set mode = 'position'")
+
+
 def _build_drivers(cfg: dict, context: BuildContext) -> list:
     """Every driver over its joints, their transmissions' rotor inertia added to both models' armature."""
     import numpy as np
@@ -403,6 +419,7 @@ def build(cfg: dict):
     driver_plans = _build_drivers(cfg, context)
     chosen = {section: component(section, cfg[section], f"{src}: [{section}]")
               for section in ("plant", "controller", "trajectory")}
+    _check_command_fields(cfg["controller"]["type"], chosen["controller"], driver_plans)
     owned = {name for cls in chosen.values() for name in cls.sections} | \
         {name for _, cls, _, _, _ in driver_plans for name in cls.sections}
     context.sections = {name: cfg[name] for name in owned}

@@ -211,8 +211,8 @@ class ControlLoop:
                                            self.qdd_d, self._recovery_offset, self._recovery, self._recovery_vmax,
                                            self._recovery_amax)
                 self._recovery_state = R_ACTIVE if going_on else R_IDLE
-            self.controller.update(t, self.period, state.q, state.v, self.q_d, self.qd_d, self.qdd_d,
-                                   command.effort)
+            self.controller.update_command(t, self.period, state.q, state.v, self.q_d, self.qd_d, self.qdd_d,
+                                           command)
         except Exception as exc:
             self._component_failed(self.controller, "update", exc)
         for hook in self.hooks:
