@@ -1,4 +1,4 @@
-"""Per-call inverse dynamics of the seed-002 GRM (3 dof, 8 links): virtual-link model vs brute-force Lagrangian.
+"""Per-call inverse dynamics, 3-dof 8-link GRM of Chen & Wang (1998): virtual-link model vs brute-force Lagrangian.
 
 Both in the same run on the same random states. Virtual-link: G_v by the compiled recursive core on the
 virtual EOLC + G_s (eqs. 14-21), one compiled call (`GRMDynamics.inverse_dynamics`, Python wrapper

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Jaw-rehabilitation robot (seed 003): per-call cost of the Gibbs-Appell inverse dynamics vs the
+"""Jaw-rehabilitation robot (Kalani et al., 2018): per-call cost of the Gibbs-Appell inverse dynamics vs the
 generalized-momentum one, the coupled (robot + jaw model + patient) models, the plant step and the controllers.
 
 All rows run on the same random states (poses inside the workspace of both
@@ -7,8 +7,8 @@ platforms, random rates and accelerations) in the same process:
 
 * one platform (the robot): the appendix's Gibbs-Appell leg forces
   (:func:`rtctl.plants.jaw.kernels.ga_inverse_dynamics`, and the checked
-  Python API :func:`rtctl.plants.jaw.model.gibbs_appell_inverse_dynamics`) vs seed
-  001's generalized-momentum ones (``rtctl.plants.stewart.solvers.inverse_dynamics`` and
+  Python API :func:`rtctl.plants.jaw.model.gibbs_appell_inverse_dynamics`) vs the
+  generalized-momentum ones of Lopes (2009) (``rtctl.plants.stewart.solvers.inverse_dynamics`` and
   :meth:`StewartPlatform.inverse_dynamics`); the ratio GM / GA;
 * two platforms + patient: Gibbs-Appell (what the controllers use) vs
   generalized momentum (the plant's model), compiled;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Table 2 of seed 004 (Shah, Saha & Dutt) measured here: the legged robots' q'' and 1 s simulations.
+"""Table 2 of Shah, Saha & Dutt (2012) measured here: the legged robots' q'' and 1 s simulations.
 
 For the planar biped (9 DOF, walking) and the spatial quadruped (18 DOF,
 trotting), under the contact-aware feed-forward (FF, eq. 31) and
@@ -312,7 +312,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-sweep", action="store_true", help="skip the fixed-step stability sweep")
     args = ap.parse_args(argv)
-    print(f"Seed 004 Table 2, measured: rtctl O(n) / O(n^3) vs Pinocchio {pin.__version__} | Python "
+    print(f"Shah, Saha & Dutt (2012) Table 2, measured: rtctl O(n) / O(n^3) vs Pinocchio {pin.__version__} | Python "
           f"{platform.python_version()} | {platform.machine()} | q'': median of {args.batches} batches x "
           f"{args.calls} calls (us); 1 s simulations: median of {args.repeats} (ms)")
     head = (f"{'robot':<10}{'ctl':<4}{'algorithm':<10}{'q_dd us':>9}{'impr.':>8}{'/pin':>6}"

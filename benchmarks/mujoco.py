@@ -15,8 +15,8 @@ includes its conversions (effort in, state out), and the ``mj_step`` row is MuJo
   is too stiff for a light foot at these sub-steps: it diverges), its default integrator (semi-implicit
   Euler, 8 sub-steps), the sphere feet's lowest points as contact points vs MuJoCo's contact (Euler, 4 sub-steps, as
   in ``mujoco_solo12.toml``) -- different contact models, so the row is cost, not equivalence;
-* the seed planar biped (9 DOF) standing on both grounds, 0.1 ms steps (one sub-step each), as the walking
-  examples run.
+* the planar biped of Shah, Saha & Dutt, 2012 (9 DOF) standing on both grounds, 0.1 ms steps (one sub-step
+  each), as the walking examples run.
 
 Ratio: rtctl's time / MuJoCo's (below 1: rtctl is faster). Usage: python benchmarks/mujoco.py [--batches 15]
 [--steps 500]

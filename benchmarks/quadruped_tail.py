@@ -1,5 +1,5 @@
-"""Quadruped with a tail (seed 000): per-call time of the virtual-work ID / FD vs the projected generic core, and
-the control cycle of the pitch example compiled vs the Python path it replaced.
+"""Quadruped with a tail (Liu & Ben-Tzvi, 2018): per-call time of the virtual-work ID / FD vs the projected generic
+core, and the control cycle of the pitch example compiled vs the Python path it replaced.
 
 Table 1, same random states, same run: ``vw ID kernel`` is the compiled eqs. 37-41 call the plant and
 controllers use (no argument checks); ``vw ID`` the checked Python method; the generic rows build the tree

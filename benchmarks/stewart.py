@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Stewart platform (seed 001): per-call inverse dynamics, generalized momentum vs the generic core.
+"""Stewart platform (Lopes, 2009): per-call inverse dynamics, generalized momentum vs the generic core.
 
 Both compute the six leg forces for the same random states (pose inside the
 workspace, random rates and accelerations), measured in the same run:

@@ -3,7 +3,7 @@
 Actuator positions relate to joint positions by ``theta_m = A q``: ``A`` is
 ``diag(ratio)`` for independent reductions, or a general invertible coupling
 matrix for gear trains where one motor drives several joints (differentials,
-the geared mechanisms of seed 002). Power is conserved, ``tau_j^T qd =
+the geared mechanisms of Chen & Wang (1998)). Power is conserved, ``tau_j^T qd =
 tau_m^T theta_m_dot``, so efforts map as ``tau_j = A^T tau_m`` and
 ``tau_m = A^-T tau_j``. A rotor of inertia ``J_m`` reflects into joint space as
 ``A^T diag(J_m) A`` (``N^2 J_m`` for a plain reduction).

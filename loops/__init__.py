@@ -9,7 +9,7 @@ allocates per cycle.
 Trajectories (:mod:`rtctl.loops.trajectories`): :class:`MinimumJerk`,
 :class:`CubicSplineTrajectory`, :class:`Sinusoid` (kinds ``"min_jerk"``,
 ``"spline"``, ``"sinusoid"``). Controllers (:mod:`rtctl.loops.controllers`,
-control laws of seed 004, Shah, Saha & Dutt, eqs. 31-37): :class:`FeedForwardPD`
+the control laws of Shah, Saha & Dutt, 2012, eqs. 31-37): :class:`FeedForwardPD`
 (eq. 31), :class:`ComputedTorque` (eqs. 32, 37), :class:`FloatingBaseComputedTorque`
 (eqs. 33-37), :class:`PDGravity`, :class:`PD`. :mod:`rtctl.loops.cpg`: the
 central pattern generator. A robot's own controllers live in its folder

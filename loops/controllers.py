@@ -1,4 +1,4 @@
-"""Joint-space feedback controllers (seed 004, Shah, Saha & Dutt, section 4.3).
+"""Joint-space feedback controllers (Shah, Saha & Dutt, 2012, section 4.3).
 
 Notation: ``q``, ``v`` the measured full state (nq, nv); ``q_d``, ``qd_d``,
 ``qdd_d`` the desired motion of the ``n`` actuated joints; ``e = q_d - q_theta``
@@ -292,7 +292,7 @@ class _CompiledController(Controller):
 
 
 class FeedForwardPD(_CompiledController):
-    """Feed-forward of the inverse dynamics plus joint PD, seed 004 eq. 31.
+    """Feed-forward of the inverse dynamics plus joint PD, Shah, Saha & Dutt (2012) eq. 31.
 
     ``tau_theta = tau_ID + Kp (q_d - q_theta) + Kd (qd_d - qd_theta)``, with
     ``tau_ID`` the inverse dynamics along the desired motion (the gains act on
@@ -310,7 +310,7 @@ class FeedForwardPD(_CompiledController):
 
 
 class ComputedTorque(_CompiledController):
-    """Computed-torque control, seed 004 eqs. 32 and 37 (fixed-base models).
+    """Computed-torque control, Shah, Saha & Dutt (2012) eqs. 32 and 37 (fixed-base models).
 
     ``alpha = qdd_d + Kp (q_d - q) + Kd (qd_d - qd)`` (eq. 37) and
     ``tau = I(q) alpha + h(q, qd) = ID(q, qd, alpha)`` (eq. 32): one RNEA pass,
@@ -335,7 +335,7 @@ class ComputedTorque(_CompiledController):
 
 
 class FloatingBaseComputedTorque(_CompiledController):
-    """Under-actuated computed-torque control of a floating-base robot, seed 004 eqs. 33-37.
+    """Under-actuated computed-torque control of a floating-base robot, Shah, Saha & Dutt (2012) eqs. 33-37.
 
     With ``alpha_theta`` from eq. 37, eq. 33 (``tau = I alpha + h`` with a zero
     base part) splits into the base acceleration (eq. 34)

@@ -1,4 +1,5 @@
-"""The compliant foot-ground contact of rtctl.dynamics.contact (seed 004's configuration-independent ground).
+"""The compliant foot-ground contact of rtctl.dynamics.contact (the configuration-independent
+ground of Shah, Saha & Dutt, 2012).
 
 * the kernel's forces equal the contact law evaluated independently (point positions from the body poses,
   point velocities as J(q) v from the point Jacobians), on random states of a box, the planar biped and the

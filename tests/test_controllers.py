@@ -1,4 +1,4 @@
-"""Controllers of :mod:`loops.controllers` (seed 004 eqs. 31-37).
+"""Controllers of :mod:`loops.controllers` (Shah, Saha & Dutt, 2012, eqs. 31-37).
 
 Closed-loop checks run the arm7 plant with a small RK4 integrator of
 ``Dynamics.forward_dynamics`` at dt = 1 ms, the effort held constant over each

@@ -1,4 +1,4 @@
-"""The chewing CPG of :mod:`loops.cpg` (seed 003, issue 8): exact oscillator integration, learning
+"""The chewing CPG of :mod:`loops.cpg` (Kalani et al., 2018; issue 8): exact oscillator integration, learning
 convergence, pattern files, shipped reference cycles, smooth online modulation, therapist limits,
 no allocation per step."""
 import json

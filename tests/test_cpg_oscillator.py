@@ -1,4 +1,4 @@
-"""The chewing CPG as coupled Hopf oscillators (issue 22, item 4; seed 003): the limit cycle corrects
+"""The chewing CPG as coupled Hopf oscillators (issue 22, item 4; Kalani et al., 2018): the limit cycle corrects
 perturbations at the rates the equations give, changes keep the jerk within a bound derived from the
 parameters, a pattern switch keeps the frequency, the axes lock to the set phase differences, feedback
 shifts the phase by the closed-form amount, and the sagittal incisal path is a loop, not a line.

@@ -1,4 +1,4 @@
-"""Seed 002 GRM from a run config's ``[mechanism]`` section: the planetary example runs and tracks, and bad
+"""Chen & Wang (1998) GRM from a run config's ``[mechanism]`` section: the planetary example runs and tracks, and bad
 definitions are refused naming the file, section, element and key (or the gear pair, its kind and its axes)."""
 import copy
 import functools

@@ -1,4 +1,5 @@
-"""Seed 002 GRM in the rtctl loop: geared plant, virtual-link computed torque through the sim driver (coupling A^T)."""
+"""The GRM of Chen & Wang (1998) in the rtctl loop: geared plant, virtual-link computed torque through the sim driver
+(coupling A^T)."""
 
 import numpy as np
 

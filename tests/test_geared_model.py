@@ -1,4 +1,4 @@
-"""Seed 002 (Chen & Wang): GRM structure analysis, virtual-link dynamics, paper closed forms, brute-force check."""
+"""Chen & Wang (1998): GRM structure analysis, virtual-link dynamics, paper closed forms, brute-force check."""
 import math
 
 import numpy as np

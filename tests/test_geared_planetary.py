@@ -1,4 +1,4 @@
-"""Seed 002 (Chen & Wang) extended to planetary trains: any link as carrier, sun or ring (fixed, input or output).
+"""Chen & Wang (1998) extended to planetary trains: any link as carrier, sun or ring (fixed, input or output).
 
 The virtual-link dynamics (G_v + G_s, eq. 23) of a planetary stage on a turning arm is checked against a
 Lagrangian written here from scratch: every body's pose from hand-derived Willis kinematics, each of the three

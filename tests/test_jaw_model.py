@@ -1,4 +1,4 @@
-"""Jaw-rehabilitation robot of seed 003 (Kalani et al.): geometry, frames, Gibbs-Appell dynamics, patient, incisal map.
+"""Jaw-rehabilitation robot of Kalani et al. (2018): geometry, frames, Gibbs-Appell dynamics, patient, incisal map.
 
 Formulation checks run on random poses inside the workspace of both platforms
 with random rates and accelerations. Tolerances: Gibbs-Appell vs the
@@ -90,7 +90,7 @@ def test_frame_map_between_the_platforms(mech):
 
 @pytest.mark.parametrize("which", ["robot", "jaw"])
 def test_gibbs_appell_equals_generalized_momentum(mech, which):
-    """The appendix's Gibbs-Appell leg forces == seed 001's generalized-momentum ones (same geometry and
+    """The appendix's Gibbs-Appell leg forces == the generalized-momentum ones of Lopes (2009) (same geometry and
     inertias), per body group and in total, 1e-8 relative (observed ~1e-15)."""
     plat = getattr(mech, which)
     worst = 0.0

@@ -1,4 +1,5 @@
-"""Jaw-rehabilitation robot (seed 003) in the loop: plant, Gibbs-Appell controllers, closed-loop tracking, allocation.
+"""Jaw-rehabilitation robot (Kalani et al., 2018) in the loop: plant, Gibbs-Appell controllers, closed-loop tracking,
+allocation.
 
 The plant integrates the generalized-momentum model of both platforms; the
 controllers use the Gibbs-Appell model, so closed-loop tracking also

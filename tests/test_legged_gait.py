@@ -1,4 +1,4 @@
-"""Gait synthesis (seed 004 Appendix B) and leg inverse kinematics (Fig. 11) of plants/legged/gait.py."""
+"""Gait synthesis (Shah, Saha & Dutt 2012, Appendix B) and leg inverse kinematics (Fig. 11) of plants/legged/gait.py."""
 from __future__ import annotations
 
 import math

@@ -1,4 +1,5 @@
-"""The planar biped and spatial quadruped of seed 004 (section 5): structure, URDF, dynamics vs Pinocchio."""
+"""The planar biped and spatial quadruped of Shah, Saha & Dutt (2012, section 5): structure, URDF, dynamics vs
+Pinocchio."""
 from __future__ import annotations
 
 from functools import cache

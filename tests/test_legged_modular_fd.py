@@ -1,4 +1,4 @@
-"""Seed 004 (Shah, Saha & Dutt) section 4.2: the module-level O(n) forward dynamics (block UDU^T of the GIM,
+"""Shah, Saha & Dutt (2012) section 4.2: the module-level O(n) forward dynamics (block UDU^T of the GIM,
 eqs. 28-30 and A.4-A.9, :func:`rtctl.plants.legged.modular.module_forward_dynamics`) against rtctl's link-level
 articulated-body forward dynamics and against I^-1 (tau - h) from rtctl's CRBA and RNEA."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Seed 004 (Shah, Saha & Dutt) as published: the biped's own plan and gains on the default ground, and the
+"""Shah, Saha & Dutt (2012) as published: the biped's own plan and gains on the default ground, and the
 module-level DeNOC recursion (the paper's block formulation) against rtctl's link-by-link kernels.
 
 Walk runs go through the real-time loop (sim driver, "legged" plant, 10 kHz, one plant step per cycle).

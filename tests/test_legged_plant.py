@@ -14,7 +14,7 @@
 * the O(n) and O(n^3) forward dynamics give the same trajectory (1e-9); sub-steps equal shorter steps;
 * the compiled step allocates nothing; bad settings and inputs raise ValueError, leaving the state unchanged;
 * the run config builds the plant with its [contact] section; without one (or without its stiffness and
-  damping) the plant stands on seed 004's ground, k = 1e6 N/m, d = 5000 N s/m.
+  damping) the plant stands on the ground of Shah, Saha & Dutt (2012), k = 1e6 N/m, d = 5000 N s/m.
 
 The default ground is stiff: at 1 kHz the standing biped settles on it only from 48 semi-implicit Euler (32
 RK4) sub-steps -- its 0.2 kg feet rocking on the heel and toe dashpots are the fastest mode -- and the
@@ -121,7 +121,7 @@ def test_box_settles_and_carries_its_weight():
 @pytest.mark.parametrize("name, ground, substeps", [("planar_biped", SOFT, 8), ("spatial_quadruped", SOFT, 8),
                                                     ("planar_biped", None, 48), ("spatial_quadruped", None, 8)])
 def test_robot_standing_on_its_feet_carries_its_weight(name, ground, substeps):
-    """On the 1e5 / 500 ground and on the default (seed 004's) 1e6 / 5000 one, 1 kHz."""
+    """On the 1e5 / 500 ground and on the default 1e6 / 5000 one of Shah, Saha & Dutt (2012), 1 kHz."""
     robot = planar_biped() if name == "planar_biped" else spatial_quadruped()
     plant = LeggedPlant(robot.model, viscous_friction=2.0, contact=ground, substeps=substeps)
     stance = biped_stance(robot) if name == "planar_biped" else quadruped_stance(robot)
@@ -396,7 +396,8 @@ def test_registry_and_parameters_rebuild_the_plant():
 
 
 def test_the_default_ground_is_the_papers():
-    """Schema, plant and controllers default to seed 004's stiff ground; given fields override only themselves."""
+    """Schema, plant and controllers default to the stiff ground of Shah, Saha & Dutt (2012); given fields override
+    only themselves."""
     from rtctl.plants.legged.control import LeggedComputedTorque
     from rtctl.dynamics import Dynamics
     assert (PAPER_GROUND.stiffness, PAPER_GROUND.damping) == (1e6, 5000.0)
@@ -452,7 +453,7 @@ def test_config_builds_the_legged_plant(tmp_path):
     p = plant.parameters()
     assert (p["integrator"], p["substeps"], p["forward_dynamics"]) == ("rk4", 3, "cholesky")
     assert plant.q[2] == pytest.approx(0.6)  # standing: the feet on the ground
-    # without [contact], or with a [contact] that leaves stiffness and damping out: seed 004's ground
+    # without [contact], or with a [contact] that leaves stiffness and damping out: the paper's ground
     path.write_text(text.split("[contact]")[0] + "[controller]" + text.split("[controller]")[1])
     assert build(load_config(path)).driver.plant.contact_model == PAPER_GROUND
     path.write_text(text.replace("stiffness = 5e4\n", "").replace("damping = 300.0\n", ""))

@@ -1,5 +1,5 @@
-"""The quadruped's pure trot (seed 004 section 5.2: diagonal pairs, no four-foot phase): what makes the paper's
-1 s steps fall, and the step period that makes the same gait walk.
+"""The quadruped's pure trot (Shah, Saha & Dutt, 2012, section 5.2: diagonal pairs, no four-foot phase): what
+makes the paper's 1 s steps fall, and the step period that makes the same gait walk.
 
 On two point feet the ground's centre of pressure lies on the line through them: the ground exerts no moment
 about that line, so gravity's moment about it, m g times the centre of mass's distance from the line, is

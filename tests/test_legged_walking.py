@@ -1,4 +1,4 @@
-"""Seed 004 section 5: the biped walks and the quadruped trots under feed-forward (eq. 31) and
+"""Shah, Saha & Dutt (2012) section 5: the biped walks and the quadruped trots under feed-forward (eq. 31) and
 computed-torque (eqs. 33-37) control with the foot-ground forces, through the real-time loop.
 
 Each closed-loop run is simulated once per module (fixtures): the biped 12 s and the quadruped 5 s under

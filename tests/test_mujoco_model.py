@@ -15,7 +15,7 @@ them in its local cache (never downloaded here); tests/test_menagerie.py checks 
 Effort limits come from what bounds the force (a servo's forcerange, never its position range); a linear
 joint equality is a mimic joint MuJoCo's constraint agrees with; other equalities and tendons with forces of
 their own are refused naming them. The bundled MJCF files agree with their sources (rtctl's own
-URDF loader, the seed biped) to 1e-9, and malformed MJCF is refused naming the element.
+URDF loader, the planar biped of Shah, Saha & Dutt, 2012) to 1e-9, and malformed MJCF is refused naming the element.
 """
 from __future__ import annotations
 

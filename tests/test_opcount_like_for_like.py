@@ -1,7 +1,7 @@
-"""Operation counts beside the seed papers' Table 1s, counted on the algorithms rtctl runs.
+"""Operation counts beside the Table 1s of Shah, Saha & Dutt (2012) and Lopes (2009), counted on what rtctl runs.
 
-Seed 004 (Shah, Saha & Dutt): the module-level DeNOC recursion (:mod:`rtctl.plants.legged.modular`) is run a
-second time on operation-counting scalars; seed 001 (Lopes): the generalized-momentum Coriolis matrices
+Shah, Saha & Dutt (2012): the module-level DeNOC recursion (:mod:`rtctl.plants.legged.modular`) is run a
+second time on operation-counting scalars; Lopes (2009): the generalized-momentum Coriolis matrices
 evaluated as the paper prints them. Each count is reproducible (the same on any state) and the counted run
 computes the same numbers as the compiled one.
 """

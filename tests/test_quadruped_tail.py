@@ -1,4 +1,4 @@
-"""Seed 000 (Liu & Ben-Tzvi): quadruped with a tail -- virtual-work model, generic-core cross-check, loop.
+"""Liu & Ben-Tzvi (2018): quadruped with a tail -- virtual-work model, generic-core cross-check, loop.
 
 Tolerances: finite differences 1e-6 (central, step 1e-6); formulation agreement 1e-8 relative
 (observed ~1e-14); random states are q0 perturbed (legs stay reachable), random rates/accelerations.

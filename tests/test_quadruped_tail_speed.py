@@ -1,4 +1,4 @@
-"""Seed 000 (Liu & Ben-Tzvi), quadruped with a tail: the compiled per-cycle steps against the Python path they
+"""Liu & Ben-Tzvi (2018), quadruped with a tail: the compiled per-cycle steps against the Python path they
 replaced, and their allocation.
 
 The reference (``rtctl.plants.quadruped_tail.reference``) solves with numpy: joint accelerations per leg,

@@ -1,4 +1,4 @@
-"""Stewart platform of seed 001 (Lopes): kinematics, generalized-momentum dynamics, FK, workspace, op counts.
+"""Stewart platform of Lopes (2009): kinematics, generalized-momentum dynamics, FK, workspace, op counts.
 
 Every formulation check runs on random poses inside the workspace with random
 rates/accelerations. Tolerances: analytic vs generic core 1e-8 relative (the

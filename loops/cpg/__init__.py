@@ -1,4 +1,4 @@
-"""Central pattern generator for a jaw-rehabilitation robot (seed 003, Kalani et al.; issue 8).
+"""Central pattern generator for a jaw-rehabilitation robot (Kalani et al., 2018; issue 8).
 
 The CPG produces the incisal point's displacement from occlusion -- [lateral
 x, anterior-posterior y, vertical z (up; opening is negative)] in m -- with its
@@ -7,8 +7,8 @@ cycle. Its rhythm is three phase-coupled Hopf oscillators (one per axis, a
 stable limit cycle: perturbations decay, the axes phase-lock, sensory feedback
 shifts the phase; Righetti, Buchli & Ijspeert 2006; Righetti & Ijspeert 2006);
 each plays its axis of a Fourier series learned from a reference chewing cycle
-by an adaptive-frequency oscillator with a Fourier feedback layer (the seed
-paper's "Fourier-series tuning of the CPG"; Gams et al. 2009, Petric et al.
+by an adaptive-frequency oscillator with a Fourier feedback layer (the
+"Fourier-series tuning of the CPG" of Kalani et al., 2018; Gams et al. 2009, Petric et al.
 2011), scaled by its amplitude, and is modulated online -- frequency, per-axis
 amplitude, pattern -- through critically damped filters so that the output
 stays smooth, within therapist limits checked before a request is accepted.

@@ -3,7 +3,7 @@
 The learner is the adaptive-frequency phase oscillator with a Fourier series
 in its feedback loop (Petric, Gams, Ijspeert & Zlajpah 2011, IJRR 30(14),
 eqs. 1-6; the single-oscillator form of the two-layer system of Gams, Ijspeert,
-Schaal & Lenarcic 2009, Auton Robot 27:3-23, ref. [34] of the seed paper,
+Schaal & Lenarcic 2009, Auton Robot 27:3-23, ref. [34] of Kalani et al. 2018,
 which in turn uses the adaptive phase oscillator of Righetti, Buchli &
 Ijspeert 2006, Physica D 216:269-281)::
 
@@ -22,7 +22,7 @@ fundamental of the reference and phase-locks to it; the Fourier layer (L5-L6,
 a least-mean-squares rule) then converges to the Fourier coefficients of the
 reference, whose truncation residual holds only harmonics above ``M`` and
 leaves (L1-L2) unbiased; as ``e -> 0`` both adaptations stop, which is the
-"Fourier-series tuning of the CPG" of the seed paper done as a dynamical
+"Fourier-series tuning of the CPG" of Kalani et al. (2018) done as a dynamical
 system. (L1-L6) are integrated by explicit Euler at the sampling interval of
 the reference, as in the cited works. The learned coefficients are finally
 expressed in the pattern phase of :mod:`loops.cpg.patterns` (rotation by the

@@ -364,10 +364,10 @@ _ASSUMPTION_Y = ("modelling assumption (no cited value): posterior incisal trave
                  "from the rotation of the mandible about the condyles")
 _SAGITTAL = ("sagittal teardrop: the chewing cycle is drop-shaped in the frontal and in the sagittal plane (the "
              "classical description of the masticatory cycle; Posselt 1957, J Prosthet Dent 7:375-385, ref. 1 of "
-             "the seed paper, for the border envelope it lies in). Closing path posterior to the opening path: the "
+             "Kalani et al. 2018, for the border envelope it lies in). Closing path posterior to the opening path: the "
              "working-side condyle is back in its fossa early in the closing stroke while it still translates "
              "forward through the opening stroke. The separation (2.0 mm for a 17 mm opening) is a modelling "
-             "assumption: the seed paper's incisal-path figures are not in the stored text")
+             "assumption: the incisal-path figures of Kalani et al. (2018) are not in the stored text")
 
 #: The shipped reference cycles: :func:`teardrop_cycle` parameters (m, Hz), what they represent, and sources.
 REFERENCE_CYCLES = {

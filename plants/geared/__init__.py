@@ -1,4 +1,4 @@
-"""Seed 002: geared robotic mechanisms by the virtual-link method (Chen & Wang 1998), planetary trains included.
+"""Geared robotic mechanisms by the virtual-link method of Chen & Wang (1998), planetary trains included.
 
 ``description`` (links, turning and gear pairs, the ``[mechanism]`` schema), ``model`` (GRM, virtual EOLC model,
 the robot model ``"geared"`` built from a run config's ``[mechanism]`` section), ``kernels`` (compiled

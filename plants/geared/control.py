@@ -1,4 +1,4 @@
-"""Computed-torque control of a geared robotic mechanism (seed 002) in actuator space.
+"""Computed-torque control of a geared robotic mechanism (Chen & Wang, 1998) in actuator space.
 
 :class:`GearedComputedTorque` (``"geared_computed_torque"``): desired joint motion ->
 ``alpha = qdd_d + Kp e + Kd e_dot`` -> virtual-link inverse dynamics (eq. 23:

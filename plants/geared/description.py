@@ -1,4 +1,4 @@
-"""The declarative description of a geared robotic mechanism (seed 002, Chen & Wang): links, turning pairs
+"""The declarative description of a geared robotic mechanism (Chen & Wang, 1998): links, turning pairs
 (thin edges) and gear pairs (heavy edges), and their dict / TOML form (the ``[mechanism]`` table).
 
 :func:`check_schema` checks a ``[mechanism]`` table against its schema (:class:`MechanismOptions`,

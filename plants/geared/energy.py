@@ -1,4 +1,4 @@
-"""Kinetic and potential energy of every link of a geared robotic mechanism (seed 002, Chen & Wang), primary
+"""Kinetic and potential energy of every link of a geared robotic mechanism (Chen & Wang, 1998), primary
 and secondary (each copy of a planet separately), from chained D-H transforms and the gear kinematics (eqs. 9-11)
 -- independent of the virtual-link machinery. The plant reports these energies; the brute-force Lagrangian of
 :mod:`rtctl.plants.geared.reference` differentiates them.

@@ -1,4 +1,4 @@
-"""Compiled virtual-link dynamics of a geared robotic mechanism (seed 002, Chen & Wang): the secondary links'
+"""Compiled virtual-link dynamics of a geared robotic mechanism (Chen & Wang, 1998): the secondary links'
 G_s (eqs. 16-21) on the world joint axes a core kernel leaves, joint-space inverse and forward dynamics
 (eq. 23) and :class:`GRMDynamics`, their checked Python API.
 """

@@ -1,4 +1,4 @@
-"""Geared robotic mechanisms (GRMs) by the virtual-link method of seed 002 (Chen & Wang, 1998).
+"""Geared robotic mechanisms (GRMs) by the virtual-link method of Chen & Wang (1998).
 
 A GRM is described declaratively (Python: :class:`Link`, :class:`TurningPair`,
 :class:`GearPair`, :class:`GearedMechanism`; TOML / dict: :meth:`GearedMechanism.from_dict`,

@@ -1,4 +1,4 @@
-"""Simulated geared robotic mechanism (seed 002, Chen & Wang): the true GRM dynamics in joint coordinates.
+"""Simulated geared robotic mechanism (Chen & Wang, 1998): the true GRM dynamics in joint coordinates.
 
 :class:`GearedPlant` (registered as ``"geared"``) integrates eq. 23 with gravity and joint friction,
 

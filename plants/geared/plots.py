@@ -1,4 +1,4 @@
-"""Seed 002 GRMs: tracking of virtual-link computed torque vs a controller ignoring the gear train; writes PNGs.
+"""GRMs of Chen & Wang (1998): virtual-link computed torque vs a controller ignoring the gear train; writes PNGs.
 
     python plants/geared/plots.py --out DIR [--duration 3]
 

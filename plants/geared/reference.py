@@ -1,4 +1,4 @@
-"""Reference formulations of a geared robotic mechanism (seed 002, Chen & Wang) for the tests and benchmarks:
+"""Reference formulations of a geared robotic mechanism (Chen & Wang, 1998) for the tests and benchmarks:
 G_s element by element from eqs. 18a-d, 19a-e and 20a-c (the compiled kernels use the compact form of
 eqs. 16a/16b) and the brute-force Lagrangian of all links, independent of the virtual-link machinery.
 

@@ -1,4 +1,4 @@
-"""Seed 003: the masticatory rehabilitation robot (Kalani et al., Gibbs-Appell) and its chewing CPG.
+"""The masticatory rehabilitation robot of Kalani et al. (2018), its Gibbs-Appell dynamics and its chewing CPG.
 
 ``model`` (:class:`~rtctl.plants.jaw.model.JawRehabRobot` over ``kernels``), ``steps`` (the compiled
 plant and controller steps), ``plant`` (robot + jaw + patient), ``control`` (computed torque,

@@ -1,4 +1,4 @@
-"""Jaw-rehabilitation robot (seed 003) in the real-time loop: Gibbs-Appell controllers on the legs.
+"""Jaw-rehabilitation robot (Kalani et al., 2018) in the real-time loop: Gibbs-Appell controllers on the legs.
 
 Both controllers work on the robot's actuator space (six prismatic legs, see
 :mod:`rtctl.plants.jaw.plant`) and use the coupled Gibbs-Appell model of
@@ -9,7 +9,7 @@ on -- the nominal patient impedance), one allocation-free compiled call per cycl
 * :class:`JawFeedForwardPD` (``"jaw_ff_pd"``): the desired pose by forward
   kinematics of the *desired* leg lengths (Newton-Raphson warm-started at the
   previous cycle's), its rate and acceleration from the desired leg rates and
-  accelerations (eq. 5 of seed 001 and its derivative), the Gibbs-Appell leg
+  accelerations (Lopes, 2009, eq. 5, and its derivative), the Gibbs-Appell leg
   forces of that motion plus a PD on the leg errors:
   ``tau = ID(x_d, xd_d, xdd_d) + Kp (q_d - q) + Kd (qd_d - v)``, kp in N/m, kd in
   N s/m (default: critically damped for the leg-space inertia at the rest pose,

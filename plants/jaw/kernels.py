@@ -1,4 +1,4 @@
-"""Compiled kernels of the jaw-rehabilitation robot (seed 003, Kalani et al.): Gibbs-Appell inverse dynamics,
+"""Compiled kernels of the jaw-rehabilitation robot (Kalani et al., 2018): Gibbs-Appell inverse dynamics,
 the coupled robot + jaw-model dynamics, the patient impedance and the incisal-point mapping.
 
 Allocation-free numba code on caller-provided work arrays; :mod:`rtctl.plants.jaw.steps`
@@ -127,7 +127,7 @@ def tsai_leg_frame(l, d, Ri):
 
 @jit
 def twist_rates(xd, xdd, JA, JAd, ud):
-    """x-ddot_M = [v-dot; omega-dot] = T xdd + T-dot xd (eqs. 8, 23 of seed 001; the appendix's x-ddot_M)."""
+    """x-ddot_M = [v-dot; omega-dot] = T xdd + T-dot xd (Lopes, 2009, eqs. 8, 23; the appendix's x-ddot_M)."""
     for k in range(3):
         ud[k] = xdd[k]
         ud[3 + k] = (JA[k, 0] * xdd[3] + JA[k, 1] * xdd[4] + JA[k, 2] * xdd[5]
@@ -151,7 +151,7 @@ def ga_wrench(pts, par, x, xd, xdd, bodies, F, W, V):
     row combination of iJ_bi, so sum J^T (dS/d acc) = iJ_bi^T c and the leg adds the force f_i = B_R_i c at
     its platform joint b_i: F += [f_i; b_i x f_i].
 
-    Leg inertias in {i} (x_i = -z_C, y_i = y_C, z_i = x_C of seed 001's leg frame): I_11 = I_zz,
+    Leg inertias in {i} (x_i = -z_C, y_i = y_C, z_i = x_C of the leg frame of Lopes, 2009): I_11 = I_zz,
     I_22 = I_yy, I_33 = I_xx of ``par``. Cylinder and piston share the leg's angular velocity, which is
     perpendicular to the leg (omega_z = omega-dot_z = 0).
     """
@@ -462,7 +462,7 @@ def coupled_inverse_dynamics(pts2, P, x, xd, xdd, tau, W, V):
 
 @jit
 def coupled_matrices(pts2, P, x, xd, ME, hE, W, V):
-    """Generalized-momentum model of the coupled system in Euler space (seed 001, eqs. 24-83, for each platform):
+    """Generalized-momentum model of the coupled system in Euler space (Lopes, 2009, eqs. 24-83, for each platform):
 
     ME xdd + hE = J_E^T tau,  ME = T^T (M_r + E M_j S),
     hE = T^T (V_r xd + G_r + E (V_j S xd + G_j)) - f_patient.

@@ -1,4 +1,4 @@
-"""The masticatory rehabilitation robot of Kalani et al. (2018, seed 003): two Gough-Stewart platforms,
+"""The masticatory rehabilitation robot of Kalani et al. (2018): two Gough-Stewart platforms,
 Gibbs-Appell inverse dynamics (appendix A-D), the patient impedance and the incisal-point mapping.
 
 Only the paper's abstract, references and appendix are available; the
@@ -39,7 +39,7 @@ checked against it.
 :meth:`JawRehabRobot.inverse_dynamics` is the two-platform Gibbs-Appell ID
 (robot legs carry everything: both platforms, both leg sets, the patient);
 :meth:`JawRehabRobot.forward_dynamics` is the plant's independent model, the
-generalized-momentum formulation of seed 001 for each platform.
+generalized-momentum formulation of Lopes (2009) for each platform.
 
 Corrections to the appendix as printed (each re-derived; the tests check them):
 
@@ -59,7 +59,7 @@ Corrections to the appendix as printed (each re-derived; the tests check them):
   the leg frame {i}, where the inertia is diagonal: iJ_omega_i, iD_4i (the printed
   B_R_i-rotated J_omega_i, D_4i would pair {B} components with leg-frame inertias).
 
-Agreement with the generalized-momentum model of seed 001: exact for legs whose
+Agreement with the generalized-momentum model of Lopes (2009): exact for legs whose
 cylinder and piston are bodies of revolution about the leg axis (I_yy = I_zz),
 as all legs here. Both formulations take the leg's angular velocity
 perpendicular to the leg (A.8), i.e. neglect the spin a universal joint gives
@@ -94,7 +94,7 @@ def _disc(density, radius, thickness):
 
 def _rod(mass, radius, length):
     """Principal inertias (axial, transverse, transverse) of a solid cylinder about its centre, axis x
-    (the leg axis of seed 001's leg frame)."""
+    (the leg axis of the leg frame of Lopes, 2009)."""
     t = mass * (3 * radius ** 2 + length ** 2) / 12
     return (mass * radius ** 2 / 2, t, t)
 
@@ -524,7 +524,7 @@ class JawRehabRobot:
     def actuator_model(self, name: str = "jaw"):
         """Six massless prismatic joints ``leg1..leg6`` = the robot's legs (stroke, velocity, force limits),
         moving the robot and the jaw model as one closed chain."""
-        chain = ClosedChain("masticatory rehabilitation robot of Kalani et al. (2018, seed 003): the robot's "
+        chain = ClosedChain("masticatory rehabilitation robot of Kalani et al. (2018): the robot's "
                             "6-UPS platform and the jaw model's, joined at the bite splint",
                             self.robot.moving_parts("robot's platform", "robot's ")
                             + self.jaw.moving_parts("mandible", "jaw model's "),

@@ -1,6 +1,6 @@
 """External-force observer of the jaw robot: the generalized-momentum residual of the robot platform and the
 jaw model's mandible platform rigidly attached (:mod:`rtctl.plants.stewart.observer`, each platform's
-momentum and C^T-like term from its own seed-001 kernels, the mandible's mapped by x' = S x + c and
+momentum and C^T-like term from its own kernels (Lopes, 2009), the mandible's mapped by x' = S x + c and
 E, :mod:`rtctl.plants.jaw.kernels`).
 
 The observer's model is the mechanism only (robot, mandible, their legs): everything the patient does

@@ -1,11 +1,11 @@
-"""Simulated jaw-rehabilitation robot (seed 003, Kalani et al.): robot + jaw model + patient behind the legs.
+"""Simulated jaw-rehabilitation robot (Kalani et al., 2018): robot + jaw model + patient behind the legs.
 
 :class:`JawPlant` (registered as ``"jaw"``) exposes the robot's actuator space
 like :mod:`rtctl.plants.stewart.plant`: ``q`` = leg lengths (m), ``v`` = leg rates (m/s),
 ``effort`` = leg forces (N). Inside it integrates the common pose ``x`` of the
 robot's moving platform and the mandible (the jaw model's moving platform,
 rigidly attached) with the generalized-momentum model of each platform
-(seed 001) and the patient's generalized force,
+(Lopes, 2009) and the patient's generalized force,
 
     T^T (M_r + E M_j S) xdd + T^T (V_r xd + G_r + E (V_j S xd + G_j)) = J_E^T tau_net + f_patient
 

@@ -1,4 +1,4 @@
-"""Seed 003 chewing CPG: incisal paths (sagittal, frontal), perturbation recovery and feedback; writes PNGs.
+"""Kalani et al. (2018) chewing CPG: incisal paths (sagittal, frontal), perturbation recovery and feedback; writes PNGs.
 
     python -m rtctl.plants.jaw.plots_cpg --out DIR
 

@@ -1,4 +1,4 @@
-"""The appendix's Gibbs-Appell model of one Stewart platform in plain NumPy (seed 003, Kalani et al.): the
+"""The appendix's Gibbs-Appell model of one Stewart platform in plain NumPy (Kalani et al., 2018): the
 reference the compiled kernel (:func:`rtctl.plants.jaw.kernels.ga_wrench`) is checked against in the tests.
 
 Accelerations from A.1-A.32, Gibbs functions B.6, C.1-C.4, D.1-D.4 with the corrections listed in

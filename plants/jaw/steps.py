@@ -1,4 +1,4 @@
-"""Per-cycle compiled entry points of the jaw-rehabilitation robot (seed 003, Kalani et al.): the plant step
+"""Per-cycle compiled entry points of the jaw-rehabilitation robot (Kalani et al., 2018): the plant step
 (the coupled robot + jaw-model dynamics integrated by :mod:`plants.integrate`) and the controllers' steps.
 
 Allocation-free numba code on the packed and work arrays of :mod:`rtctl.plants.jaw.kernels` (layout there).
@@ -97,7 +97,7 @@ def _check_io(q, v, q_d, qd_d, qdd_d, tau):
 
 @jit
 def _platform_motion(pts, par, q, qd, qdd, x, xd, xdd, tol, max_iter, W, V):
-    """x = FK(q) (Newton-Raphson warm-started at x, updated in place), xd = J_E^-1 qd (eq. 5 of seed 001),
+    """x = FK(q) (Newton-Raphson warm-started at x, updated in place), xd = J_E^-1 qd (Lopes, 2009, eq. 5),
     xdd = J_E^-1 (qdd - l-ddot(x, xd, 0)). Returns OK or a forward-kinematics / SINGULAR status."""
     wk, wv = W[:NWK], V[:NWV]
     st = _ss.forward_kinematics(pts, par, q, x, tol, max_iter, wk, wv)

@@ -1,4 +1,4 @@
-"""Legged locomotion of seed 004 (Shah, Saha & Dutt): contact-aware control and the walking harness.
+"""Legged locomotion of Shah, Saha & Dutt (2012): contact-aware control and the walking harness.
 
 The planned motion (gait synthesis of Appendix B, leg inverse kinematics of
 Fig. 11, the ``"biped_walk"`` and ``"quadruped_trot"`` trajectories) lives in
@@ -78,7 +78,8 @@ __all__ = ["BIPED_GROUND", "BipedGait", "BipedWalk", "LeggedComputedTorque", "Le
            "run_walk", "run_walk_offline", "support_line_offsets"]
 
 BIPED_GROUND = PAPER_GROUND
-"""The legged plant's default ground, seed 004's (module docstring, "Ground"): k = 1e6 N/m, d = 5000 N s/m."""
+"""The legged plant's default ground, that of Shah, Saha & Dutt (2012) (module docstring, "Ground"):
+k = 1e6 N/m, d = 5000 N s/m."""
 
 
 # -- contact-aware controllers ----------------------------------------------------------------------------

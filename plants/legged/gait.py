@@ -1,4 +1,4 @@
-"""Gait synthesis and leg inverse kinematics of seed 004 (Shah, Saha & Dutt) legged locomotion.
+"""Gait synthesis and leg inverse kinematics for the legged locomotion of Shah, Saha & Dutt (2012).
 
 Gait synthesis (Appendix B)
 ---------------------------
@@ -509,7 +509,7 @@ class BipedWalk(_GaitTrajectory):
 
     @dataclass(frozen=True)
     class Options:
-        # seed 004 Appendix B: step period T (s), stride l_s (m), swing height h_f (m), trunk COM height
+        # Shah, Saha & Dutt (2012) Appendix B: step period T (s), stride l_s (m), swing height h_f (m), trunk COM height
         # z_c (m), double-support share of a step, leg-mass compensation, planned walk length (s)
         period: float = setting("float", None, positive=True)
         stride: float = setting("float", None, low=0.0)

@@ -1,4 +1,4 @@
-"""The legged robots of seed 004 (Shah, Saha & Dutt): a 7-link planar biped and a 9-link spatial quadruped.
+"""The legged robots of Shah, Saha & Dutt (2012): a 7-link planar biped and a 9-link spatial quadruped.
 
 Both are floating-base kinematic trees split into the paper's kinematic modules
 (Fig. 5 for the biped, Fig. 15 for the quadruped): module M_0 is the floating

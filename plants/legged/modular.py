@@ -1,4 +1,4 @@
-"""Module-level DeNOC dynamics of seed 004 (Shah, Saha & Dutt): the paper's block recursion over kinematic modules.
+"""Module-level DeNOC dynamics of Shah, Saha & Dutt (2012): the paper's block recursion over kinematic modules.
 
 rtctl's dynamics kernels (:mod:`rtctl.dynamics`) recurse link by link. This
 module is the second, independent kernel the paper is about: each kinematic

@@ -1,4 +1,4 @@
-"""Operation counts of seed 004's Table 1 (Shah, Saha & Dutt), counted on the module-level DeNOC recursion.
+"""Operation counts of Table 1 of Shah, Saha & Dutt (2012), counted on the module-level DeNOC recursion.
 
 Method (instrumented evaluation, as for the Stewart platform's Table 1 in
 :mod:`rtctl.plants.stewart.opcount`): the source of the compiled kernels
@@ -255,7 +255,8 @@ def count_table(chain_sizes=(2, 3, 4, 5, 6, 7)) -> dict:
 
 
 def format_table(table: dict) -> str:
-    lines = ["Seed 004 Table 1 beside the module-level DeNOC recursion counted here (M: mul/div, A: add/sub)",
+    lines = ["Shah, Saha & Dutt (2012) Table 1 beside the module-level DeNOC recursion counted here "
+             "(M: mul/div, A: add/sub)",
              f"{'quantity':54s} {'n':>3s} | {'paper M':>8s} {'paper A':>8s} | {'ours M':>7s} {'ours A':>7s} sqrt"]
     lines.append("-" * len(lines[-1]))
     labels = {"floating_inverse": "floating-base ID (26-27)", "forward": "floating-base FD (28-30)",

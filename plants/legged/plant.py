@@ -1,4 +1,4 @@
-"""Simulated legged robot on a compliant ground (seed 004, Shah, Saha & Dutt).
+"""Simulated legged robot on a compliant ground (Shah, Saha & Dutt, 2012).
 
 :class:`LeggedPlant` (registered as ``"legged"``) integrates the
 configuration-independent equations of motion of a floating-base robot,
@@ -23,7 +23,7 @@ the sub-steps; the balance closes to about 2 % of the dissipated energy at
 the defaults, the error coming from the force jump of the linear dashpot at
 touch-down). The contact is stiff and the explicit integrators must resolve
 its fastest mode, the 0.2 kg biped feet pitching on the heel and toe
-dashpots. The default ground is seed 004's, :data:`PAPER_GROUND`
+dashpots. The default ground is that of Shah, Saha & Dutt (2012), :data:`PAPER_GROUND`
 (k = 1e6 N/m, d = 5000 N s/m per contact point: the paper's biped plan
 walks on it and falls on softer ones, :mod:`rtctl.plants.legged.gait`).
 Measured at 1 kHz, joints held by a PD (``benchmarks/legged.py`` prints the
@@ -74,8 +74,8 @@ __all__ = ["LeggedPlant", "PAPER_GROUND", "FORWARD_DYNAMICS", "E_CONTACT", "E_JO
 FORWARD_DYNAMICS = ("aba", "cholesky")
 
 PAPER_GROUND = ContactModel(stiffness=1e6, damping=5000.0)
-"""The legged plant's default ground: seed 004's stiff, well-damped ground (N/m, N s/m per contact point); the
-other fields are :class:`~rtctl.dynamics.contact.ContactModel`'s defaults."""
+"""The legged plant's default ground: the stiff, well-damped ground of Shah, Saha & Dutt (2012) (N/m, N s/m per contact
+point); the other fields are :class:`~rtctl.dynamics.contact.ContactModel`'s defaults."""
 
 # Entries of the energy-accounting vector (J).
 E_CONTACT = 0          # dissipated by the ground contacts
@@ -220,7 +220,7 @@ def _robot_for(model: Model):
 class ContactOptions:
     """``[contact]``: the compliant ground of :class:`~rtctl.dynamics.contact.ContactModel` (SI units)."""
 
-    stiffness: float = setting("float", PAPER_GROUND.stiffness, positive=True)   # N/m, seed 004's ground
+    stiffness: float = setting("float", PAPER_GROUND.stiffness, positive=True)   # N/m, Shah, Saha & Dutt 2012
     damping: float = setting("float", PAPER_GROUND.damping, low=0.0)             # N s/m
     hunt_crossley: float = setting("float", 0.0, low=0.0)
     friction: float = setting("float", 0.8, low=0.0)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reproduce Shah, Saha & Dutt (seed 004): Figs. 7 and 11, section 5's Figs. 12-14 (biped) and 16-17 (quadruped).
+"""Reproduce Shah, Saha & Dutt (2012): Figs. 7 and 11, section 5's Figs. 12-14 (biped) and 16-17 (quadruped).
 
 Runs the closed loops through the real-time loop (sim driver, "legged" plant, 10 kHz, unpaced) with the
 paper's gains kp = 49, kd = 14 -- the biped 12 s under feed-forward (eq. 31) and computed-torque

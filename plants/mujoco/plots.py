@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""The seed 004 planar biped landing and standing on MuJoCo's contact beside rtctl's compliant ground.
+"""The planar biped of Shah, Saha & Dutt (2012) landing and standing on MuJoCo's contact beside rtctl's ground.
 
-The same robot, controller and start on two plants: the biped (rtctl's seed model; on MuJoCo the bundled
+The same robot, controller and start on two plants: the biped (rtctl's model of it; on MuJoCo the bundled
 ``planar_biped.xml``, whose tree is that model's) is released 2 cm above the ground in a double-support pose
 (knees bent 0.4 rad, feet flat, trunk upright, hips over the middle of the feet) and held there by joint PD
 (kp = 300 N m/rad, kd = 15 N m s/rad: :data:`KP`, :data:`KD`) at 10 kHz through the sim driver. The paper's
@@ -134,7 +134,7 @@ def figure(runs: dict, path: Path) -> None:
     fig.legend(handles, names, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
     lines = [f"{name}: settles at z {s['height']:.4f} m, pitch {s['pitch']:+.4f} rad, reaction {s['reaction']:.1f} N, "
              f"landing peak {s['peak']:.0f} N" for name, run in runs.items() for s in [settled(run)]]
-    fig.suptitle(f"Seed planar biped dropped {DROP * 100:.0f} cm, joint PD (kp {KP:g}, kd {KD:g}) at 10 kHz\n"
+    fig.suptitle(f"Planar biped dropped {DROP * 100:.0f} cm, joint PD (kp {KP:g}, kd {KD:g}) at 10 kHz\n"
                  + "\n".join(lines), fontsize=9)
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -1,4 +1,4 @@
-"""Seed 000: the quadruped with a robotic tail (Liu & Ben-Tzvi, virtual work).
+"""The quadruped with a robotic tail of Liu & Ben-Tzvi (2018), by virtual work.
 
 ``model`` (:class:`~rtctl.plants.quadruped_tail.model.QuadrupedTail` over the compiled ``kinematics``
 and ``dynamics``), ``plant``, ``control`` (feed-forward + PD, open loop, pitch and hold trajectories),

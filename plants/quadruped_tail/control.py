@@ -1,4 +1,4 @@
-"""Quadruped with a robotic tail (seed 000) in the real-time loop: controllers, trajectories, singularity monitor.
+"""Quadruped with a tail (Liu & Ben-Tzvi, 2018) in the real-time loop: controllers, trajectories, singularity monitor.
 
 All work on the 14-joint actuator-space model (:mod:`rtctl.plants.quadruped_tail.plant`):
 ``q``/``v`` are the actuator angles/rates ``[q_a; q_p]`` (eqs. 27-28) and the

@@ -1,4 +1,4 @@
-"""Compiled virtual-work dynamics of the quadruped with a robotic tail (seed 000, Liu & Ben-Tzvi): inverse
+"""Compiled virtual-work dynamics of the quadruped with a robotic tail (Liu & Ben-Tzvi, 2018): inverse
 dynamics (eqs. 37-41), mass, Coriolis and gravity terms (eqs. 42-55), forward dynamics (eq. 43), the actuator
 allocation (eq. 41 and its weighted least-norm variants) and the plant's RK4 step.
 

@@ -1,4 +1,4 @@
-"""Compiled kinematics of the quadruped with a robotic tail (seed 000, Liu & Ben-Tzvi): position, velocity and
+"""Compiled kinematics of the quadruped with a robotic tail (Liu & Ben-Tzvi, 2018): position, velocity and
 acceleration analysis (eqs. 4-31), the actuator-space joint state (eqs. 27-28) and forward kinematics.
 
 Numba functions on caller-provided arrays (:class:`rtctl.plants.quadruped_tail.dynamics._Work`); geometry,

@@ -1,4 +1,4 @@
-"""Quadruped with a robotic pendulum tail, all four feet on the ground (seed 000, Liu & Ben-Tzvi).
+"""Quadruped with a robotic pendulum tail, all four feet on the ground (Liu & Ben-Tzvi, 2018).
 
 Virtual-work kinematics and dynamics of the 8-DOF hybrid mechanism: the torso
 is the travelling plate of a 4-SRRR parallel mechanism (hip universal joint =

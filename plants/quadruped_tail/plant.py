@@ -1,4 +1,4 @@
-"""Simulated quadruped with a robotic tail, all feet on the ground (seed 000, Liu & Ben-Tzvi), behind an
+"""Simulated quadruped with a robotic tail, all feet on the ground (Liu & Ben-Tzvi, 2018), behind an
 actuator-space model.
 
 The loop, drivers and safety are sized by the actuator-space model

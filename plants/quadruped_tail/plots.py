@@ -1,4 +1,4 @@
-"""Seed 000 figures: section 4.1 forward simulation (RK4 at 0.1 ms vs the 1 ms real-time step; p and Euler
+"""Liu & Ben-Tzvi (2018) figures: section 4.1 forward simulation (RK4 at 0.1 ms vs the 1 ms real-time step; p and Euler
 angles, Fig. 6) and section 4.2 pitch tracking (open-loop feed-forward vs feed-forward + PD, Fig. 8, and
 the compensation torque, Fig. 9). ``python plants/quadruped_tail/plots.py --out DIR``.
 

@@ -1,4 +1,4 @@
-"""Compiled per-cycle steps of the quadruped with a robotic tail (seed 000, Liu & Ben-Tzvi): the feed-forward + PD
+"""Compiled per-cycle steps of the quadruped with a robotic tail (Liu & Ben-Tzvi, 2018): the feed-forward + PD
 controller of the paper's Fig. 7 and the Fig. 7/8 pitch trajectory, each one allocation-free numba call over
 the kernels of :mod:`rtctl.plants.quadruped_tail.kinematics` and :mod:`rtctl.plants.quadruped_tail.dynamics`.
 

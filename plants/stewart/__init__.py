@@ -1,4 +1,4 @@
-"""Seed 001: the 6-UPS Stewart platform (Lopes 2009, generalized momentum).
+"""The 6-UPS Stewart platform of Lopes (2009), by generalized momentum.
 
 ``model`` (:class:`~rtctl.plants.stewart.model.StewartPlatform` over the compiled ``kernels`` and
 ``solvers``), ``steps`` (the compiled plant, controller and trajectory steps), ``plant``, ``control``

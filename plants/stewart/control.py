@@ -1,4 +1,4 @@
-"""Stewart platform (seed 001) in the real-time loop: computed-torque leg forces and the pose trajectory.
+"""Stewart platform (Lopes, 2009) in the real-time loop: computed-torque leg forces and the pose trajectory.
 
 Both work on the actuator-space model (six prismatic "leg" joints; see
 :mod:`rtctl.plants.stewart.plant`) and use the generalized-momentum model of

@@ -1,4 +1,4 @@
-"""Compiled kernels of the 6-UPS Stewart platform, generalized-momentum formulation (Lopes 2009, seed 001):
+"""Compiled kernels of the 6-UPS Stewart platform, generalized-momentum formulation (Lopes, 2009):
 kinematics, the generalized-momentum matrices M, V, G and the legs' Jacobians and motion.
 
 Everything here is allocation-free numba code working on caller-provided work

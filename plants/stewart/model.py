@@ -1,4 +1,4 @@
-"""The 6-UPS Stewart platform of Lopes (2009, seed 001): kinematics and generalized-momentum dynamics.
+"""The 6-UPS Stewart platform of Lopes (2009): kinematics and generalized-momentum dynamics.
 
 :class:`StewartPlatform` holds the geometry and inertial parameters (Table 2
 by default, SI units) and wraps the compiled kernels of
@@ -388,7 +388,7 @@ class StewartPlatform:
         return ((platform, self.m_P), (f"{legs}6 cylinders", 6 * self.m_C), (f"{legs}6 pistons", 6 * self.m_S))
 
     def closed_chain(self) -> ClosedChain:
-        return ClosedChain("6-UPS Stewart platform of Lopes (2009, seed 001)", self.moving_parts(),
+        return ClosedChain("6-UPS Stewart platform of Lopes (2009)", self.moving_parts(),
                            "the generalized-momentum model (eqs. 81-83), leg forces tau = J_C^-T f (eq. 84)")
 
     def __repr__(self):

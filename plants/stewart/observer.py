@@ -1,4 +1,4 @@
-"""External-wrench observer of parallel platforms on their own generalized-momentum model (seed 001, Lopes).
+"""External-wrench observer of parallel platforms on their own generalized-momentum model (Lopes, 2009).
 
 De Luca's residual (Haddadin, De Luca & Albu-Schaeffer, IEEE T-RO 33(6), 2017, eqs. 21-23; the tree-model
 version is :mod:`rtctl.loops.observer`) with the platform pose ``x`` = [x, y, z, psi, theta, phi] (ZYX Euler

@@ -1,4 +1,4 @@
-"""Simulated Stewart platform (seed 001, Lopes): the true closed-chain dynamics behind an actuator-space model.
+"""Simulated Stewart platform (Lopes, 2009): the true closed-chain dynamics behind an actuator-space model.
 
 The loop, drivers and safety are sized by the *actuator-space* model
 (:meth:`rtctl.plants.stewart.model.StewartPlatform.actuator_model`: six

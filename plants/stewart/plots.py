@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reproduce section 5 of Lopes (2009, seed 001): Figs. 4, 5, 6 and Table 1.
+"""Reproduce section 5 of Lopes (2009): Figs. 4, 5, 6 and Table 1.
 
 The platform moves P1 -> P2 -> P1 (2 s per segment, third-order trigonometric
 profile, see :mod:`rtctl.plants.stewart.control`); the inverse dynamics of the

@@ -1,4 +1,4 @@
-"""Solves on the Stewart platform's generalized-momentum model (Lopes 2009, seed 001): 6 x 6 linear systems,
+"""Solves on the Stewart platform's generalized-momentum model (Lopes, 2009): 6 x 6 linear systems,
 inverse and forward dynamics (eqs. 81-84), forward kinematics by Newton-Raphson, the workspace check and the
 platform rate of given leg rates (eq. 5).
 

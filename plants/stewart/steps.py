@@ -1,4 +1,4 @@
-"""Per-cycle compiled entry points of the Stewart platform (Lopes 2009, seed 001): the plant step, the
+"""Per-cycle compiled entry points of the Stewart platform (Lopes, 2009): the plant step, the
 computed-torque control step and the pose trajectory's sample.
 
 Allocation-free numba code on the work arrays of :mod:`rtctl.plants.stewart.kernels` (notation and layout there).

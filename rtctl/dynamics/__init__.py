@@ -3,7 +3,7 @@
 Conventions (stated once, used everywhere in rtctl)
 ---------------------------------------------------
 * **Spatial vectors are [angular; linear]** (Featherstone's order, and the
-  order of the DeNOC twist of Shah, Saha & Dutt, seed 004 eq. 1). A twist is
+  order of the DeNOC twist of Shah, Saha & Dutt, 2012, eq. 1). A twist is
   ``t = [omega; v_P]``: angular velocity and the velocity of a reference point
   P; a wrench is ``w = [n_P; f]``: moment about P and force. Unless a function
   says otherwise both are expressed in **world axes** and referred to the
@@ -18,8 +18,8 @@ Conventions (stated once, used everywhere in rtctl)
   [n; f] acting on body k, moment about the body origin, world axes.
 * Gravity is part of the model (``model.gravity``, default [0, 0, -9.81]).
 
-Algorithms (seed 004 numbering)
--------------------------------
+Algorithms (numbered as in Shah, Saha & Dutt, 2012)
+---------------------------------------------------
 * :meth:`Dynamics.inverse_dynamics` -- recursive inverse dynamics, Fig. A.1
   (forward twist/twist-rate recursion, backward wrench recursion).
 * :meth:`Dynamics.mass_matrix` -- generalized inertia matrix by composite
@@ -202,7 +202,7 @@ class Dynamics:
         return out
 
     def floating_base_inverse_dynamics(self, q, v, a, n_base: int | None = None, out=None):
-        """Under-actuated inverse dynamics (seed 004 eqs. 26-27) for a floating-base robot.
+        """Under-actuated inverse dynamics (Shah, Saha & Dutt, 2012, eqs. 26-27) for a floating-base robot.
 
         ``a[n_base:]`` are the desired joint accelerations (``a[:n_base]`` is
         ignored); returns ``(tau, acc)``: joint forces with a zero base part,

@@ -1,6 +1,6 @@
-"""Compliant foot-ground contact: the configuration-independent ground model of seed 004.
+"""Compliant foot-ground contact: the configuration-independent ground model of Shah, Saha & Dutt (2012).
 
-Shah, Saha & Dutt (seed 004, Section 1) model every foot-ground interaction
+Shah, Saha & Dutt (2012, section 1) model every foot-ground interaction
 as external forces and moments: the ground "can exert vertical conservative
 and dissipative forces (represented by a combination of spring and dashpot),
 and horizontal frictional forces" computed from the feet's positions and
@@ -222,7 +222,7 @@ def contact_wrenches_from_kinematics(ws, params, bodies, points, f_ext, grf):
 
 @njit(cache=True)
 def contact_wrenches(mi, mf, ws, q, v, params, bodies, points, f_ext, grf):
-    """Foot-ground wrenches w^F (seed 004 eqs. 17, 20) of the compliant ground at state (q, v).
+    """Foot-ground wrenches w^F (Shah, Saha & Dutt, 2012, eqs. 17, 20) of the compliant ground at state (q, v).
 
     Arguments: the packed model ``mi``, ``mf`` and workspace ``ws`` (as for
     the kernels of :mod:`rtctl.dynamics.kernels`), ``q`` (nq), ``v`` (nv),

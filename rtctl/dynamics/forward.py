@@ -1,14 +1,14 @@
 """Forward dynamics kernels: the O(n) articulated-body algorithm and the O(n^3) M + Cholesky reference.
 
 :func:`aba` is Featherstone's FDab (RBDA sec. 7.3, Table 7.1) in the module-DeNOC
-form of seed 004 (eqs. 28-30, A.4-A.9): three passes over the tree --
+form of Shah, Saha & Dutt (2012, eqs. 28-30, A.4-A.9): three passes over the tree --
 velocities and bias terms outwards, articulated inertias inwards, accelerations
 outwards -- on the world-axes quantities of :mod:`rtctl.dynamics.kinematics`.
 Joints of any number of DOFs enter through their motion subspace S_i.
 
 The joint-space inertia of each articulated body, D_i = S_i^T IA_i S_i, is kept
 as its factor D_i = L_i Delta_i L_i^T (unit lower L_i, diagonal Delta_i), the UDU^T
-decomposition of seed 004, and the backward pass stores U_i L_i^-T and L_i^-1 u_i
+decomposition of Shah, Saha & Dutt (2012), and the backward pass stores U_i L_i^-T and L_i^-1 u_i
 instead of U_i and u_i. With W = U L^-T and u~ = L^-1 u:
 
     U D^-1 U^T = W Delta^-1 W^T,   U D^-1 u = W Delta^-1 u~,
@@ -45,7 +45,7 @@ def _velocity_pass(mi, mf, ws, v):
 
 @njit(cache=True, forceinline=True)
 def _joint_force_columns(mi, ws, i, tau):
-    """U_i = IA_i S_i and u_i = tau_i - S_i^T pA_i (RBDA Table 7.1; seed 004 eq. A.6: Psi^_i = M^_i p_i)."""
+    """U_i = IA_i S_i and u_i = tau_i - S_i^T pA_i (RBDA Table 7.1; Shah et al. 2012, eq. A.6: Psi^_i = M^_i p_i)."""
     end = DOF_WIDTH * mi[i, MI_NV]
     b, k = 0, mi[i, MI_IV]
     while b < end:
@@ -61,7 +61,7 @@ def _joint_force_columns(mi, ws, i, tau):
 
 @njit(cache=True, forceinline=True)
 def _joint_inertia(mi, mf, ws, i, extra):
-    """Lower triangle of D_i = S_i^T U_i + armature (RBDA Table 7.1; seed 004 eq. A.7: I^_i = p_i^T Psi^_i),
+    """Lower triangle of D_i = S_i^T U_i + armature (RBDA Table 7.1; Shah et al. 2012, eq. A.7: I^_i = p_i^T Psi^_i),
     plus ``extra`` (per DOF; None: nothing) on its diagonal."""
     end = DOF_WIDTH * mi[i, MI_NV]
     b, k = 0, 0
@@ -129,7 +129,7 @@ def _articulated_for_parent(mi, ws, i):
 
 @njit(cache=True, forceinline=True)
 def _articulated_pass(mi, mf, ws, tau, extra):
-    """Pass 2, leaves to root: the articulated inertias and bias wrenches (seed 004 eqs. A.8-A.9), with
+    """Pass 2, leaves to root: the articulated inertias and bias wrenches (Shah, Saha & Dutt, 2012, eqs. A.8-A.9), with
     ``extra`` (None or nv values) added to the joint-space inertia like an armature.
 
     Returns False if some D_i is singular (a massless chain end or a singular
@@ -175,7 +175,7 @@ def _acceleration_pass(mi, mf, ws, qdd):
 def aba(mi, mf, ws, q, v, tau, qdd):
     """Recursive O(n) forward dynamics by the articulated-module UDU^T decomposition.
 
-    Featherstone's FDab (RBDA Table 7.1) as seed 004 eqs. 28-30 and A.4-A.9
+    Featherstone's FDab (RBDA Table 7.1) as Shah, Saha & Dutt (2012) eqs. 28-30 and A.4-A.9
     with one link per module: pass 1 the twists and bias terms, pass 2 the
     backward recursion of the articulated inertia M^_i (A.8-A.9) with
     Psi^_i = M^_i S_i and I^_i = S_i^T Psi^_i (A.6-A.7), pass 3 the forward

@@ -1,6 +1,6 @@
 """Inverse dynamics kernels: the recursive Newton-Euler algorithm and its under-actuated variant.
 
-Seed 004 Fig. A.1 and eqs. 17-28 in the DeNOC notation of
+Shah, Saha & Dutt (2012) Fig. A.1 and eqs. 17-28 in the DeNOC notation of
 :mod:`rtctl.dynamics.kinematics`; wrenches ``w_k = [n_k; f_k]`` are moments
 about O_k and forces, world axes (eq. 19).
 """
@@ -18,7 +18,7 @@ from .workspace import (DOF_WIDTH, ENTRY_OPTIONS, OK, SIG_Q_V_A_OUT, SINGULAR, W
 
 @njit(cache=True, forceinline=True)
 def velocity_product_wrench(mf, ws, i):
-    """Omega M E t of body i (seed 004 eq. 19): [omega x I omega; m omega x (omega x d)] about O_i.
+    """Omega M E t of body i (Shah, Saha & Dutt, 2012, eq. 19): [omega x I omega; m omega x (omega x d)] about O_i.
 
     The wrench a body needs at zero twist rate (Featherstone's v x* I v).
     """
@@ -78,7 +78,7 @@ def _project_and_propagate(mi, mf, ws, i, a, out):
 
 @njit(SIG_Q_V_A_OUT, **ENTRY_OPTIONS)
 def rnea(mi, mf, ws, q, v, a, tau):
-    """Recursive inverse dynamics, seed 004 Fig. A.1: tau = M(q) a + h(q, v) - J^T w_ext.
+    """Recursive inverse dynamics, Shah, Saha & Dutt (2012) Fig. A.1: tau = M(q) a + h(q, v) - J^T w_ext.
 
     Step 1 (forward): twists and twist rates, eq. 1 and its derivative, with
     gravity as a base acceleration; body wrenches w = M t' + Omega M E t
@@ -103,7 +103,7 @@ def rnea(mi, mf, ws, q, v, a, tau):
 
 @njit(**ENTRY_OPTIONS)
 def floating_base_rnea(mi, mf, ws, base_block, q, v, a, acc, tau):
-    """Under-actuated inverse dynamics, seed 004 eqs. 26-27 (Fig. A.1 steps 1-3).
+    """Under-actuated inverse dynamics, Shah, Saha & Dutt (2012) eqs. 26-27 (Fig. A.1 steps 1-3).
 
     The first ``n0 = base_block.shape[0]`` DOFs (the floating base: a
     free-flyer, the Euler-angle chain, or a planar base) are unactuated. Given

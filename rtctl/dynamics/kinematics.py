@@ -1,6 +1,6 @@
 """Kinematics kernels: body poses, twists and twist rates, point Jacobians, centre of mass, energy.
 
-Quantities are those of the module-DeNOC paper (seed 004): the twist
+Quantities are those of the module-DeNOC paper (Shah, Saha & Dutt, 2012): the twist
 ``t_k = [omega_k; odot_k]`` of body k is its angular velocity and the velocity
 of its origin O_k, both in world axes (eq. 1); ``A_{k,j}`` shifts a twist from
 O_j to O_k (eq. 2); the twist rate is the time derivative of the twist (the
@@ -86,7 +86,7 @@ def _inertia_to_world(mf, ws, i, r):
 
 @njit(cache=True, forceinline=True)
 def propagate_velocity(mi, ws, i, v):
-    """Twist t_i = A_{i,p} t_p + S_i qd_i (seed 004 eqs. 1-2) and the velocity-product acceleration c_i.
+    """Twist t_i = A_{i,p} t_p + S_i qd_i (Shah, Saha & Dutt, 2012, eqs. 1-2) and the velocity-product acceleration c_i.
 
     With the joint velocity v_J = S_i qd_i = [w_J; u_J] and S_i fixed in body i
     (d/dt S_i = omega_i x S_i), the time derivative of eq. 1 at zero joint

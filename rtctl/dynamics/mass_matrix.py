@@ -1,4 +1,4 @@
-"""Mass-matrix kernels: the generalized inertia matrix by composite modules (seed 004 eqs. A.2-A.3).
+"""Mass-matrix kernels: the generalized inertia matrix by composite modules (Shah, Saha & Dutt, 2012, eqs. A.2-A.3).
 
 Every spatial quantity of the CRBA is referred to one point per subtree, P_k:
 the origin of the root of body k's subtree (``W_P``; the base of an arm, the
@@ -212,7 +212,7 @@ def _serial_chain(mi):
 
 @njit(SIG_Q_MAT, **ENTRY_OPTIONS)
 def crba(mi, mf, ws, q, M):
-    """Generalized inertia matrix by composite modules, seed 004 eqs. A.2-A.3.
+    """Generalized inertia matrix by composite modules, Shah, Saha & Dutt (2012) eqs. A.2-A.3.
 
     M~_i = M_i + sum_children M~_j (composite inertia about P_i, kept as
     mass, first moment and rotational inertia), and

@@ -13,9 +13,9 @@ body needs about O_i, in its own axes, is linear in them (Atkeson, An & Hollerba
 
 ``omega``, ``alpha`` the body's angular velocity and acceleration and ``a_O`` the acceleration of O_i
 with gravity as an upward base acceleration -- the same body wrench as the recursive inverse dynamics
-(:mod:`rtctl.dynamics.inverse`, seed 004 eq. 19). Column ``10 i + p`` of Y is then the wrench of unit
+(:mod:`rtctl.dynamics.inverse`, Shah, Saha & Dutt (2012) eq. 19). Column ``10 i + p`` of Y is then the wrench of unit
 parameter ``p`` of body i, rotated to world axes and projected on the motion subspace of body i and of
-every ancestor j (seed 004 eq. 24 with the moment shifted from O_i to O_j)::
+every ancestor j (Shah, Saha & Dutt, 2012, eq. 24 with the moment shifted from O_i to O_j)::
 
     Y[k, 10 i + p] = s_a . (n + (O_i - O_j) x f) + s_l . f,        [s_a; s_l] = column k of S_j.
 

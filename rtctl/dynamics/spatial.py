@@ -60,7 +60,7 @@ def ws_rot(r, i, o):
 
 @njit(cache=True, forceinline=True)
 def spatial_inertia(mf, ws, i):
-    """IA_i <- M_i of seed 004 eq. 19: [[I, m d~], [-m d~, m 1]] about O_i, world axes."""
+    """IA_i <- M_i of Shah, Saha & Dutt (2012) eq. 19: [[I, m d~], [-m d~, m 1]] about O_i, world axes."""
     m = mf[i, MF_MASS]
     dx, dy, dz = m * ws[i, W_D], m * ws[i, W_D + 1], m * ws[i, W_D + 2]
     ia = W_IA
@@ -82,7 +82,7 @@ def shift_articulated(ws, i, p):
     """IA_p += A^T Ia A and pA_p += A^T pa, A = [[1, 0], [X, 1]], X = -r~, r = O_i - O_p.
 
     The parent's share of an articulated body (RBDA Table 7.1, ``IA_lambda += X^T Ia X``)
-    with the shift A_{i,p} of seed 004 eq. 2; ``ws[i, W_IA]``/``ws[i, W_PA]`` hold Ia and pa.
+    with the shift A_{i,p} of Shah, Saha & Dutt (2012) eq. 2; ``ws[i, W_IA]``/``ws[i, W_PA]`` hold Ia and pa.
     With Ia = [[A11, A12], [A12^T, A22]], T = A12 X (rows r x a_k for the rows a_k of A12) and
     Y = A22 X (rows r x b_k for the rows b_k of A22): A^T Ia A = [[A11 + T + T^T + r~ Y, A12 + Y^T],
     [A12^T + Y, A22]] and A^T pa = [n + r x f; f].
