@@ -252,7 +252,7 @@ def test_bundled_solo12_is_example_robot_data_solo12():
     check_against_mujoco(m, ours)
 
 
-def test_bundled_planar_biped_is_the_seed_biped():
+def test_bundled_planar_biped_is_the_papers_planar_biped():
     from rtctl.plants.legged.model import planar_biped
     ours, m = bundled("planar_biped")
     seed = planar_biped().model
