@@ -402,10 +402,8 @@ class RigidBodyPlant(Plant):
         self._scale = scale
         self.dynamics = Dynamics(model)
         self._work = work_array(model)
-        if self._stribeck is None:
-            ready_kernel(_step_kernel, SIG_STEP)
-        else:
-            ready_kernel(_step_kernel_with_stribeck, SIG_STEP_STRIBECK)
+        ready_kernel(*((_step_kernel, SIG_STEP) if self._stribeck is None else
+                       (_step_kernel_with_stribeck, SIG_STEP_STRIBECK)))
         self._stops = end_stop_table(model, self.dynamics) if end_stops else np.zeros((STOP_ROWS, 0))
 
     def step(self, dt: float, effort) -> None:
