@@ -13,8 +13,8 @@ Stribeck effect). When the config gives no ``viscous_friction`` / ``coulomb_fric
 articulated-body algorithm of :mod:`rtctl.dynamics`. Friction acts on the actuated joints only
 (:func:`rtctl.rt.interfaces.actuated_indices`); a floating base moves without friction.
 
-A fixed step is one call into the compiled, allocation-free :func:`_step_kernel`, which compiled control
-code can also call directly. Three integrators:
+A fixed step is one call into the compiled, allocation-free :func:`_step_kernel` (or its Stribeck variant),
+made ready when a plant that needs it is built. Three integrators:
 
 * ``"rosenbrock"`` (the default when some joint has friction): the L-stable Rosenbrock-W method ROS34PW2
   of :mod:`plants.integrate`, linearly implicit in the friction (each stage adds ``gamma h b(v)`` to the
@@ -34,8 +34,8 @@ on xArm7's 1.4e-4 kg m^2 last link needs h < 0.19 ms), and ``h coulomb / (coulom
 likewise, or the joint chatters about rest. A step that leaves a NaN or inf is refused, the state
 unchanged, with one line naming the joint and the likely cause (:mod:`plants.divergence`).
 
-:meth:`RigidBodyPlant.simulate_offline` is the accuracy reference: the same
-equations integrated by :func:`scipy.integrate.solve_ivp` at tight tolerances.
+:meth:`RigidBodyPlant.simulate_offline` is the accuracy reference: the same equations integrated by
+:func:`scipy.integrate.solve_ivp` at tight tolerances.
 """
 from __future__ import annotations
 
