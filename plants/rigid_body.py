@@ -34,8 +34,7 @@ on xArm7's 1.4e-4 kg m^2 last link needs h < 0.19 ms), and ``h coulomb / (coulom
 likewise, or the joint chatters about rest. A step that leaves a NaN or inf is refused, the state
 unchanged, with one line naming the joint and the likely cause (:mod:`plants.divergence`).
 
-:meth:`RigidBodyPlant.simulate_offline` is the accuracy reference: the same equations integrated by
-:func:`scipy.integrate.solve_ivp` at tight tolerances.
+:meth:`RigidBodyPlant.simulate_offline` is the accuracy reference: the same equations by ``solve_ivp``, tight tolerances.
 """
 from __future__ import annotations
 
