@@ -167,3 +167,51 @@ class ControlProcess:
             return self.output
         self.output = _finish(self.proc)
         return self.output
+
+
+class Arm2Run:
+    """``rtctl run`` of the HIL arm over ``protocol`` ("can_mit" or "cia402") against its emulator on
+    ``server``'s bus, with a sniffer: ``with Arm2Run(...) as run:`` returns once the loop has put ``cycles``
+    ``frame_id`` frames on the bus (command frames, SYNCs). On leaving, the control process is killed if it
+    still runs and the emulator and the sniffer are stopped: the emulator's counters are then
+    :attr:`counters`, the sniffer keeps its frames. ``config`` is added to the run config's text."""
+
+    def __init__(self, server: BusServer, directory, protocol: str, q0, frame_id: int, cycles: int,
+                 emu_args=(), config: str = "", **driver):
+        from .can_robot import arm2_urdf
+
+        urdf = directory / "arm2.urdf"
+        urdf.write_text(arm2_urdf())
+        self.config = directory / "run.toml"
+        self.config.write_text(run_config_text(protocol, server.url, urdf, q0, duration=60.0, max_failed_cycles=25,
+                                               **driver) + config)
+        self.server, self.frame_id, self.cycles = server, frame_id, cycles
+        self.emulator_args = ("cia402" if protocol == "cia402" else "mit", [1, 2], "--urdf", str(urdf),
+                              "--initial", *map(str, q0), *emu_args)
+        self.control: ControlProcess | None = None
+        self.counters: dict = {}
+
+    def __enter__(self) -> "Arm2Run":
+        self.emulator = Emulator(self.server, *self.emulator_args)
+        self.sniffer = Sniffer(self.server)
+        try:
+            self.control = ControlProcess(self.config)
+            deadline = time.monotonic() + 120.0
+            while self.sniffer.count(self.frame_id) < self.cycles:
+                if self.control.proc.poll() is not None:
+                    raise AssertionError(f"the control process ended: {self.control.stop()}")
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"the loop did not run {self.cycles} cycles")
+                time.sleep(0.01)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.control is not None and self.control.proc.poll() is None:
+            self.control.kill()
+        self.counters = self.emulator.stop()
+        self.sniffer.stop()
+        if "not properly shut down" in self.emulator.stderr:
+            raise AssertionError(self.emulator.stderr)

@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from rtctl.hil.can_harness import BusServer, ControlProcess, Emulator, Sniffer, run_config_text
+from rtctl.hil.can_harness import Arm2Run, BusServer, ControlProcess, Emulator, run_config_text
 from rtctl.hil.can_robot import arm2_urdf
 
 Q0 = [0.2, -0.4]
@@ -44,33 +44,10 @@ def server():
 def run_and_kill(server, tmp_path, protocol, emu_args, frame_id, **driver):
     """Emulator + sniffer + ``rtctl run``; kill the control process after RUN_CYCLES cycles. Returns the kill
     time, the emulator's counters and the sniffer."""
-    urdf = tmp_path / "arm2.urdf"
-    urdf.write_text(arm2_urdf())
-    config = tmp_path / "run.toml"
-    config.write_text(run_config_text(protocol, server.url, urdf, Q0, duration=60.0, max_failed_cycles=25,
-                                      **driver))
-    emu = Emulator(server, "cia402" if protocol == "cia402" else "mit", [1, 2], "--urdf", str(urdf),
-                   "--initial", *map(str, Q0), *emu_args)
-    sniffer = Sniffer(server)
-    control = None
-    try:
-        control = ControlProcess(config)
-        deadline = time.monotonic() + 120.0
-        while sniffer.count(frame_id) < RUN_CYCLES:
-            assert control.proc.poll() is None, control.stop()
-            assert time.monotonic() < deadline, f"the loop did not run {RUN_CYCLES} cycles"
-            time.sleep(0.01)
-        killed = control.kill()
+    with Arm2Run(server, tmp_path, protocol, Q0, frame_id, RUN_CYCLES, emu_args, **driver) as run:
+        killed = run.control.kill()
         time.sleep(T + MARGIN + RAMP + 0.3)         # let every firmware react (and ramp) on its own
-    finally:
-        if control is not None:
-            if control.proc.poll() is None:
-                control.kill()
-            control.stop()
-        counters = emu.stop()
-        sniffer.stop()
-    assert emu.stderr == "" or "not properly shut down" not in emu.stderr, emu.stderr
-    return killed, counters, sniffer
+    return killed, run.counters, run.sniffer
 
 
 @pytest.mark.parametrize("reaction, reaction_state, end_state", [

@@ -22,8 +22,7 @@ import time
 
 import pytest
 
-from rtctl.hil.can_harness import BusServer, ControlProcess, Emulator, Sniffer, _wait_line, run_config_text
-from rtctl.hil.can_robot import arm2_urdf
+from rtctl.hil.can_harness import Arm2Run, BusServer, ControlProcess, _wait_line
 from rtctl.hil.dynamixel_emulator import EmulatorProcess, hil_arm
 from rtctl.model.urdf_writer import model_to_urdf
 
@@ -58,32 +57,12 @@ def run_and_signal(server, tmp_path, protocol, sig, frame_id, emu_args=(), **dri
     """Emulator + sniffer + ``rtctl run``; the signal after RUN_CYCLES cycles. Returns the time just before the
     signal, the control process's (stdout, stderr), the control process, the emulator's counters and the
     sniffer (stopped; its frames kept)."""
-    urdf = tmp_path / "arm2.urdf"
-    urdf.write_text(arm2_urdf())
-    config = tmp_path / "run.toml"
-    config.write_text(run_config_text(protocol, server.url, urdf, Q0, duration=60.0, max_failed_cycles=25, **driver)
-                      + "[safety]\nwatchdog_cycles = 25\n")
-    emu = Emulator(server, "cia402" if protocol == "cia402" else "mit", [1, 2], "--urdf", str(urdf),
-                   "--initial", *map(str, Q0), *emu_args)
-    sniffer = Sniffer(server)
-    control = None
-    try:
-        control = ControlProcess(config)
-        deadline = time.monotonic() + 120.0
-        while sniffer.count(frame_id) < RUN_CYCLES:
-            assert control.proc.poll() is None, control.stop()
-            assert time.monotonic() < deadline, f"the loop did not run {RUN_CYCLES} cycles"
-            time.sleep(0.01)
+    with Arm2Run(server, tmp_path, protocol, Q0, frame_id, RUN_CYCLES, emu_args,
+                 config="[safety]\nwatchdog_cycles = 25\n", **driver) as run:
         sent = time.monotonic()
-        os.kill(control.proc.pid, sig)
-        out, err = control.proc.communicate(timeout=60)
-    finally:
-        if control is not None and control.proc.poll() is None:
-            control.kill()
-        counters = emu.stop()
-        sniffer.stop()
-    assert "not properly shut down" not in emu.stderr, emu.stderr
-    return sent, (out, err), control, counters, sniffer
+        os.kill(run.control.proc.pid, sig)
+        out, err = run.control.proc.communicate(timeout=60)
+    return sent, (out, err), run.control, run.counters, run.sniffer
 
 
 @wall_clock
