@@ -101,7 +101,8 @@ def can_mit(seconds: float, rate_hz: float) -> Row:
     server = BusServer()
     emu = Emulator(server, "mit", [1, 2], "--initial", *map(str, q0))
     model = build_arm2()
-    driver = create_driver("can_mit", model, can_ids=[1, 2], channel=server.url)
+    driver = create_driver("can_mit", model, can_ids=[1, 2], can_interface="remote", can_channel=server.url,
+                           read_timeout=5e-4)
     try:
         loop = ControlLoop(model=model, drivers=[driver],
                            controller=create_controller("computed_torque", Dynamics(model), kp=400.0),

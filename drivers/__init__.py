@@ -4,8 +4,8 @@
 for the interface every backend implements. Backends are found by name through
 :data:`rtctl.registry.DRIVERS` (the Dynamixel and CAN backends load on first use).
 """
-from .base import ActuatorDriver, DriverHealth, create_driver, register_driver
+from .base import ActuatorDriver, DriverHealth, create_driver
 from .sim import SimDriver
 from .transmission import Transmission
 
-__all__ = ["ActuatorDriver", "DriverHealth", "SimDriver", "Transmission", "create_driver", "register_driver"]
+__all__ = ["ActuatorDriver", "DriverHealth", "SimDriver", "Transmission", "create_driver"]

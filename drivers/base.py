@@ -10,22 +10,22 @@ and ``write(command)``, then ``deactivate()`` (torque off). ``read`` and
 ``write`` never raise on bus trouble: they count it in :class:`DriverHealth`
 and report faults, which the safety layer turns into the safe state.
 
-Backends register by name (``@register_driver("sim")``, found through
+Backends are found by the name of their entry point (group ``rtctl.drivers``, through
 :data:`rtctl.registry.DRIVERS`), declare their keys of a ``[driver]`` table as a
-dataclass ``Options`` (the common ones below, plus their own) and are built from
-config by ``from_config(options, context)``; a loop may own several, each over
-its own ``joints`` (:class:`rtctl.rt.hardware.Hardware`).
+dataclass ``Options`` (the common ones below, plus their own), take it in their
+constructor and are built from config by ``from_config(options, context)``; a loop
+may own several, each over its own ``joints`` (:class:`rtctl.rt.hardware.Hardware`).
 """
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from rtctl.model import Model
-from rtctl.options import setting
-from rtctl.registry import DRIVERS
+from rtctl.options import OptionsBase, options_of, setting
+from rtctl.registry import DRIVERS, RegisteredName
 from rtctl.rt.interfaces import Command, RobotState, actuated_indices
 from rtctl.rt.lifecycle import Lifecycle
 from rtctl.rt.stability import EXACT_HOLD
@@ -57,7 +57,7 @@ class DriverHealth:
 class ActuatorDriver(Lifecycle, abc.ABC):
     """Abstract backend. Subclasses implement :meth:`read` and :meth:`write` (and lifecycle hooks)."""
 
-    backend = "abstract"
+    backend = RegisteredName(DRIVERS, "abstract")   # its entry point's name
     # How the loop's commands reach the joints, for the gains' stability bound (rtctl.rt.stability): the cycles
     # from a write to the actuators applying it, where known, and the share of period^2 u by which one period
     # of constant acceleration u moves a joint (1/2 in the physical world; a simulated plant's integrator's).
@@ -67,7 +67,7 @@ class ActuatorDriver(Lifecycle, abc.ABC):
     shares_plant = False     # several over one simulated plant: the config builds the last with steps_plant
 
     @dataclass(frozen=True)
-    class Options:
+    class Options(OptionsBase):
         """``[driver]`` keys every backend takes; the transmission maps its joints to its actuators."""
 
         joints: object = setting("strs", None)    # the actuated joints it drives (default: all of them)
@@ -84,35 +84,26 @@ class ActuatorDriver(Lifecycle, abc.ABC):
         return Transmission(n, ratio=options["gear_ratio"], coupling=options["coupling"],
                             rotor_inertia=options["rotor_inertia"])
 
-    @staticmethod
-    def own_options(options: dict) -> dict:
-        """The keys of a backend's table beyond those every backend takes (given, not None)."""
-        common = {f.name for f in fields(ActuatorDriver.Options)}
-        return {k: v for k, v in options.items() if k not in common and v is not None}
-
     @classmethod
     def from_config(cls, options: dict, context) -> "ActuatorDriver":
-        """Built from its table: the backend's own keys as keyword arguments, with the joints, mode and
-        ``context.transmission``."""
-        return cls(context.model, joints=options["joints"], mode=options["mode"],
-                   transmission=context.transmission, **cls.own_options(options))
+        """Built from its table over ``context.model``, with ``context.transmission``."""
+        return cls(context.model, cls.Options(**options), transmission=context.transmission)
 
-    def __init__(self, model: Model, joints: list[str] | None = None, mode: str = EFFORT_MODE):
+    def __init__(self, model: Model, options: "ActuatorDriver.Options | None" = None):
         super().__init__()
+        self.options = options = options_of(self, options)
         self.name = f"driver[{self.backend}]"
         self.model = model
         q_idx, v_idx, names = actuated_indices(model)
         self.base_nq = int(q_idx[0]) if len(q_idx) else model.nq
         self.base_nv = int(v_idx[0]) if len(v_idx) else model.nv
-        if joints is not None:
-            unknown = [j for j in joints if j not in names]
+        if options.joints is not None:
+            unknown = [j for j in options.joints if j not in names]
             if unknown:
                 raise ValueError(f"{self.name}: unknown or unactuated joints {unknown}; actuated joints: {names}")
-            keep = [names.index(j) for j in joints]
-            q_idx, v_idx, names = q_idx[keep], v_idx[keep], list(joints)
-        if mode not in (EFFORT_MODE, POSITION_MODE):
-            raise ValueError(f"{self.name}: mode must be '{EFFORT_MODE}' or '{POSITION_MODE}', got {mode!r}")
-        self.mode = mode
+            keep = [names.index(j) for j in options.joints]
+            q_idx, v_idx, names = q_idx[keep], v_idx[keep], list(options.joints)
+        self.mode = options.mode
         self.joint_names = names
         self.q_index = np.asarray(q_idx, dtype=np.int64)
         self.v_index = np.asarray(v_idx, dtype=np.int64)
@@ -153,13 +144,7 @@ class ActuatorDriver(Lifecycle, abc.ABC):
         """Put the actuators in their own safe state now (zero torque); must not raise."""
 
 
-def register_driver(name: str):
-    def deco(cls):
-        cls.backend = name
-        return DRIVERS.register(name)(cls)
-    return deco
-
-
-def create_driver(backend: str, model: Model, **options) -> ActuatorDriver:
-    """Instantiate a registered backend by name (``"sim"``, and later serial and CAN backends)."""
-    return DRIVERS.create(backend, model, **options)
+def create_driver(backend: str, model: Model, **keywords) -> ActuatorDriver:
+    """Instantiate a backend by name (``"sim"``, ``"dynamixel"``, ...): the keywords its ``Options`` declares
+    become its options, the others (``plant``, ``period``, ``transmission``, ...) are its constructor's."""
+    return DRIVERS.create(backend, model, **keywords)

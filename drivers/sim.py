@@ -24,11 +24,10 @@ import numpy as np
 
 from rtctl.options import setting
 
-from .base import EFFORT_MODE, ActuatorDriver, register_driver
+from .base import EFFORT_MODE, ActuatorDriver
 from .transmission import Transmission
 
 
-@register_driver("sim")
 class SimDriver(ActuatorDriver):
     """A simulated plant (any :class:`rtctl.plants.base.Plant`: ``q``, ``v``, ``step``) seen as hardware."""
 
@@ -46,26 +45,16 @@ class SimDriver(ActuatorDriver):
 
     @classmethod
     def from_config(cls, options: dict, context):
-        return cls(context.model, plant=context.plant, period=context.period, joints=options["joints"],
-                   mode=options["mode"], transmission=context.transmission,
-                   steps_plant=context.steps_plant, **cls.own_options(options))
+        return cls(context.model, cls.Options(**options), plant=context.plant, period=context.period,
+                   transmission=context.transmission, steps_plant=context.steps_plant)
 
-    def __init__(self, model, *, plant, period: float, joints=None, mode: str = EFFORT_MODE,
-                 transmission: Transmission | None = None, torque_limit=None, position_noise: float = 0.0,
-                 velocity_noise: float = 0.0, effort_noise: float = 0.0, encoder_counts: int = 0,
-                 latency_cycles: int = 0, seed: int = 0, steps_plant: bool = True):
-        super().__init__(model, joints, mode)
+    def __init__(self, model, options: "SimDriver.Options | None" = None, *, plant, period: float,
+                 transmission: Transmission | None = None, steps_plant: bool = True):
+        super().__init__(model, options)
+        options = self.options
         n = len(self.v_index)
         if not period > 0:
             raise ValueError(f"{self.name}: period must be > 0 s, got {period}")
-        for label, value in (("position_noise", position_noise), ("velocity_noise", velocity_noise),
-                             ("effort_noise", effort_noise)):
-            if not (np.isfinite(value) and value >= 0):
-                raise ValueError(f"{self.name}: {label} must be finite and >= 0, got {value}")
-        if latency_cycles not in (0, 1):
-            raise ValueError(f"{self.name}: latency_cycles must be 0 or 1, got {latency_cycles}")
-        if encoder_counts < 0:
-            raise ValueError(f"{self.name}: encoder_counts must be >= 0, got {encoder_counts}")
         self.plant = plant
         self.steps_plant = bool(steps_plant)
         self.period = float(period)
@@ -75,6 +64,7 @@ class SimDriver(ActuatorDriver):
         self.transmission = transmission or Transmission(n)
         if self.transmission.n != n:
             raise ValueError(f"{self.name}: transmission is for {self.transmission.n} joints, driver has {n}")
+        torque_limit = options.torque_limit
         if torque_limit is None:
             # Actuator limits implied by the joint effort limits under a diagonal transmission.
             joint_limit = model.effort_limit[self.v_index]
@@ -83,11 +73,13 @@ class SimDriver(ActuatorDriver):
         self.torque_limit = np.broadcast_to(np.asarray(torque_limit, dtype=float), (n,)).copy()
         if np.any(~(self.torque_limit > 0)):
             raise ValueError(f"{self.name}: torque_limit must be > 0, got {self.torque_limit.tolist()}")
-        self.position_noise, self.velocity_noise, self.effort_noise = position_noise, velocity_noise, effort_noise
-        self.count_step = 2 * np.pi / encoder_counts if encoder_counts else 0.0
-        self.latency_cycles = latency_cycles
+        self.position_noise = options.position_noise
+        self.velocity_noise = options.velocity_noise
+        self.effort_noise = options.effort_noise
+        self.count_step = 2 * np.pi / options.encoder_counts if options.encoder_counts else 0.0
+        self.latency_cycles = options.latency_cycles
         self.position_share = plant.position_share
-        self.rng = np.random.default_rng(seed)
+        self.rng = np.random.default_rng(options.seed)
         self.saturated_cycles = 0
         # Preallocated per-cycle buffers (actuator space a_*, joint space j_*).
         self._a_pos, self._a_vel, self._a_tau = np.zeros(n), np.zeros(n), np.zeros(n)

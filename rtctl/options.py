@@ -1,12 +1,17 @@
 """Config schemas declared next to the code they configure.
 
 A component (driver, plant, controller, trajectory; see :mod:`rtctl.registry`) declares the keys of its
-TOML table as a dataclass ``Options`` whose fields are :func:`setting` s::
+TOML table as a dataclass ``Options`` whose fields are :func:`setting` s, each key once, with its default::
 
     @dataclass(frozen=True)
     class Options(ActuatorDriver.Options):
         port: str = setting("str", None, required=True)         # e.g. /dev/ttyUSB0
         baudrate: int = setting("int", 57600, positive=True)
+
+and its constructor takes such an ``Options`` (python-can's ``BusABC`` takes its configuration the same
+way): ``DynamixelDriver(model, DynamixelDriver.Options(port="/dev/ttyUSB0"))``. An ``Options`` checks
+itself when made (:class:`OptionsBase`), so a bad value is refused with one line naming the class, the
+field and the value, whether it came from a file or from Python.
 
 and may own whole sections of the config (``sections = {"contact": ContactOptions}``). :func:`check_table`
 validates a table against such a schema: unknown keys and bad values raise :class:`ConfigError` naming
@@ -76,6 +81,54 @@ class Key:
 def setting(kind: str, default=None, **bounds):
     """A dataclass field carrying its :class:`Key` (type, default, bounds)."""
     return dataclasses.field(default=default, metadata={"key": Key(kind, default, **bounds)})
+
+
+def plain(value):
+    """``value`` as TOML would give it: a NumPy array or tuple as a (nested) list, a NumPy scalar as a Python
+    number, so :func:`check_value` takes what Python callers pass."""
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        return value.tolist()
+    if isinstance(value, tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class OptionsBase:
+    """Base of the components' ``Options``: each :func:`setting` field is checked when the dataclass is made,
+    as :func:`check_table` checks a table (ints stay ints, floats become float; a required field may not be
+    None), so ``Options(**check_table(...))`` and ``Options(**table)`` agree; ConfigError naming the class,
+    the field and the value."""
+
+    def __post_init__(self):
+        owner = type(self).__qualname__
+        for f in dataclasses.fields(self):
+            key = f.metadata.get("key")
+            if key is None:
+                continue
+            value = getattr(self, f.name)
+            if value is None:
+                if key.required:
+                    raise ConfigError(f"{owner}: {f.name} is required")
+                continue
+            object.__setattr__(self, f.name, check_value(plain(value), key, f"{owner} {f.name}"))
+
+    def replace(self, **changes):
+        """A copy with ``changes`` (checked)."""
+        return dataclasses.replace(self, **changes)
+
+
+def options_of(component, options):
+    """``options``, an instance of ``component.Options``, or its defaults for None; TypeError for another."""
+    cls = component.Options
+    if options is None:
+        return cls()
+    if not isinstance(options, cls):
+        raise TypeError(f"{type(component).__name__ if not isinstance(component, type) else component.__name__}: "
+                        f"options must be a {cls.__qualname__}, got {type(options).__qualname__}")
+    return options
 
 
 def schema_keys(options: type) -> dict[str, Key]:

@@ -3,20 +3,22 @@
 Five families: :data:`DRIVERS`, :data:`PLANTS`, :data:`CONTROLLERS`, :data:`TRAJECTORIES` and
 :data:`ROBOTS` (named robot models). A component is found by name in this order:
 
-1. registered in this process (``@DRIVERS.register("name")``: the bundled components' modules, and
-   anything a script defines);
+1. registered in this process (``@DRIVERS.register("name")``: what a script defines for itself);
 2. an entry point of the family's group (``rtctl.drivers``, ``rtctl.plants``, ``rtctl.controllers``,
    ``rtctl.trajectories``, ``rtctl.robots``), loaded on first use. rtctl's own components are listed
-   there in ``pyproject.toml``; a third-party package adds its own the same way, without touching rtctl::
+   there in ``pyproject.toml``, the one place their names are written; a third-party package adds its own
+   the same way, without touching rtctl::
 
        [project.entry-points."rtctl.drivers"]
        my_bus = "my_package.driver:MyBusDriver"
 
-A component class declares its TOML schema as a dataclass ``Options`` (see :mod:`rtctl.options`) and
-builds itself from it with ``from_config(options, context)``.
+A component's name is the one it is found by (:meth:`Registry.name_of`; ``registered_name`` once loaded).
+A component class declares its TOML schema as a dataclass ``Options`` (see :mod:`rtctl.options`), takes
+it in its constructor and builds itself from a table with ``from_config(options, context)``.
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from importlib.metadata import entry_points
 
@@ -29,6 +31,7 @@ class Registry:
         self.group = group
         self.classes: dict = {}
         self._failed: dict[str, str] = {}
+        self._by_value: dict[str, str] | None = None   # "module:qualname" -> entry-point name
 
     def register(self, name: str):
         """Decorator: make ``obj`` available as ``name`` (its ``registered_name``)."""
@@ -43,6 +46,21 @@ class Registry:
 
     def _entry_points(self) -> dict:
         return {ep.name: ep for ep in entry_points(group=self.group)}
+
+    def name_of(self, cls, default: str | None = None) -> str | None:
+        """The name ``cls`` (or the nearest class it derives from) is found by: registered in this process, or
+        the entry point whose object it is (read from the metadata, without loading anything); ``default``
+        when none."""
+        if self._by_value is None:
+            self._by_value = {ep.value.replace(" ", ""): ep.name for ep in entry_points(group=self.group)}
+        for klass in getattr(cls, "__mro__", (cls,)):
+            for name, obj in self.classes.items():
+                if obj is klass:
+                    return name
+            name = self._by_value.get(f"{getattr(klass, '__module__', '')}:{getattr(klass, '__qualname__', '')}")
+            if name is not None:
+                return name
+        return default
 
     def names(self) -> list[str]:
         """Every name this family knows: registered and advertised by entry points."""
@@ -65,14 +83,22 @@ class Registry:
         known = self.names()
         raise ValueError(f"unknown {self.kind} {name!r}{did_you_mean(name, known)}; available: {known}")
 
-    def create(self, name: str, *args, **options):
-        """Instantiate ``name`` with Python arguments; arguments it does not take are refused naming it."""
+    def create(self, name: str, *args, **keywords):
+        """Instantiate ``name`` with Python arguments. A class whose constructor takes ``options`` gets the
+        keywords its ``Options`` declares as that ``Options`` (checked), after ``args``; the other keywords
+        are the constructor's own. Arguments it does not take are refused naming it."""
         cls = self.get(name)
+        declared = getattr(cls, "Options", None)
+        takes_options = isinstance(cls, type) and "options" in inspect.signature(cls).parameters
+        if takes_options and dataclasses.is_dataclass(declared):
+            fields = {f.name for f in dataclasses.fields(declared)}
+            args = (*args, declared(**{k: v for k, v in keywords.items() if k in fields}))
+            keywords = {k: v for k, v in keywords.items() if k not in fields}
         try:
-            inspect.signature(cls).bind(*args, **options)
+            inspect.signature(cls).bind(*args, **keywords)
         except TypeError as exc:
             raise ValueError(f"{self.kind} {name!r} ({getattr(cls, '__name__', cls)}): {exc}") from None
-        return cls(*args, **options)
+        return cls(*args, **keywords)
 
     def all(self) -> dict:
         """Every component, loaded (for listings and error messages)."""
@@ -90,6 +116,17 @@ PLANTS = Registry("plant", "rtctl.plants")
 CONTROLLERS = Registry("controller", "rtctl.controllers")
 TRAJECTORIES = Registry("trajectory", "rtctl.trajectories")
 ROBOTS = Registry("robot model", "rtctl.robots")
+
+
+class RegisteredName:
+    """A component base's class attribute: the name its class is found by in ``registry``
+    (:meth:`Registry.name_of`), ``default`` for a class no registry knows."""
+
+    def __init__(self, registry: Registry, default: str):
+        self.registry, self.default = registry, default
+
+    def __get__(self, obj, owner):
+        return self.registry.name_of(owner, self.default)
 
 
 def robot_model(name: str):

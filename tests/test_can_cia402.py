@@ -47,8 +47,8 @@ def rig():
     made = []
 
     def driver(**options):
-        options = {"reply_timeout": 0.02, "heartbeat_period": 0.05, **options}
-        drv = create_driver("cia402", model, node_ids=[1, 2], bus=bus, transmission=Transmission(2, ratio=10.0),
+        options = {"read_timeout": 0.02, "heartbeat_period": 0.05, **options}
+        drv = create_driver("cia402", model, can_ids=[1, 2], bus=bus, transmission=Transmission(2, ratio=10.0),
                             **options)
         made.append(drv)
         drv.configure()

@@ -79,7 +79,7 @@ def virtual_mit():
         emu = MitEmulator(emu_bus, plant, np.array([0, 1]), [1, 2], "AK80-9", **faults)
         emulators.append(emu)
         run_in_thread(emu, stop, 0.002)
-        drv = create_driver("can_mit", model, can_ids=[1, 2], bus=drv_bus, reply_timeout=0.02)
+        drv = create_driver("can_mit", model, can_ids=[1, 2], bus=drv_bus, read_timeout=0.02)
         drv.configure()
         drv.activate()
         start.channel = channel
@@ -116,7 +116,7 @@ def test_dropped_replies_are_counted_then_fault(virtual_mit):
         drv.write(command, 0.0)
         assert drv.read(state, 0.0) is False
         assert drv.health.timeouts == 2 * k
-        assert drv.health.fault == (k >= drv.max_missed)
+        assert drv.health.fault == (k >= drv.max_failed_cycles)
     assert "missed 5 consecutive replies" in drv.health.fault_reason
     # Faulted: the driver sends the motor-side safe command, damping only.
     drv.write(command, 0.0)

@@ -106,4 +106,4 @@ def test_unknown_backend_and_joints_are_named():
         create_driver("ethercat", model)
     plant = create_plant("rigid_body", model)
     with pytest.raises(ValueError, match="elbow"):
-        SimDriver(model, plant=plant, period=1e-3, joints=["elbow"])
+        SimDriver(model, SimDriver.Options(joints=["elbow"]), plant=plant, period=1e-3)

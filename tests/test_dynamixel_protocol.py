@@ -144,7 +144,7 @@ def test_packets_are_byte_identical_to_dynamixel_sdk(name, theirs, ours):
 def test_sync_write_buffer_of_the_driver_matches_the_sdk():
     """The in-place per-cycle SYNC_WRITE (goal currents) against the SDK's GroupSyncWrite."""
     model = hil_arm(2)
-    drv = DynamixelDriver(model, port="/dev/null", ids=[4, 9])
+    drv = DynamixelDriver(model, DynamixelDriver.Options(port="/dev/null", servo_ids=[4, 9]))
     from rtctl.rt.interfaces import Command
     cmd = Command(model)
     cmd.effort[:] = [0.5, -0.25]
@@ -257,7 +257,7 @@ def test_driver_clamps_goal_positions_to_the_position_limits():
     status packet, so the driver clamps (counting the saturated cycle) instead of sending a refused goal."""
     model = hil_arm(2)
     from rtctl.rt.interfaces import Command
-    drv = DynamixelDriver(model, port="/dev/null", mode="position")
+    drv = DynamixelDriver(model, DynamixelDriver.Options(port="/dev/null", mode="position"))
     drv._pos_min[:], drv._pos_max[:] = 1000, 3000
     cmd = Command(model)
     cmd.position[:] = [3.0, -0.1]                            # 3.0 rad = 4004 counts > 3000
@@ -280,9 +280,9 @@ def test_hardware_error_status_bits_are_named():
 def test_driver_is_registered_and_validates_its_options():
     model = hil_arm(2)
     drv = create_driver("dynamixel", model, port="/dev/ttyUSB0")
-    assert isinstance(drv, DynamixelDriver) and drv.ids == [1, 2]
-    with pytest.raises(ValueError, match="ids"):
-        create_driver("dynamixel", model, port="/dev/ttyUSB0", ids=[1, 1])
+    assert isinstance(drv, DynamixelDriver) and drv.servo_ids == [1, 2]
+    with pytest.raises(ValueError, match="servo_ids"):
+        create_driver("dynamixel", model, port="/dev/ttyUSB0", servo_ids=[1, 1])
     with pytest.raises(ValueError, match="unknown Dynamixel model"):
         create_driver("dynamixel", model, port="/dev/ttyUSB0", servo_model="XL999")
     with pytest.raises(ValueError, match="read_timeout"):
@@ -301,7 +301,7 @@ def test_config_selects_the_dynamixel_backend(tmp_path):
     loop = build(load_config(path))
     drv = loop.driver
     assert isinstance(drv, DynamixelDriver)
-    assert (drv.port, drv.baudrate, drv.ids, drv.read_timeout) == ("/dev/ttyUSB0", 4000000, list(range(11, 18)),
+    assert (drv.port, drv.baudrate, drv.servo_ids, drv.read_timeout) == ("/dev/ttyUSB0", 4000000, list(range(11, 18)),
                                                                     0.002)
     assert (drv.bus_watchdog, drv.watchdog_units) == (pytest.approx(0.2), 10)
     path.write_text('[driver]\nbackend = "dynamixel"\n[trajectory]\ngoal = [0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]\n'

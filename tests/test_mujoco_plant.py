@@ -248,9 +248,11 @@ def test_mujoco_plant_behind_emulated_can_actuators_in_another_process(bus_serve
         _wait_line(proc, lambda s: s == "READY", "MuJoCo emulator", 60.0)
         model = build_arm2()
         if protocol == "mit":
-            driver = create_driver("can_mit", model, can_ids=[1, 2], channel=bus_server.url, max_missed=25)
+            driver = create_driver("can_mit", model, can_ids=[1, 2], can_interface="remote",
+                                   can_channel=bus_server.url, read_timeout=5e-4, max_failed_cycles=25)
         else:
-            driver = create_driver("cia402", model, node_ids=[1, 2], channel=bus_server.url, max_missed=25,
+            driver = create_driver("cia402", model, can_ids=[1, 2], can_interface="remote",
+                                   can_channel=bus_server.url, max_failed_cycles=25,
                                    transmission=Transmission(2, ratio=10.0))
         trajectory = create_trajectory("sinusoid", center=q0, amplitude=[0.3, 0.3], frequency=[0.5, 0.7],
                                        phase=[0.0, 0.0])

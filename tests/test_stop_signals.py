@@ -180,10 +180,10 @@ SLOW_STOP = """
 import sys, time
 import rtctl.rt.signals
 rtctl.rt.signals.HARD_DEADLINE = float(sys.argv[2])
-from rtctl.drivers.base import register_driver
 from rtctl.drivers.sim import SimDriver
+from rtctl.registry import DRIVERS
 
-@register_driver("slow_stop")
+@DRIVERS.register("slow_stop")
 class SlowStop(SimDriver):
     def on_activate(self):
         print("activated", flush=True)

@@ -13,6 +13,7 @@ import weakref
 from dataclasses import dataclass
 
 import can
+import numpy as np
 
 from rtctl.options import setting
 
@@ -69,14 +70,22 @@ class CanOptions(ActuatorDriver.Options):
     """``[driver]`` keys of the CAN backends: python-can interface and channel, one ID per joint."""
 
     can_interface: str = setting("str", "socketcan")
-    can_channel: str = setting("str", None, required=True)          # e.g. can0
+    can_channel: str = setting("str", None)     # e.g. can0; required unless the driver is handed a bus
     can_ids: object = setting("ints", None, low=1, high=0x7FF, required=True)
     read_timeout: float = setting("float", 1e-3, positive=True, high=1.0)   # s: reply wait per cycle
     max_failed_cycles: int = setting("int", 5, low=1)                # consecutive missed cycles -> fault
 
 
-def can_arguments(options: dict, context) -> dict:
-    """The constructor arguments both CAN backends share, from a validated table."""
-    return dict(interface=options["can_interface"], channel=options["can_channel"], joints=options["joints"],
-                mode=options["mode"], transmission=context.transmission, reply_timeout=options["read_timeout"],
-                max_missed=options["max_failed_cycles"])
+def check_can_ids(name: str, ids, n: int, high: int, what: str) -> list[int]:
+    """``ids`` (one or a list, checked by the schema) as ``n`` distinct IDs in 1..``high`` (one per joint);
+    ValueError naming ``can_ids`` otherwise."""
+    ids = [int(i) for i in np.atleast_1d(ids if ids is not None else [])]
+    if len(ids) != n or len(set(ids)) != n or not all(1 <= i <= high for i in ids):
+        raise ValueError(f"{name}: can_ids must be {n} distinct {what} 1..{high} (one per joint), got {ids}")
+    return ids
+
+
+def check_channel(name: str, channel, bus) -> None:
+    """A driver opening its own bus needs ``can_channel``; one handed a bus does not."""
+    if bus is None and not channel:
+        raise ValueError(f"{name}: can_channel is required (the CAN channel, e.g. can0, or a bus server's URL)")

@@ -30,7 +30,7 @@ machine") is walked by :meth:`Cia402Driver.on_activate`: fault reset (a rising
 edge of controlword bit 7), shutdown (0x06), switch on (0x07), enable
 operation (0x0F). While running, a statusword that leaves OPERATION ENABLED
 (a drive fault, a quick stop) latches a driver fault naming the state and the
-drive's last EMCY error code, as do ``max_missed`` consecutive missing TPDOs of
+drive's last EMCY error code, as do ``max_failed_cycles`` consecutive missing TPDOs of
 a drive, a drive heartbeat older than ``heartbeat_timeout`` (default two
 ``heartbeat_period``) or one reporting another NMT state than operational, a
 boot-up message since ``configure`` (the drive was reset and lost its
@@ -64,9 +64,9 @@ import numpy as np
 
 from rtctl.options import setting
 
-from ..base import EFFORT_MODE, ActuatorDriver, DriverHealth, register_driver
+from ..base import EFFORT_MODE, ActuatorDriver, DriverHealth
 from ..transmission import Transmission
-from .bus import CAN_COUNTERS, CanOptions, can_arguments, drain, open_bus, release_with, shutdown_bus
+from .bus import CAN_COUNTERS, CanOptions, check_can_ids, check_channel, drain, open_bus, release_with, shutdown_bus
 
 from .objects import (CONSUMER_HEARTBEAT, CONTROLWORD, CSP, CST, CSV, ENCODER_RESOLUTION, ERROR_CODE,  # noqa: F401
                       FAULT_INJECTION, HEARTBEAT_TIME, MAX_TORQUE, MODES_DISPLAY, MODES_OF_OPERATION,
@@ -157,69 +157,51 @@ class _BusWatch(can.Listener):
         self.extra["bus_errors"] += 1
 
 
-@register_driver("cia402")
 class Cia402Driver(ActuatorDriver):
-    """One CiA 402 drive per joint (node IDs ``node_ids``), torque commands in CST."""
+    """One CiA 402 drive per joint (node IDs ``can_ids``), torque commands in CST."""
 
     Options = Cia402Options
 
-    @classmethod
-    def from_config(cls, options: dict, context):
-        ids = options["can_ids"]
-        own = {k: options[k] for k in ("heartbeat_period", "heartbeat_timeout", "master_node_id",
-                                        "master_heartbeat_period", "master_heartbeat_timeout",
-                                        "connection_loss_reaction")}
-        return cls(context.model, node_ids=ids if isinstance(ids, list) else [ids], **can_arguments(options, context),
-                   **own)
-
-    def __init__(self, model, *, node_ids, interface: str = "remote", channel=None, bus: can.BusABC | None = None,
-                 joints=None, mode: str = EFFORT_MODE, transmission: Transmission | None = None,
-                 object_dictionary=None, reply_timeout: float = 1e-3, max_missed: int = 5,
-                 heartbeat_period: float = 0.05, heartbeat_timeout: float | None = None, master_node_id: int = 127,
-                 master_heartbeat_period: float = 0.05, master_heartbeat_timeout: float = 0.2,
-                 connection_loss_reaction: str = "fault", max_bus_errors: int = 5, activate_timeout: float = 2.0,
-                 bus_options: dict | None = None):
-        super().__init__(model, joints, mode)
-        if mode != EFFORT_MODE:
+    def __init__(self, model, options: "Cia402Driver.Options | None" = None, *, bus: can.BusABC | None = None,
+                 transmission: Transmission | None = None, object_dictionary=None, max_bus_errors: int = 5,
+                 activate_timeout: float = 2.0, bus_options: dict | None = None):
+        super().__init__(model, options)
+        options = self.options
+        if self.mode != EFFORT_MODE:
             raise ValueError(f"{self.name}: only effort mode (cyclic synchronous torque) is implemented")
         n = len(self.v_index)
-        ids = [int(i) for i in np.atleast_1d(node_ids)]
-        if len(ids) != n or len(set(ids)) != n or not all(1 <= i <= 127 for i in ids):
-            raise ValueError(f"{self.name}: node_ids must be {n} distinct CANopen node IDs 1..127, got {ids}")
-        if not reply_timeout > 0 or max_missed < 1 or max_bus_errors < 1:
-            raise ValueError(f"{self.name}: reply_timeout > 0, max_missed >= 1, max_bus_errors >= 1 required")
-        heartbeat_timeout = 2.0 * heartbeat_period if heartbeat_timeout is None else heartbeat_timeout
-        for what, seconds in (("heartbeat_period", heartbeat_period), ("master_heartbeat_period",
-                                                                        master_heartbeat_period)):
-            if not 0.001 <= seconds <= 65.535:
-                raise ValueError(f"{self.name}: {what} must be 0.001..65.535 s (a whole number of ms), got {seconds}")
+        ids = check_can_ids(self.name, options.can_ids, n, high=127, what="CANopen node IDs")
+        check_channel(self.name, options.can_channel, bus)
+        if max_bus_errors < 1:
+            raise ValueError(f"{self.name}: max_bus_errors must be >= 1, got {max_bus_errors}")
+        heartbeat_period, master_heartbeat_period = options.heartbeat_period, options.master_heartbeat_period
+        master_heartbeat_timeout, master_node_id = options.master_heartbeat_timeout, options.master_node_id
+        heartbeat_timeout = 2.0 * heartbeat_period if options.heartbeat_timeout is None else options.heartbeat_timeout
         if not heartbeat_timeout > heartbeat_period:
             raise ValueError(f"{self.name}: heartbeat_timeout ({heartbeat_timeout} s) must exceed the drives' "
                              f"heartbeat_period ({heartbeat_period} s)")
         if master_heartbeat_timeout and not master_heartbeat_period < master_heartbeat_timeout <= 65.535:
             raise ValueError(f"{self.name}: master_heartbeat_timeout ({master_heartbeat_timeout} s) must exceed "
                              f"master_heartbeat_period ({master_heartbeat_period} s) and be <= 65.535 s, or be 0")
-        if not 1 <= master_node_id <= 127 or master_node_id in ids:
-            raise ValueError(f"{self.name}: master_node_id {master_node_id} must be 1..127 and not a drive's node ID")
-        if connection_loss_reaction not in CONNECTION_LOSS_REACTIONS:
-            raise ValueError(f"{self.name}: connection_loss_reaction must be one of "
-                             f"{sorted(CONNECTION_LOSS_REACTIONS)}, got {connection_loss_reaction!r}")
-        self.node_ids = ids
+        if master_node_id in ids:
+            raise ValueError(f"{self.name}: master_node_id {master_node_id} must not be a drive's node ID")
+        self.can_ids = ids
         self.transmission = transmission or Transmission(n)
         if self.transmission.n != n:
             raise ValueError(f"{self.name}: transmission is for {self.transmission.n} joints, driver has {n}")
-        self.interface, self.channel, self.bus_options = interface, channel, dict(bus_options or {})
+        self.can_interface, self.can_channel = options.can_interface, options.can_channel
+        self.bus_options = dict(bus_options or {})
         self.bus = bus
         self._own_bus = bus is None
         self._release = None        # stops the network and shuts down the bus this driver opened (close or exit)
         self.object_dictionary = object_dictionary
-        self.reply_timeout, self.max_missed, self.max_bus_errors = float(reply_timeout), int(max_missed), \
-            int(max_bus_errors)
+        self.read_timeout, self.max_failed_cycles = options.read_timeout, options.max_failed_cycles
+        self.max_bus_errors = int(max_bus_errors)
         self.heartbeat_period, self.heartbeat_timeout = float(heartbeat_period), float(heartbeat_timeout)
         self.master_node_id = int(master_node_id)
         self.master_heartbeat_period = float(master_heartbeat_period)
         self.master_heartbeat_timeout = float(master_heartbeat_timeout)
-        self.connection_loss_reaction = connection_loss_reaction
+        self.connection_loss_reaction = options.connection_loss_reaction
         self._master_heartbeat = can.Message(arbitration_id=0x700 + self.master_node_id, data=bytes([5]),
                                              is_extended_id=False)   # NMT state OPERATIONAL
         self._heartbeat_stop = threading.Event()
@@ -264,7 +246,7 @@ class Cia402Driver(ActuatorDriver):
             self.health.extra[key] = 0
         self.health.extra["heartbeats"] = 0
         self.health.extra["emcy"] = 0
-        self.health.extra["missed_by_drive"] = [0] * len(self.node_ids)
+        self.health.extra["missed_by_drive"] = [0] * len(self.can_ids)
 
     # -- configuration (not real time: SDO, blocking with the canopen timeouts) ----------
     def on_configure(self) -> None:
@@ -273,14 +255,14 @@ class Cia402Driver(ActuatorDriver):
         self._send_errors = 0
         if self.network is None:
             if self.bus is None:
-                self.bus = open_bus(self.interface, self.channel, **self.bus_options)
+                self.bus = open_bus(self.can_interface, self.can_channel, **self.bus_options)
                 self._own_bus = True
             net = canopen.Network(self.bus)
             self._release = release_with(self, _release_network, net, self.bus if self._own_bus else None,
                                          self._heartbeat_stop)
             drain(self.bus)
             known = {0, 0x80}
-            for i in self.node_ids:
+            for i in self.can_ids:
                 known.update({0x80 + i, 0x180 + i, 0x280 + i, 0x380 + i, 0x480 + i, 0x200 + i, 0x300 + i,
                               0x400 + i, 0x500 + i, 0x580 + i, 0x600 + i, 0x700 + i})
             net.listeners.append(_BusWatch(self.health.extra, known))
@@ -288,7 +270,7 @@ class Cia402Driver(ActuatorDriver):
             net.connect()
             self.network = net
             self.nodes = []
-            for k, i in enumerate(self.node_ids):
+            for k, i in enumerate(self.can_ids):
                 od = self.object_dictionary if self.object_dictionary is not None else drive_object_dictionary()
                 node = canopen.BaseNode402(i, od)
                 net.add_node(node)
@@ -308,7 +290,7 @@ class Cia402Driver(ActuatorDriver):
         while time.monotonic() < deadline and not np.all(self._hb_state == 5):
             time.sleep(0.002)
         if not np.all(self._hb_state == 5):
-            bad = [self.node_ids[k] for k in range(len(self.node_ids)) if self._hb_state[k] != 5]
+            bad = [self.can_ids[k] for k in range(len(self.can_ids)) if self._hb_state[k] != 5]
             raise TimeoutError(f"{self.name}: no operational heartbeat from nodes {bad}")
 
     def _configure_node(self, k: int, node) -> None:
@@ -393,7 +375,7 @@ class Cia402Driver(ActuatorDriver):
     # -- the cycle ---------------------------------------------------------------------
     def _send(self, msg) -> None:
         try:
-            self.bus.send(msg, timeout=self.reply_timeout)
+            self.bus.send(msg, timeout=self.read_timeout)
             self._send_errors = 0
         except Exception:  # noqa: BLE001
             self._send_errors += 1
@@ -408,7 +390,7 @@ class Cia402Driver(ActuatorDriver):
             _RPDO1.pack_into(msg.data, 0, controlwords[k], int(torques_permille[k]))
             self._send(msg)
         self._gen += 1
-        self._pending = 2 * len(self.node_ids)
+        self._pending = 2 * len(self.can_ids)
         self._event.clear()
         self._sent_at = time.perf_counter()
         self._send(self._sync)
@@ -418,7 +400,7 @@ class Cia402Driver(ActuatorDriver):
         if self._pending > 0:
             self._event.wait(timeout)
         gen = self._gen
-        for k in range(len(self.node_ids)):
+        for k in range(len(self.can_ids)):
             self._got[k] = self._rx_gen[k, 0] == gen and self._rx_gen[k, 1] == gen
             if self._got[k]:
                 sw, pos, tau = _TPDO1_SIGNED.unpack_from(self._rx[k][0], 0)
@@ -430,8 +412,8 @@ class Cia402Driver(ActuatorDriver):
 
     def on_activate(self) -> None:
         """Walk every drive to OPERATION ENABLED through RPDO controlwords on SYNC (bounded wait)."""
-        n = len(self.node_ids)
-        reset = [self.node_ids[k] for k in range(n) if self._booted[k]]
+        n = len(self.can_ids)
+        reset = [self.can_ids[k] for k in range(n) if self._booted[k]]
         if reset:
             raise RuntimeError(f"{self.name}: nodes {reset} sent a boot-up message since configure() (they were "
                                f"reset and lost their configuration): configure again")
@@ -445,7 +427,7 @@ class Cia402Driver(ActuatorDriver):
                                       for k in range(n)):
                 break
             if time.monotonic() > deadline:
-                states = {self.node_ids[k]: state_of(int(self.statusword[k])) for k in range(n)}
+                states = {self.can_ids[k]: state_of(int(self.statusword[k])) for k in range(n)}
                 raise TimeoutError(f"{self.name}: drives did not reach OPERATION ENABLED: {states}")
             for k in range(n):
                 if self._got[k]:
@@ -461,10 +443,10 @@ class Cia402Driver(ActuatorDriver):
         health = self.health
         fresh = False
         if self._awaiting:
-            self._collect(self.reply_timeout)
+            self._collect(self.read_timeout)
             if self._pending <= 0:
                 self.last_rtt = time.perf_counter() - self._sent_at
-            for k in range(len(self.node_ids)):
+            for k in range(len(self.can_ids)):
                 if self._got[k]:
                     self._missed[k] = 0
                     fresh = True
@@ -472,28 +454,28 @@ class Cia402Driver(ActuatorDriver):
                     if sw & SW_OPERATION_ENABLED_MASK != SW_OPERATION_ENABLED and not health.fault:
                         code = f", EMCY error code 0x{int(self._emcy_code[k]):04X}" if self._emcy_code[k] else ""
                         why = " after the quick stop this driver requested" if self._quick_stop else ""
-                        health.set_fault(f"{self.name}: node {self.node_ids[k]} in {state_of(sw)}{why} "
+                        health.set_fault(f"{self.name}: node {self.can_ids[k]} in {state_of(sw)}{why} "
                                          f"(statusword 0x{sw:04X}{code})")
                 else:
                     self._missed[k] += 1
                     health.timeouts += 1
                     health.extra["missed_by_drive"][k] += 1
-                    if self._missed[k] >= self.max_missed:
-                        health.set_fault(f"{self.name}: node {self.node_ids[k]} missed {self._missed[k]} "
+                    if self._missed[k] >= self.max_failed_cycles:
+                        health.set_fault(f"{self.name}: node {self.can_ids[k]} missed {self._missed[k]} "
                                          f"consecutive TPDOs")
             if not self._got.all():
                 health.stale_cycles += 1
             self._awaiting = False
         mono = time.monotonic()
-        for k in range(len(self.node_ids)):
+        for k in range(len(self.can_ids)):
             if self._booted[k]:
-                health.set_fault(f"{self.name}: node {self.node_ids[k]} sent a boot-up message: it was reset "
+                health.set_fault(f"{self.name}: node {self.can_ids[k]} sent a boot-up message: it was reset "
                                  f"and lost its configuration (configure again)")
             elif mono - self._hb_time[k] > self.heartbeat_timeout:
-                health.set_fault(f"{self.name}: heartbeat of node {self.node_ids[k]} lost "
+                health.set_fault(f"{self.name}: heartbeat of node {self.can_ids[k]} lost "
                                  f"({(mono - self._hb_time[k]) * 1e3:.0f} ms old)")
             elif self._hb_state[k] != 5:
-                health.set_fault(f"{self.name}: node {self.node_ids[k]} left NMT OPERATIONAL "
+                health.set_fault(f"{self.name}: node {self.can_ids[k]} left NMT OPERATIONAL "
                                  f"(heartbeat state {int(self._hb_state[k])})")
         notifier = self.network.notifier if self.network is not None else None
         if notifier is not None and getattr(notifier, "exception", None) is not None:
@@ -544,7 +526,7 @@ class Cia402Driver(ActuatorDriver):
         its quick stop option code 0x605A says (QUICK STOP ACTIVE, then SWITCH ON DISABLED for codes 1-4),
         and this driver reports the drives' leaving OPERATION ENABLED as its fault. ``activate`` again to
         return to service."""
-        n = len(self.node_ids)
+        n = len(self.can_ids)
         self._quick_stop = True
         self._controlword = [CW_QUICK_STOP] * n
         self._exchange(self._controlword, [0] * n)
@@ -558,7 +540,7 @@ class Cia402Driver(ActuatorDriver):
             pass
 
     def on_deactivate(self) -> None:
-        n = len(self.node_ids)
+        n = len(self.can_ids)
         self._controlword = [CW_SHUTDOWN] * n
         for _ in range(2):
             self._exchange(self._controlword, [0] * n)

@@ -31,11 +31,11 @@ from dataclasses import dataclass
 import can
 import numpy as np
 
-from ..base import EFFORT_MODE, ActuatorDriver, register_driver
+from ..base import EFFORT_MODE, ActuatorDriver
 from ..transmission import Transmission
 from rtctl.options import setting
 
-from .bus import CAN_COUNTERS, CanOptions, can_arguments, drain, open_bus, release_with, shutdown_bus
+from .bus import CAN_COUNTERS, CanOptions, check_can_ids, check_channel, drain, open_bus, release_with, shutdown_bus
 
 ENTER_MOTOR_MODE = bytes([0xFF] * 7 + [0xFC])
 EXIT_MOTOR_MODE = bytes([0xFF] * 7 + [0xFD])
@@ -158,14 +158,13 @@ def is_special(data) -> int:
     return 0
 
 
-@register_driver("can_mit")
 class MitDriver(ActuatorDriver):
     """Effort (or motor-side PD) commands to MIT-mode motors, one CAN ID per joint.
 
     Every ``write`` sends one command frame per motor; every ``read`` collects
-    the replies to the previous write, waiting at most ``reply_timeout``
+    the replies to the previous write, waiting at most ``read_timeout``
     seconds in all. A motor whose reply is missing keeps its last sample and
-    is counted (``timeouts``); ``max_missed`` consecutive misses of any motor,
+    is counted (``timeouts``); ``max_failed_cycles`` consecutive misses of any motor,
     or ``max_bus_errors`` consecutive failed sends, latch a driver fault. A
     second reply from one motor in one read (a late one) is counted in
     ``extra["late_replies"]``; frames from unknown IDs in ``extra["unknown_ids"]``;
@@ -178,42 +177,32 @@ class MitDriver(ActuatorDriver):
     class Options(CanOptions):
         motor_model: str = setting("str", "AK80-9")
 
-    @classmethod
-    def from_config(cls, options: dict, context):
-        ids = options["can_ids"]
-        return cls(context.model, can_ids=ids if isinstance(ids, list) else [ids],
-                   motor_model=options["motor_model"], **can_arguments(options, context))
-
-
-    def __init__(self, model, *, can_ids, motor_model: str | list = "AK80-9", interface: str = "remote",
-                 channel=None, bus: can.BusABC | None = None, host_id: int = 0, joints=None,
-                 mode: str = EFFORT_MODE, transmission: Transmission | None = None, reply_timeout: float = 5e-4,
-                 max_missed: int = 5, max_bus_errors: int = 5, safe_kd: float = 0.5, bus_options: dict | None = None,
-                 activate_timeout: float = 1.0):
-        super().__init__(model, joints, mode)
+    def __init__(self, model, options: "MitDriver.Options | None" = None, *, bus: can.BusABC | None = None,
+                 host_id: int = 0, transmission: Transmission | None = None, max_bus_errors: int = 5,
+                 safe_kd: float = 0.5, bus_options: dict | None = None, activate_timeout: float = 1.0):
+        super().__init__(model, options)
+        options = self.options
         n = len(self.v_index)
-        ids = [int(i) for i in np.atleast_1d(can_ids)]
-        if len(ids) != n or len(set(ids)) != n or not all(0 < i < 0x800 for i in ids):
-            raise ValueError(f"{self.name}: can_ids must be {n} distinct 11-bit IDs > 0, got {ids}")
-        names = [motor_model] * n if isinstance(motor_model, str) else list(motor_model)
-        if len(names) != n:
-            raise ValueError(f"{self.name}: motor_model must be one name or {n} names, got {names}")
+        ids = check_can_ids(self.name, options.can_ids, n, high=0x7FF, what="11-bit IDs")
+        check_channel(self.name, options.can_channel, bus)
+        names = [options.motor_model] * n
         self.motors = [get_model(x) for x in names]
         self.transmission = transmission or Transmission(n)
         if self.transmission.n != n:
             raise ValueError(f"{self.name}: transmission is for {self.transmission.n} joints, driver has {n}")
-        if mode != EFFORT_MODE and not self.transmission.is_diagonal:
+        if self.mode != EFFORT_MODE and not self.transmission.is_diagonal:
             raise ValueError(f"{self.name}: position mode needs a diagonal transmission")
-        if not reply_timeout > 0 or max_missed < 1 or max_bus_errors < 1:
-            raise ValueError(f"{self.name}: reply_timeout > 0, max_missed >= 1, max_bus_errors >= 1 required")
+        if max_bus_errors < 1:
+            raise ValueError(f"{self.name}: max_bus_errors must be >= 1, got {max_bus_errors}")
         self.can_ids = ids
         self.host_id = int(host_id)
-        self.interface, self.channel, self.bus_options = interface, channel, dict(bus_options or {})
+        self.can_interface, self.can_channel = options.can_interface, options.can_channel
+        self.bus_options = dict(bus_options or {})
         self.bus = bus
         self._own_bus = bus is None
         self._release = None        # shuts down the bus this driver opened (close(), collection or exit)
-        self.reply_timeout = float(reply_timeout)
-        self.max_missed = int(max_missed)
+        self.read_timeout = options.read_timeout
+        self.max_failed_cycles = options.max_failed_cycles
         self.max_bus_errors = int(max_bus_errors)
         self.safe_kd = float(safe_kd)
         self.activate_timeout = float(activate_timeout)
@@ -241,7 +230,7 @@ class MitDriver(ActuatorDriver):
     # -- lifecycle ---------------------------------------------------------------
     def on_configure(self) -> None:
         if self.bus is None:
-            self.bus = open_bus(self.interface, self.channel, **self.bus_options)
+            self.bus = open_bus(self.can_interface, self.can_channel, **self.bus_options)
             self._own_bus = True
             self._release = release_with(self, shutdown_bus, self.bus)
         from ..base import DriverHealth
@@ -337,7 +326,7 @@ class MitDriver(ActuatorDriver):
         got[:] = False
         bus = self.bus
         clock = time.perf_counter
-        deadline = clock() + self.reply_timeout
+        deadline = clock() + self.read_timeout
         n = len(self.can_ids)
         received = 0
         try:
@@ -371,7 +360,7 @@ class MitDriver(ActuatorDriver):
                     self._missed[k] += 1
                     health.timeouts += 1
                     health.extra["missed_by_motor"][k] += 1
-                    if self._missed[k] >= self.max_missed:
+                    if self._missed[k] >= self.max_failed_cycles:
                         health.set_fault(f"{self.name}: motor ID {self.can_ids[k]} missed "
                                          f"{self._missed[k]} consecutive replies")
             if not got.all():
@@ -383,7 +372,7 @@ class MitDriver(ActuatorDriver):
 
     def _send(self, msg) -> bool:
         try:
-            self.bus.send(msg, timeout=self.reply_timeout)
+            self.bus.send(msg, timeout=self.read_timeout)
             self._send_errors = 0
             return True
         except Exception:  # noqa: BLE001  (can.CanError, a closed socket ...)

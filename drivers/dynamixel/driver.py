@@ -1,6 +1,6 @@
 """The ``dynamixel`` backend: a chain of X-series servos on one Protocol 2.0 bus.
 
-Servo ``ids[k]`` drives actuated joint ``k`` (in model order, or the order of ``joints``) through
+Servo ``servo_ids[k]`` drives actuated joint ``k`` (in model order, or the order of ``joints``) through
 ``transmission`` (default 1:1: the servo horn is the joint). Positions are relative to ``position_center``
 (2048 counts = 0 rad). A servo silent at ``baudrate`` is PINGed at the other X-series rates to name the one it
 answers at (configure still fails: the rate is the config's to change).
@@ -55,7 +55,7 @@ import numpy as np
 
 from rtctl.options import setting
 
-from ..base import EFFORT_MODE, POSITION_MODE, ActuatorDriver, register_driver
+from ..base import EFFORT_MODE, POSITION_MODE, ActuatorDriver
 from ..transmission import Transmission
 from . import protocol as P
 from .control_table import BAUD_RATES, CURRENT_CONTROL, POSITION_CONTROL, ServoModel
@@ -73,7 +73,6 @@ class NoReply(BusError):
     """A servo sent no status packet to a configuration-time instruction."""
 
 
-@register_driver("dynamixel")
 class DynamixelDriver(ActuatorDriver):
     @dataclass(frozen=True)
     class Options(ActuatorDriver.Options):
@@ -86,31 +85,22 @@ class DynamixelDriver(ActuatorDriver):
         max_failed_cycles: int = setting("int", 5, low=1)            # consecutive failed cycles -> fault
         bus_watchdog: float = setting("float", 0.5, low=0.0, high=2.54)   # s without a packet -> servo stops; 0: off
 
-    @classmethod
-    def from_config(cls, options: dict, context):
-        ids = options["servo_ids"]
-        return cls(context.model, port=options["port"], baudrate=options["baudrate"], joints=options["joints"],
-                   mode=options["mode"], ids=None if ids is None else (ids if isinstance(ids, list) else [ids]),
-                   servo_model=options["servo_model"], transmission=context.transmission,
-                   read_timeout=options["read_timeout"], retries=options["retries"],
-                   max_failed_cycles=options["max_failed_cycles"], bus_watchdog=options["bus_watchdog"])
-
-    def __init__(self, model, *, port: str, baudrate: int = 57600, ids=None, servo_model="XM430-W350",
-                 joints=None, mode: str = EFFORT_MODE, transmission: Transmission | None = None,
-                 torque_constant=None, read_timeout: float = 1e-3, retries: int = 1, max_failed_cycles: int = 5,
-                 return_delay_time: int | None = 0, position_gains=None, check_model: bool = True,
-                 rtt_capacity: int = 100_000, bus_watchdog: float = 0.5):
-        super().__init__(model, joints, mode)
+    def __init__(self, model, options: "DynamixelDriver.Options | None" = None, *,
+                 transmission: Transmission | None = None, torque_constant=None, return_delay_time: int | None = 0,
+                 position_gains=None, check_model: bool = True, rtt_capacity: int = 100_000):
+        super().__init__(model, options)
+        options = self.options
         n = len(self.v_index)
-        if not port or not isinstance(port, str):
-            raise ValueError(f"{self.name}: port must name a serial device, got {port!r}")
-        ids = self._servo_ids(ids, n)
-        self.servos = self._servo_models(servo_model, n)
-        self._check_bus_timing(read_timeout, retries, max_failed_cycles, return_delay_time)
-        self.bus_watchdog, self.watchdog_units = self._watchdog_units(bus_watchdog)
-        self.port, self.baudrate, self.ids = port, int(baudrate), ids
-        self.read_timeout, self.retries, self.max_failed_cycles = float(read_timeout), int(retries), \
-            int(max_failed_cycles)
+        if not options.port:
+            raise ValueError(f"{self.name}: port is required: the serial device, e.g. /dev/ttyUSB0")
+        ids = self._servo_ids(options.servo_ids, n)
+        self.servos = self._servo_models(options.servo_model, n)
+        if return_delay_time is not None and not 0 <= return_delay_time <= 254:
+            raise ValueError(f"{self.name}: return_delay_time must be 0..254 (x 2 us) or None")
+        self.bus_watchdog, self.watchdog_units = self._watchdog_units(options.bus_watchdog)
+        self.port, self.baudrate, self.servo_ids = options.port, options.baudrate, ids
+        self.read_timeout, self.retries, self.max_failed_cycles = options.read_timeout, options.retries, \
+            options.max_failed_cycles
         self.return_delay_time, self.position_gains, self.check_model = return_delay_time, position_gains, check_model
         self.transmission = transmission or Transmission(n)
         if self.transmission.n != n:
@@ -127,7 +117,7 @@ class DynamixelDriver(ActuatorDriver):
         s0 = self.servos[0]
         self._state_addr, self._state_len = s0.span("present_current", "present_position")
         self._sync_read = P.sync_read_packet(self._state_addr, self._state_len, ids)
-        self._build_goal_packet(s0["goal_current" if mode == EFFORT_MODE else "goal_position"], ids)
+        self._build_goal_packet(s0["goal_current" if self.mode == EFFORT_MODE else "goal_position"], ids)
         self.decoder = P.StreamDecoder()
         self._ser = None
         self._fd = -1
@@ -146,9 +136,9 @@ class DynamixelDriver(ActuatorDriver):
                                  unexpected_packets=0, late_bytes=0, write_errors=0, watchdog_checks=0)
 
     def _servo_ids(self, ids, n: int) -> list[int]:
-        ids = list(range(1, n + 1)) if ids is None else [int(i) for i in ids]
+        ids = list(range(1, n + 1)) if ids is None else [int(i) for i in np.atleast_1d(ids)]
         if len(ids) != n or len(set(ids)) != n or not all(0 <= i <= P.MAX_ID for i in ids):
-            raise ValueError(f"{self.name}: ids must be {n} distinct ids in 0..{P.MAX_ID} (one per joint "
+            raise ValueError(f"{self.name}: servo_ids must be {n} distinct ids in 0..{P.MAX_ID} (one per joint "
                              f"{self.joint_names}), got {ids}")
         return ids
 
@@ -157,16 +147,6 @@ class DynamixelDriver(ActuatorDriver):
         if len(names) != n:
             raise ValueError(f"{self.name}: servo_model: give one name or {n}, got {len(names)}")
         return [ServoModel(s) for s in names]
-
-    def _check_bus_timing(self, read_timeout, retries, max_failed_cycles, return_delay_time) -> None:
-        if not (np.isfinite(read_timeout) and 0 < read_timeout <= 1.0):
-            raise ValueError(f"{self.name}: read_timeout must be in (0, 1] s, got {read_timeout}")
-        if int(retries) != retries or retries < 0:
-            raise ValueError(f"{self.name}: retries must be an integer >= 0, got {retries}")
-        if int(max_failed_cycles) != max_failed_cycles or max_failed_cycles < 1:
-            raise ValueError(f"{self.name}: max_failed_cycles must be an integer >= 1, got {max_failed_cycles}")
-        if return_delay_time is not None and not 0 <= return_delay_time <= 254:
-            raise ValueError(f"{self.name}: return_delay_time must be 0..254 (x 2 us) or None")
 
     def _watchdog_units(self, seconds) -> tuple[float, int]:
         """Bus Watchdog (s, SI) -> item 98 units of 20 ms, rounded up (1..127; 0 disables)."""
@@ -360,20 +340,20 @@ class DynamixelDriver(ActuatorDriver):
 
     def read_field(self, k: int, name: str) -> int:
         f = self.servos[k][name]
-        pkt = self.transact(P.read_packet(self.ids[k], f.address, f.size), self.ids[k])
+        pkt = self.transact(P.read_packet(self.servo_ids[k], f.address, f.size), self.servo_ids[k])
         if len(pkt.params) != f.size:
-            raise BusError(f"{self.name}: servo {self.ids[k]}: read {name} returned {len(pkt.params)} bytes")
+            raise BusError(f"{self.name}: servo {self.servo_ids[k]}: read {name} returned {len(pkt.params)} bytes")
         return P.from_bytes(pkt.params, f.signed)
 
     def write_field(self, k: int, name: str, value: int) -> None:
         f = self.servos[k][name]
-        self.transact(P.write_packet(self.ids[k], f.address, P.to_bytes(int(value), f.size)), self.ids[k])
+        self.transact(P.write_packet(self.servo_ids[k], f.address, P.to_bytes(int(value), f.size)), self.servo_ids[k])
 
     def _read_quiet(self, k: int, name: str) -> int | None:
         """``read_field`` in the cycle: one attempt, None instead of raising."""
         try:
             f = self.servos[k][name]
-            pkt = self.transact(P.read_packet(self.ids[k], f.address, f.size), self.ids[k], attempts=1)
+            pkt = self.transact(P.read_packet(self.servo_ids[k], f.address, f.size), self.servo_ids[k], attempts=1)
             return P.from_bytes(pkt.params, f.signed) if len(pkt.params) == f.size else None
         except BusError:
             return None
@@ -384,7 +364,7 @@ class DynamixelDriver(ActuatorDriver):
         self._consecutive_failed = 0
         self.health.fault, self.health.fault_reason = False, ""
         operating = CURRENT_CONTROL if self.mode == EFFORT_MODE else POSITION_CONTROL
-        for k, dxl_id in enumerate(self.ids):
+        for k, dxl_id in enumerate(self.servo_ids):
             try:
                 number = self.ping(dxl_id)
             except NoReply as exc:
@@ -413,7 +393,7 @@ class DynamixelDriver(ActuatorDriver):
     def _check_hardware_error(self, k: int) -> None:
         bits = self.read_field(k, "hardware_error_status")
         if bits:
-            raise BusError(f"{self.name}: servo {self.ids[k]}: hardware error: {P.describe_hardware_error(bits)} "
+            raise BusError(f"{self.name}: servo {self.servo_ids[k]}: hardware error: {P.describe_hardware_error(bits)} "
                            f"(Hardware Error Status 0x{bits:02x}); the servo has shut down: remove the cause "
                            "and REBOOT it")
 
@@ -441,7 +421,7 @@ class DynamixelDriver(ActuatorDriver):
 
     def _torque_off(self) -> None:
         f = self.servos[0]["torque_enable"]
-        self._send(P.sync_write_packet(f.address, 1, [(i, b"\x00") for i in self.ids]))
+        self._send(P.sync_write_packet(f.address, 1, [(i, b"\x00") for i in self.servo_ids]))
 
     def close(self) -> None:
         """Torque off (best effort) and release the port."""
@@ -530,13 +510,13 @@ class DynamixelDriver(ActuatorDriver):
         bits = self._read_quiet(k, "hardware_error_status")
         what = "Hardware Error Status unreadable" if bits is None else \
             f"{P.describe_hardware_error(bits)} (Hardware Error Status 0x{bits:02x})"
-        self.health.set_fault(f"servo {self.ids[k]}: hardware error: {what}; the servo turned its torque off "
+        self.health.set_fault(f"servo {self.servo_ids[k]}: hardware error: {what}; the servo turned its torque off "
                               "(REBOOT it after removing the cause)")
 
     def _check_watchdog(self, gap: float) -> None:
         """The bus was silent long enough for a Bus Watchdog to expire: ask each servo (item 98 = -1)."""
         self.health.extra["watchdog_checks"] += 1
-        for k, dxl_id in enumerate(self.ids):
+        for k, dxl_id in enumerate(self.servo_ids):
             if self._read_quiet(k, "bus_watchdog") == -1:
                 self.health.set_fault(f"servo {dxl_id}: Bus Watchdog expired ({gap * 1e3:.0f} ms without a packet, "
                                       f"limit {self.bus_watchdog * 1e3:.0f} ms): the servo stopped itself and "
@@ -579,12 +559,12 @@ class DynamixelDriver(ActuatorDriver):
             if self._enable_pending:
                 self._enable_pending = False
                 f = self.servos[0]["torque_enable"]
-                self._send(P.sync_write_packet(f.address, 1, [(i, b"\x01") for i in self.ids]))
+                self._send(P.sync_write_packet(f.address, 1, [(i, b"\x01") for i in self.servo_ids]))
             if self._arm_pending:
                 self._arm_pending = False
                 f = self.servos[0]["bus_watchdog"]
                 self._armed = self._send(P.sync_write_packet(f.address, 1, [(i, bytes([self.watchdog_units]))
-                                                                            for i in self.ids]))
+                                                                            for i in self.servo_ids]))
         else:
             self.health.extra["write_errors"] += 1
 
@@ -595,6 +575,6 @@ class DynamixelDriver(ActuatorDriver):
                 return
             if self.mode == EFFORT_MODE:
                 f = self.servos[0]["goal_current"]
-                self._send(P.sync_write_packet(f.address, 2, [(i, b"\x00\x00") for i in self.ids]))
+                self._send(P.sync_write_packet(f.address, 2, [(i, b"\x00\x00") for i in self.servo_ids]))
             else:
                 self._torque_off()

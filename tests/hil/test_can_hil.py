@@ -5,7 +5,7 @@ on a run that kept its timing (fewer than 10 % of cycles overran and fewer than 
 < 0.25 rad otherwise and with 10 % dropped replies. Replies: every reply the driver missed was dropped by
 the firmware or arrived after the reply timeout (the driver then counts it late); how many arrive late is
 the machine's load, so the counts are checked against each other, not against a rate. A killed emulator
--> safe state exactly max_missed cycles after the last reply each motor's driver received, and no reply
+-> safe state exactly max_failed_cycles cycles after the last reply each motor's driver received, and no reply
 beyond the 10 cycles in flight after the kill. A CiA 402 drive fault -> safe state at the first cycle
 whose TPDOs arrive after the faulted SYNC (the next one unless they are late), then fault reset and the
 loop runs on without trip or fault. The emulators run on a shared, non-real-time machine: see
@@ -30,7 +30,7 @@ Q0 = [0.2, -0.4]
 RATE = 500.0
 # The emulators are Python processes on a shared, non-real-time machine: a scheduling stall of 10-20 ms is
 # not a firmware fault. Runs whose subject is not stall detection allow 25 consecutive misses (50 ms), in the
-# driver (max_missed) and in the safety monitor's stale-state watchdog alike.
+# driver (max_failed_cycles) and in the safety monitor's stale-state watchdog alike.
 STALL_TOLERANT = 25
 
 
@@ -69,7 +69,7 @@ def check_reply_accounting(health, dropped):
 def make_loop(driver, model, hooks=()):
     traj = create_trajectory("sinusoid", center=Q0, amplitude=[0.3, 0.3], frequency=[0.5, 0.7], phase=[0.0, 0.0])
     ctl = create_controller("computed_torque", Dynamics(model), kp=400.0)
-    safety = SafetyMonitor(model, watchdog_cycles=driver.max_missed)   # the driver's fault comes first
+    safety = SafetyMonitor(model, watchdog_cycles=driver.max_failed_cycles)   # the driver's fault comes first
     return ControlLoop(model=model, drivers=[driver], controller=ctl, trajectory=traj, safety=safety,
                        rate_hz=RATE, hooks=hooks)
 
@@ -77,7 +77,8 @@ def make_loop(driver, model, hooks=()):
 def mit_run(server, *emu_args, duration=3.0, hooks=(), **drv):
     emu = Emulator(server, "mit", [1, 2], "--initial", *map(str, Q0), *emu_args)
     model = build_arm2()
-    driver = create_driver("can_mit", model, can_ids=[1, 2], channel=server.url, **drv)
+    driver = create_driver("can_mit", model, can_ids=[1, 2], can_interface="remote", can_channel=server.url,
+                           **{"read_timeout": 5e-4, **drv})
     loop = make_loop(driver, model, hooks)
     try:
         report = loop.run(duration=duration)
@@ -88,7 +89,7 @@ def mit_run(server, *emu_args, duration=3.0, hooks=(), **drv):
 
 
 def test_mit_loop_closes_at_500_hz_and_tracks(server):
-    loop, rep, emu = mit_run(server, max_missed=STALL_TOLERANT)
+    loop, rep, emu = mit_run(server, max_failed_cycles=STALL_TOLERANT)
     h = loop.driver.health
     skip_if_starved(rep, "500 Hz tracking over CAN")
     assert rep.cycles == 1500 and not rep.tripped and not rep.failures and not h.fault, rep.format()
@@ -102,7 +103,7 @@ def test_mit_loop_closes_at_500_hz_and_tracks(server):
 def test_mit_tolerates_10_percent_dropped_replies_and_a_delayed_one(server):
     # Reply 1000 (about cycle 500) is held back 7 ms by a stalled firmware.
     loop, rep, emu = mit_run(server, "--drop", "0.1", "--seed", "3", "--delay-reply", "1000", "0.007",
-                             max_missed=STALL_TOLERANT)
+                             max_failed_cycles=STALL_TOLERANT)
     h = loop.driver.health
     skip_if_starved(rep, "tracking with 10 % dropped CAN replies")
     assert not rep.tripped and not h.fault and not rep.failures, rep.format()
@@ -118,7 +119,7 @@ def test_mit_emulator_killed_mid_run_reaches_safe_state(server):
     # The kill is synchronous (the process is reaped before the loop goes on), but replies the firmware sent
     # before it died may still be queued on the bus (a few cycles' worth on a loaded machine), and on a loaded
     # machine the last replies before the kill may be late, so the exact bound is stated from the last reply
-    # each motor's driver received. max_missed 15 (30 ms): a stall of the emulator before the kill is not the
+    # each motor's driver received. max_failed_cycles 15 (30 ms): a stall of the emulator before the kill is not the
     # subject here, the kill is.
     KILL_CYCLE, IN_FLIGHT, MAX_MISSED = 400, 10, 15
     misses = []                                       # per cycle: cumulative missed replies of each motor
@@ -131,7 +132,8 @@ def test_mit_emulator_killed_mid_run_reaches_safe_state(server):
 
     emu = Emulator(server, "mit", [1, 2], "--initial", *map(str, Q0))
     model = build_arm2()
-    driver = create_driver("can_mit", model, can_ids=[1, 2], channel=server.url, max_missed=MAX_MISSED)
+    driver = create_driver("can_mit", model, can_ids=[1, 2], can_interface="remote", can_channel=server.url,
+                           read_timeout=5e-4, max_failed_cycles=MAX_MISSED)
     loop = make_loop(driver, model, hooks=(kill,))
     try:
         rep = loop.run(duration=1.5)
@@ -145,7 +147,7 @@ def test_mit_emulator_killed_mid_run_reaches_safe_state(server):
     last_reply = [np.flatnonzero(~missed[:, k]).max() for k in range(2)]
     assert KILL_CYCLE < trip, (trip, last_reply)                            # the kill tripped it, nothing before
     assert all(c <= KILL_CYCLE + IN_FLIGHT for c in last_reply), last_reply  # no reply from a dead firmware
-    assert trip == min(last_reply) + driver.max_missed, (trip, last_reply)  # exactly max_missed after the last
+    assert trip == min(last_reply) + driver.max_failed_cycles, (trip, last_reply)  # exactly max_failed_cycles after the last
 
 
 @pytest.fixture
@@ -177,7 +179,7 @@ def test_cia402_via_config_tracks_and_survives_a_drive_fault(own_server, tmp_pat
     cfg["_dir"] = str(tmp_path)
     loop = build(cfg)
     driver = loop.driver
-    assert driver.max_missed == STALL_TOLERANT and driver.reply_timeout == 1e-3
+    assert driver.max_failed_cycles == STALL_TOLERANT and driver.read_timeout == 1e-3
     seen = {}
     record = []   # per cycle of the current run: (cycle, statuswords, cumulative misses per drive, late in cycle)
 

@@ -3,24 +3,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rtctl.drivers.base import ActuatorDriver, register_driver
+from rtctl.drivers.base import ActuatorDriver
 from rtctl.options import setting
 
 
-@register_driver("ideal_demo")
-class IdealDriver(ActuatorDriver):
+class IdealDriver(ActuatorDriver):   # named by its entry point (entry_points.txt)
     @dataclass(frozen=True)
     class Options(ActuatorDriver.Options):
         max_effort: float = setting("float", 100.0, positive=True)   # N m, saturation
 
     @classmethod
     def from_config(cls, options, context):
-        return cls(context.model, plant=context.plant, period=context.period, joints=options["joints"],
-                   max_effort=options["max_effort"])
+        return cls(context.model, cls.Options(**options), plant=context.plant, period=context.period)
 
-    def __init__(self, model, *, plant, period, joints=None, max_effort=100.0):
-        super().__init__(model, joints)
-        self.plant, self.period, self.max_effort = plant, float(period), float(max_effort)
+    def __init__(self, model, options=None, *, plant, period):
+        super().__init__(model, options)
+        self.plant, self.period, self.max_effort = plant, float(period), self.options.max_effort
         self._effort = np.zeros(model.nv)
 
     def read(self, state, now):
