@@ -99,7 +99,8 @@ def closed_loop(robot, trajectory, controller_cls, *, forward_dynamics="aba", in
     """
     plant = LeggedPlant(robot.model, integrator=integrator, substeps=substeps, forward_dynamics=forward_dynamics,
                         contact=contact)
-    controller = controller_cls(Dynamics(robot.model), kp=KP, kd=KD, robot=robot, contact=plant.contact_model)
+    controller = controller_cls(Dynamics(robot.model), controller_cls.Options(kp=KP, kd=KD), robot=robot,
+                                contact=plant.contact_model)
     plant.reset(*trajectory.initial_state())
     n = trajectory.n
     q_d, qd_d, qdd_d = np.zeros(n), np.zeros(n), np.zeros(n)
@@ -128,7 +129,8 @@ class Failed(Exception):
 def offline(robot, trajectory, controller_cls, *, forward_dynamics="aba", duration=1.0, contact=None):
     """The same closed loop, continuous-time controller, integrated by BDF; return (wall seconds, nfev)."""
     plant = LeggedPlant(robot.model, forward_dynamics=forward_dynamics, contact=contact)
-    controller = controller_cls(Dynamics(robot.model), kp=KP, kd=KD, robot=robot, contact=plant.contact_model)
+    controller = controller_cls(Dynamics(robot.model), controller_cls.Options(kp=KP, kd=KD), robot=robot,
+                                contact=plant.contact_model)
     plant.reset(*trajectory.initial_state())
     n = trajectory.n
     q_d, qd_d, qdd_d = np.zeros(n), np.zeros(n), np.zeros(n)

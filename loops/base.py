@@ -13,7 +13,7 @@ cycle and ``on_deactivate()`` + ``on_activate()`` on a re-arm, then ``update(t, 
 
 Config: each class declares the keys of its ``[controller]`` / ``[trajectory]``
 table as a dataclass ``Options`` (:mod:`rtctl.options`) and builds itself with
-``from_config(options, context)``; it is found by its registered name
+``from_config(options, context)``; it is found by the name of its entry point
 (:data:`rtctl.registry.CONTROLLERS`, :data:`rtctl.registry.TRAJECTORIES`).
 """
 from __future__ import annotations
@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from rtctl.dynamics import Dynamics
-from rtctl.options import setting
+from rtctl.options import OptionsBase, options_of, setting
+from rtctl.registry import CONTROLLERS, TRAJECTORIES, RegisteredName
 from rtctl.rt.hooks import TelemetrySource
 from rtctl.rt.interfaces import actuated_indices
 from rtctl.rt.stability import gain_violation
@@ -33,10 +34,11 @@ from rtctl.rt.stability import gain_violation
 class Trajectory(abc.ABC):
     n: int
     duration: float
+    name = RegisteredName(TRAJECTORIES, "trajectory")   # its entry point's name
     sections: dict = {}  # whole config sections this trajectory owns: {"name": OptionsDataclass}
 
     @dataclass(frozen=True)
-    class Options:
+    class Options(OptionsBase):
         """No keys: a trajectory class lists its own."""
 
     @classmethod
@@ -100,7 +102,7 @@ class Controller(TelemetrySource, abc.ABC):
     critically damped ``2 sqrt(kp)``).
     """
 
-    name = "controller"
+    name = RegisteredName(CONTROLLERS, "controller")   # its entry point's name
     default_kp: float | None = None  # kp when the config gives none; None: the config must give it
     sections: dict = {}
     gain_units = ("1/s^2", "1/s")    # of kp, kd in messages: acceleration gains, or a torque-level law's
@@ -109,7 +111,7 @@ class Controller(TelemetrySource, abc.ABC):
     writes: tuple = ("effort",)
 
     @dataclass(frozen=True)
-    class Options:
+    class Options(OptionsBase):
         # computed torque: kp in 1/s^2; torque-level laws: N m/rad (or N/m) per joint
         kp: object = setting("floats", None, low=0.0)
         kd: object = setting("floats", None, low=0.0)   # default 2 sqrt(kp): critically damped
@@ -117,17 +119,7 @@ class Controller(TelemetrySource, abc.ABC):
     @classmethod
     def from_config(cls, options: dict, context) -> "Controller":
         """Built from its ``[controller]`` table over ``context.dynamics``."""
-        return cls(context.dynamics, **cls.gains_from_config(options))
-
-    @classmethod
-    def gains_from_config(cls, options: dict) -> dict:
-        kp = options["kp"]
-        if kp is None:
-            if cls.default_kp is None:
-                raise ValueError(f"kp is required for type '{cls.name}' (a torque gain in N m/rad per joint; it "
-                                 "depends on the robot's inertia)")
-            kp = cls.default_kp
-        return {"kp": kp, "kd": options["kd"]}
+        return cls(context.dynamics, cls.Options(**options))
 
     def error_inertia(self, q) -> np.ndarray | None:
         """Per actuated joint, the inertia ``m`` that makes this law's closed loop ``e'' + (kd / m) e' + (kp / m) e
@@ -186,7 +178,20 @@ class Controller(TelemetrySource, abc.ABC):
         self.update_command(cycle.t, cycle.dt, cycle.state.q, cycle.state.v, cycle.q_d, cycle.qd_d, cycle.qdd_d,
                             cycle.command)
 
-    def __init__(self, dyn: Dynamics, kp, kd=None):
+    def __init__(self, dyn: Dynamics, options: "Controller.Options | None" = None):
+        """Over ``dyn``'s model with ``options`` (``kp`` None: :attr:`default_kp`, which a law without one
+        requires; ``kd`` None: ``2 sqrt(kp)``)."""
+        self.options = options = options_of(self, options)
+        kp = options.kp
+        if kp is None:
+            if self.default_kp is None:
+                raise ValueError(f"kp is required for type '{self.name}' (a torque gain in N m/rad per joint; it "
+                                 "depends on the robot's inertia)")
+            kp = self.default_kp
+        self._set_up(dyn, kp, options.kd)
+
+    def _set_up(self, dyn: Dynamics, kp, kd) -> None:
+        """The model's actuated joints and the gains ``kp``, ``kd`` (None: ``2 sqrt(kp)``) over them."""
         self.dyn = dyn
         self.model = dyn.model
         q_index, v_index, self.joint_names = actuated_indices(self.model)
@@ -195,11 +200,7 @@ class Controller(TelemetrySource, abc.ABC):
         self.index = np.array([q_index, v_index], dtype=np.int64).reshape(2, n)  # rows: q_index, v_index
         self.q_index, self.v_index = self.index[0], self.index[1]
         self.kp = np.broadcast_to(np.asarray(kp, dtype=float), (n,)).copy()
-        if not np.all(np.isfinite(self.kp)) or np.any(self.kp < 0):
-            raise ValueError(f"{self.name}: kp must be finite and >= 0, got {self.kp.tolist()}")
         self.kd = 2.0 * np.sqrt(self.kp) if kd is None else np.broadcast_to(np.asarray(kd, dtype=float), (n,)).copy()
-        if not np.all(np.isfinite(self.kd)) or np.any(self.kd < 0):
-            raise ValueError(f"{self.name}: kd must be finite and >= 0, got {self.kd.tolist()}")
 
     @abc.abstractmethod
     def update(self, t: float, dt: float, q: np.ndarray, v: np.ndarray, q_d: np.ndarray, qd_d: np.ndarray,

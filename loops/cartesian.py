@@ -27,7 +27,6 @@ from numba import njit
 
 from rtctl.model import rpy_to_matrix
 from rtctl.options import setting
-from rtctl.registry import TRAJECTORIES
 
 from .base import Trajectory
 
@@ -291,4 +290,3 @@ def _finite_vector(owner, name, value, length) -> np.ndarray:
     return np.ascontiguousarray(arr)
 
 
-TRAJECTORIES.register("cartesian_min_jerk")(CartesianMinimumJerk)

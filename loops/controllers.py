@@ -46,7 +46,7 @@ from numba.core.errors import NumbaPendingDeprecationWarning
 from rtctl.dynamics import Dynamics
 from rtctl.dynamics import kernels as _k
 from rtctl.dynamics.kernels import all_finite, floating_base_rnea, model_sizes, rnea
-from rtctl.options import setting
+from rtctl.options import options_of, setting
 from rtctl.registry import CONTROLLERS
 
 from .base import Controller
@@ -188,24 +188,18 @@ class _CompiledController(Controller):
     class Options(Controller.Options):
         friction_compensation: bool = setting("bool", False)   # + the model's <dynamics> friction along qd_d
 
-    @classmethod
-    def from_config(cls, options: dict, context) -> "Controller":
-        return cls(context.dynamics, **cls.gains_from_config(options),
-                   friction_compensation=options.get("friction_compensation", False))
-
-    def __init__(self, dyn: Dynamics, kp, kd=None, friction_compensation: bool = False):
+    def __init__(self, dyn: Dynamics, options: "_CompiledController.Options | None" = None):
         if not isinstance(dyn, Dynamics):
             raise TypeError(f"{self.name}: dyn must be an rtctl.dynamics.Dynamics, got {type(dyn).__name__}")
-        if friction_compensation and self.mode == MODE_PD:
-            raise ValueError(f"{self.name}: friction_compensation is a model term and this law has none; use "
-                             "pd_gravity or another model-based controller")
+        options = options_of(self, options)
+        friction_compensation = isinstance(options, _CompiledController.Options) and options.friction_compensation
         try:
-            super().__init__(dyn, kp, kd)
+            super().__init__(dyn, options)
         except ValueError as exc:
-            if str(exc).startswith(self.name):
+            if str(exc).startswith(self.name) or str(exc).startswith("kp is required"):
                 raise
             raise ValueError(f"{self.name}: kp and kd must be numbers or vectors with one entry per actuated "
-                             f"joint (kp={kp!r}, kd={kd!r}): {exc}") from None
+                             f"joint (kp={options.kp!r}, kd={options.kd!r}): {exc}") from None
         m = self.model
         self.n_base = _floating_base_dofs(m, self.v_index)
         self._check_base()
@@ -305,7 +299,6 @@ class FeedForwardPD(_CompiledController):
     and the base rows of the effort are 0.
     """
 
-    name = "ff_pd"
     mode = MODE_FF_PD
 
 
@@ -320,7 +313,6 @@ class ComputedTorque(_CompiledController):
     Floating-base models need :class:`FloatingBaseComputedTorque`.
     """
 
-    name = "computed_torque"
     default_kp = 400.0
     mode = MODE_COMPUTED_TORQUE
     gain_units = Controller.gain_units
@@ -350,7 +342,6 @@ class FloatingBaseComputedTorque(_CompiledController):
     ``[alpha_0; alpha_theta]`` of the last cycle.
     """
 
-    name = "floating_base_computed_torque"
     default_kp = 400.0
     mode = MODE_FLOATING_CT
     gain_units = Controller.gain_units
@@ -372,20 +363,16 @@ class PDGravity(_CompiledController):
     gravity forces with the base held still; the base rows are 0.
     """
 
-    name = "pd_gravity"
     mode = MODE_PD_GRAVITY
 
 
 class PD(_CompiledController):
     """Independent joint PD: ``tau = Kp (q_d - q) + Kd (qd_d - qd)`` (no model terms)."""
 
-    name = "pd"
     mode = MODE_PD
     Options = Controller.Options
 
 
-for _cls in (FeedForwardPD, ComputedTorque, FloatingBaseComputedTorque, PDGravity, PD):
-    CONTROLLERS.register(_cls.name)(_cls)
 
 
 def create_controller(kind: str, dyn: Dynamics, **gains) -> Controller:

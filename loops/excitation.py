@@ -27,7 +27,6 @@ from threadpoolctl import threadpool_limits
 
 from rtctl.dynamics.regressor import BaseParameters, JointTorqueRegressor
 from rtctl.options import setting
-from rtctl.registry import TRAJECTORIES
 from rtctl.rt.interfaces import actuated_indices
 
 from .trajectories import (_OK, _CompiledTrajectory, _array, _check_out, _joint_entry, _joint_values, _owner,
@@ -276,4 +275,3 @@ class ExcitationTrajectory(_CompiledTrajectory):
         return f"ExcitationTrajectory(n={self.n}, frequency={self.frequency} Hz, harmonics={self.harmonics})"
 
 
-TRAJECTORIES.register("excitation")(ExcitationTrajectory)

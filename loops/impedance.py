@@ -68,8 +68,7 @@ from rtctl.dynamics.kernels import (
 )
 from rtctl.dynamics.spatial import ldlt_factor
 from rtctl.model import ModelError
-from rtctl.options import setting
-from rtctl.registry import CONTROLLERS
+from rtctl.options import OptionsBase, options_of, setting
 
 from .base import Controller
 from .cartesian import log_rotation
@@ -448,10 +447,9 @@ class CartesianImpedance(Controller):
     (``stiffness_matrix``, ``damping_matrix``, ``wrench``, ``error``) the order is [angular; linear].
     """
 
-    name = "cartesian_impedance"
 
     @dataclass(frozen=True)
-    class Options:
+    class Options(OptionsBase):
         frame: str = setting("str", None, required=True)             # a link or frame of the model
         stiffness: object = setting("floats", None, required=True)   # N/m x3, N m/rad x3 (or 36 values)
         damping: object = setting("floats", None)                    # N s/m x3, N m s/rad x3 (or 36 values)
@@ -466,16 +464,18 @@ class CartesianImpedance(Controller):
 
     @classmethod
     def from_config(cls, options: dict, context) -> CartesianImpedance:
-        controller = cls(context.dynamics, **options, posture=context.q0)
+        controller = cls(context.dynamics, cls.Options(**options), posture=context.q0)
         context.cartesian_controller = controller   # a Cartesian trajectory built next follows it
         return controller
 
-    def __init__(self, dyn: Dynamics, frame: str, stiffness, damping=None, damping_ratio=None,
-                 nullspace_stiffness=10.0, nullspace_damping=None, coriolis: bool = True,
-                 inertia_feedforward: bool = False, gain_ramp: float = 0.1,
-                 stiffness_limit=None, damping_limit=None, posture=None):
+    def __init__(self, dyn: Dynamics, options: "CartesianImpedance.Options", *, posture=None):
         if not isinstance(dyn, Dynamics):
             raise TypeError(f"{self.name}: dyn must be an rtctl.dynamics.Dynamics, got {type(dyn).__name__}")
+        self.options = o = options_of(self, options)
+        frame, stiffness, damping, damping_ratio = o.frame, o.stiffness, o.damping, o.damping_ratio
+        nullspace_stiffness, nullspace_damping, coriolis = o.nullspace_stiffness, o.nullspace_damping, o.coriolis
+        inertia_feedforward, gain_ramp = o.inertia_feedforward, o.gain_ramp
+        stiffness_limit, damping_limit = o.stiffness_limit, o.damping_limit
         model = dyn.model
         if damping is not None and damping_ratio is not None:
             raise ValueError(f"{self.name}: give damping or damping_ratio, not both")
@@ -485,10 +485,6 @@ class CartesianImpedance(Controller):
         stiffness_matrix = self.checked_stiffness(stiffness)
         damping_matrix = None if damping is None else self.checked_damping(damping)
         zeta = 1.0 if damping is None and damping_ratio is None else damping_ratio
-        if zeta is not None and not (math.isfinite(zeta) and zeta > 0):
-            raise ValueError(f"{self.name}: damping_ratio must be a finite number > 0, got {damping_ratio!r}")
-        if not (isinstance(gain_ramp, (int, float)) and math.isfinite(gain_ramp) and gain_ramp >= 0):
-            raise ValueError(f"{self.name}: gain_ramp must be a finite time >= 0 s, got {gain_ramp!r}")
         try:
             f = model.frame(frame)
         except ModelError as exc:
@@ -496,7 +492,7 @@ class CartesianImpedance(Controller):
         if f.body < 0:
             raise ValueError(f"{self.name}: frame '{frame}' is fixed to the world; it cannot be moved")
         try:
-            super().__init__(dyn, kp=nullspace_stiffness, kd=None)
+            self._set_up(dyn, nullspace_stiffness, None)
         except ValueError as exc:
             raise ValueError(f"{self.name}: nullspace_stiffness: one value or one per actuated joint, finite and "
                              f">= 0 ({exc})") from None
@@ -738,4 +734,3 @@ class CartesianImpedance(Controller):
         return f"CartesianImpedance(model='{self.model.name}', frame='{self.frame}')"
 
 
-CONTROLLERS.register(CartesianImpedance.name)(CartesianImpedance)

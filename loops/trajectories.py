@@ -431,8 +431,6 @@ class Sinusoid(_CompiledTrajectory):
         return f"Sinusoid(n={self.n})"
 
 
-for _name, _cls in (("min_jerk", MinimumJerk), ("spline", CubicSplineTrajectory), ("sinusoid", Sinusoid)):
-    TRAJECTORIES.register(_name)(_cls)
 
 
 def create_trajectory(kind: str, **params) -> Trajectory:

@@ -11,6 +11,6 @@
 Components are found by name through :mod:`rtctl.registry`; importing this package imports none
 of the robots.
 """
-from .base import Plant, create_plant, register_plant
+from .base import Plant, create_plant
 
-__all__ = ["Plant", "create_plant", "register_plant"]
+__all__ = ["Plant", "create_plant"]

@@ -2,10 +2,11 @@
 
 A plant owns its state ``q`` (nq), ``v`` (nv) and time ``t`` as arrays updated
 in place, takes generalized efforts (nv, SI units; base rows zero for a
-floating base) and advances by a fixed step. Plants register by name
-(``@register_plant("rigid_body")``, found through :data:`rtctl.registry.PLANTS`),
+floating base) and advances by a fixed step. Plants are found by the name of their
+entry point (group ``rtctl.plants``, through :data:`rtctl.registry.PLANTS`),
 declare their ``[plant]`` keys as a dataclass ``Options`` (the common ones below,
-plus their own) and are built from config by ``from_config(options, context)``.
+plus their own), take it in their constructor and are built from config by
+``from_config(options, context)``.
 """
 from __future__ import annotations
 
@@ -19,12 +20,12 @@ import numpy as np
 
 from rtctl.model import Model, inertia_scale_factor, payload_mass, payload_offset
 from rtctl.options import setting
-from rtctl.registry import PLANTS
+from rtctl.registry import PLANTS, RegisteredName
 from rtctl.rt.stability import EXACT_HOLD
 
 
 class Plant(abc.ABC):
-    name = "plant"
+    name = RegisteredName(PLANTS, "plant")   # its entry point's name
     sections: dict = {}  # whole config sections this plant owns: {"name": OptionsDataclass}
     contact_model = None  # the ground it simulates (rtctl.dynamics.contact.ContactModel), if any
     # Of period^2 u, how far one step of constant acceleration u moves a coordinate: 1/2 when the integrator is
@@ -186,13 +187,6 @@ def stribeck_per_coordinate(static_friction, stribeck_velocity, coulomb, n: int)
                              f"got {arr.tolist()}")
         arrays.append(arr)
     return arrays[0] - np.broadcast_to(np.asarray(coulomb, dtype=float), (n,)), arrays[1]
-
-
-def register_plant(name: str):
-    def deco(cls):
-        cls.name = name
-        return PLANTS.register(name)(cls)
-    return deco
 
 
 def create_plant(name: str, model: Model, **options) -> Plant:

@@ -55,7 +55,7 @@ from rtctl.rt.interfaces import actuated_indices
 from rtctl.rt.stability import euler_position_share
 from rtctl.rt.warmup import ready_kernel
 
-from .base import Plant, check_integration_options, payload_settings, register_plant, with_tree_payload
+from .base import Plant, check_integration_options, payload_settings, with_tree_payload
 from .divergence import divergence_message, explicit_damping_problem
 from .end_stops import STOP_ROWS, add_end_stop_torques, end_stop_table
 from .integrate import (ROSENBROCK_ROWS, W_A as _W_A, advance_with_rollback, inlined, rk4_advance,
@@ -311,7 +311,6 @@ def _step_kernel_with_stribeck(mi, mf, ws, q, v, effort, dt, substeps, method, v
     return status
 
 
-@register_plant("rigid_body")
 class RigidBodyPlant(Plant):
     """A model's rigid-body dynamics with joint friction, advanced by a fixed-step integrator.
 

@@ -89,7 +89,8 @@ class Registry:
         are the constructor's own. Arguments it does not take are refused naming it."""
         cls = self.get(name)
         declared = getattr(cls, "Options", None)
-        takes_options = isinstance(cls, type) and "options" in inspect.signature(cls).parameters
+        parameter = inspect.signature(cls).parameters.get("options") if isinstance(cls, type) else None
+        takes_options = parameter is not None and parameter.kind is not parameter.VAR_KEYWORD
         if takes_options and dataclasses.is_dataclass(declared):
             fields = {f.name for f in dataclasses.fields(declared)}
             args = (*args, declared(**{k: v for k, v in keywords.items() if k in fields}))

@@ -104,7 +104,7 @@ def move():
 
 @pytest.fixture(scope="module")
 def ct_errors(plant, move):
-    return simulate(plant, ComputedTorque(Dynamics(arm7()), kp=400.0), move, Q_START)
+    return simulate(plant, ComputedTorque(Dynamics(arm7()), ComputedTorque.Options(kp=400.0)), move, Q_START)
 
 
 # -- closed loop on arm7 ----------------------------------------------------------------
@@ -119,15 +119,15 @@ def test_feed_forward_pd_with_ten_percent_mass_error_stays_bounded(plant, move, 
     scaled = 1.1 * plant.mass_matrix(Q_START)  # entries within 1e-12 of the largest (some are 1e-5 of it)
     np.testing.assert_allclose(Dynamics(wrong).mass_matrix(Q_START), scaled, rtol=1e-12, atol=1e-12 * abs(scaled).max())
     kp, kd = joint_gains
-    errors = simulate(plant, FeedForwardPD(Dynamics(wrong), kp, kd), move, Q_START)
+    errors = simulate(plant, FeedForwardPD(Dynamics(wrong), FeedForwardPD.Options(kp=kp, kd=kd)), move, Q_START)
     assert errors.max() < 0.05, errors.max()  # measured: ~0.015 rad
-    exact = simulate(plant, FeedForwardPD(Dynamics(arm7()), kp, kd), move, Q_START)
+    exact = simulate(plant, FeedForwardPD(Dynamics(arm7()), FeedForwardPD.Options(kp=kp, kd=kd)), move, Q_START)
     assert exact.max() < 1e-3 and exact.max() < errors.max() / 10
 
 
 def test_pd_alone_is_much_worse_than_computed_torque(plant, move, joint_gains, ct_errors):
     kp, kd = joint_gains
-    errors = simulate(plant, PD(Dynamics(arm7()), kp, kd), move, Q_START)
+    errors = simulate(plant, PD(Dynamics(arm7()), PD.Options(kp=kp, kd=kd)), move, Q_START)
     assert errors.max() > 10 * ct_errors.max(), (errors.max(), ct_errors.max())
     assert errors.max() > 0.05  # gravity and inertia left to the feedback
 
@@ -136,17 +136,17 @@ def test_pd_gravity_holds_a_static_pose(plant, joint_gains):
     kp, kd = joint_gains
     assert np.abs(plant.gravity_forces(Q_GOAL)).max() > 10.0  # a pose that gravity loads
     hold = MinimumJerk(Q_GOAL, Q_GOAL, 1.0)
-    errors = simulate(plant, PDGravity(Dynamics(arm7()), kp, kd), hold, Q_GOAL + 0.1)
+    errors = simulate(plant, PDGravity(Dynamics(arm7()), PDGravity.Options(kp=kp, kd=kd)), hold, Q_GOAL + 0.1)
     assert errors[0] == pytest.approx(0.1)
     assert errors[1000] < 1e-3 and errors[-1] < 1e-7 and errors[-1] < errors[1500] < errors[1000]
     # without the gravity term the same PD sags by a steady error
-    sag = simulate(plant, PD(Dynamics(arm7()), kp, kd), hold, Q_GOAL + 0.1)
+    sag = simulate(plant, PD(Dynamics(arm7()), PD.Options(kp=kp, kd=kd)), hold, Q_GOAL + 0.1)
     assert sag[-1] > 0.05 and abs(sag[-1] - sag[-200]) < 1e-3
 
 
 def test_computed_torque_law_gives_qdd_equal_alpha(plant):
     rng = np.random.default_rng(7)
-    ctrl = ComputedTorque(Dynamics(arm7()), kp=[100, 200, 300, 400, 500, 600, 700], kd=20.0)
+    ctrl = ComputedTorque(Dynamics(arm7()), ComputedTorque.Options(kp=[100, 200, 300, 400, 500, 600, 700], kd=20.0))
     np.testing.assert_array_equal(ctrl.kd, 20.0)
     tau = np.zeros(7)
     for _ in range(5):
@@ -172,7 +172,7 @@ def test_model_terms_of_ff_pd_pd_gravity_and_pd(plant):
     }
     tau = np.zeros(7)
     for cls, want in expected.items():
-        cls(Dynamics(arm7()), kp, kd).update(0.0, 1e-3, q, v, q_d, qd_d, qdd_d, tau)
+        cls(Dynamics(arm7()), cls.Options(kp=kp, kd=kd)).update(0.0, 1e-3, q, v, q_d, qd_d, qdd_d, tau)
         np.testing.assert_allclose(tau, want, rtol=1e-12, atol=1e-12, err_msg=cls.__name__)
 
 
@@ -185,7 +185,7 @@ def random_floating_state(model, rng):
 def test_floating_base_computed_torque_on_quadruped():
     model = quadruped()
     plant = Dynamics(quadruped())
-    ctrl = FloatingBaseComputedTorque(Dynamics(model), kp=100.0)
+    ctrl = FloatingBaseComputedTorque(Dynamics(model), FloatingBaseComputedTorque.Options(kp=100.0))
     assert ctrl.n == 12 and ctrl.n_base == 6
     np.testing.assert_array_equal(ctrl.kd, 20.0)
     rng = np.random.default_rng(5)
@@ -210,7 +210,7 @@ def test_floating_base_computed_torque_on_quadruped():
 def test_feed_forward_pd_on_floating_base_uses_measured_base_state():
     model = quadruped()
     plant = Dynamics(quadruped())
-    ctrl = FeedForwardPD(Dynamics(model), kp=50.0)
+    ctrl = FeedForwardPD(Dynamics(model), FeedForwardPD.Options(kp=50.0))
     rng = np.random.default_rng(9)
     q, v = random_floating_state(model, rng)
     qdd_d = rng.normal(size=12)
@@ -238,7 +238,7 @@ def test_pd_gravity_and_pd_on_floating_base_leave_base_rows_zero():
     tau = np.full(model.nv, np.nan)
     pd = 10.0 * 0.1 - np.sqrt(10.0) * 2 * v[6:]
     for cls in (PDGravity, PD):
-        cls(Dynamics(model), kp=10.0).update(0.0, 1e-3, q, v, q[7:] + 0.1, np.zeros(12), np.zeros(12), tau)
+        cls(Dynamics(model), cls.Options(kp=10.0)).update(0.0, 1e-3, q, v, q[7:] + 0.1, np.zeros(12), np.zeros(12), tau)
         assert np.all(tau[:6] == 0.0) and np.all(np.isfinite(tau))
         if cls is PDGravity:  # joint rows of g(q) with the base held still
             np.testing.assert_allclose(tau[6:], Dynamics(model).gravity_forces(q)[6:] + pd, rtol=1e-12)
@@ -253,7 +253,7 @@ def test_floating_base_computed_torque_with_euler_angle_base():
     b.add_body("shank", hip, "revolute", axis=(0, 1, 0), translation=(0, 0, -0.3), mass=0.5,
                com=(0, 0, -0.15), inertia=np.diag([0.005, 0.005, 0.001]))
     model = b.build()
-    ctrl = FloatingBaseComputedTorque(Dynamics(model), kp=25.0)
+    ctrl = FloatingBaseComputedTorque(Dynamics(model), FloatingBaseComputedTorque.Options(kp=25.0))
     assert ctrl.n_base == 6 and ctrl.n == 2
     rng = np.random.default_rng(4)
     q, v = rng.normal(size=8) * 0.3, rng.normal(size=8)
@@ -263,20 +263,20 @@ def test_floating_base_computed_torque_with_euler_angle_base():
     alpha = np.array([1.0, -2.0]) + 25.0 * (np.array([0.2, -0.4]) - q[6:]) + 10.0 * (0.0 - v[6:])
     np.testing.assert_allclose(Dynamics(model).forward_dynamics(q, v, tau)[6:], alpha, atol=1e-9 * np.abs(alpha).max())
     with pytest.raises(ValueError, match="FloatingBaseComputedTorque"):
-        ComputedTorque(Dynamics(model), kp=1.0)
+        ComputedTorque(Dynamics(model), ComputedTorque.Options(kp=1.0))
 
 
 def test_base_type_mismatch_is_rejected():
     with pytest.raises(ValueError, match="floating base.*use FloatingBaseComputedTorque"):
-        ComputedTorque(Dynamics(quadruped()), kp=100.0)
+        ComputedTorque(Dynamics(quadruped()), ComputedTorque.Options(kp=100.0))
     with pytest.raises(ValueError, match="fixed base; use ComputedTorque"):
-        FloatingBaseComputedTorque(Dynamics(arm7()), kp=100.0)
+        FloatingBaseComputedTorque(Dynamics(arm7()), FloatingBaseComputedTorque.Options(kp=100.0))
 
 
 # -- gains, factory and argument checks ---------------------------------------------
 def test_gains_default_and_validation():
     dyn = Dynamics(arm7())
-    ctrl = PD(dyn, kp=[1, 4, 9, 16, 25, 36, 49])
+    ctrl = PD(dyn, PD.Options(kp=[1, 4, 9, 16, 25, 36, 49]))
     np.testing.assert_allclose(ctrl.kd, 2 * np.sqrt(ctrl.kp))  # critically damped default
     assert isinstance(ctrl, Controller)
     with warnings.catch_warnings():
@@ -285,14 +285,14 @@ def test_gains_default_and_validation():
             for cls in GENERIC_KINDS.values():
                 if cls is FloatingBaseComputedTorque:
                     continue
-                with pytest.raises(ValueError, match="k[pd] must be finite and >= 0"):
-                    cls(dyn, kp, kd)
+                with pytest.raises(ValueError, match=r"Options k[pd](\[\d\])?: must be (finite|>= 0.0)"):
+                    cls(dyn, cls.Options(kp=kp, kd=kd))
     with pytest.raises(ValueError, match="pd: kp and kd must be numbers or vectors with one entry per actuated"):
-        PD(dyn, kp=[1.0, 2.0])
-    with pytest.raises(ValueError, match="kp and kd"):
-        PD(dyn, kp="stiff")
+        PD(dyn, PD.Options(kp=[1.0, 2.0]))
+    with pytest.raises(ValueError, match=r"kp(\[0\])?: expected a number, got 'stiff'"):
+        PD(dyn, PD.Options(kp="stiff"))
     with pytest.raises(TypeError, match="dyn must be an rtctl.dynamics.Dynamics"):
-        PD(arm7(), kp=1.0)
+        PD(arm7(), PD.Options(kp=1.0))
 
 
 def test_create_controller():
@@ -305,14 +305,14 @@ def test_create_controller():
         assert type(ctrl) is cls and ctrl.name == kind
     with pytest.raises(ValueError, match="unknown controller 'lqr'.*computed_torque"):
         create_controller("lqr", dyn, kp=1.0)
-    with pytest.raises(ValueError, match="'pd'.*kp"):
+    with pytest.raises(ValueError, match="kp is required for type 'pd'"):
         create_controller("pd", dyn)
     with pytest.raises(ValueError, match="'pd'.*ki"):
         create_controller("pd", dyn, kp=1.0, ki=2.0)
 
 
 def test_update_rejects_bad_arguments():
-    ctrl = ComputedTorque(Dynamics(arm7()), kp=100.0)
+    ctrl = ComputedTorque(Dynamics(arm7()), ComputedTorque.Options(kp=100.0))
     q, v, z, tau = np.zeros(7), np.zeros(7), np.zeros(7), np.zeros(7)
     for args, match in (
         ((np.zeros(6), v, z, z, z, tau), r"q must have shape \(7,\)"),
@@ -336,7 +336,7 @@ def test_update_rejects_bad_arguments():
     ctrl.kd[2] = np.nan
     with pytest.raises(ValueError, match=r"kd contains NaN or inf"):
         ctrl.update(0.0, 1e-3, q, v, z, z, z, tau)
-    huge = ComputedTorque(Dynamics(arm7()), kp=1e308)
+    huge = ComputedTorque(Dynamics(arm7()), ComputedTorque.Options(kp=1e308))
     with pytest.raises(ValueError, match="dynamics kernel returned status"):
         huge.update(0.0, 1e-3, q, v, np.full(7, 10.0), z, z, tau)
 
@@ -344,8 +344,8 @@ def test_update_rejects_bad_arguments():
 # -- allocation -----------------------------------------------------------------------
 def test_update_allocates_nothing():
     arm, quad = Dynamics(arm7()), Dynamics(quadruped())
-    cases = [(cls(arm, kp=100.0), arm.model) for cls in (FeedForwardPD, ComputedTorque, PDGravity, PD)]
-    cases += [(cls(quad, kp=100.0), quad.model) for cls in (FloatingBaseComputedTorque, FeedForwardPD)]
+    cases = [(cls(arm, cls.Options(kp=100.0)), arm.model) for cls in (FeedForwardPD, ComputedTorque, PDGravity, PD)]
+    cases += [(cls(quad, cls.Options(kp=100.0)), quad.model) for cls in (FloatingBaseComputedTorque, FeedForwardPD)]
     for ctrl, model in cases:
         q, v, tau = model.neutral_configuration(), np.zeros(model.nv), np.zeros(model.nv)
         q_d, qd_d, qdd_d = np.full(ctrl.n, 0.1), np.zeros(ctrl.n), np.ones(ctrl.n)
@@ -388,7 +388,7 @@ NRT_SCRIPT = textwrap.dedent("""
     for name, base, modes in (("arm7", None, np.array([0, 1, 2, 3])), ("quadruped12", "free_flyer",
                                                                         np.array([0, 1, 2, 4]))):
         dyn = Dynamics(load_urdf(bundled_model_path(name), base))
-        c = lc.PD(dyn, kp=10.0)
+        c = lc.PD(dyn, lc.PD.Options(kp=10.0))
         m = dyn.model
         args = (modes, dyn.mi, dyn.mf, dyn.ws, c.index, c.kp, c.kd, c._work, c._base_block,
                 m.neutral_configuration(), np.ones(m.nv), np.full(c.n, 0.1), np.ones(c.n), np.ones(c.n),

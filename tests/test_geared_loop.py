@@ -16,7 +16,7 @@ def run(controller, gs=None, duration=2.0):
     loop = build(cfg)
     if gs is not None:
         from rtctl.plants.geared.control import GearedComputedTorque
-        loop.controller = GearedComputedTorque(loop.controller.dyn, kp=400.0, gs=gs)
+        loop.controller = GearedComputedTorque(loop.controller.dyn, GearedComputedTorque.Options(kp=400.0), gs=gs)
     rep = loop.run(duration=duration)
     assert not rep.tripped, rep.trip_reason
     return rep, loop

@@ -50,7 +50,7 @@ def ur5_loop(plant_urdf, trajectory, controller_model):
     from rtctl.dynamics import Dynamics
     from rtctl.loops.controllers import ComputedTorque
 
-    loop.controller = ComputedTorque(Dynamics(copy.deepcopy(controller_model)), kp=100.0)
+    loop.controller = ComputedTorque(Dynamics(copy.deepcopy(controller_model)), ComputedTorque.Options(kp=100.0))
     return loop
 
 

@@ -64,9 +64,9 @@ def make_loop(plant_urdf, trajectory, controller_model=None, controller=None, te
 
         model = copy.deepcopy(controller_model)
         model.set_armature(loop.model.armature)
-        loop.controller = ComputedTorque(Dynamics(model), kp=100.0,
-                                         friction_compensation=bool(controller and controller.get(
-                                             "friction_compensation")))
+        compensation = bool(controller and controller.get("friction_compensation"))
+        loop.controller = ComputedTorque(Dynamics(model), ComputedTorque.Options(kp=100.0,
+                                                                                 friction_compensation=compensation))
     return loop
 
 

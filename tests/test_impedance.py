@@ -140,9 +140,10 @@ def test_law_matches_an_independent_formulation_with_pinocchio(damping, coriolis
     full_k = np.array([[900, 30, 0, 0, 5, 0], [30, 1100, 20, 0, 0, 0], [0, 20, 1300, 0, 0, 2],
                        [0, 0, 0, 50, 1, 0], [5, 0, 0, 1, 60, 0], [0, 0, 2, 0, 0, 70]], dtype=float)
     zeta = None if damping is not None else 0.8
-    ctl = CartesianImpedance(dyn, "tool", full_k.reshape(36).tolist(), damping=damping, damping_ratio=zeta,
-                             nullspace_stiffness=[12.0, 11, 10, 9, 8, 7, 6], nullspace_damping=2.5, coriolis=coriolis,
-                             inertia_feedforward=feedforward)
+    ctl = CartesianImpedance(dyn, CartesianImpedance.Options(
+        frame="tool", stiffness=full_k.reshape(36).tolist(), damping=damping, damping_ratio=zeta,
+        nullspace_stiffness=[12.0, 11, 10, 9, 8, 7, 6], nullspace_damping=2.5, coriolis=coriolis,
+        inertia_feedforward=feedforward))
     ctl.on_activate()
     K = task_matrix(full_k.reshape(36), "stiffness")
     D = None if damping is None else task_matrix(damping, "damping")
@@ -472,12 +473,12 @@ def test_bad_options_are_one_line_naming_the_key(controller, trajectory, message
 
 def test_python_api_refuses_nan_and_a_floating_base():
     dyn = Dynamics(load_urdf(rtctl.bundled_model_path("arm7")))
-    with pytest.raises(ValueError, match=r"^cartesian_impedance: stiffness contains NaN or inf$"):
-        CartesianImpedance(dyn, "tool", [1000.0, math.nan, 1000.0, 50.0, 50.0, 50.0])
+    with pytest.raises(ValueError, match=r"^CartesianImpedance.Options stiffness\[1\]: must be finite, got nan$"):
+        CartesianImpedance.Options(frame="tool", stiffness=[1000.0, math.nan, 1000.0, 50.0, 50.0, 50.0])
     floating = Dynamics(load_urdf(rtctl.bundled_model_path("arm7"), "free_flyer"))
     with pytest.raises(ValueError, match="needs a fixed-base model"):
-        CartesianImpedance(floating, "tool", [1000.0] * 3 + [50.0] * 3)
-    ctl = CartesianImpedance(dyn, "tool", [1000.0] * 3 + [50.0] * 3)
+        CartesianImpedance(floating, CartesianImpedance.Options(frame="tool", stiffness=[1000.0] * 3 + [50.0] * 3))
+    ctl = CartesianImpedance(dyn, CartesianImpedance.Options(frame="tool", stiffness=[1000.0] * 3 + [50.0] * 3))
     q = np.array(Q0)
     with pytest.raises(ValueError, match="^cartesian_impedance: v contains NaN or inf$"):
         ctl.update(0.0, DT, q, np.full(7, np.nan), q, np.zeros(7), np.zeros(7), np.zeros(7))

@@ -70,7 +70,7 @@ def run_loop(mech, controller_cls, kp, duration=1.0, goal=(0.0, 0.0, -0.010), ba
     model = actuator_model("jaw")
     plant = create_plant("jaw", model, mechanism=mech, substeps=2, **(plant_options or {}))
     driver = SimDriver(model, plant=plant, period=1e-3)
-    ctl = controller_cls(Dynamics(model), kp=kp, mechanism=mech, **ctl_options)
+    ctl = controller_cls(Dynamics(model), controller_cls.Options(kp=kp), mechanism=mech, **ctl_options)
     trajectory = IncisalMinJerk(mech, goal, 0.5, back=back)
     loop = ControlLoop(model=model, drivers=[driver], controller=ctl, trajectory=trajectory,
                        safety=SafetyMonitor(model, position_margin=0.002), pace=False)
@@ -197,8 +197,8 @@ def test_controllers_impose_the_model_motion(mech, model):
     """Computed torque: the plant model's legs accelerate at alpha (1e-8). FF-PD: with zero error its forces
     make the plant model follow the desired leg acceleration (1e-8)."""
     dyn = Dynamics(model)
-    ct = JawComputedTorque(dyn, kp=400.0, mechanism=mech)
-    ff = JawFeedForwardPD(dyn, kp=2000.0, mechanism=mech)
+    ct = JawComputedTorque(dyn, JawComputedTorque.Options(kp=400.0), mechanism=mech)
+    ff = JawFeedForwardPD(dyn, JawFeedForwardPD.Options(kp=2000.0), mechanism=mech)
     rng = np.random.default_rng(5)
     effort = np.zeros(6)
     for _ in range(5):
@@ -266,11 +266,11 @@ def test_controller_errors(mech, model):
     with pytest.raises(ValueError, match="stroke"):
         ctl.update(0.0, 1e-3, np.full(6, 0.5), np.zeros(6), q, np.zeros(6), np.zeros(6), effort)
     ctl.update(0.0, 1e-3, list(q), np.zeros(6), q, np.zeros(6), np.zeros(6), effort)          # converted once
-    ff = JawFeedForwardPD(Dynamics(model), mechanism=mech)
+    ff = JawFeedForwardPD(Dynamics(model), JawFeedForwardPD.Options(kp=2000.0), mechanism=mech)
     with pytest.raises(ValueError, match="desired leg lengths"):
         ff.update(0.0, 1e-3, q, np.zeros(6), np.full(6, 0.5), np.zeros(6), np.zeros(6), effort)
-    with pytest.raises(ValueError, match="kp must be finite"):
-        JawFeedForwardPD(Dynamics(model), kp=-1.0, mechanism=mech)
+    with pytest.raises(ValueError, match=r"kp(\[0\])?: must be >= 0.0, got -1.0"):
+        JawFeedForwardPD(Dynamics(model), JawFeedForwardPD.Options(kp=-1.0), mechanism=mech)
     with pytest.raises(ValueError, match="include_impedance"):
         JawComputedTorque(Dynamics(model), mechanism=mech, include_impedance="yes")
     with pytest.raises(ValueError, match="needs the 6-leg"):

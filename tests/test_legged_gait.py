@@ -228,7 +228,7 @@ def test_legged_controllers_take_any_numeric_vectors_on_their_slow_path():
     q_d, qd_d, qdd_d = np.zeros(6), np.zeros(6), np.zeros(6)
     traj.sample(0.3, q_d, qd_d, qdd_d)
     for cls in (LeggedFeedForwardPD, LeggedComputedTorque):
-        ctl = cls(Dynamics(robot.model), kp=49.0, kd=14.0, robot=robot)
+        ctl = cls(Dynamics(robot.model), cls.Options(kp=49.0, kd=14.0), robot=robot)
         fast, slow = np.zeros(9), np.zeros(9)
         ctl.update(0.0, 1e-3, q, v, q_d, qd_d, qdd_d, fast)
         ctl.update(0.0, 1e-3, list(q), v.astype(np.float32), list(q_d), qd_d[::1], qdd_d, slow)

@@ -404,7 +404,7 @@ def test_the_default_ground_is_the_papers():
     assert (ContactOptions().stiffness, ContactOptions().damping) == (1e6, 5000.0)
     robot = spatial_quadruped()
     assert LeggedPlant(robot.model).contact_model == PAPER_GROUND
-    assert LeggedComputedTorque(Dynamics(robot.model), kp=49.0).contact == PAPER_GROUND
+    assert LeggedComputedTorque(Dynamics(robot.model), LeggedComputedTorque.Options(kp=49.0)).contact == PAPER_GROUND
     half = ContactModel(stiffness=1e6, damping=5000.0, friction=0.5)
     assert LeggedPlant(robot.model, contact_friction=0.5).contact_model == half
     assert LeggedPlant(robot.model, contact={"friction": 0.5}).contact_model == half

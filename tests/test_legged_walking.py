@@ -178,7 +178,7 @@ def test_computed_torque_with_ground_forces_gives_the_commanded_joint_accelerati
     robot = make()
     rng = np.random.default_rng(11)
     contact = ContactModel()
-    ctrl = LeggedComputedTorque(Dynamics(robot.model), kp=49.0, kd=14.0, contact=contact)
+    ctrl = LeggedComputedTorque(Dynamics(robot.model), LeggedComputedTorque.Options(kp=49.0, kd=14.0), contact=contact)
     dyn = Dynamics(robot.model)
     n0, n = robot.n_base, robot.n_actuated
     for _ in range(3):
@@ -201,7 +201,7 @@ def test_feed_forward_is_the_underactuated_inverse_dynamics_with_ground_forces_p
     robot = make()
     rng = np.random.default_rng(12)
     contact = ContactModel(stiffness=5e4, damping=300.0)
-    ctrl = LeggedFeedForwardPD(Dynamics(robot.model), kp=49.0, kd=14.0, contact=contact)
+    ctrl = LeggedFeedForwardPD(Dynamics(robot.model), LeggedFeedForwardPD.Options(kp=49.0, kd=14.0), contact=contact)
     dyn = Dynamics(robot.model)
     n0, n = robot.n_base, robot.n_actuated
     q, v = loaded_state(robot, rng)
@@ -224,7 +224,7 @@ def test_generic_floating_base_computed_torque_runs_on_the_planar_base():
 
     robot = planar_biped()
     dyn = Dynamics(robot.model)
-    ctrl = FloatingBaseComputedTorque(Dynamics(robot.model), kp=49.0, kd=14.0)
+    ctrl = FloatingBaseComputedTorque(Dynamics(robot.model), FloatingBaseComputedTorque.Options(kp=49.0, kd=14.0))
     assert ctrl.n_base == 3 and ctrl.n == 6
     rng = np.random.default_rng(2)
     q, v = rng.uniform(-0.5, 0.5, 9), rng.normal(size=9)
@@ -240,7 +240,7 @@ def test_legged_controllers_allocate_nothing_and_reject_bad_input():
     q, v = loaded_state(robot, np.random.default_rng(5))
     z, effort = np.zeros(12), np.zeros(18)
     for cls in (LeggedFeedForwardPD, LeggedComputedTorque):
-        ctrl = cls(Dynamics(robot.model), kp=49.0, kd=14.0)
+        ctrl = cls(Dynamics(robot.model), cls.Options(kp=49.0, kd=14.0))
         ctrl.update(0.0, 1e-3, q, v, z, z, z, effort)
         tracemalloc.start()
         try:
@@ -259,9 +259,9 @@ def test_legged_controllers_allocate_nothing_and_reject_bad_input():
         with pytest.raises(ValueError, match=r"qdd_d must have shape \(12,\)"):
             ctrl.update(0.0, 1e-3, q, v, z, z, np.zeros(3), effort)
     with pytest.raises(ValueError, match="does not match model"):
-        LeggedComputedTorque(Dynamics(robot.model), kp=49.0, robot=planar_biped())
+        LeggedComputedTorque(Dynamics(robot.model), LeggedComputedTorque.Options(kp=49.0), robot=planar_biped())
     with pytest.raises(ValueError, match="contact must be a ContactModel"):
-        LeggedComputedTorque(Dynamics(robot.model), kp=49.0, contact=3.0)
+        LeggedComputedTorque(Dynamics(robot.model), LeggedComputedTorque.Options(kp=49.0), contact=3.0)
 
 
 # -- configuration ------------------------------------------------------------------------------------------

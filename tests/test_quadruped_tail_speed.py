@@ -83,7 +83,8 @@ def test_controller_step_matches_reference_and_switches_alike(mech):
     states = list(ref.random_states(mech, 60, 15))
     conds = [ref.reference_condition_number(mech, q) for q, _, _ in states[:30]]
     threshold = float(np.median(conds))
-    ctl = QuadrupedTailFFPD(Dynamics(mech.actuator_model()), kp=400.0, cond_threshold=threshold, log_capacity=30)
+    ctl = QuadrupedTailFFPD(Dynamics(mech.actuator_model()), QuadrupedTailFFPD.Options(kp=400.0),
+                            cond_threshold=threshold, log_capacity=30)
     old = ref.ReferenceFFPD(mech, kp=400.0, cond_threshold=threshold)
     e_new, e_old = np.zeros(14), np.zeros(14)
     worst = 0.0
@@ -109,7 +110,7 @@ def test_pitch_run_matches_reference_every_cycle(mech):
     follows the motion (the feed-forward alone leaves it by 0.05 within 0.5 s, test_quadruped_tail)."""
     plant = QuadrupedTailPlant(mech.actuator_model(), substeps=2)
     traj, traj_old = QuadrupedTailPitch(t0=0.05), ref.ReferencePitch(t0=0.05)
-    ctl = QuadrupedTailFFPD(Dynamics(mech.actuator_model()), kp=400.0)
+    ctl = QuadrupedTailFFPD(Dynamics(mech.actuator_model()), QuadrupedTailFFPD.Options(kp=400.0))
     old = ref.ReferenceFFPD(mech, kp=400.0)
     d_new, d_old = [np.zeros(14) for _ in range(3)], [np.zeros(14) for _ in range(3)]
     e_new, e_old = np.zeros(14), np.zeros(14)
@@ -126,7 +127,7 @@ def test_pitch_run_matches_reference_every_cycle(mech):
 
 
 def test_bad_inputs_raise_one_clear_error(mech):
-    ctl = QuadrupedTailFFPD(Dynamics(mech.actuator_model()), kp=400.0)
+    ctl = QuadrupedTailFFPD(Dynamics(mech.actuator_model()), QuadrupedTailFFPD.Options(kp=400.0))
     qa, va, aa = actuator_motion(mech, *next(ref.random_states(mech, 1, 16)))
     bad = "the actuator-space arrays must hold 14 finite values each"
     with pytest.raises(ValueError, match=f"quadruped_tail_ffpd: {bad}"):
@@ -165,7 +166,8 @@ ALLOC_SCRIPT = textwrap.dedent("""
             bad += qd.plant_step(*plant_args, plant_state[0], plant_state[1], *pw)
         return bad
 
-    ctl = QuadrupedTailFFPD(Dynamics(QuadrupedTail().actuator_model()), kp=400.0, log_capacity=10)
+    ctl = QuadrupedTailFFPD(Dynamics(QuadrupedTail().actuator_model()), QuadrupedTailFFPD.Options(kp=400.0),
+                        log_capacity=10)
     traj = QuadrupedTailPitch()
     m = ctl.mechanism
     plant = QuadrupedTailPlant(m.actuator_model(), substeps=2)

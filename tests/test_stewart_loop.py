@@ -99,7 +99,7 @@ def test_plant_static_equilibrium(mech):
 
 def test_controller_imposes_the_leg_accelerations(mech):
     """On the exact model the computed-torque forces make the legs accelerate at alpha (1e-8 relative)."""
-    ctl = StewartComputedTorque(Dynamics(actuator_model("stewart")), kp=400.0, mechanism=mech)
+    ctl = StewartComputedTorque(Dynamics(actuator_model("stewart")), StewartComputedTorque.Options(kp=400.0), mechanism=mech)
     rng = np.random.default_rng(5)
     effort = np.zeros(6)
     for _ in range(8):

@@ -24,7 +24,6 @@ from rtctl.dynamics.kernels import OK
 from rtctl.plants.geared.kernels import grm_inverse_dynamics
 from rtctl.plants.geared.model import GearedMechanism, mechanism_of
 
-from rtctl.registry import CONTROLLERS
 from rtctl.loops.base import Controller
 
 __all__ = ["GearedComputedTorque"]
@@ -47,16 +46,14 @@ def _ct_step(mi, mf, ws, carrier, inertia, axis_body, bmat, kp, kd, q, v, q_d, q
     return OK
 
 
-@CONTROLLERS.register("geared_computed_torque")
 class GearedComputedTorque(Controller):
     """Virtual-link computed torque for a GRM (see module docstring). ``kp`` 1/s^2, ``kd`` 1/s."""
 
-    name = "geared_computed_torque"
     default_kp = 400.0
 
-    def __init__(self, dyn: Dynamics, kp=400.0, kd=None, mechanism: GearedMechanism | None = None,
-                 gs: str = "full"):
-        super().__init__(dyn, kp, kd)
+    def __init__(self, dyn: Dynamics, options: "Controller.Options | None" = None, *,
+                 mechanism: GearedMechanism | None = None, gs: str = "full"):
+        super().__init__(dyn, options)
         if mechanism is None:
             mechanism = mechanism_of(self.model, self.name)
         if self.n != mechanism.n or self.model.nv != mechanism.n:

@@ -97,7 +97,6 @@ import numpy as np
 
 from rtctl.model import ModelBuilder, combine_inertias, inertia_scale_factor
 from rtctl.options import ConfigError
-from rtctl.registry import ROBOTS
 
 from .description import (GearedMechanismError, GearPair, Link, TurningPair, check_schema, mechanism_arguments,
                           parse_description, read_mechanism_table)
@@ -535,7 +534,6 @@ def check_mechanism_section(table, where: str = "[mechanism]") -> dict:
     return checked
 
 
-@ROBOTS.register("geared")
 def geared_model(mechanism: dict | None = None):
     """The robot model ``"geared"``: the virtual EOLC model of the mechanism a run config's ``[mechanism]`` section
     describes (``[robot] model = "geared"``). The model carries its :class:`GearedMechanism` as

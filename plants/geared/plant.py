@@ -26,7 +26,7 @@ from rtctl.plants.geared.model import GearedMechanism, mechanism_of
 from rtctl.model import Model, inertia_scale_factor
 
 from ..integrate import WORK_ROWS, rk4_advance
-from ..base import Plant, check_integration_options, payload_settings, register_plant, with_tree_payload
+from ..base import Plant, check_integration_options, payload_settings, with_tree_payload
 
 __all__ = ["GearedPlant"]
 
@@ -63,7 +63,6 @@ def _per_joint(value, name, n):
     return arr
 
 
-@register_plant("geared")
 class GearedPlant(Plant):
     """The GRM's joint-space dynamics (eq. 23) under joint torques ``effort`` (= A xi).
 

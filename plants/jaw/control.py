@@ -32,8 +32,8 @@ from rtctl.plants.jaw.bite import BiteMonitor
 from rtctl.plants.jaw.model import JawRehabRobot, PatientImpedance
 from rtctl.plants.stewart.model import FK_ERRORS
 
-from rtctl.registry import CONTROLLERS
 from rtctl.loops.base import Controller
+from rtctl.options import options_of
 
 __all__ = ["JawComputedTorque", "JawFeedForwardPD"]
 
@@ -58,10 +58,13 @@ class _JawController(Controller):
         """The ``[bite]`` monitor on this controller's model, when enabled (called once the loop is built)."""
         BiteMonitor.from_config(self._bite, loop, self.mechanism)
 
-    def __init__(self, dyn: Dynamics, kp, kd=None, mechanism: JawRehabRobot | None = None,
-                 include_impedance: bool = True, impedance: PatientImpedance | None = None,
-                 fk_tol: float = 1e-11, fk_max_iter: int = 20):
-        super().__init__(dyn, kp, 0.0 if kd is None else kd)
+    def __init__(self, dyn: Dynamics, options: "Controller.Options | None" = None, *,
+                 mechanism: JawRehabRobot | None = None, include_impedance: bool = True,
+                 impedance: PatientImpedance | None = None, fk_tol: float = 1e-11, fk_max_iter: int = 20):
+        options = options_of(self, options)
+        kd = options.kd
+        super().__init__(dyn, options.replace(kd=0.0 if kd is None else kd))
+        self.options = options
         if self.model.nv != 6 or self.n != 6:
             raise ValueError(f"{self.name}: needs the 6-leg actuator-space model, got nv={self.model.nv}")
         if not isinstance(include_impedance, bool):
@@ -126,29 +129,19 @@ class _JawController(Controller):
                 f"include_impedance={self.include_impedance})")
 
 
-@CONTROLLERS.register("jaw_computed_torque")
 class JawComputedTorque(_JawController):
     """Computed torque on the coupled Gibbs-Appell model (module docstring); kp in 1/s^2, kd in 1/s.
     ``self.x``, ``self.xd``, ``self.xdd``: the pose estimated from the measured legs and the commanded rates."""
 
-    name = "jaw_computed_torque"
     default_kp = 400.0
     _step = staticmethod(_steps.computed_torque_step)
 
-    def __init__(self, dyn: Dynamics, kp=400.0, kd=None, **options):
-        super().__init__(dyn, kp, kd, **options)
 
-
-@CONTROLLERS.register("jaw_ff_pd")
 class JawFeedForwardPD(_JawController):
     """Gibbs-Appell feed-forward of the desired leg motion + leg PD (module docstring); kp in N/m, kd in N s/m.
     ``self.x``, ``self.xd``, ``self.xdd``: the desired pose and its rates of the last cycle."""
 
-    name = "jaw_ff_pd"
     _step = staticmethod(_steps.ff_pd_step)
-
-    def __init__(self, dyn: Dynamics, kp=2000.0, kd=None, **options):
-        super().__init__(dyn, kp, kd, **options)
 
     def _default_kd(self) -> np.ndarray:
         m = self.mechanism

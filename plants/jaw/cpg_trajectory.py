@@ -40,7 +40,6 @@ from rtctl.plants.jaw.model import STATUS_REASONS, JawRehabRobot
 
 from rtctl.loops.base import Trajectory
 from rtctl.options import setting
-from rtctl.registry import TRAJECTORIES
 from rtctl.loops.cpg.generator import DEFAULT_CONVERGENCE, DEFAULT_COUPLING, ChewingCPG
 from rtctl.loops.cpg.limits import Refused, TherapistLimits
 from rtctl.loops.cpg.oscillators import cpg_step
@@ -71,7 +70,6 @@ class TherapistOptions:
     max_force: float = setting("float", None, positive=True)                  # N per leg: lowers the effort clamp
 
 
-@TRAJECTORIES.register("jaw_cpg")
 class JawCPGTrajectory(Trajectory):
     """Desired leg motion of the jaw robot from the chewing CPG (module docstring).
 

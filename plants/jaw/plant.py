@@ -41,8 +41,7 @@ from rtctl.plants.stewart.solvers import solve6
 from rtctl.model import Model
 from rtctl.options import ConfigError, setting
 
-from ..base import (Plant, check_integration_options, mechanism_with_model_errors, register_plant,
-                    stribeck_per_coordinate, time_step)
+from ..base import (Plant, check_integration_options, mechanism_with_model_errors, stribeck_per_coordinate, time_step)
 
 __all__ = ["JawPlant"]
 
@@ -60,7 +59,6 @@ class PatientOptions:
     bolus_velocity_scale: float = setting("float", None, positive=True)   # m/s
 
 
-@register_plant("jaw")
 class JawPlant(Plant):
     """The coupled robot + jaw-model + patient dynamics under the robot's leg forces.
 

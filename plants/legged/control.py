@@ -71,7 +71,6 @@ from rtctl.loops.controllers import (
     _CompiledController,
     _control_step,
 )
-from rtctl.registry import CONTROLLERS
 
 __all__ = ["BIPED_GROUND", "BipedGait", "BipedWalk", "LeggedComputedTorque", "LeggedFeedForwardPD", "QuadrupedGait",
            "QuadrupedTrot", "TROT_PAIRS", "WalkRecord", "ipm_initial_state", "make_walk", "planned_zmp_offset",
@@ -121,12 +120,11 @@ class _LeggedController(_CompiledController):
         contact = context.plant.contact_model
         if contact is None:
             raise ValueError(f"type '{cls.name}' needs plant type 'legged'")
-        return cls(context.dynamics, **cls.gains_from_config(options), contact=contact,
-                   friction_compensation=options["friction_compensation"])
+        return cls(context.dynamics, cls.Options(**options), contact=contact)
 
-    def __init__(self, dyn: Dynamics, kp, kd=None, robot: LeggedRobot | None = None,
-                 contact: ContactModel | None = None, friction_compensation: bool = False):
-        super().__init__(dyn, kp, kd, friction_compensation)
+    def __init__(self, dyn: Dynamics, options: "_CompiledController.Options | None" = None, *,
+                 robot: LeggedRobot | None = None, contact: ContactModel | None = None):
+        super().__init__(dyn, options)
         m = self.model
         if robot is None:
             if m.name not in LEGGED_ROBOTS:
@@ -172,7 +170,6 @@ class _LeggedController(_CompiledController):
                             self._base_block, self._contact, *args, effort)
 
 
-@CONTROLLERS.register("legged_ff_pd")
 class LeggedFeedForwardPD(_LeggedController):
     """Feed-forward + PD, eq. 31, with the foot-ground wrenches: ``tau = ID(q_d, qd_d, qdd_d; w^F) + Kp e + Kd e_dot``.
 
@@ -183,11 +180,9 @@ class LeggedFeedForwardPD(_LeggedController):
     the inverse-dynamics torques alone (the paper's run without control).
     """
 
-    name = "legged_ff_pd"
     mode = MODE_FF_PD
 
 
-@CONTROLLERS.register("legged_computed_torque")
 class LeggedComputedTorque(_LeggedController):
     """Under-actuated computed torque, eqs. 33-37, with the foot-ground wrenches of the measured state.
 
@@ -198,7 +193,6 @@ class LeggedComputedTorque(_LeggedController):
     and 1/s (the paper: 49 and 14, a critically damped 7 rad/s error dynamics).
     """
 
-    name = "legged_computed_torque"
     gain_units = ("1/s^2", "1/s")
     mode = MODE_FLOATING_CT
 
@@ -255,7 +249,8 @@ def make_walk(robot_name: str, controller: str, *, kp=49.0, kd=14.0, contact=Non
                          integrator="semi_implicit_euler", contact=contact)
     plant.reset(*traj.initial_state())
     driver = create_driver("sim", robot.model, plant=plant, period=1.0 / rate_hz)
-    ctrl = kinds[controller](Dynamics(robot.model), kp=kp, kd=kd, robot=robot, contact=plant.contact_model)
+    cls = kinds[controller]
+    ctrl = cls(Dynamics(robot.model), cls.Options(kp=kp, kd=kd), robot=robot, contact=plant.contact_model)
     return robot, traj, plant, driver, ctrl
 
 

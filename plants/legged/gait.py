@@ -131,7 +131,6 @@ from rtctl.loops.controllers import _OK
 from rtctl.loops.trajectories import _BAD_T, _CompiledTrajectory, _check_out, _scalar
 from rtctl.plants.legged.model import QUADRUPED_LEGS, LeggedRobot, planar_biped, spatial_quadruped
 from rtctl.options import setting
-from rtctl.registry import TRAJECTORIES
 
 __all__ = ["BipedGait", "BipedWalk", "QuadrupedGait", "QuadrupedTrot", "ipm_initial_state"]
 
@@ -497,7 +496,6 @@ class _GaitTrajectory(_CompiledTrajectory):
         super()._raise(status, t)
 
 
-@TRAJECTORIES.register("biped_walk")
 class BipedWalk(_GaitTrajectory):
     """Actuated-joint motion of the biped's IPM walk (:class:`BipedGait`); periodic, defined for all t >= 0.
 
@@ -527,7 +525,6 @@ class BipedWalk(_GaitTrajectory):
         self._args = (self.gait.params, np.zeros((3, 9)))
 
 
-@TRAJECTORIES.register("quadruped_trot")
 class QuadrupedTrot(_GaitTrajectory):
     """Actuated-joint motion of the quadruped's IPM trot (:class:`QuadrupedGait`); periodic for t >= 0."""
 

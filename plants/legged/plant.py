@@ -64,7 +64,7 @@ from rtctl.model import FREE_FLYER, PRISMATIC, Model
 
 from rtctl.options import setting
 
-from ..base import Plant, register_plant
+from ..base import Plant
 from ..integrate import advance_with_rollback, inlined, rk4_advance
 from ..rigid_body import (_W_TAU, DIVERGED, RK4, STOP_ROWS, WORK_ROWS, RigidBodyPlant, _derivative,
                           _normalise_after_step, _semi_implicit_euler_step, check_step)
@@ -230,7 +230,6 @@ class ContactOptions:
     ground_height: float = setting("float", 0.0)                     # m
 
 
-@register_plant("legged")
 class LeggedPlant(RigidBodyPlant):
     """A floating-base robot on the compliant ground, advanced by a fixed-step integrator.
 

@@ -37,7 +37,7 @@ from rtctl.model import Model, inertia_scale_factor
 from rtctl.options import setting, show
 from rtctl.rt.interfaces import actuated_indices
 
-from ..base import Plant, register_plant, time_step
+from ..base import Plant, time_step
 from .model import (MujocoModelError, _name, compile_model, is_plain_motor, model_from_mujoco, require_mujoco,
                     to_mujoco_state, to_rtctl_state)
 
@@ -120,7 +120,6 @@ def _read_state(qpos, qvel, free, q, v):
     return OK
 
 
-@register_plant("mujoco")
 class MujocoPlant(Plant):
     """A MuJoCo model as a plant (see the module docstring).
 

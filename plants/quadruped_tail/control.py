@@ -50,8 +50,7 @@ from rtctl.plants.quadruped_tail.dynamics import _Work
 from rtctl.plants.quadruped_tail.kinematics import OK, STATUS_TEXT
 from rtctl.plants.quadruped_tail.model import QuadrupedTail
 
-from rtctl.options import setting
-from rtctl.registry import CONTROLLERS, TRAJECTORIES
+from rtctl.options import options_of, setting
 from rtctl.loops.base import Controller, Trajectory
 
 __all__ = ["QuadrupedTailFFPD", "QuadrupedTailOpenLoop", "QuadrupedTailPitch", "QuadrupedTailHold"]
@@ -62,26 +61,24 @@ def _check_model(name, model):
         raise ValueError(f"{name}: needs the 14-actuator quadruped_tail model, got nv={model.nv}")
 
 
-@CONTROLLERS.register("quadruped_tail_ffpd")
 class QuadrupedTailFFPD(Controller):
     """Fig. 7 feed-forward + PD compensation with the J_tau_a singularity monitor (module docstring)."""
 
-    name = "quadruped_tail_ffpd"
     gain_units = ("N m/rad (N/m)", "N m s/rad (N s/m)")   # a PD on the actuators' efforts (Fig. 7)
     default_kp = 400.0
     requires_model = "quadruped_tail"
 
-    def __init__(self, dyn: Dynamics, kp=100.0, kd=None, mechanism: QuadrupedTail | None = None,
-                 cond_threshold: float = 1e3, redundant_method: str = "min_norm", max_events: int = 256,
-                 log_capacity: int = 0):
+    def __init__(self, dyn: Dynamics, options: "Controller.Options | None" = None, *,
+                 mechanism: QuadrupedTail | None = None, cond_threshold: float = 1e3,
+                 redundant_method: str = "min_norm", max_events: int = 256, log_capacity: int = 0):
         _check_model(self.name, dyn.model)
-        kp8 = np.broadcast_to(np.asarray(kp, dtype=float), (8,)).copy()
-        super().__init__(dyn, 0.0, 0.0)
+        options = options_of(self, options)
+        kp, kd = self.default_kp if options.kp is None else options.kp, options.kd
+        kp8 = np.broadcast_to(np.asarray(kp, dtype=float), (8,)).copy()   # the eight leg joints
+        super().__init__(dyn, options.replace(kp=0.0, kd=0.0))
+        self.options = options
         self.kp = kp8
         self.kd = 2.0 * np.sqrt(kp8) if kd is None else np.broadcast_to(np.asarray(kd, float), (8,)).copy()
-        if not (np.all(np.isfinite(self.kp)) and np.all(self.kp >= 0) and np.all(np.isfinite(self.kd))
-                and np.all(self.kd >= 0)):
-            raise ValueError(f"{self.name}: kp, kd must be finite and >= 0")
         if not cond_threshold > 1:
             raise ValueError(f"{self.name}: cond_threshold must be > 1, got {cond_threshold}")
         self.mechanism = mechanism or QuadrupedTail()
@@ -131,17 +128,17 @@ class QuadrupedTailFFPD(Controller):
         return f"QuadrupedTailFFPD(kp={self.kp.tolist()}, cond_threshold={self.cond_threshold})"
 
 
-@CONTROLLERS.register("quadruped_tail_open_loop")
 class QuadrupedTailOpenLoop(Controller):
     """Section 4.1's open-loop torque profile (module docstring) at the loop's control time."""
 
-    name = "quadruped_tail_open_loop"
     default_kp = 400.0
     requires_model = "quadruped_tail"
 
-    def __init__(self, dyn: Dynamics, kp=0.0, kd=None):
+    def __init__(self, dyn: Dynamics, options: "Controller.Options | None" = None):
         _check_model(self.name, dyn.model)
-        super().__init__(dyn, 0.0, 0.0)
+        options = options_of(self, options)
+        super().__init__(dyn, options.replace(kp=0.0, kd=0.0))   # open loop: no feedback
+        self.options = options
 
     @staticmethod
     def profile(t: float, out=None):
@@ -155,7 +152,6 @@ class QuadrupedTailOpenLoop(Controller):
         self.profile(t, effort)
 
 
-@TRAJECTORIES.register("quadruped_tail_pitch")
 class QuadrupedTailPitch(Trajectory):
     """The paper's Fig. 7/8 pitch motion in actuator space (starts at ``t0``; q0 held before)."""
 
@@ -187,7 +183,6 @@ class QuadrupedTailPitch(Trajectory):
             raise ValueError(f"quadruped_tail_pitch at t = {t} s: {STATUS_TEXT.get(st) or _steps.STEP_STATUS_TEXT[st]}")
 
 
-@TRAJECTORIES.register("quadruped_tail_hold")
 class QuadrupedTailHold(Trajectory):
     """Hold the actuator angles of q0 (the paper's initial pose)."""
 
@@ -217,7 +212,7 @@ def simulate_pitch_tracking(mech, kp, cycles, rate=1000.0, start_on_trajectory=F
     plant = QuadrupedTailPlant(am, substeps=2)
     if start_on_trajectory:
         plant.reset_state(*QuadrupedTailPitch().generalized(0.0)[:2])
-    ctl = QuadrupedTailFFPD(Dynamics(am), kp=kp, log_capacity=cycles)
+    ctl = QuadrupedTailFFPD(Dynamics(am), QuadrupedTailFFPD.Options(kp=kp), log_capacity=cycles)
     traj = QuadrupedTailPitch()
     qd, vd, ad, eff = np.zeros(14), np.zeros(14), np.zeros(14), np.zeros(14)
     err = []

@@ -27,12 +27,11 @@ from rtctl.plants.quadruped_tail import kinematics as _qk
 from rtctl.plants.quadruped_tail.model import QuadrupedTail
 from rtctl.model import Model
 
-from ..base import Plant, check_integration_options, mechanism_with_model_errors, register_plant
+from ..base import Plant, check_integration_options, mechanism_with_model_errors
 
 __all__ = ["QuadrupedTailPlant"]
 
 
-@register_plant("quadruped_tail")
 class QuadrupedTailPlant(Plant):
     """The 8-DOF virtual-work model under 14 actuator torques (see module docstring).
 

@@ -34,13 +34,11 @@ from rtctl.plants.stewart.model import FK_ERRORS, StewartPlatform, paper_traject
 from rtctl.plants.stewart.observer import ObserverOptions, add_stewart_observer
 
 from rtctl.options import setting
-from rtctl.registry import CONTROLLERS, TRAJECTORIES
 from rtctl.loops.base import Controller, Trajectory
 
 __all__ = ["StewartComputedTorque", "StewartPoseTrajectory"]
 
 
-@CONTROLLERS.register("stewart_computed_torque")
 class StewartComputedTorque(Controller):
     """Computed-torque leg forces for the Stewart platform (actuator-space model, see module docstring).
 
@@ -48,7 +46,6 @@ class StewartComputedTorque(Controller):
     ``self.x`` is the pose estimated by forward kinematics in the last cycle.
     """
 
-    name = "stewart_computed_torque"
     default_kp = 400.0
     requires_model = "stewart"  # actuator-space model of rtctl.mechanisms (six legs), not a generic robot
     sections = {"observer": ObserverOptions}  # the platform's external-wrench observer
@@ -64,9 +61,9 @@ class StewartComputedTorque(Controller):
         """The ``[observer]`` hook on this controller's model, when enabled (called once the loop is built)."""
         add_stewart_observer(self._observer, loop, self.mechanism)
 
-    def __init__(self, dyn: Dynamics, kp=400.0, kd=None, mechanism: StewartPlatform | None = None,
-                 fk_tol: float = 1e-11, fk_max_iter: int = 20):
-        super().__init__(dyn, kp, kd)
+    def __init__(self, dyn: Dynamics, options: "Controller.Options | None" = None, *,
+                 mechanism: StewartPlatform | None = None, fk_tol: float = 1e-11, fk_max_iter: int = 20):
+        super().__init__(dyn, options)
         if self.model.nv != 6 or self.n != 6:
             raise ValueError(f"{self.name}: needs the 6-leg actuator-space model, got nv={self.model.nv}")
         self.mechanism = mechanism or StewartPlatform()
@@ -103,7 +100,6 @@ class StewartComputedTorque(Controller):
         return f"StewartComputedTorque(kp={self.kp.tolist()}, kd={self.kd.tolist()})"
 
 
-@TRAJECTORIES.register("stewart_pose")
 class StewartPoseTrajectory(Trajectory):
     """Desired leg motion of a pose path (third-order trigonometric segments, then IK).
 

@@ -37,8 +37,7 @@ from rtctl.plants.stewart.model import StewartPlatform
 from rtctl.model import Model
 from rtctl.options import setting
 
-from ..base import (Plant, check_integration_options, mechanism_with_model_errors, register_plant,
-                    stribeck_per_coordinate, time_step)
+from ..base import (Plant, check_integration_options, mechanism_with_model_errors, stribeck_per_coordinate, time_step)
 
 __all__ = ["StewartPlant"]
 
@@ -51,7 +50,6 @@ def _per_leg(value, name):
     return arr
 
 
-@register_plant("stewart")
 class StewartPlant(Plant):
     """The 6-UPS platform's rigid-body dynamics (platform, 6 cylinders, 6 pistons) under leg forces.
 

@@ -5,12 +5,9 @@ import numpy as np
 
 from rtctl.loops.base import Controller
 from rtctl.options import setting
-from rtctl.registry import CONTROLLERS
 
 
-@CONTROLLERS.register("rotor_inverse_demo")
-class RotorInverseModel(Controller):
-    name = "rotor_inverse_demo"
+class RotorInverseModel(Controller):   # named by its entry point (entry_points.txt)
     default_kp = 50.0
 
     @dataclass(frozen=True)
@@ -18,14 +15,9 @@ class RotorInverseModel(Controller):
         inertia: float = setting("float", 0.02, positive=True)
         damping: float = setting("float", 0.1, low=0.0)
 
-    @classmethod
-    def from_config(cls, options, context):
-        return cls(context.dynamics, **cls.gains_from_config(options), inertia=options["inertia"],
-                   damping=options["damping"])
-
-    def __init__(self, dyn, kp, kd=None, inertia=0.02, damping=0.1):
-        super().__init__(dyn, kp, kd)
-        self.inertia, self.damping = inertia, damping
+    def __init__(self, dyn, options=None):
+        super().__init__(dyn, options)
+        self.inertia, self.damping = self.options.inertia, self.options.damping
         self.activations = 0
         self._e = np.zeros(self.n)
 

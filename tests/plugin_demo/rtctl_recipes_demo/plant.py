@@ -3,11 +3,10 @@ import math
 from dataclasses import dataclass
 
 from rtctl.options import setting
-from rtctl.plants.base import Plant, register_plant
+from rtctl.plants.base import Plant
 
 
-@register_plant("rotor_demo")
-class RotorPlant(Plant):
+class RotorPlant(Plant):   # named by its entry point (entry_points.txt)
     @dataclass(frozen=True)
     class Options:  # its own keys only: none of the common plant keys (friction, payload, ...) apply
         inertia: float = setting("float", 0.02, positive=True)     # kg m^2 per joint
