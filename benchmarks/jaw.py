@@ -116,7 +116,7 @@ def row_coupled_gm(ctx):
 
 def row_plant_step(ctx):
     m = ctx.mech
-    plant = JawPlant(m.actuator_model(), mechanism=m, substeps=2)
+    plant = JawPlant(m.actuator_model(), JawPlant.Options(substeps=2), mechanism=m)
     hold = m.inverse_dynamics(m.rest_pose, np.zeros(6), np.zeros(6))
     states = [(m.incisal_pose([0.0, 0.0, -0.01 * k / 50])[0],) for k in range(50)]
 

@@ -97,8 +97,8 @@ def closed_loop(robot, trajectory, controller_cls, *, forward_dynamics="aba", in
 
     Raises :class:`Failed` (with the simulated time reached) if the plant or the controller rejects a step.
     """
-    plant = LeggedPlant(robot.model, integrator=integrator, substeps=substeps, forward_dynamics=forward_dynamics,
-                        contact=contact)
+    plant = LeggedPlant(robot.model, LeggedPlant.Options(integrator=integrator, substeps=substeps,
+                                                         forward_dynamics=forward_dynamics), contact=contact)
     controller = controller_cls(Dynamics(robot.model), controller_cls.Options(kp=KP, kd=KD), robot=robot,
                                 contact=plant.contact_model)
     plant.reset(*trajectory.initial_state())
@@ -128,7 +128,7 @@ class Failed(Exception):
 
 def offline(robot, trajectory, controller_cls, *, forward_dynamics="aba", duration=1.0, contact=None):
     """The same closed loop, continuous-time controller, integrated by BDF; return (wall seconds, nfev)."""
-    plant = LeggedPlant(robot.model, forward_dynamics=forward_dynamics, contact=contact)
+    plant = LeggedPlant(robot.model, LeggedPlant.Options(forward_dynamics=forward_dynamics), contact=contact)
     controller = controller_cls(Dynamics(robot.model), controller_cls.Options(kp=KP, kd=KD), robot=robot,
                                 contact=plant.contact_model)
     plant.reset(*trajectory.initial_state())
@@ -246,7 +246,8 @@ def stance(robot):
 def stand_still(robot, integrator, substeps, steps=1500, contact=None):
     """Drop 1 cm onto the feet in :func:`stance`, joints held by a 1 kHz PD (the biped's ankles damped against
     the shank pitch rate); return (|sum F_z - W| / W at the end, base trajectory)."""
-    plant = LeggedPlant(robot.model, integrator=integrator, substeps=substeps, viscous_friction=2.0, contact=contact)
+    plant = LeggedPlant(robot.model, LeggedPlant.Options(integrator=integrator, substeps=substeps,
+                                                         viscous_friction=2.0), contact=contact)
     q0 = stance(robot)
     q0[1 if robot.n_base == 3 else 2] += 0.01
     plant.reset(q0)

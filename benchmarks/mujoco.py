@@ -74,8 +74,8 @@ def panda_pairs():
         for ours_integrator, theirs in (("rk4", "rk4"), ("semi_implicit_euler", "euler")):
             ours = create_plant("rigid_body", model, integrator=ours_integrator, substeps=substeps, end_stops=False,
                                 viscous_friction=0.0)
-            mj = MujocoPlant(model, source=bundled_model("panda"), integrator=theirs, substeps=substeps,
-                             contact=False)
+            mj = MujocoPlant(model, MujocoPlant.Options(integrator=theirs, substeps=substeps, contact=False),
+                                                        source=bundled_model("panda"))
             rows.append((f"Panda 7 DOF, {ours_integrator} vs {theirs}, {substeps} sub-step(s)", ours, mj, q0, effort))
     return rows
 
@@ -92,7 +92,7 @@ def solo12_pair():
     bodies = np.array([m.geom_bodyid[k] for k in feet]) - 1     # MuJoCo body b is rtctl body b - 1 here
     points = np.array([m.geom_pos[k] - (0.0, 0.0, m.geom_size[k, 0]) for k in feet])
     ours = LeggedPlant(solo12_model(), contact_bodies=bodies, contact_points=points, contact=SOLO12_GROUND)
-    mj = MujocoPlant(model, source=bundled_model("solo12"), substeps=4)
+    mj = MujocoPlant(model, MujocoPlant.Options(substeps=4), source=bundled_model("solo12"))
     q0 = mj.q.copy()
     q0[2] = 0.2389
     q0[7:] = [0.0, 0.8, -1.6, 0.0, 0.8, -1.6, 0.0, -0.8, 1.6, 0.0, -0.8, 1.6]
@@ -107,7 +107,7 @@ def biped_pair():
     from rtctl.plants.mujoco.plant import MujocoPlant, bundled_model
     robot = planar_biped()
     ours = create_plant("legged", robot.model, substeps=1, integrator="semi_implicit_euler", contact=BIPED_GROUND)
-    mj = MujocoPlant(robot.model, source=bundled_model("planar_biped"), substeps=1)
+    mj = MujocoPlant(robot.model, MujocoPlant.Options(substeps=1), source=bundled_model("planar_biped"))
     q0, _ = BipedWalk(robot=robot).initial_state()
     return ("planar biped 9 DOF, legged vs MuJoCo contact, 0.1 ms", ours, mj, q0, np.zeros(robot.model.nv))
 

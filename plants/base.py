@@ -13,13 +13,12 @@ from __future__ import annotations
 import abc
 import copy
 import math
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
 from rtctl.model import Model, inertia_scale_factor, payload_mass, payload_offset
-from rtctl.options import setting
+from rtctl.options import OptionsBase, setting
 from rtctl.registry import PLANTS, RegisteredName
 from rtctl.rt.stability import EXACT_HOLD
 
@@ -33,7 +32,7 @@ class Plant(abc.ABC):
     position_share: float = EXACT_HOLD
 
     @dataclass(frozen=True)
-    class Options:
+    class Options(OptionsBase):
         """``[plant]`` keys every plant takes (SI units). Two are model errors the controller does not know:
         ``mass_scale`` and the payload (kg at ``payload_offset`` in ``payload_frame``)."""
 
@@ -52,15 +51,16 @@ class Plant(abc.ABC):
     @classmethod
     def from_config(cls, options: dict, context, **arguments) -> "Plant":
         """Built over ``context.plant_model`` from its ``[plant]`` table (None: the plant's own default) and
-        ``arguments`` (what a subclass adds from its own sections); starts at ``initial_position``."""
-        kwargs = {k: v for k, v in options.items() if v is not None and k != "initial_position"}
+        ``arguments`` (what a subclass adds from its own sections); starts at ``initial_position``. Friction
+        given per actuated joint is handed over per DOF (zero on a floating base's)."""
+        table = dict(options)
         for name in ("viscous_friction", "coulomb_friction", "static_friction", "stribeck_velocity"):
             if options.get(name) is None:  # not given, or a plant whose Options do not take the key
                 continue
             full = np.zeros(context.plant_model.nv)
             full[context.v_index] = context.vector(options[name], name)
-            kwargs[name] = full
-        plant = cls(context.plant_model, **kwargs, **arguments)
+            table[name] = full
+        plant = cls(context.plant_model, cls.Options(**table), **arguments)
         q0 = plant.q.copy()
         if options.get("initial_position") is not None:
             q0[context.q_index] = context.vector(options["initial_position"], "initial_position")
@@ -122,18 +122,25 @@ def time_step(dt) -> float:
 
 
 def check_integration_options(integrator, substeps, coulomb_velocity_scale, allowed=("rk4",)):
-    """Validate the fixed-step settings every plant takes; return ``(integrator, substeps, scale)``."""
-    if not isinstance(integrator, str) or integrator not in allowed:
+    """The fixed-step settings every plant takes (checked by :class:`Plant.Options`), the integrator among
+    those this plant steps with (``allowed``); return ``(integrator, substeps, scale)``."""
+    if integrator not in allowed:
         raise ValueError(f"integrator must be one of {sorted(allowed)}, got {integrator!r}")
-    if isinstance(substeps, bool) or not isinstance(substeps, numbers.Integral) or substeps < 1:
-        raise ValueError(f"substeps must be an integer >= 1, got {substeps!r}")
-    try:
-        scale = float(coulomb_velocity_scale)
-    except (TypeError, ValueError):
-        scale = math.nan
-    if not 0.0 < scale < math.inf:
-        raise ValueError(f"coulomb_velocity_scale must be finite and > 0, got {coulomb_velocity_scale!r}")
-    return integrator, int(substeps), scale
+    return integrator, int(substeps), float(coulomb_velocity_scale)
+
+
+def plant_settings(plant, options, integrator: str = "rk4", substeps: int = 1) -> tuple:
+    """``options`` (an instance of ``plant.Options`` or None) kept as ``plant.options``; returned, its common
+    keys ``(integrator, substeps, viscous_friction, coulomb_friction, coulomb_velocity_scale, mass_scale,
+    payload_mass, payload_frame, payload_offset)``: None integrator and substeps are the plant's defaults
+    (``integrator``, ``substeps``), None friction is none."""
+    from rtctl.options import options_of
+
+    plant.options = o = options_of(plant, options)
+    return (integrator if o.integrator is None else o.integrator, substeps if o.substeps is None else o.substeps,
+            0.0 if o.viscous_friction is None else o.viscous_friction,
+            0.0 if o.coulomb_friction is None else o.coulomb_friction, o.coulomb_velocity_scale, o.mass_scale,
+            o.payload_mass, o.payload_frame, o.payload_offset)
 
 
 def payload_settings(mass, frame, offset) -> dict:

@@ -55,6 +55,8 @@ from rtctl.rt.interfaces import actuated_indices
 from rtctl.rt.stability import euler_position_share
 from rtctl.rt.warmup import ready_kernel
 
+from rtctl.options import options_of
+
 from .base import Plant, check_integration_options, payload_settings, with_tree_payload
 from .divergence import divergence_message, explicit_damping_problem
 from .end_stops import STOP_ROWS, add_end_stop_torques, end_stop_table
@@ -344,21 +346,35 @@ class RigidBodyPlant(Plant):
         stribeck_velocity: object = setting("floats", None, positive=True)  # rad/s (m/s)
 
     integrators = tuple(INTEGRATORS)  # the integrators this plant steps with (a subclass may take fewer)
+    # What options left None mean here: the integrator (None: by the friction), sub-steps, and friction (None:
+    # the model's <dynamics>; a subclass may take none)
+    default_integrator: str | None = None
+    default_substeps = 1
+    friction_from_model = True
 
-    def __init__(self, model: Model, *, integrator: str | None = None, substeps: int = 1, viscous_friction=None,
-                 coulomb_friction=None, coulomb_velocity_scale: float = 1e-3, mass_scale: float = 1.0,
-                 payload_mass: float = 0.0, payload_frame: str | None = None, payload_offset=None,
-                 end_stops: bool = True, static_friction=None, stribeck_velocity=None):
+    def own_settings(self, options) -> tuple[bool, object, object]:
+        """``(end_stops, static_friction, stribeck_velocity)`` of ``options``: a subclass whose Options lack
+        them answers for itself."""
+        return options.end_stops is not False, options.static_friction, options.stribeck_velocity
+
+    def __init__(self, model: Model, options: "RigidBodyPlant.Options | None" = None):
+        options = options_of(self, options)
+        end_stops, static_friction, stribeck_velocity = self.own_settings(options)
+        integrator = self.default_integrator if options.integrator is None else options.integrator
+        substeps = self.default_substeps if options.substeps is None else options.substeps
+        viscous_friction, coulomb_friction = options.viscous_friction, options.coulomb_friction
+        if not self.friction_from_model:
+            viscous_friction = 0.0 if viscous_friction is None else viscous_friction
+            coulomb_friction = 0.0 if coulomb_friction is None else coulomb_friction
         chosen, substeps, scale = check_integration_options("rk4" if integrator is None else integrator, substeps,
-                                                            coulomb_velocity_scale, allowed=self.integrators)
-        if not isinstance(end_stops, bool):
-            raise ValueError(f"end_stops must be true or false, got {end_stops!r}")
-        mass_scale = inertia_scale_factor(mass_scale)
-        payload = payload_settings(payload_mass, payload_frame, payload_offset)
+                                                            options.coulomb_velocity_scale, allowed=self.integrators)
+        mass_scale = inertia_scale_factor(options.mass_scale)
+        payload = payload_settings(options.payload_mass, options.payload_frame, options.payload_offset)
         if mass_scale != 1.0:
             model = model.with_inertia_scaled(mass_scale)
         model = with_tree_payload(model, payload, model.body_names[-1])
         super().__init__(model)
+        self.options = options
         _, actuated_v, _ = actuated_indices(model)
         if viscous_friction is None:
             viscous_friction = model_friction(model.damping, actuated_v)

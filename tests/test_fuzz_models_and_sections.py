@@ -124,7 +124,7 @@ def test_mutated_mjcf_loads_without_nan_and_steps_or_is_refused_naming_the_file(
             assert time.monotonic() - start < SLOW_EXAMPLE, what
         assert _nan_fields(model) == [], what
         try:
-            plant = MujocoPlant(source=path, actuation="generalized")
+            plant = MujocoPlant(options=MujocoPlant.Options(actuation="generalized"), source=path)
         except ValueError as exc:    # MujocoModelError or a plant setting, naming the file
             assert str(path) in str(exc), (what, str(exc))
             return

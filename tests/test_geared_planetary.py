@@ -247,7 +247,7 @@ def test_free_stage_conserves_energy_under_the_plant(role):
     """Unforced, frictionless: T + V (the hand-built energies) stays constant over 1 s of the plant's RK4 at
     1 kHz, and the plant's own energy report equals them."""
     carrier_role, mech, _ = role
-    plant = GearedPlant(mech.virtual_model(), mechanism=mech, substeps=2)
+    plant = GearedPlant(mech.virtual_model(), GearedPlant.Options(substeps=2), mechanism=mech)
     q0, v0 = np.array([0.2, 0.9]), np.array([1.5, -3.0])
     plant.reset(q0, v0)
     e0 = sum(energies(carrier_role, q0, v0))

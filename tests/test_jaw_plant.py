@@ -156,7 +156,7 @@ def test_plant_energy_balance(mech, model):
     for _ in range(300):
         plant.step(1e-3, np.zeros(6))
     assert abs(sum(plant.energy()) - e0) < 1e-8
-    plant = JawPlant(model, mechanism=mech, substeps=2, **BOLUS)
+    plant = JawPlant(model, JawPlant.Options(substeps=2), mechanism=mech, **BOLUS)
     x0, xd0, _ = mech.incisal_pose([0.0, 0.0, -0.02], [0.0, 0.0, 0.05])
     plant.reset_pose(x0, xd0)
     hold = mech.inverse_dynamics(x0, np.zeros(6), np.zeros(6), impedance=plant.impedance)

@@ -59,7 +59,7 @@ def box_plant(**options):
             options = {"contact_stiffness": SOFT.stiffness, "contact_damping": SOFT.damping, **options}
         else:
             options["contact"] = SOFT
-    return LeggedPlant(model, contact_bodies=bodies, contact_points=points, **options)
+    return create_plant("legged", model, contact_bodies=bodies, contact_points=points, **options)
 
 
 def tumbling_box_state(plant):
@@ -123,7 +123,7 @@ def test_box_settles_and_carries_its_weight():
 def test_robot_standing_on_its_feet_carries_its_weight(name, ground, substeps):
     """On the 1e5 / 500 ground and on the default 1e6 / 5000 one of Shah, Saha & Dutt (2012), 1 kHz."""
     robot = planar_biped() if name == "planar_biped" else spatial_quadruped()
-    plant = LeggedPlant(robot.model, viscous_friction=2.0, contact=ground, substeps=substeps)
+    plant = LeggedPlant(robot.model, LeggedPlant.Options(viscous_friction=2.0, substeps=substeps), contact=ground)
     stance = biped_stance(robot) if name == "planar_biped" else quadruped_stance(robot)
     q0 = on_ground(plant, stance, height=0.01)
     plant.reset(q0)
@@ -168,7 +168,8 @@ def test_drop_never_creates_energy_fixed_step():
 
 def test_quadruped_drop_energy_balance_with_joint_friction_and_effort():
     robot = spatial_quadruped()
-    plant = LeggedPlant(robot.model, viscous_friction=2.0, integrator="rk4", substeps=4, contact=SOFT)
+    plant = LeggedPlant(robot.model, LeggedPlant.Options(viscous_friction=2.0, integrator="rk4", substeps=4),
+                                                         contact=SOFT)
     q0 = on_ground(plant, quadruped_stance(robot), height=0.02)
     plant.reset(q0)
     effort = np.zeros(robot.model.nv)
@@ -240,7 +241,7 @@ def test_fixed_step_follows_bdf_through_box_impacts(box_reference, integrator, s
 @pytest.mark.parametrize("method", ["BDF", "LSODA"])
 def test_fixed_step_follows_stiff_solver_through_quadruped_drop(method):
     robot = spatial_quadruped()
-    plant = LeggedPlant(robot.model, viscous_friction=2.0, contact=SOFT)
+    plant = LeggedPlant(robot.model, LeggedPlant.Options(viscous_friction=2.0), contact=SOFT)
     q0 = on_ground(plant, quadruped_stance(robot), height=0.02)
     effort = np.zeros(robot.model.nv)
     effort[6:] = hold_torques(plant, robot)
@@ -249,8 +250,8 @@ def test_fixed_step_follows_stiff_solver_through_quadruped_drop(method):
                                              t_eval=np.arange(301) * DT)
     assert np.array_equal(plant.q, q0) and plant.t == 0.0  # the offline run leaves the plant alone
     for integrator, substeps in (("semi_implicit_euler", 8), ("rk4", 4)):
-        fixed = LeggedPlant(robot.model, viscous_friction=2.0, integrator=integrator, substeps=substeps,
-                            contact=SOFT)
+        fixed = LeggedPlant(robot.model, LeggedPlant.Options(viscous_friction=2.0, integrator=integrator,
+                                                             substeps=substeps), contact=SOFT)
         fixed.reset(q0)
         worst = 0.0
         for k in range(1, 301):
@@ -262,7 +263,8 @@ def test_fixed_step_follows_stiff_solver_through_quadruped_drop(method):
 
 def test_aba_and_cholesky_give_the_same_motion():
     robot = planar_biped()
-    plants = [LeggedPlant(robot.model, forward_dynamics=fd, integrator="rk4", substeps=2, contact=SOFT)
+    plants = [LeggedPlant(robot.model, LeggedPlant.Options(forward_dynamics=fd, integrator="rk4", substeps=2),
+                                                           contact=SOFT)
               for fd in ("aba", "cholesky")]
     q0 = on_ground(plants[0], biped_stance(robot), height=0.01)
     rng = np.random.default_rng(2)
@@ -323,7 +325,8 @@ ALLOCATION_SCRIPT = textwrap.dedent("""
 
     robot = planar_biped()
     for fd in ("aba", "cholesky"):
-        plant = LeggedPlant(robot.model, viscous_friction=1.0, coulomb_friction=0.1, forward_dynamics=fd)
+        plant = LeggedPlant(robot.model, LeggedPlant.Options(viscous_friction=1.0, coulomb_friction=0.1,
+                                                             forward_dynamics=fd))
         plant.q[1] -= 1e-3
         d = plant.dynamics
         for method in (RK4, SEMI_IMPLICIT_EULER):
@@ -410,7 +413,7 @@ def test_the_default_ground_is_the_papers():
     assert LeggedPlant(robot.model, contact={"friction": 0.5}).contact_model == half
     assert half.static_friction == 0.5  # a lower friction is not held up by the default's static friction
     # physically: the quadruped standing still on it sinks weight / (4 k), a tenth of the 1e5 ground's sinking
-    plant = LeggedPlant(robot.model, viscous_friction=2.0)
+    plant = LeggedPlant(robot.model, LeggedPlant.Options(viscous_friction=2.0))
     q0 = on_ground(plant, quadruped_stance(robot), height=-robot.weight / 4 / 1e6)
     plant.reset(q0)
     assert plant.total_ground_reaction[2] == pytest.approx(robot.weight, rel=1e-9)

@@ -161,7 +161,7 @@ def test_servo_actuators_take_torques_as_generalized_forces():
     path = robot_file(*UR5E)
     with pytest.raises(ValueError, match="actuator 'shoulder_pan' on joint 'shoulder_pan_joint' .* is a servo whose "
                                          "control is a set-point"):
-        MujocoPlant(source=path, actuation="motor")
+        MujocoPlant(options=MujocoPlant.Options(actuation="motor"), source=path)
     plant = MujocoPlant(source=path)                                     # actuation "auto"
     assert plant.parameters()["actuation"] == "generalized"
     effort = np.array([10.0, -20.0, 5.0, 1.0, -2.0, 0.5])
@@ -221,7 +221,7 @@ def test_spot_stands_on_mujoco_contact_and_shifts_its_weight():
     mujoco.mj_forward(m, d)
     feet = [g for g in range(m.ngeom) if m.geom_type[g] == mujoco.mjtGeom.mjGEOM_SPHERE]
     height = -min(d.geom_xpos[g][2] - m.geom_size[g][0] for g in feet)  # the feet touching the floor: 0.4635 m
-    plant = MujocoPlant(model, source=path, substeps=4)
+    plant = MujocoPlant(model, MujocoPlant.Options(substeps=4), source=path)
     assert plant.parameters()["actuation"] == "motor"                   # Spot's actuators are plain motors
     q0 = plant.q.copy()
     q0[2], q0[7:] = height, stand

@@ -65,7 +65,7 @@ def free_ant():
 
 def test_mujoco_rk4_and_rtctl_rk4_integrate_the_same_floating_ant():
     model, m = free_ant()
-    ours = MujocoPlant(model, source=m, actuation="generalized", integrator="rk4", substeps=4)
+    ours = MujocoPlant(model, MujocoPlant.Options(actuation="generalized", integrator="rk4", substeps=4), source=m)
     reference = create_plant("rigid_body", model, integrator="rk4", substeps=4, end_stops=False,
                              viscous_friction=0.0)                # MuJoCo's dampers are off too
     rng = np.random.default_rng(5)
@@ -107,7 +107,7 @@ def test_motor_actuation_divides_by_the_gear_and_saturates_at_the_control_range(
 
 def test_a_step_allocates_nothing():
     model, m = free_ant()
-    plant = MujocoPlant(model, source=m, substeps=2)
+    plant = MujocoPlant(model, MujocoPlant.Options(substeps=2), source=m)
     effort = np.zeros(model.nv)
     for _ in range(10):
         plant.step(1e-3, effort)
@@ -147,8 +147,8 @@ def test_a_plant_for_another_robot_is_refused_naming_the_joint():
 
 def test_motor_actuation_without_a_motor_is_refused_naming_the_joint():
     with pytest.raises(ValueError, match="joint 'obj_slidey' .* has 0 joint actuators"):
-        MujocoPlant(source=gym_asset("pusher.xml"), actuation="motor")
-    assert MujocoPlant(source=gym_asset("pusher.xml"), actuation="generalized").nv == 11
+        MujocoPlant(options=MujocoPlant.Options(actuation="motor"), source=gym_asset("pusher.xml"))
+    assert MujocoPlant(options=MujocoPlant.Options(actuation="generalized"), source=gym_asset("pusher.xml")).nv == 11
     auto = MujocoPlant(source=gym_asset("pusher.xml"))            # the default: generalized when not all motors
     assert auto.parameters()["actuation"] == "generalized"
     assert auto.mj_model.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_ACTUATION)

@@ -135,7 +135,7 @@ def stability_function(z):
 
 def test_a_stiff_damper_on_a_light_link_settles_as_the_linear_theory_says():
     damping, torque = 10.0, 0.5
-    plant = RigidBodyPlant(light_link(damping=damping), end_stops=False)
+    plant = RigidBodyPlant(light_link(damping=damping), RigidBodyPlant.Options(end_stops=False))
     z = -DT * damping / (WRIST + plant.model.armature[0])
     assert plant.parameters()["integrator"] == "rosenbrock" and z < -70
     r = stability_function(z)
@@ -156,8 +156,9 @@ def test_a_stiff_damper_on_a_light_link_settles_as_the_linear_theory_says():
 def test_steep_coulomb_friction_on_a_light_link_sticks_and_slips_as_the_curve_says():
     coulomb, scale = 1.0, 1e-3   # h coulomb / (scale I) = 7100
     for torque in (0.5, 1.5):
-        plant = RigidBodyPlant(light_link(friction=coulomb), end_stops=False)
-        explicit = RigidBodyPlant(light_link(friction=coulomb), integrator="rk4", end_stops=False)
+        plant = RigidBodyPlant(light_link(friction=coulomb), RigidBodyPlant.Options(end_stops=False))
+        explicit = RigidBodyPlant(light_link(friction=coulomb), RigidBodyPlant.Options(
+            integrator="rk4", end_stops=False))
         speeds, chatter = [], []
         for _ in range(50):
             plant.step(DT, np.array([torque]))
@@ -188,7 +189,7 @@ def test_a_non_finite_step_names_the_plant_the_joint_and_the_cause():
                                          r"[\d.e+]+ rad/s in one step; the state is unchanged$"):
         plant.step(DT, effort)
     assert np.array_equal(plant.q, state[0]) and np.array_equal(plant.v, state[1]) and plant.t == state[2]
-    explicit = RigidBodyPlant(model, integrator="rk4")
+    explicit = RigidBodyPlant(model, RigidBodyPlant.Options(integrator="rk4"))
     problem = (r"joint 'joint7': its viscous friction 2 N m s/rad on an effective inertia of [\d.e-]+ kg m\^2 "
                r"needs steps below [\d.e-]+ s with the explicit rk4 \(h d / I = [\d.]+ > 2\.785\); integrator "
                r"\"rosenbrock\" \(the default with joint friction\) is stable for any friction")

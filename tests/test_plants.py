@@ -58,7 +58,7 @@ def world_momentum(dyn, q, v):
 
 @pytest.mark.parametrize("name", ["arm7", "quadruped12"])
 def test_rk4_conserves_energy_without_friction(name):
-    plant = RigidBodyPlant(load(name), end_stops=False)  # the integrator alone: end stops dissipate
+    plant = RigidBodyPlant(load(name), RigidBodyPlant.Options(end_stops=False))  # the integrator alone: stops dissipate
     rng = np.random.default_rng(5)
     plant.reset(plant.model.random_configuration(rng), rng.normal(size=plant.nv))
     e0, scale = total_energy(plant), energy_scale(plant)
@@ -74,8 +74,8 @@ def test_rk4_conserves_energy_without_friction(name):
 @pytest.mark.parametrize("name", ["arm7", "quadruped12", "humanoid"])
 def test_friction_never_adds_energy(name):
     """RK4 (whose own energy error is ~1e-12 per step) resolves the dissipation v^T tau_friction <= 0."""
-    plant = RigidBodyPlant(load(name), viscous_friction=0.05, coulomb_friction=0.02, coulomb_velocity_scale=0.05,
-                           end_stops=False)
+    plant = RigidBodyPlant(load(name), RigidBodyPlant.Options(viscous_friction=0.05, coulomb_friction=0.02,
+                                                              coulomb_velocity_scale=0.05, end_stops=False))
     rng = np.random.default_rng(8)
     plant.reset(plant.model.random_configuration(rng), rng.normal(size=plant.nv))
     scale = energy_scale(plant)
@@ -91,8 +91,8 @@ def test_friction_never_adds_energy(name):
 
 def test_joint_friction_does_not_act_on_the_floating_base():
     """Friction is internal to the robot: a falling quadruped's centre of mass follows p0 + v0 t - g t^2 / 2."""
-    plant = RigidBodyPlant(load("quadruped12"), viscous_friction=0.5, coulomb_friction=0.05,
-                           coulomb_velocity_scale=0.1, substeps=2)
+    plant = RigidBodyPlant(load("quadruped12"), RigidBodyPlant.Options(
+        viscous_friction=0.5, coulomb_friction=0.05, coulomb_velocity_scale=0.1, substeps=2))
     rng = np.random.default_rng(9)
     plant.reset(plant.model.random_configuration(rng), rng.normal(size=plant.nv))
     dyn = plant.dynamics
@@ -115,7 +115,7 @@ DURATION = 0.5
 def reference(request):
     """A model, a start state, held sinusoidal torques and the DOP853 solution after 0.5 s."""
     model = load(request.param)
-    base = RigidBodyPlant(model, viscous_friction=0.02, end_stops=False)  # integrator accuracy
+    base = RigidBodyPlant(model, RigidBodyPlant.Options(viscous_friction=0.02, end_stops=False))  # integrator accuracy
     rng = np.random.default_rng(2)
     q0, v0 = model.random_configuration(rng, span=1.0), 0.1 * rng.normal(size=model.nv)
     base.reset(q0, v0)
@@ -139,7 +139,7 @@ def reference(request):
 
 
 def run_fixed_step(model, q0, v0, held_effort, integrator, dt):
-    plant = RigidBodyPlant(model, integrator=integrator, viscous_friction=0.02, end_stops=False)
+    plant = RigidBodyPlant(model, RigidBodyPlant.Options(integrator=integrator, viscous_friction=0.02, end_stops=False))
     plant.reset(q0, v0)
     n = round(DURATION / dt)
     for k in range(n):
@@ -188,7 +188,7 @@ def test_simulate_offline_returns_unit_quaternions_and_checks_effort():
 
 @pytest.mark.parametrize("integrator", ["rk4", "semi_implicit_euler"])
 def test_free_flyer_quaternion_stays_unit(integrator):
-    plant = RigidBodyPlant(load("quadruped12"), integrator=integrator)
+    plant = RigidBodyPlant(load("quadruped12"), RigidBodyPlant.Options(integrator=integrator))
     rng = np.random.default_rng(4)
     plant.reset(plant.model.random_configuration(rng), 3.0 * rng.normal(size=plant.nv))
     effort = np.zeros(plant.nv)
@@ -205,9 +205,10 @@ def test_free_flyer_in_zero_gravity_conserves_momentum_with_joint_friction(integ
     third-order Rosenbrock-W method, 10x below its bound."""
     model = load("humanoid")
     model.set_gravity([0, 0, 0])
-    plant = RigidBodyPlant(model, integrator=integrator, viscous_friction=0.1, coulomb_friction=0.01,
-                           coulomb_velocity_scale=0.1,
-                           end_stops=False)  # friction alone on the base (the stops' stiffness costs accuracy)
+    # friction alone on the base (the stops' stiffness costs accuracy)
+    plant = RigidBodyPlant(model, RigidBodyPlant.Options(integrator=integrator, viscous_friction=0.1,
+                                                         coulomb_friction=0.01, coulomb_velocity_scale=0.1,
+                                                         end_stops=False))
     rng = np.random.default_rng(6)
     plant.reset(model.random_configuration(rng), rng.normal(size=model.nv))
     dyn = Dynamics(model)
@@ -228,8 +229,8 @@ def test_substeps_equal_smaller_steps(name, integrator):
     q0, v0 = model.random_configuration(rng), rng.normal(size=model.nv)
     effort = rng.normal(size=model.nv)
     options = dict(integrator=integrator, viscous_friction=0.1, coulomb_friction=0.05, coulomb_velocity_scale=0.1)
-    coarse = RigidBodyPlant(model, substeps=4, **options)
-    fine = RigidBodyPlant(model, **options)
+    coarse = RigidBodyPlant(model, RigidBodyPlant.Options(substeps=4, **options))
+    fine = RigidBodyPlant(model, RigidBodyPlant.Options(**options))
     coarse.reset(q0, v0)
     fine.reset(q0, v0)
     dt = 2e-3
@@ -265,16 +266,16 @@ def test_unknown_plant_name_lists_the_available_ones():
         create_plant("rigid", load("arm7"))
 
 
-@pytest.mark.parametrize("options,message", [
-    (dict(integrator="euler"), r"integrator must be one of \['rk4', 'rosenbrock', 'semi_implicit_euler'\], got "
-                               r"'euler'"),
-    (dict(substeps=0), r"substeps must be an integer >= 1, got 0"),
-    (dict(substeps=2.5), r"substeps must be an integer >= 1, got 2.5"),
-    (dict(viscous_friction=-0.1), r"viscous_friction must be finite and >= 0, got -0.1"),
-    (dict(coulomb_friction=float("nan")), r"coulomb_friction must be finite and >= 0, got nan"),
+@pytest.mark.parametrize("options,message", [   # the Options' own line, or the plant's for what needs the model
+    (dict(integrator="euler"), r"^RigidBodyPlant.Options integrator: must be one of \['rk4', 'semi_implicit_euler', "
+                               r"'rosenbrock'\], got 'euler'$"),
+    (dict(substeps=0), r"^RigidBodyPlant.Options substeps: must be >= 1, got 0$"),
+    (dict(substeps=2.5), r"^RigidBodyPlant.Options substeps: expected an integer, got 2.5$"),
+    (dict(viscous_friction=-0.1), r"^RigidBodyPlant.Options viscous_friction\[0\]: must be >= 0.0, got -0.1$"),
+    (dict(coulomb_friction=float("nan")), r"^RigidBodyPlant.Options coulomb_friction\[0\]: must be finite, got nan$"),
     (dict(viscous_friction=[0.1, 0.2]), r"viscous_friction must be a scalar or 7 per-DOF values.*got 2 values"),
-    (dict(coulomb_friction="high"), r"coulomb_friction must be a scalar or 7 per-DOF values.*got 'high'"),
-    (dict(coulomb_velocity_scale=0.0), r"coulomb_velocity_scale must be finite and > 0, got 0.0"),
+    (dict(coulomb_friction="high"), r"^RigidBodyPlant.Options coulomb_friction\[0\]: expected a number, got 'high'$"),
+    (dict(coulomb_velocity_scale=0.0), r"^RigidBodyPlant.Options coulomb_velocity_scale: must be > 0, got 0.0$"),
 ])
 def test_bad_parameters_raise_naming_parameter_and_value(options, message):
     with pytest.raises(ValueError, match=message):
@@ -334,8 +335,8 @@ ALLOCATION_SCRIPT = textwrap.dedent("""
         return bad
 
     for name, base in (("arm7", None), ("humanoid", "free_flyer")):
-        plant = RigidBodyPlant(load_urdf(bundled_model_path(name), base), viscous_friction=0.1,
-                               coulomb_friction=0.05)
+        plant = RigidBodyPlant(load_urdf(bundled_model_path(name), base),
+                               RigidBodyPlant.Options(viscous_friction=0.1, coulomb_friction=0.05))
         rng = np.random.default_rng(0)
         plant.reset(plant.model.random_configuration(rng), rng.normal(size=plant.nv))
         d = plant.dynamics
@@ -360,7 +361,7 @@ def test_end_stop_holds_the_joint_beyond_its_limit_by_effort_over_stiffness():
     settles at upper + tau / k, k the stop's stiffness."""
     model = load("arm7")
     model.set_armature(np.full(model.nv, 0.05))  # the demo's geared motors
-    plant = RigidBodyPlant(model, substeps=4)
+    plant = RigidBodyPlant(model, RigidBodyPlant.Options(substeps=4))
     dyn = plant.dynamics
     joint = 3  # joint4: 110 N m effort limit, upper 2.09 rad
     q = model.neutral_configuration()
@@ -381,7 +382,7 @@ def test_end_stop_holds_the_joint_beyond_its_limit_by_effort_over_stiffness():
 
 def test_end_stops_only_ever_take_energy_out():
     """Kinetic + potential + the stops' spring energy never increases when an unforced arm falls into them."""
-    plant = RigidBodyPlant(load("arm7"), substeps=4)
+    plant = RigidBodyPlant(load("arm7"), RigidBodyPlant.Options(substeps=4))
     model = plant.model
     stops = plant._stops
     rng = np.random.default_rng(3)

@@ -79,7 +79,7 @@ def test_the_plugin_plant_integrates_exactly(site, monkeypatch):
     from rtctl_recipes_demo.plant import RotorPlant
     from rtctl_recipes_demo.robot import two_link_demo
 
-    plant = RotorPlant(two_link_demo(), inertia=0.02, damping=0.1)
+    plant = RotorPlant(two_link_demo(), RotorPlant.Options(inertia=0.02, damping=0.1))
     tau = np.array([0.3, -0.2])
     for _ in range(1000):
         plant.step(1e-3, tau)

@@ -127,7 +127,8 @@ def test_plant_publishes_actuator_coordinates_and_rk4_converges(mech):
     """Section 4.1 over 0.3 s: public q/v are the actuator angles/rates; RK4 at 1 ms vs 0.1 ms agree to
     1e-6 (fourth order)."""
     am = mech.actuator_model()
-    fine, coarse = QuadrupedTailPlant(am, substeps=10), QuadrupedTailPlant(am, substeps=1)
+    fine, coarse = QuadrupedTailPlant(am, QuadrupedTailPlant.Options(substeps=10)), QuadrupedTailPlant(am,
+                                                                     QuadrupedTailPlant.Options(substeps=1))
     tau = np.zeros(14)
     for k in range(300):
         QuadrupedTailOpenLoop.profile(k * 1e-3, tau)

@@ -108,7 +108,7 @@ def test_pitch_run_matches_reference_every_cycle(mech):
     """300 cycles of the section-4.2 pitch run (plant at 2 RK4 substeps, t0 = 0.05 s so q0 is held first):
     trajectory sample and controller effort == the reference at the same inputs, every cycle; the plant
     follows the motion (the feed-forward alone leaves it by 0.05 within 0.5 s, test_quadruped_tail)."""
-    plant = QuadrupedTailPlant(mech.actuator_model(), substeps=2)
+    plant = QuadrupedTailPlant(mech.actuator_model(), QuadrupedTailPlant.Options(substeps=2))
     traj, traj_old = QuadrupedTailPitch(t0=0.05), ref.ReferencePitch(t0=0.05)
     ctl = QuadrupedTailFFPD(Dynamics(mech.actuator_model()), QuadrupedTailFFPD.Options(kp=400.0))
     old = ref.ReferenceFFPD(mech, kp=400.0)
@@ -170,7 +170,7 @@ ALLOC_SCRIPT = textwrap.dedent("""
                         log_capacity=10)
     traj = QuadrupedTailPitch()
     m = ctl.mechanism
-    plant = QuadrupedTailPlant(m.actuator_model(), substeps=2)
+    plant = QuadrupedTailPlant(m.actuator_model(), QuadrupedTailPlant.Options(substeps=2))
     desired, effort = np.zeros((3, 14)), np.zeros(14)
     plant_state = np.zeros((2, 14))
     plant_state[0], plant_state[1] = plant.q, plant.v

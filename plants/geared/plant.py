@@ -26,7 +26,7 @@ from rtctl.plants.geared.model import GearedMechanism, mechanism_of
 from rtctl.model import Model, inertia_scale_factor
 
 from ..integrate import WORK_ROWS, rk4_advance
-from ..base import Plant, check_integration_options, payload_settings, with_tree_payload
+from ..base import Plant, check_integration_options, plant_settings, payload_settings, with_tree_payload
 
 __all__ = ["GearedPlant"]
 
@@ -71,10 +71,10 @@ class GearedPlant(Plant):
     ``"geared"`` from a ``[mechanism]`` section -- else the built-in one named like the model, e.g. ``"grm3"``), ``integrator`` ``"rk4"`` only, ``substeps``, friction per joint.
     """
 
-    def __init__(self, model: Model, *, mechanism: GearedMechanism | None = None, integrator: str = "rk4",
-                 substeps: int = 1, viscous_friction=0.0, coulomb_friction=0.0, coulomb_velocity_scale=1e-3,
-                 mass_scale: float = 1.0, payload_mass: float = 0.0, payload_frame: str | None = None,
-                 payload_offset=None):
+    def __init__(self, model: Model, options: "Plant.Options | None" = None, *,
+                 mechanism: GearedMechanism | None = None):
+        (integrator, substeps, viscous_friction, coulomb_friction, coulomb_velocity_scale, mass_scale, payload_mass,
+         payload_frame, payload_offset) = plant_settings(self, options)
         if mechanism is None:
             mechanism = mechanism_of(model, "geared plant")
         integrator, substeps, scale = check_integration_options(integrator, substeps, coulomb_velocity_scale)

@@ -41,7 +41,8 @@ from rtctl.plants.stewart.solvers import solve6
 from rtctl.model import Model
 from rtctl.options import ConfigError, setting
 
-from ..base import (Plant, check_integration_options, mechanism_with_model_errors, stribeck_per_coordinate, time_step)
+from ..base import (Plant, check_integration_options, mechanism_with_model_errors, plant_settings,
+                    stribeck_per_coordinate, time_step)
 
 __all__ = ["JawPlant"]
 
@@ -90,13 +91,13 @@ class JawPlant(Plant):
             raise ConfigError(f"{context.source}: [patient] {exc}") from None
         return super().from_config(options, context, **patient, **arguments)
 
-    def __init__(self, model: Model, *, mechanism: JawRehabRobot | None = None, integrator: str = "rk4",
-                 substeps: int = 1, viscous_friction=0.0, coulomb_friction=0.0,
-                 coulomb_velocity_scale: float = 1e-3, impedance: PatientImpedance | None = None,
+    def __init__(self, model: Model, options: "JawPlant.Options | None" = None, *,
+                 mechanism: JawRehabRobot | None = None, impedance: PatientImpedance | None = None,
                  stiffness=None, damping=None, bolus_damping=None, bolus_force=None, bolus_band=None,
-                 bolus_edge=None, bolus_velocity_scale=None, mass_scale: float = 1.0, payload_mass: float = 0.0,
-                 payload_frame: str | None = None, payload_offset=None, static_friction=None,
-                 stribeck_velocity=None):
+                 bolus_edge=None, bolus_velocity_scale=None):
+        (integrator, substeps, viscous_friction, coulomb_friction, coulomb_velocity_scale, mass_scale, payload_mass,
+         payload_frame, payload_offset) = plant_settings(self, options)
+        static_friction, stribeck_velocity = self.options.static_friction, self.options.stribeck_velocity
         if model.nq != 6 or model.nv != 6:
             raise ValueError(f"the jaw plant needs the 6-leg actuator-space model, got nq={model.nq}, nv={model.nv}")
         integrator, substeps, scale = check_integration_options(integrator, substeps, coulomb_velocity_scale)

@@ -266,23 +266,23 @@ class LeggedPlant(RigidBodyPlant):
     def from_config(cls, options: dict, context, **arguments):
         return super().from_config(options, context, contact=dict(context.sections["contact"]), **arguments)
 
-    def __init__(self, model: Model, *, robot=None, contact_bodies=None, contact_points=None, contact=None,
-                 forward_dynamics: str = "aba", integrator: str = "semi_implicit_euler", substeps: int = 8,
-                 viscous_friction=0.0, coulomb_friction=0.0, coulomb_velocity_scale: float = 1e-3,
-                 mass_scale: float = 1.0, payload_mass: float = 0.0, payload_frame: str | None = None,
-                 payload_offset=None, **options):
-        unknown = sorted(set(options) - set(_CONTACT_OPTIONS))
+    default_integrator = "semi_implicit_euler"
+    default_substeps = 8
+    friction_from_model = False   # the joint friction given, else none
+
+    def own_settings(self, options) -> tuple[bool, object, object]:
+        return False, None, None   # the feet, not end stops, meet the world; no Stribeck effect
+
+    def __init__(self, model: Model, options: "LeggedPlant.Options | None" = None, *, robot=None,
+                 contact_bodies=None, contact_points=None, contact=None, **contact_options):
+        unknown = sorted(set(contact_options) - set(_CONTACT_OPTIONS))
         if unknown:
             raise ValueError(f"unknown option '{unknown[0]}' for the legged plant; contact options: "
                              f"{sorted(_CONTACT_OPTIONS)}")
-        super().__init__(model, integrator=integrator, substeps=substeps, viscous_friction=viscous_friction,
-                         coulomb_friction=coulomb_friction, coulomb_velocity_scale=coulomb_velocity_scale,
-                         mass_scale=mass_scale, payload_mass=payload_mass, payload_frame=payload_frame,
-                         payload_offset=payload_offset, end_stops=False)
+        super().__init__(model, options)
         del self._settings["end_stops"]
-        if forward_dynamics not in FORWARD_DYNAMICS:
-            raise ValueError(f"forward_dynamics must be one of {list(FORWARD_DYNAMICS)}, got {forward_dynamics!r}")
-        self.contact_model = self._contact_model(contact, options)
+        forward_dynamics = self.options.forward_dynamics
+        self.contact_model = self._contact_model(contact, contact_options)
         explicit = contact_bodies is not None or contact_points is not None
         if robot is None and not explicit:
             robot = _robot_for(model)

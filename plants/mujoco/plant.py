@@ -34,7 +34,7 @@ import numpy as np
 from numba import njit
 
 from rtctl.model import Model, inertia_scale_factor
-from rtctl.options import setting, show
+from rtctl.options import OptionsBase, options_of, setting, show
 from rtctl.rt.interfaces import actuated_indices
 
 from ..base import Plant, time_step
@@ -141,7 +141,7 @@ class MujocoPlant(Plant):
     """
 
     @dataclass(frozen=True)
-    class Options:
+    class Options(OptionsBase):
         """``[plant]`` keys of the MuJoCo plant (SI units)."""
 
         model: str = setting("str", None)   # MJCF/URDF path (relative to the config) or bundled name; default:
@@ -161,11 +161,9 @@ class MujocoPlant(Plant):
             raise ValueError("model: give the MJCF or URDF file MuJoCo simulates (or make [robot] model that file)")
         source = resolve_model_file(options["model"], context.base_dir) if options["model"] is not None \
             else context.model_file
-        kwargs = {k: v for k, v in options.items()
-                  if v is not None and k not in ("model", "initial_position", "initial_base_position")}
-        if options["model"] is None:
-            kwargs["lock_joints"] = context.lock_joints   # the [robot] file, as the controller's model has it
-        plant = cls(context.plant_model, source=source, **kwargs)
+        lock_joints = context.lock_joints if options["model"] is None else ()   # the [robot] file's, as the
+        plant = cls(context.plant_model, cls.Options(**options), source=source,   # controller's model has them
+                    lock_joints=lock_joints)
         q0 = plant.q.copy()
         if options.get("initial_position") is not None:
             q0[context.q_index] = context.vector(options["initial_position"], "initial_position")
@@ -177,10 +175,13 @@ class MujocoPlant(Plant):
         plant.reset(q0)
         return plant
 
-    def __init__(self, model: Model | None = None, *, source, floating_base: str = "fixed", substeps: int = 1,
-                 integrator: str | None = None, actuation: str = "auto", contact: bool = True,
-                 mass_scale: float = 1.0, lock_joints=()):
+    def __init__(self, model: Model | None = None, options: "MujocoPlant.Options | None" = None, *, source,
+                 lock_joints=()):
+        """``source`` is the file ``options.model`` names, resolved (:meth:`from_config`), or an ``MjModel``."""
         mujoco = require_mujoco()
+        self.options = options = options_of(self, options)
+        floating_base, substeps, integrator = options.floating_base, options.substeps, options.integrator
+        actuation, contact = options.actuation, options.contact
         if isinstance(source, mujoco.MjModel):
             if lock_joints:
                 raise ValueError("lock_joints applies to a model file, not to a compiled MjModel")
@@ -188,15 +189,7 @@ class MujocoPlant(Plant):
         else:
             path = resolve_model_file(os.fspath(source))
             mj_model, label = compile_model(path, floating_base=floating_base, lock_joints=lock_joints), str(path)
-        if isinstance(substeps, bool) or not isinstance(substeps, int) or substeps < 1:
-            raise ValueError(f"substeps must be an integer >= 1, got {substeps!r}")
-        if integrator is not None and integrator not in INTEGRATORS:
-            raise ValueError(f"integrator must be one of {list(INTEGRATORS)}, got {integrator!r}")
-        if actuation not in ACTUATIONS:
-            raise ValueError(f"actuation must be one of {list(ACTUATIONS)}, got {actuation!r}")
-        if not isinstance(contact, bool):
-            raise ValueError(f"contact must be true or false, got {contact!r}")
-        mass_scale = inertia_scale_factor(mass_scale)
+        mass_scale = inertia_scale_factor(options.mass_scale)
         own = model_from_mujoco(mj_model, label=label)
         if model is None:
             model = own

@@ -79,7 +79,7 @@ def run_biped(ground: str, duration: float = 1.5, record_every: float = 0.001) -
         def vertical_reaction():
             return float(plant.total_ground_reaction[2])
     elif ground == GROUNDS[1]:
-        plant = MujocoPlant(robot.model, source=bundled_model("planar_biped"), substeps=1)
+        plant = MujocoPlant(robot.model, MujocoPlant.Options(substeps=1), source=bundled_model("planar_biped"))
 
         def vertical_reaction():
             return float(plant.contact_forces()[:, 2].sum())

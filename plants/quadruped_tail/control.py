@@ -209,7 +209,7 @@ def simulate_pitch_tracking(mech, kp, cycles, rate=1000.0, start_on_trajectory=F
     from rtctl.plants.quadruped_tail.plant import QuadrupedTailPlant
 
     am = mech.actuator_model()
-    plant = QuadrupedTailPlant(am, substeps=2)
+    plant = QuadrupedTailPlant(am, QuadrupedTailPlant.Options(substeps=2))
     if start_on_trajectory:
         plant.reset_state(*QuadrupedTailPitch().generalized(0.0)[:2])
     ctl = QuadrupedTailFFPD(Dynamics(am), QuadrupedTailFFPD.Options(kp=kp), log_capacity=cycles)

@@ -27,7 +27,7 @@ from rtctl.plants.quadruped_tail import kinematics as _qk
 from rtctl.plants.quadruped_tail.model import QuadrupedTail
 from rtctl.model import Model
 
-from ..base import Plant, check_integration_options, mechanism_with_model_errors
+from ..base import Plant, check_integration_options, plant_settings, mechanism_with_model_errors
 
 __all__ = ["QuadrupedTailPlant"]
 
@@ -41,10 +41,10 @@ class QuadrupedTailPlant(Plant):
     (this plant has no joint friction model).
     """
 
-    def __init__(self, model: Model, *, mechanism: QuadrupedTail | None = None, integrator: str = "rk4",
-                 substeps: int = 1, viscous_friction=0.0, coulomb_friction=0.0, coulomb_velocity_scale=1e-3,
-                 mass_scale: float = 1.0, payload_mass: float = 0.0, payload_frame: str | None = None,
-                 payload_offset=None):
+    def __init__(self, model: Model, options: "Plant.Options | None" = None, *,
+                 mechanism: QuadrupedTail | None = None):
+        (integrator, substeps, viscous_friction, coulomb_friction, coulomb_velocity_scale, mass_scale, payload_mass,
+         payload_frame, payload_offset) = plant_settings(self, options)
         if model.nq != 14 or model.nv != 14:
             raise ValueError(f"the quadruped_tail plant needs the 14-actuator model, got nq={model.nq}")
         integrator, substeps, _ = check_integration_options(integrator, substeps, coulomb_velocity_scale)

@@ -24,7 +24,7 @@ from rtctl.plants.quadruped_tail.control import simulate_pitch_tracking  # noqa:
 
 def forward(mech, substeps, duration=1.0, dt=1e-3):
     """Section 4.1 open-loop run: (t, generalized coordinates, why it stopped early or None)."""
-    plant = QuadrupedTailPlant(mech.actuator_model(), substeps=substeps)
+    plant = QuadrupedTailPlant(mech.actuator_model(), QuadrupedTailPlant.Options(substeps=substeps))
     tau, t, x = np.zeros(14), [0.0], [plant.x.copy()]
     for k in range(int(round(duration / dt))):
         try:

@@ -37,7 +37,8 @@ from rtctl.plants.stewart.model import StewartPlatform
 from rtctl.model import Model
 from rtctl.options import setting
 
-from ..base import (Plant, check_integration_options, mechanism_with_model_errors, stribeck_per_coordinate, time_step)
+from ..base import (Plant, check_integration_options, mechanism_with_model_errors, plant_settings,
+                    stribeck_per_coordinate, time_step)
 
 __all__ = ["StewartPlant"]
 
@@ -70,11 +71,11 @@ class StewartPlant(Plant):
         static_friction: object = setting("floats", None, low=0.0)          # N: the legs' breakaway level
         stribeck_velocity: object = setting("floats", None, positive=True)  # m/s
 
-    def __init__(self, model: Model, *, mechanism: StewartPlatform | None = None, integrator: str = "rk4",
-                 substeps: int = 1, viscous_friction=0.0, coulomb_friction=0.0,
-                 coulomb_velocity_scale: float = 1e-3, mass_scale: float = 1.0, payload_mass: float = 0.0,
-                 payload_frame: str | None = None, payload_offset=None, static_friction=None,
-                 stribeck_velocity=None):
+    def __init__(self, model: Model, options: "StewartPlant.Options | None" = None, *,
+                 mechanism: StewartPlatform | None = None):
+        (integrator, substeps, viscous_friction, coulomb_friction, coulomb_velocity_scale, mass_scale, payload_mass,
+         payload_frame, payload_offset) = plant_settings(self, options)
+        static_friction, stribeck_velocity = self.options.static_friction, self.options.stribeck_velocity
         if model.nq != 6 or model.nv != 6:
             raise ValueError(f"the Stewart plant needs the 6-leg actuator-space model, got nq={model.nq}")
         integrator, substeps, scale = check_integration_options(integrator, substeps, coulomb_velocity_scale)

@@ -2,20 +2,21 @@
 import math
 from dataclasses import dataclass
 
-from rtctl.options import setting
+from rtctl.options import OptionsBase, options_of, setting
 from rtctl.plants.base import Plant
 
 
 class RotorPlant(Plant):   # named by its entry point (entry_points.txt)
     @dataclass(frozen=True)
-    class Options:  # its own keys only: none of the common plant keys (friction, payload, ...) apply
+    class Options(OptionsBase):  # its own keys only: none of the common plant keys (friction, payload, ...) apply
         inertia: float = setting("float", 0.02, positive=True)     # kg m^2 per joint
         damping: float = setting("float", 0.1, low=0.0)            # N m s/rad per joint
         initial_position: object = setting("floats", None)         # rad per joint
 
-    def __init__(self, model, *, inertia=0.02, damping=0.1):
+    def __init__(self, model, options=None):
         super().__init__(model)
-        self.inertia, self.damping = float(inertia), float(damping)
+        self.options = options_of(self, options)
+        self.inertia, self.damping = self.options.inertia, self.options.damping
 
     def step(self, dt, effort):
         """Exact solution under constant torque: v -> v_inf + (v - v_inf) e^(-b dt / J)."""
