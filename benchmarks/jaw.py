@@ -179,7 +179,7 @@ def row_cpg_step(ctx):
 
 def row_cpg_trajectory(ctx):
     from rtctl.plants.jaw.cpg_trajectory import JawCPGTrajectory
-    traj = JawCPGTrajectory("normal")
+    traj = JawCPGTrajectory(JawCPGTrajectory.Options(pattern="normal"))
     traj.cpg.apply(traj.cpg.check_request(pattern="hard_food"))
     q, qd, qdd = np.zeros(6), np.zeros(6), np.zeros(6)
     clock = iter(np.arange(1, 10_000_000) * 1e-3)

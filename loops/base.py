@@ -43,8 +43,8 @@ class Trajectory(abc.ABC):
 
     @classmethod
     def from_config(cls, options: dict, context) -> "Trajectory":
-        """Built from its ``[trajectory]`` table: the keys given (not None) as keyword arguments."""
-        return cls(**{k: v for k, v in options.items() if v is not None})
+        """Built from its ``[trajectory]`` table."""
+        return cls(cls.Options(**options))
 
     @abc.abstractmethod
     def sample(self, t: float, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> None:

@@ -26,7 +26,7 @@ import numpy as np
 from numba import njit
 
 from rtctl.model import rpy_to_matrix
-from rtctl.options import setting
+from rtctl.options import OptionsBase, options_of, setting
 
 from .base import Trajectory
 
@@ -176,7 +176,7 @@ class CartesianMinimumJerk(Trajectory):
     """
 
     @dataclass(frozen=True)
-    class Options:
+    class Options(OptionsBase):
         duration: float = setting("float", None, positive=True, required=True)   # s
         goal_position: object = setting("floats", None)   # m, world
         offset: object = setting("floats", None)          # m, world axes, from the start
@@ -192,17 +192,18 @@ class CartesianMinimumJerk(Trajectory):
             raise ValueError("cartesian_min_jerk moves the frame of a Cartesian controller: set [controller] "
                              "type = \"cartesian_impedance\"")
         posture = options["posture"] if options["posture"] is not None else context.q0[context.q_index]
-        trajectory = cls(options["duration"], posture, goal_position=options["goal_position"],
-                         offset=options["offset"], goal_rpy=options["goal_rpy"], rotation=options["rotation"],
-                         delay=options["delay"])
+        trajectory = cls(cls.Options(**dict(options, posture=posture)))
         controller.follow(trajectory)
         return trajectory
 
-    def __init__(self, duration: float, posture, *, goal_position=None, offset=None, goal_rpy=None, rotation=None,
-                 delay: float = 0.0):
-        name = "cartesian_min_jerk"
-        self.duration = _positive(name, "duration", duration)
-        self.posture = _finite_vector(name, "posture", posture, None)
+    def __init__(self, options: "CartesianMinimumJerk.Options"):
+        self.options = o = options_of(self, options)
+        goal_position, offset, goal_rpy, rotation, delay = o.goal_position, o.offset, o.goal_rpy, o.rotation, o.delay
+        name = self.name
+        if o.posture is None:
+            raise ValueError(f"{name}: posture is required (a config takes the plant's initial position)")
+        self.duration = o.duration
+        self.posture = _finite_vector(name, "posture", o.posture, None)
         self.n = self.posture.shape[0]
         for a, b in (("goal_position", "offset"), ("goal_rpy", "rotation")):
             if (goal_position if a == "goal_position" else goal_rpy) is not None and \
@@ -211,9 +212,7 @@ class CartesianMinimumJerk(Trajectory):
         self.params = np.zeros(C_WIDTH)
         p = self.params
         p[C_DURATION] = self.duration
-        p[C_DELAY] = _finite(name, "delay", delay)
-        if p[C_DELAY] < 0:
-            raise ValueError(f"{name}: delay must be >= 0 s, got {delay!r}")
+        p[C_DELAY] = delay
         if goal_position is not None:
             p[C_GOAL_POSITION_KIND], p[C_GOAL_P:C_GOAL_P + 3] = ABSOLUTE, _finite_vector(name, "goal_position",
                                                                                          goal_position, 3)
@@ -259,23 +258,6 @@ class CartesianMinimumJerk(Trajectory):
 
     def __repr__(self):
         return f"CartesianMinimumJerk(duration={self.duration}, n={self.n})"
-
-
-def _finite(owner, name, value) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{owner}: {name} must be a number, got {value!r}") from None
-    if not math.isfinite(x):
-        raise ValueError(f"{owner}: {name} must be finite, got {value!r}")
-    return x
-
-
-def _positive(owner, name, value) -> float:
-    x = _finite(owner, name, value)
-    if x <= 0:
-        raise ValueError(f"{owner}: {name} must be > 0, got {value!r}")
-    return x
 
 
 def _finite_vector(owner, name, value, length) -> np.ndarray:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from rtctl.options import setting
+from rtctl.options import OptionsBase, options_of, setting
 from rtctl.registry import TRAJECTORIES
 from rtctl.rt.limits import MIN_JERK_PEAK_VELOCITY
 
@@ -258,7 +258,7 @@ class MinimumJerk(_CompiledTrajectory):
     _kernel = staticmethod(_min_jerk_sample)
 
     @dataclass(frozen=True)
-    class Options:
+    class Options(OptionsBase):
         start: object = setting("floats", None)        # default: the plant's initial position
         goal: object = setting("floats", None, required=True)
         duration: float = setting("float", None, positive=True, required=True)
@@ -267,7 +267,7 @@ class MinimumJerk(_CompiledTrajectory):
     @classmethod
     def from_config(cls, options: dict, context):
         start = options["start"] if options["start"] is not None else context.q0[context.q_index].tolist()
-        return cls(start, options["goal"], options["duration"], options["t0"], joint_names=context.joint_names)
+        return cls(cls.Options(**dict(options, start=start)), joint_names=context.joint_names)
 
     def limit_violation(self, safety) -> str:
         """Start and goal inside the soft limits, the move's peak velocity and acceleration within bounds."""
@@ -278,8 +278,12 @@ class MinimumJerk(_CompiledTrajectory):
         problem = safety.min_jerk_violation(self.start, self.goal, float(self.duration))
         return f"[trajectory] min_jerk: {problem}" if problem else ""
 
-    def __init__(self, start, goal, duration: float, t0: float = 0.0, joint_names=None):
+    def __init__(self, options: "MinimumJerk.Options", *, joint_names=None):
+        self.options = options = options_of(self, options)
+        start, goal, duration, t0 = options.start, options.goal, options.duration, options.t0
         cls = _owner(self, joint_names)
+        if start is None:
+            raise ValueError(f"{_where(cls, 'start')} is required (a config takes the plant's initial position)")
         self.start = _array(cls, "start", start, 1, joints=joint_names)
         self.n = self.start.shape[0]
         self.goal = _array(cls, "goal", goal, 1, self.n, joints=joint_names)
@@ -312,22 +316,20 @@ class CubicSplineTrajectory(_CompiledTrajectory):
     evaluated by a compiled kernel (Horner form, binary search for the
     interval). ``duration = times[-1] - times[0]``. Outside ``[times[0],
     times[-1]]`` the end waypoint is held with zero velocity and acceleration
-    (for "natural" that is a velocity step at the ends). A 1-D ``waypoints`` is
-    one joint (n = 1).
+    (for "natural" that is a velocity step at the ends).
     """
 
     _kernel = staticmethod(_spline_sample)
-    BOUNDARIES = ("clamped", "natural")
 
     @dataclass(frozen=True)
-    class Options:
+    class Options(OptionsBase):
         times: object = setting("floats", None, required=True)
         waypoints: object = setting("matrix", None, required=True)
         boundary: str = setting("str", "clamped", choices=("clamped", "natural"))
 
     @classmethod
     def from_config(cls, options: dict, context):
-        return cls(options["times"], options["waypoints"], options["boundary"], joint_names=context.joint_names)
+        return cls(cls.Options(**options), joint_names=context.joint_names)
 
     def limit_violation(self, safety) -> str:
         """Every waypoint inside the soft limits."""
@@ -337,8 +339,11 @@ class CubicSplineTrajectory(_CompiledTrajectory):
                 return problem
         return ""
 
-    def __init__(self, times, waypoints, boundary: str = "clamped", joint_names=None):
+    def __init__(self, options: "CubicSplineTrajectory.Options", *, joint_names=None):
         from scipy.interpolate import CubicSpline
+
+        self.options = options = options_of(self, options)
+        times, waypoints, boundary = options.times, options.waypoints, options.boundary
 
         cls = _owner(self, joint_names)
         self.times = _array(cls, "times", times, 1)
@@ -353,8 +358,6 @@ class CubicSplineTrajectory(_CompiledTrajectory):
         self.waypoints = _array(cls, "waypoints", waypoints, 2, k, column_if_1d=True, joints=joint_names,
                                 joint_axis=1)
         self.n = self.waypoints.shape[1]
-        if boundary not in self.BOUNDARIES:
-            raise ValueError(f"{_where(cls, 'boundary')} must be one of {self.BOUNDARIES}, got {boundary!r}")
         self.boundary = boundary
         self.duration = float(self.times[-1] - self.times[0])
         spline = CubicSpline(self.times, self.waypoints, axis=0, bc_type=boundary)
@@ -385,7 +388,7 @@ class Sinusoid(_CompiledTrajectory):
     _kernel = staticmethod(_sinusoid_sample)
 
     @dataclass(frozen=True)
-    class Options:
+    class Options(OptionsBase):
         center: object = setting("floats", None, required=True)
         amplitude: object = setting("floats", None, required=True)
         frequency: object = setting("floats", None, positive=True, required=True)   # Hz
@@ -393,8 +396,7 @@ class Sinusoid(_CompiledTrajectory):
 
     @classmethod
     def from_config(cls, options: dict, context):
-        return cls(options["center"], options["amplitude"], options["frequency"], options["phase"],
-                   joint_names=context.joint_names)
+        return cls(cls.Options(**options), joint_names=context.joint_names)
 
     def limit_violation(self, safety) -> str:
         """Both ends of the swing inside the soft limits, peak velocity and acceleration within bounds."""
@@ -409,15 +411,14 @@ class Sinusoid(_CompiledTrajectory):
 
     oscillator = True
 
-    def __init__(self, center, amplitude, frequency, phase=0.0, joint_names=None):
+    def __init__(self, options: "Sinusoid.Options", *, joint_names=None):
+        self.options = options = options_of(self, options)
+        center, amplitude, frequency, phase = options.center, options.amplitude, options.frequency, options.phase
         cls = _owner(self, joint_names)
         self.center = _array(cls, "center", center, 1, joints=joint_names)
         self.n = n = self.center.shape[0]
         self.amplitude = _array(cls, "amplitude", amplitude, 1, n, allow_scalar_for=n, joints=joint_names)
         self.frequency = _array(cls, "frequency", frequency, 1, n, allow_scalar_for=n, joints=joint_names)
-        if joint_names is None and np.any(self.frequency < 0):
-            raise ValueError(f"{cls}: frequency must be >= 0 Hz, got {frequency!r}")
-        _joint_values(cls, "frequency", self.frequency, joint_names, lambda f: f >= 0, "must be >= 0 Hz")
         self.phase = _array(cls, "phase", phase, 1, n, allow_scalar_for=n, joints=joint_names)
         self.duration = math.inf
         self.omega = 2.0 * np.pi * self.frequency    # rad/s, what the kernel reads: kept equal to 2 pi frequency

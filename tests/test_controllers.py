@@ -99,7 +99,7 @@ def simulate(plant, controller, trajectory, q0, t_end=T_END, dt=DT):
 
 @pytest.fixture(scope="module")
 def move():
-    return MinimumJerk(Q_START, Q_GOAL, 1.5)
+    return MinimumJerk(MinimumJerk.Options(start=Q_START, goal=Q_GOAL, duration=1.5))
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +135,7 @@ def test_pd_alone_is_much_worse_than_computed_torque(plant, move, joint_gains, c
 def test_pd_gravity_holds_a_static_pose(plant, joint_gains):
     kp, kd = joint_gains
     assert np.abs(plant.gravity_forces(Q_GOAL)).max() > 10.0  # a pose that gravity loads
-    hold = MinimumJerk(Q_GOAL, Q_GOAL, 1.0)
+    hold = MinimumJerk(MinimumJerk.Options(start=Q_GOAL, goal=Q_GOAL, duration=1.0))
     errors = simulate(plant, PDGravity(Dynamics(arm7()), PDGravity.Options(kp=kp, kd=kd)), hold, Q_GOAL + 0.1)
     assert errors[0] == pytest.approx(0.1)
     assert errors[1000] < 1e-3 and errors[-1] < 1e-7 and errors[-1] < errors[1500] < errors[1000]

@@ -196,7 +196,7 @@ def test_frequency_is_kept_through_a_pattern_switch():
     np.testing.assert_allclose(advance, 2 * math.pi * 1.5 * DT, rtol=0, atol=1e-12)
     assert cpg.frequency == pytest.approx(1.5, rel=1e-15)
     from rtctl.plants.jaw.cpg_trajectory import JawCPGTrajectory
-    traj = JawCPGTrajectory("normal", frequency=1.5, limits={"max_speed": 0.25})
+    traj = JawCPGTrajectory(JawCPGTrajectory.Options(pattern="normal", frequency=1.5), limits={"max_speed": 0.25})
     q = [np.zeros(6) for _ in range(3)]
     for k in range(500):
         traj.sample(k * DT, *q)

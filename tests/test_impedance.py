@@ -179,7 +179,8 @@ def test_min_jerk_pose_path_ends_at_the_goal_and_its_twist_is_its_derivative():
     start_r = Rotation.from_rotvec([0.2, -0.4, 0.3]).as_matrix()
     start = np.concatenate([start_r.reshape(9), [0.4, -0.1, 0.6]])
     rpy = [0.3, -0.2, 1.0]
-    tr = CartesianMinimumJerk(2.0, Q0, goal_position=[0.5, 0.2, 0.4], goal_rpy=rpy, delay=0.5)
+    tr = CartesianMinimumJerk(CartesianMinimumJerk.Options(duration=2.0, posture=Q0, goal_position=[0.5, 0.2, 0.4],
+                                                           goal_rpy=rpy, delay=0.5))
     tr.anchor(1.0, start)
     pose, twist, rate = np.zeros(12), np.zeros(6), np.zeros(6)
 

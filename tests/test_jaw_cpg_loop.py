@@ -34,7 +34,8 @@ def sample_run(traj, t_end, change=None):
 def test_leg_trajectories_stay_smooth_through_online_changes(request_, label):
     """Leg position, velocity and acceleration stay continuous and the peak leg jerk during the
     transition stays within 2x the larger of the steady-state peaks before and after it."""
-    traj = JawCPGTrajectory("normal", frequency=1.0, limits={"max_frequency": 2.0, "max_speed": 0.25})
+    traj = JawCPGTrajectory(JawCPGTrajectory.Options(pattern="normal", frequency=1.0), limits={"max_frequency": 2.0,
+                                                     "max_speed": 0.25})
     q, qd, qdd = sample_run(traj, 14.0, change=(6.0, request_))
     t = np.arange(q.shape[0]) * DT
     # numeric identities: the rates are the derivatives of the lengths (central differences, O(dt^2))
@@ -53,7 +54,7 @@ def test_leg_trajectories_stay_smooth_through_online_changes(request_, label):
 
 
 def test_the_legs_follow_the_cpg_incisal_point_through_the_mechanism():
-    traj = JawCPGTrajectory("lateral_grinding", t0=0.2)
+    traj = JawCPGTrajectory(JawCPGTrajectory.Options(pattern="lateral_grinding", t0=0.2))
     m = traj.mechanism
     q, qd, qdd = np.zeros(6), np.zeros(6), np.zeros(6)
     traj.sample(0.1, q, qd, qdd)

@@ -208,9 +208,9 @@ def test_bad_inputs_raise_value_errors_naming_the_problem():
     with pytest.raises(ValueError, match=r"qd must have shape \(6,\)"):
         traj.sample(0.1, z, np.zeros(5), z.copy())
     with pytest.raises(ValueError, match="out of the legs' reach"):
-        BipedWalk(com_height=1.8)
+        BipedWalk(BipedWalk.Options(com_height=1.8))
     with pytest.raises(ValueError, match="double_support"):
-        QuadrupedTrot(double_support=0.6)
+        QuadrupedTrot(QuadrupedTrot.Options(double_support=0.6))
     with pytest.raises(ValueError, match="stride"):
         BipedGait(stride=-0.1)
     with pytest.raises(ValueError, match="period"):

@@ -109,7 +109,7 @@ def test_pitch_run_matches_reference_every_cycle(mech):
     trajectory sample and controller effort == the reference at the same inputs, every cycle; the plant
     follows the motion (the feed-forward alone leaves it by 0.05 within 0.5 s, test_quadruped_tail)."""
     plant = QuadrupedTailPlant(mech.actuator_model(), QuadrupedTailPlant.Options(substeps=2))
-    traj, traj_old = QuadrupedTailPitch(t0=0.05), ref.ReferencePitch(t0=0.05)
+    traj, traj_old = QuadrupedTailPitch(QuadrupedTailPitch.Options(t0=0.05)), ref.ReferencePitch(t0=0.05)
     ctl = QuadrupedTailFFPD(Dynamics(mech.actuator_model()), QuadrupedTailFFPD.Options(kp=400.0))
     old = ref.ReferenceFFPD(mech, kp=400.0)
     d_new, d_old = [np.zeros(14) for _ in range(3)], [np.zeros(14) for _ in range(3)]

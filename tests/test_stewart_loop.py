@@ -64,7 +64,8 @@ def test_pose_trajectory(mech):
     traj.sample(2.0, q, qd, qdd)                          # rest at P2
     assert np.abs(qd).max() < 1e-12 and np.abs(qdd).max() < 1e-12
     with pytest.raises(ValueError, match="leaves the workspace"):
-        StewartPoseTrajectory([0, 1], [P1, P1 + [0, 0, 1.5, 0, 0, 0]], mechanism=mech)
+        StewartPoseTrajectory(StewartPoseTrajectory.Options(times=[0, 1], waypoints=[P1, P1 + [0, 0, 1.5, 0, 0, 0]]),
+                                                            mechanism=mech)
 
 
 def test_plant_energy_and_leg_state(mech):
@@ -99,7 +100,8 @@ def test_plant_static_equilibrium(mech):
 
 def test_controller_imposes_the_leg_accelerations(mech):
     """On the exact model the computed-torque forces make the legs accelerate at alpha (1e-8 relative)."""
-    ctl = StewartComputedTorque(Dynamics(actuator_model("stewart")), StewartComputedTorque.Options(kp=400.0), mechanism=mech)
+    ctl = StewartComputedTorque(Dynamics(actuator_model("stewart")), StewartComputedTorque.Options(
+        kp=400.0), mechanism=mech)
     rng = np.random.default_rng(5)
     effort = np.zeros(6)
     for _ in range(8):

@@ -39,7 +39,7 @@ from rtctl.plants.jaw.bite import BiteMonitor
 from rtctl.plants.jaw.model import STATUS_REASONS, JawRehabRobot
 
 from rtctl.loops.base import Trajectory
-from rtctl.options import setting
+from rtctl.options import OptionsBase, options_of, setting
 from rtctl.loops.cpg.generator import DEFAULT_CONVERGENCE, DEFAULT_COUPLING, ChewingCPG
 from rtctl.loops.cpg.limits import Refused, TherapistLimits
 from rtctl.loops.cpg.oscillators import cpg_step
@@ -89,10 +89,10 @@ class JawCPGTrajectory(Trajectory):
     sections = {"therapist": TherapistOptions}
 
     @dataclass(frozen=True)
-    class Options:
-        pattern: str = setting("str", None)          # normal, hard_food, lateral_grinding
+    class Options(OptionsBase):
+        pattern: str = setting("str", "normal")      # normal, hard_food, lateral_grinding
         frequency: float = setting("floats", None, positive=True)  # Hz, one value (default: the pattern's own)
-        amplitude: object = setting("floats", None)  # per-axis scale of the pattern
+        amplitude: object = setting("floats", 1.0)   # per-axis scale of the pattern (one number or 3)
         t0: float = setting("float", 0.0, low=0.0)
         coupling: float = setting("float", DEFAULT_COUPLING, low=0.0)          # 1/s, phase coupling k
         convergence: float = setting("float", DEFAULT_CONVERGENCE, positive=True)  # 1/s, Hopf gamma
@@ -106,30 +106,23 @@ class JawCPGTrajectory(Trajectory):
         therapist = context.sections["therapist"]
         if isinstance(options["frequency"], list):
             raise ValueError("frequency: the chewing CPG has one frequency (Hz)")
-        trajectory = cls(**{k: v for k, v in options.items() if v is not None},
-                         limits={k: v for k, v in therapist.items() if v is not None})
+        trajectory = cls(cls.Options(**options), limits={k: v for k, v in therapist.items() if v is not None})
         if therapist["max_force"] is not None:
             limit = context.model.effort_limit
             limit[context.v_index] = np.minimum(limit[context.v_index], therapist["max_force"])
         return trajectory
 
-    def __init__(self, pattern="normal", frequency=None, amplitude=1.0, limits=None, t0: float = 0.0,
-                 mechanism: JawRehabRobot | None = None, coupling: float = DEFAULT_COUPLING,
-                 convergence: float = DEFAULT_CONVERGENCE, feedback_gain: float = 0.0,
-                 feedback_source: str = "external"):
+    def __init__(self, options: "JawCPGTrajectory.Options | None" = None, *, limits=None,
+                 mechanism: JawRehabRobot | None = None):
+        self.options = o = options_of(self, options)
         if isinstance(limits, dict):
             limits = TherapistLimits.from_dict(limits)
-        if not (isinstance(t0, (int, float)) and math.isfinite(t0) and t0 >= 0):
-            raise ValueError(f"jaw_cpg: t0 must be a finite time >= 0 s, got {t0!r}")
         self.mechanism = mechanism or JawRehabRobot()
-        scale = np.broadcast_to(np.asarray(amplitude, dtype=float), (3,)).copy()
-        if feedback_source not in FEEDBACK_SOURCES:
-            raise ValueError(f"jaw_cpg: feedback_source must be one of {list(FEEDBACK_SOURCES)}, "
-                             f"got {feedback_source!r}")
-        self.feedback_source = feedback_source
-        self.cpg = ChewingCPG(pattern, frequency=frequency, amplitude_scale=scale, limits=limits,
-                              coupling=coupling, convergence=convergence, feedback_gain=feedback_gain)
-        self.t0 = float(t0)
+        scale = np.broadcast_to(np.asarray(o.amplitude, dtype=float), (3,)).copy()
+        self.feedback_source = o.feedback_source
+        self.cpg = ChewingCPG(o.pattern, frequency=o.frequency, amplitude_scale=scale, limits=limits,
+                              coupling=o.coupling, convergence=o.convergence, feedback_gain=o.feedback_gain)
+        self.t0 = o.t0
         self.n = 6
         self.patterns = self.cpg.patterns
         self._t = self.t0

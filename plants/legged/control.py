@@ -244,7 +244,8 @@ def make_walk(robot_name: str, controller: str, *, kp=49.0, kd=14.0, contact=Non
     if controller not in kinds:
         raise ValueError(f"controller must be 'ff' or 'ct', got {controller!r}")
     robot = LEGGED_ROBOTS[robot_name]()
-    traj = (BipedWalk if robot_name == "planar_biped" else QuadrupedTrot)(robot=robot, **gait)
+    walk = BipedWalk if robot_name == "planar_biped" else QuadrupedTrot
+    traj = walk(walk.Options(**gait), robot=robot)
     plant = create_plant("legged", LEGGED_ROBOTS[robot_name]().model, substeps=substeps,
                          integrator="semi_implicit_euler", contact=contact)
     plant.reset(*traj.initial_state())

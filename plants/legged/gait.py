@@ -130,7 +130,7 @@ from numba import njit
 from rtctl.loops.controllers import _OK
 from rtctl.loops.trajectories import _BAD_T, _CompiledTrajectory, _check_out, _scalar
 from rtctl.plants.legged.model import QUADRUPED_LEGS, LeggedRobot, planar_biped, spatial_quadruped
-from rtctl.options import setting
+from rtctl.options import OptionsBase, options_of, setting
 
 __all__ = ["BipedGait", "BipedWalk", "QuadrupedGait", "QuadrupedTrot", "ipm_initial_state"]
 
@@ -506,22 +506,22 @@ class BipedWalk(_GaitTrajectory):
     _kernel = staticmethod(_biped_sample)
 
     @dataclass(frozen=True)
-    class Options:
+    class Options(OptionsBase):
         # Shah, Saha & Dutt (2012) Appendix B: step period T (s), stride l_s (m), swing height h_f (m), trunk COM height
         # z_c (m), double-support share of a step, leg-mass compensation, planned walk length (s)
-        period: float = setting("float", None, positive=True)
-        stride: float = setting("float", None, low=0.0)
-        foot_height: float = setting("float", None, low=0.0)
-        com_height: float = setting("float", None, positive=True)
-        double_support: float = setting("float", None, low=0.0, high=0.49)
-        leg_compensation: bool = setting("bool", None)
-        duration: float = setting("float", None, positive=True)
+        period: float = setting("float", 1.0, positive=True)
+        stride: float = setting("float", 0.3, low=0.0)
+        foot_height: float = setting("float", 0.1, low=0.0)
+        com_height: float = setting("float", 0.96, positive=True)
+        double_support: float = setting("float", 0.0, low=0.0, high=0.49)
+        leg_compensation: bool = setting("bool", False)
+        duration: float = setting("float", 12.0, positive=True)
 
-    def __init__(self, period=1.0, stride=0.3, foot_height=0.1, com_height=0.96, double_support=0.0,
-                 leg_compensation=False, duration=12.0, robot: LeggedRobot | None = None):
-        super().__init__(BipedGait(robot, period=period, stride=stride, foot_height=foot_height,
-                                   com_height=com_height, double_support=double_support,
-                                   leg_compensation=leg_compensation), duration)
+    def __init__(self, options: "BipedWalk.Options | None" = None, *, robot: LeggedRobot | None = None):
+        self.options = o = options_of(self, options)
+        super().__init__(BipedGait(robot, period=o.period, stride=o.stride, foot_height=o.foot_height,
+                                   com_height=o.com_height, double_support=o.double_support,
+                                   leg_compensation=o.leg_compensation), o.duration)
         self._args = (self.gait.params, np.zeros((3, 9)))
 
 
@@ -531,12 +531,17 @@ class QuadrupedTrot(_GaitTrajectory):
     _kernel = staticmethod(_quadruped_sample)
 
     @dataclass(frozen=True)
-    class Options(BipedWalk.Options):
-        foot_width: float = setting("float", None, low=0.0)   # m, lateral foot placement
+    class Options(BipedWalk.Options):   # the biped's keys, with the trot's defaults
+        foot_height: float = setting("float", 0.08, low=0.0)
+        com_height: float = setting("float", 0.5, positive=True)
+        double_support: float = setting("float", 0.4, low=0.0, high=0.49)
+        leg_compensation: bool = setting("bool", True)
+        duration: float = setting("float", 4.0, positive=True)
+        foot_width: float = setting("float", None, low=0.0)   # m, lateral foot placement (default: the robot's)
 
-    def __init__(self, period=1.0, stride=0.3, foot_height=0.08, com_height=0.5, double_support=0.4,
-                 leg_compensation=True, foot_width=None, duration=4.0, robot: LeggedRobot | None = None):
-        super().__init__(QuadrupedGait(robot, period=period, stride=stride, foot_height=foot_height,
-                                       com_height=com_height, double_support=double_support,
-                                       leg_compensation=leg_compensation, foot_width=foot_width), duration)
+    def __init__(self, options: "QuadrupedTrot.Options | None" = None, *, robot: LeggedRobot | None = None):
+        self.options = o = options_of(self, options)
+        super().__init__(QuadrupedGait(robot, period=o.period, stride=o.stride, foot_height=o.foot_height,
+                                       com_height=o.com_height, double_support=o.double_support,
+                                       leg_compensation=o.leg_compensation, foot_width=o.foot_width), o.duration)
         self._args = (self.gait.params, self.gait.legs, np.zeros((3, 18)))

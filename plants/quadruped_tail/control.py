@@ -50,7 +50,7 @@ from rtctl.plants.quadruped_tail.dynamics import _Work
 from rtctl.plants.quadruped_tail.kinematics import OK, STATUS_TEXT
 from rtctl.plants.quadruped_tail.model import QuadrupedTail
 
-from rtctl.options import options_of, setting
+from rtctl.options import OptionsBase, options_of, setting
 from rtctl.loops.base import Controller, Trajectory
 
 __all__ = ["QuadrupedTailFFPD", "QuadrupedTailOpenLoop", "QuadrupedTailPitch", "QuadrupedTailHold"]
@@ -158,14 +158,16 @@ class QuadrupedTailPitch(Trajectory):
     n = 14
 
     @dataclass(frozen=True)
-    class Options:
+    class Options(OptionsBase):
         t0: float = setting("float", 0.0, low=0.0)
-        duration: float = setting("float", None, positive=True)   # s (default 2)
+        duration: float = setting("float", 2.0, positive=True)   # s
 
-    def __init__(self, t0: float = 0.0, duration: float = 2.0, mechanism: QuadrupedTail | None = None):
+    def __init__(self, options: "QuadrupedTailPitch.Options | None" = None, *,
+                 mechanism: QuadrupedTail | None = None):
+        self.options = options = options_of(self, options)
         self.mechanism = m = mechanism or QuadrupedTail()
-        self.t0 = float(t0)
-        self.duration = self.t0 + float(duration)
+        self.t0 = options.t0
+        self.duration = self.t0 + options.duration
         self._x = np.zeros((3, 8))
         self._w = w = _Work()
         self._head = (m.q0, m.par, m.A, m.D, m.r, self._x)
@@ -189,13 +191,15 @@ class QuadrupedTailHold(Trajectory):
     n = 14
 
     @dataclass(frozen=True)
-    class Options:
-        duration: float = setting("float", None, positive=True)   # s (default 1)
+    class Options(OptionsBase):
+        duration: float = setting("float", 1.0, positive=True)   # s
 
-    def __init__(self, duration: float = 1.0, mechanism: QuadrupedTail | None = None):
+    def __init__(self, options: "QuadrupedTailHold.Options | None" = None, *,
+                 mechanism: QuadrupedTail | None = None):
+        self.options = options = options_of(self, options)
         m = mechanism or QuadrupedTail()
         self.q0 = m.joint_state(m.q0)[0]
-        self.duration = float(duration)
+        self.duration = options.duration
 
     def sample(self, t: float, q, qd, qdd) -> None:
         q[:] = self.q0

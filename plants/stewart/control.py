@@ -33,7 +33,7 @@ from rtctl.plants.stewart import steps as _steps
 from rtctl.plants.stewart.model import FK_ERRORS, StewartPlatform, paper_trajectory
 from rtctl.plants.stewart.observer import ObserverOptions, add_stewart_observer
 
-from rtctl.options import setting
+from rtctl.options import OptionsBase, options_of, setting
 from rtctl.loops.base import Controller, Trajectory
 
 __all__ = ["StewartComputedTorque", "StewartPoseTrajectory"]
@@ -112,12 +112,15 @@ class StewartPoseTrajectory(Trajectory):
     n = 6
 
     @dataclass(frozen=True)
-    class Options:
+    class Options(OptionsBase):
         times: object = setting("floats", None)          # s; default: the paper's path
         waypoints: object = setting("matrix", None)      # pose rows [x, y, z, psi, theta, phi] (m, rad)
         t0: float = setting("float", 0.0, low=0.0)
 
-    def __init__(self, times=None, waypoints=None, t0: float = 0.0, mechanism: StewartPlatform | None = None):
+    def __init__(self, options: "StewartPoseTrajectory.Options | None" = None, *,
+                 mechanism: StewartPlatform | None = None):
+        self.options = options = options_of(self, options)
+        times, waypoints, t0 = options.times, options.waypoints, options.t0
         self.mechanism = m = mechanism or StewartPlatform()
         if times is None and waypoints is None:
             times, waypoints = paper_trajectory(t0=t0)

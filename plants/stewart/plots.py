@@ -32,7 +32,7 @@ from rtctl.plants.stewart.model import StewartPlatform, paper_trajectory  # noqa
 def compute(segment_time=2.0, n=801):
     m = StewartPlatform()
     times, waypoints = paper_trajectory(segment_time)
-    traj = StewartPoseTrajectory(times, waypoints, mechanism=m)
+    traj = StewartPoseTrajectory(StewartPoseTrajectory.Options(times=times, waypoints=waypoints), mechanism=m)
     t = np.linspace(times[0], times[-1], n)
     q, qd, qdd, tau = (np.zeros((n, 6)) for _ in range(4))
     parts = {k: np.zeros((n, 6)) for k in ("platform", "cylinders", "pistons")}
