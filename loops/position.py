@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from rtctl.options import setting
+from rtctl.options import options_of, setting
 
 from .base import Controller
 from .controllers import MODE_FF_PD, MODE_PD, MODE_PD_GRAVITY, _CompiledController, _control_step
@@ -46,7 +46,6 @@ def _set_points(v_index, q_d, qd_d, kp, kd, position, velocity, stiffness, dampi
 class JointPosition(_CompiledController):
     """Position set points for the drives' own PD, with a model feed-forward effort (module docstring)."""
 
-    name = "joint_position"
     writes = ("effort", "position", "velocity", "stiffness", "damping")
 
     @dataclass(frozen=True)
@@ -54,16 +53,11 @@ class JointPosition(_CompiledController):
         # the drives' stiffness (kp, N m/rad) and damping (kd, N m s/rad) per joint; the model term they add to
         feedforward: str = setting("str", "gravity", choices=tuple(FEEDFORWARD))
 
-    @classmethod
-    def from_config(cls, options: dict, context) -> "JointPosition":
-        return cls(context.dynamics, **cls.gains_from_config(options), feedforward=options["feedforward"])
-
-    def __init__(self, dyn, kp, kd=None, feedforward: str = "gravity"):
-        if feedforward not in FEEDFORWARD:
-            raise ValueError(f"{self.name}: feedforward must be one of {list(FEEDFORWARD)}, got {feedforward!r}")
-        self.mode = FEEDFORWARD[feedforward]
-        self.feedforward = feedforward
-        super().__init__(dyn, kp, kd)
+    def __init__(self, dyn, options: "JointPosition.Options | None" = None):
+        options = options_of(self, options)
+        self.mode = FEEDFORWARD[options.feedforward]
+        self.feedforward = options.feedforward
+        super().__init__(dyn, options)
         self._no_gains = np.zeros(self.n)
 
     def update(self, t, dt, q, v, q_d, qd_d, qdd_d, effort) -> None:
