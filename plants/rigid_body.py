@@ -316,25 +316,13 @@ def _step_kernel_with_stribeck(mi, mf, ws, q, v, effort, dt, substeps, method, v
 class RigidBodyPlant(Plant):
     """A model's rigid-body dynamics with joint friction, advanced by a fixed-step integrator.
 
-    Parameters
-    ----------
-    model : the robot (fixed base or floating base); the plant reads its
-        gravity and armature live from ``model.packed_float``.
-    integrator : ``"rosenbrock"``, ``"rk4"`` or ``"semi_implicit_euler"`` (module
-        docstring); None: ``"rosenbrock"`` when some joint has friction, else ``"rk4"``.
-    substeps : equal sub-steps per :meth:`step` (>= 1).
-    viscous_friction, coulomb_friction : N m s/rad (N s/m) and N m (N); a
-        scalar for every actuated joint or nv per-DOF values (entries of
-        floating-base DOFs are ignored: the base has no joint friction);
-        None: the model's ``damping`` and ``friction`` (a URDF's ``<dynamics>``).
-    static_friction, stribeck_velocity : the static friction level (N m or N)
-        and the Stribeck velocity (rad/s or m/s, > 0) of the Stribeck curve
-        (module docstring), scalar or per DOF; None: no Stribeck effect. A
-        static level needs a Stribeck velocity.
-    coulomb_velocity_scale : velocity (rad/s or m/s) of the tanh
-        regularisation of Coulomb friction (> 0).
-    end_stops : stiff spring-damper end stops at the joints' hard limits, as
-        real joints have (:func:`end_stop_table`); default on.
+    Over ``model`` (fixed or floating base; gravity and armature read live from ``model.packed_float``) with
+    ``options``: the integrator (``"rosenbrock"``, ``"rk4"`` or ``"semi_implicit_euler"``, module docstring;
+    None: Rosenbrock when some joint has friction, else RK4), equal ``substeps`` per :meth:`step`, viscous
+    and Coulomb friction (N m s/rad and N m, or N s/m and N; a scalar for every actuated joint or nv per-DOF
+    values, a floating base's ignored; None: the model's ``damping`` and ``friction``, a URDF's
+    ``<dynamics>``), the Stribeck curve's static level and velocity (None: no Stribeck effect; a static level
+    needs a velocity), the tanh's ``coulomb_velocity_scale``, spring-damper ``end_stops`` (:func:`end_stop_table`).
 
     Invalid settings raise ``ValueError`` naming the parameter and its value.
     """
@@ -346,26 +334,20 @@ class RigidBodyPlant(Plant):
         stribeck_velocity: object = setting("floats", None, positive=True)  # rad/s (m/s)
 
     integrators = tuple(INTEGRATORS)  # the integrators this plant steps with (a subclass may take fewer)
-    # What options left None mean here: the integrator (None: by the friction), sub-steps, and friction (None:
-    # the model's <dynamics>; a subclass may take none)
-    default_integrator: str | None = None
-    default_substeps = 1
-    friction_from_model = True
+    # options left None: the integrator (None: by the friction), sub-steps, friction (the model's <dynamics>)
+    default_integrator, default_substeps, friction_from_model = None, 1, True
 
     def own_settings(self, options) -> tuple[bool, object, object]:
-        """``(end_stops, static_friction, stribeck_velocity)`` of ``options``: a subclass whose Options lack
-        them answers for itself."""
+        """``(end_stops, static_friction, stribeck_velocity)``: a subclass whose Options lack them answers."""
         return options.end_stops is not False, options.static_friction, options.stribeck_velocity
 
     def __init__(self, model: Model, options: "RigidBodyPlant.Options | None" = None):
-        options = options_of(self, options)
+        self.options = options = options_of(self, options)
         end_stops, static_friction, stribeck_velocity = self.own_settings(options)
         integrator = self.default_integrator if options.integrator is None else options.integrator
         substeps = self.default_substeps if options.substeps is None else options.substeps
-        viscous_friction, coulomb_friction = options.viscous_friction, options.coulomb_friction
-        if not self.friction_from_model:
-            viscous_friction = 0.0 if viscous_friction is None else viscous_friction
-            coulomb_friction = 0.0 if coulomb_friction is None else coulomb_friction
+        viscous_friction, coulomb_friction = (0.0 if x is None and not self.friction_from_model else x
+                                              for x in (options.viscous_friction, options.coulomb_friction))
         chosen, substeps, scale = check_integration_options("rk4" if integrator is None else integrator, substeps,
                                                             options.coulomb_velocity_scale, allowed=self.integrators)
         mass_scale = inertia_scale_factor(options.mass_scale)
@@ -374,7 +356,6 @@ class RigidBodyPlant(Plant):
             model = model.with_inertia_scaled(mass_scale)
         model = with_tree_payload(model, payload, model.body_names[-1])
         super().__init__(model)
-        self.options = options
         _, actuated_v, _ = actuated_indices(model)
         if viscous_friction is None:
             viscous_friction = model_friction(model.damping, actuated_v)

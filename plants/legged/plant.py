@@ -266,8 +266,7 @@ class LeggedPlant(RigidBodyPlant):
     def from_config(cls, options: dict, context, **arguments):
         return super().from_config(options, context, contact=dict(context.sections["contact"]), **arguments)
 
-    default_integrator = "semi_implicit_euler"
-    default_substeps = 8
+    default_integrator, default_substeps = "semi_implicit_euler", 8
     friction_from_model = False   # the joint friction given, else none
 
     def own_settings(self, options) -> tuple[bool, object, object]:

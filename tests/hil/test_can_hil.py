@@ -147,7 +147,8 @@ def test_mit_emulator_killed_mid_run_reaches_safe_state(server):
     last_reply = [np.flatnonzero(~missed[:, k]).max() for k in range(2)]
     assert KILL_CYCLE < trip, (trip, last_reply)                            # the kill tripped it, nothing before
     assert all(c <= KILL_CYCLE + IN_FLIGHT for c in last_reply), last_reply  # no reply from a dead firmware
-    assert trip == min(last_reply) + driver.max_failed_cycles, (trip, last_reply)  # exactly max_failed_cycles after the last
+    # exactly max_failed_cycles after the last
+    assert trip == min(last_reply) + driver.max_failed_cycles, (trip, last_reply)
 
 
 @pytest.fixture

@@ -104,7 +104,8 @@ def test_the_emulated_drive_declares_the_gear_ratio_its_plant_has(ratio, declare
 
 
 def cia402_driver(channel, gear_ratio):
-    return Cia402Driver(build_arm2(), Cia402Driver.Options(can_ids=[1, 2], can_interface="virtual", can_channel=channel),
+    options = Cia402Driver.Options(can_ids=[1, 2], can_interface="virtual", can_channel=channel)
+    return Cia402Driver(build_arm2(), options,
                         transmission=Transmission(2, ratio=gear_ratio), activate_timeout=2.0)
 
 
