@@ -42,7 +42,8 @@ def hold_loop(model, driver, feedforward):
 def mit_hold(server, feedforward):
     emu = Emulator(server, "mit", [1, 2], "--initial", *map(str, Q0))
     model = build_arm2()
-    driver = create_driver("can_mit", model, can_ids=[1, 2], channel=server.url, mode="position", max_missed=25)
+    driver = create_driver("can_mit", model, can_ids=[1, 2], can_interface="remote", can_channel=server.url,
+                           read_timeout=5e-4, mode="position", max_failed_cycles=25)
     loop = hold_loop(model, driver, feedforward)
     try:
         report = loop.run(duration=3.0)
