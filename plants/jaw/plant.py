@@ -37,12 +37,11 @@ from rtctl.plants.jaw import kernels as _jk
 from rtctl.plants.jaw import steps as _steps
 from rtctl.plants.jaw.model import STATUS_REASONS, JawRehabRobot, PatientImpedance
 from rtctl.plants.stewart import kernels as _sk
-from rtctl.plants.stewart.solvers import solve6
+from rtctl.plants.stewart.platform_plant import SixLegPlatformPlant
 from rtctl.model import Model
 from rtctl.options import ConfigError, setting
 
-from ..base import (Plant, check_integration_options, mechanism_with_model_errors, plant_settings,
-                    stribeck_per_coordinate, time_step)
+from ..base import check_integration_options, mechanism_with_model_errors, plant_settings, stribeck_per_coordinate
 
 __all__ = ["JawPlant"]
 
@@ -60,7 +59,7 @@ class PatientOptions:
     bolus_velocity_scale: float = setting("float", None, positive=True)   # m/s
 
 
-class JawPlant(Plant):
+class JawPlant(SixLegPlatformPlant):
     """The coupled robot + jaw-model + patient dynamics under the robot's leg forces.
 
     Parameters
@@ -76,9 +75,10 @@ class JawPlant(Plant):
     """
 
     sections = {"patient": PatientOptions}
+    singular = "singular inertia or J_E during the step"
 
     @dataclass(frozen=True)
-    class Options(Plant.Options):
+    class Options(SixLegPlatformPlant.Options):
         static_friction: object = setting("floats", None, low=0.0)          # N: the legs' breakaway level
         stribeck_velocity: object = setting("floats", None, positive=True)  # m/s
 
@@ -115,15 +115,12 @@ class JawPlant(Plant):
         cp = self.P[_jk.CPL]
         cp[_jk.C_STRIBECK:_jk.C_STRIBECK + 6], cp[_jk.C_STRIBECK_V:_jk.C_STRIBECK_V + 6] = stribeck_per_coordinate(
             static_friction, stribeck_velocity, cp[_jk.C_COUL:_jk.C_COUL + 6], 6)
-        self._substeps = substeps
-        self._settings = dict(integrator=integrator, substeps=substeps,
-                              viscous_friction=self.P[_jk.CPL, _jk.C_VISC:_jk.C_VISC + 6].tolist(),
-                              coulomb_friction=self.P[_jk.CPL, _jk.C_COUL:_jk.C_COUL + 6].tolist(),
-                              coulomb_velocity_scale=scale, **model_errors,
-                              impedance=self.impedance.as_dict())
-        if static_friction is not None:
-            self._settings.update(static_friction=np.asarray(static_friction, float).tolist(),
-                                  stribeck_velocity=np.asarray(stribeck_velocity, float).tolist())
+        self.init_platform(substeps, dict(integrator=integrator, substeps=substeps,
+                                          viscous_friction=self.P[_jk.CPL, _jk.C_VISC:_jk.C_VISC + 6].tolist(),
+                                          coulomb_friction=self.P[_jk.CPL, _jk.C_COUL:_jk.C_COUL + 6].tolist(),
+                                          coulomb_velocity_scale=scale, **model_errors,
+                                          impedance=self.impedance.as_dict()),
+                           static_friction, stribeck_velocity)
         self._S = np.zeros((_jk.NS, 6))
         self.x, self.xd = self._S[_jk.S_X], self._S[_jk.S_XD]
         self.q, self.v = self._S[_jk.S_Q], self._S[_jk.S_V]
@@ -132,44 +129,18 @@ class JawPlant(Plant):
         self.incisal = self._S[_jk.S_INC, :3]
         self._W, self._V = np.zeros((_jk.NW, 6, 6)), np.zeros((_jk.NV, 6))
         self.frames = {"platform": np.zeros(3), "incisal": np.array(m.incisal_offset, dtype=float)}
-        self._wrench = np.zeros(6)          # [force; moment about the platform centre] in {B}
-        self._wrench_on = False
-        self._push, self._tau_wrench = np.zeros(6), np.zeros(6)
-        self._R, self._JC, self._LU, self._a, self._l = (np.zeros((3, 3)), np.zeros((6, 6)), np.zeros((6, 6)),
-                                                        np.zeros(3), np.zeros(3))
-        self.reset_pose(m.rest_pose)
+        self.reset_pose(self.home_pose())
+
+    @property
+    def platform(self):
+        return self.mechanism.robot
+
+    def home_pose(self) -> np.ndarray:
+        return self.mechanism.rest_pose
 
     def set_external_wrench(self, frame: str | None = "incisal", wrench=None) -> None:
-        """Apply ``wrench`` = [n; f] (N m, N; base axes, moment about ``frame``: ``"platform"`` (the centre
-        of the moving platform) or ``"incisal"`` (the incisal point)) from the next :meth:`step` on.
-        ``frame=None``: remove it. Between steps only (allocates)."""
-        if frame is None:
-            self._wrench[:] = 0.0
-            self._wrench_on = False
-            return
-        if frame not in self.frames:
-            raise ValueError(f"frame '{frame}' does not exist on the jaw platform; frames: {sorted(self.frames)}")
-        w = np.asarray(wrench, dtype=float)
-        if w.shape != (6,) or not np.all(np.isfinite(w)):
-            raise ValueError(f"wrench must be 6 finite values [n; f], got {wrench!r}")
-        arm = self.mechanism.robot.rotation(self.x) @ self.frames[frame]
-        self._wrench[:3] = w[3:]
-        self._wrench[3:] = w[:3] + np.cross(arm, w[3:])
-        self._wrench_on = True
-
-    def external_wrench(self) -> np.ndarray:
-        """The applied wrench [n; f] about the platform centre, base axes (a copy; zero when none)."""
-        return np.concatenate([self._wrench[3:], self._wrench[:3]])
-
-    def _with_wrench(self, effort):
-        """``effort`` plus the robot leg forces exerting the wrench at the current pose (J_C^T tau = F)."""
-        pts = self.mechanism.pts2[_jk.ROBOT]
-        _sk.rotation(self.x, self._R)
-        _sk.jc_matrix(pts, self.x, self._R, self._JC, self._a, self._l)
-        if solve6(self._JC, self._wrench, self._tau_wrench, self._LU, True) != _sk.OK:
-            raise ValueError("J_C is singular at this pose: the external wrench cannot be applied")
-        np.add(effort, self._tau_wrench, out=self._push)
-        return self._push
+        """As :meth:`SixLegPlatformPlant.set_external_wrench`, about the incisal point by default."""
+        super().set_external_wrench(frame, wrench)
 
     @property
     def bolus_force(self) -> float:
@@ -192,33 +163,8 @@ class JawPlant(Plant):
         _steps.plant_outputs(m.pts2, self.P, self._S, self._W, self._V)
         self.t = 0.0
 
-    def reset(self, q=None, v=None) -> None:
-        """Set the leg lengths ``q`` (default: the rest pose) and rates ``v`` (default 0); the pose comes
-        from forward kinematics (ValueError outside the workspace)."""
-        m = self.mechanism
-        x = m.rest_pose.copy() if q is None else m.forward_kinematics(q)
-        xd = np.zeros(6) if v is None else np.linalg.solve(m.robot.je(x), m._pose(v, "v"))
-        self.reset_pose(x, xd)
-
-    def step(self, dt: float, effort) -> None:
-        """Advance by ``dt`` s with leg forces ``effort`` (6, N) held; ValueError (state unchanged) on bad
-        input, a singular inertia or divergence."""
-        dt = time_step(dt)
-        if self._wrench_on:
-            effort = self._with_wrench(np.asarray(effort, dtype=float))
-        pts2 = self.mechanism.pts2
-        try:
-            st = _steps.plant_step(pts2, self.P, self._S, effort, dt, self._substeps, self._W, self._V)
-        except TypeError:
-            eff = np.ascontiguousarray(effort, dtype=np.float64)
-            if eff.shape != (6,):
-                raise ValueError(f"effort must have shape (6,), got {np.shape(effort)}") from None
-            st = _steps.plant_step(pts2, self.P, self._S, eff, dt, self._substeps, self._W, self._V)
-        if st == _jk.NOT_FINITE:
-            raise ValueError("effort or plant state contains NaN or inf, or the step diverged; state unchanged")
-        if st != _jk.OK:
-            raise ValueError("singular inertia or J_E during the step; state unchanged")
-        self.t += dt
+    def advance(self, dt: float, effort) -> int:
+        return _steps.plant_step(self.mechanism.pts2, self.P, self._S, effort, dt, self._substeps, self._W, self._V)
 
     def friction_forces(self, leg_rates) -> np.ndarray:
         """The robot legs' friction forces (N) at ``leg_rates`` (m/s), opposing them (module docstring)."""
@@ -231,9 +177,3 @@ class JawPlant(Plant):
         """(kinetic, potential) energy in J; potential = gravity of both platforms + the patient stiffness's."""
         e = self.mechanism.energy(self.x, self.xd, self.impedance)
         return e["kinetic"], e["gravity"] + e["spring"]
-
-    def parameters(self) -> dict:
-        return dict(self._settings)
-
-    def __repr__(self):
-        return f"JawPlant(substeps={self._substeps}, x={np.round(self.x, 5).tolist()})"
