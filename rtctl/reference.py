@@ -137,7 +137,7 @@ def component_sections() -> list[str]:
         for name, cls in registry.all().items():
             out.append(f"### `{selector} = {_toml(name)}`\n\n{summary(cls)} (`{cls.__module__}.{cls.__qualname__}`)\n")
             out.append(key_table(schema_keys(cls.Options), field_comments(cls.Options)))
-            for owned_name, options in getattr(cls, "sections", {}).items():
+            for owned_name, options in cls.sections.items():
                 owned.setdefault(owned_name, (options, []))[1].append(f"`[{section}] {selector} = {_toml(name)}`")
     for name, (options, owners) in sorted(owned.items()):
         out.append(f"## `[{name}]`\n\nOwned by {', '.join(owners)}: taken only when that component is selected.\n")
