@@ -88,7 +88,8 @@ WORK_ROWS = _W_TAU + 3
 _NO_STRIBECK = np.zeros((STRIBECK_ROWS, 0))
 
 SIG_STEP = ("int64(int64[:, ::1], float64[:, ::1], float64[:, ::1], float64[::1], float64[::1], float64[::1], "
-            "float64, int64, int64, float64[::1], float64[::1], float64, float64[:, ::1], float64[:, ::1])")
+            "float64, int64, int64, float64[::1], float64[::1], float64, float64[:, ::1], float64[:, ::1], "
+            "float64[:, ::1])")
 
 
 def work_array(model: Model) -> np.ndarray:
@@ -110,21 +111,8 @@ def _derivative(q, v, dq, a, args):
     """dq/dt into ``dq`` and dv/dt into ``a`` under ``effort`` plus friction and end stops; returns aba's status.
 
     The plant's rate function for :mod:`plants.integrate`: ``args`` = (mi, mf, ws, effort, viscous, coulomb,
-    scale, tau, contact, stops) with ``tau`` the scratch for the joint torques."""
-    mi, mf, ws, effort, viscous, coulomb, scale, tau, contact, stops = args
-    for k in range(v.shape[0]):
-        tau[k] = effort[k] - viscous[k] * v[k] - coulomb[k] * np.tanh(v[k] / scale)
-    add_end_stop_torques(q, v, stops, tau)
-    status = _accelerations(mi, mf, ws, q, v, tau, a, contact)
-    if status != OK:
-        return status
-    configuration_rate(mi, q, v, dq)
-    return OK
-
-
-@njit(cache=True)
-def _derivative_with_stribeck(q, v, dq, a, args):
-    """:func:`_derivative` with the Stribeck friction of ``args[10]`` (see :func:`add_stribeck_torques`)."""
+    scale, tau, contact, stops, stribeck) with ``tau`` the scratch for the joint torques and ``stribeck`` the
+    Stribeck table (:func:`add_stribeck_torques`; no columns: none)."""
     mi, mf, ws, effort, viscous, coulomb, scale, tau, contact, stops, stribeck = args
     for k in range(v.shape[0]):
         tau[k] = effort[k] - viscous[k] * v[k] - coulomb[k] * np.tanh(v[k] / scale)
@@ -158,23 +146,6 @@ def _normalise_after_step(q, v, h, work, args):
 @inlined
 def _semi_implicit_euler_step(q, v, h, work, args):
     """v += h a(q, v); q = q (+) v h on the configuration manifold, in place (``args``: :func:`_derivative`)."""
-    mi, mf, ws, effort, viscous, coulomb, scale, tau, contact, stops = args
-    a = work[_W_A, :v.shape[0]]
-    for k in range(v.shape[0]):
-        tau[k] = effort[k] - viscous[k] * v[k] - coulomb[k] * np.tanh(v[k] / scale)
-    add_end_stop_torques(q, v, stops, tau)
-    status = _accelerations(mi, mf, ws, q, v, tau, a, contact)
-    if status != OK:
-        return status
-    for k in range(v.shape[0]):
-        v[k] += h * a[k]
-    integrate(mi, q, v, h, q)
-    return OK
-
-
-@inlined
-def _semi_implicit_euler_step_with_stribeck(q, v, h, work, args):
-    """:func:`_semi_implicit_euler_step` with the Stribeck friction of ``args[10]``."""
     mi, mf, ws, effort, viscous, coulomb, scale, tau, contact, stops, stribeck = args
     a = work[_W_A, :v.shape[0]]
     for k in range(v.shape[0]):
@@ -219,11 +190,8 @@ def _rosenbrock_rates(q, v, s, dq, a, args):
 
 _rk4_advance = rk4_advance("rigid_body", _derivative, finish=_normalise_after_step)
 _euler_advance = advance_with_rollback("rigid_body_euler", _semi_implicit_euler_step)
-_rk4_advance_stribeck = rk4_advance("rigid_body_stribeck", _derivative_with_stribeck, finish=_normalise_after_step)
-_euler_advance_stribeck = advance_with_rollback("rigid_body_euler_stribeck", _semi_implicit_euler_step_with_stribeck)
 _rosenbrock_advance = rosenbrock_w_advance("rigid_body_rosenbrock", _rosenbrock_prepare, _rosenbrock_rates,
                                            finish=_normalise_after_step)
-SIG_STEP_STRIBECK = SIG_STEP[:-1] + ", float64[:, ::1])"
 
 
 @njit(cache=True)
@@ -256,7 +224,8 @@ def check_step(mi, q, v, effort, dt, substeps, method, viscous, coulomb, scale, 
 
 
 @njit(cache=True)
-def advance(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work, contact, stops):
+def advance(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work, contact, stops,
+            stribeck):
     """:func:`_step_kernel` with an optional ground ``contact`` tuple (see
     :func:`rtctl.dynamics.contact.contact_dynamics`; ``None``: no contact)."""
     status = check_step(mi, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work)
@@ -265,52 +234,32 @@ def advance(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, sc
     if contact is not None and method == ROSENBROCK:
         return INVALID_ARGUMENT  # the ground contact's stiffness is not in the Rosenbrock step's Jacobian
     nv = v.shape[0]
-    args = (mi, mf, ws, effort, viscous, coulomb, scale, work[_W_TAU, :nv], contact, stops)
+    args = (mi, mf, ws, effort, viscous, coulomb, scale, work[_W_TAU, :nv], contact, stops, stribeck)
     if method == RK4:
         status = _rk4_advance(q, v, dt, substeps, work, DIVERGED, args)
     elif method == SEMI_IMPLICIT_EULER:
         status = _euler_advance(q, v, dt, substeps, work, DIVERGED, args)
     else:
         status = _rosenbrock_advance(q, v, dt, substeps, work, DIVERGED, args + (
-            _NO_STRIBECK, work[_W_FRICTION, :nv], work[_W_ADDED_INERTIA, :nv]))
+            work[_W_FRICTION, :nv], work[_W_ADDED_INERTIA, :nv]))
     if status != OK and status != SINGULAR:
         return DIVERGED
     return status
 
 
 @njit(cache=True)
-def _step_kernel(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work, stops):
+def _step_kernel(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work, stops, stribeck):
     """Advance (q, v) in place by ``dt`` in ``substeps`` equal sub-steps with ``effort`` held constant.
 
     ``method`` is :data:`RK4`, :data:`SEMI_IMPLICIT_EULER` or :data:`ROSENBROCK`; ``viscous`` and
     ``coulomb`` are per-DOF friction coefficients (zero on unactuated DOFs),
     ``scale`` the Coulomb regularisation velocity, ``work`` from
     :func:`work_array`, ``stops`` the end stops (:func:`end_stop_table`; ``(STOP_ROWS, 0)``:
-    none). Allocates nothing. Returns ``OK`` or a status code
-    (see the module constants); on any non-OK status q and v are unchanged.
+    none), ``stribeck`` the Stribeck table (:func:`stribeck_table`; no columns: none). Allocates nothing.
+    Returns ``OK`` or a status code (see the module constants); on any non-OK status q and v are unchanged.
     """
-    return advance(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work, None, stops)
-
-
-@njit(cache=True)
-def _step_kernel_with_stribeck(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work, stops,
-                               stribeck):
-    """:func:`_step_kernel` with the Stribeck friction table ``stribeck`` (:func:`add_stribeck_torques`)."""
-    status = check_step(mi, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work)
-    if status != OK:
-        return status
-    nv = v.shape[0]
-    args = (mi, mf, ws, effort, viscous, coulomb, scale, work[_W_TAU, :nv], None, stops, stribeck)
-    if method == RK4:
-        status = _rk4_advance_stribeck(q, v, dt, substeps, work, DIVERGED, args)
-    elif method == SEMI_IMPLICIT_EULER:
-        status = _euler_advance_stribeck(q, v, dt, substeps, work, DIVERGED, args)
-    else:
-        status = _rosenbrock_advance(q, v, dt, substeps, work, DIVERGED, args + (
-            work[_W_FRICTION, :nv], work[_W_ADDED_INERTIA, :nv]))
-    if status != OK and status != SINGULAR:
-        return DIVERGED
-    return status
+    return advance(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work, None, stops,
+                   stribeck)
 
 
 class RigidBodyPlant(Plant):
@@ -376,7 +325,7 @@ class RigidBodyPlant(Plant):
         elif stribeck_velocity is not None:
             raise ValueError("stribeck_velocity is given without static_friction (the static friction level)")
         else:
-            self._stribeck = None
+            self._stribeck = _NO_STRIBECK
         if integrator is None:
             chosen = "rosenbrock" if np.any(self._viscous) or np.any(self._coulomb) or stribeck else "rk4"
         self._settings = {
@@ -397,8 +346,7 @@ class RigidBodyPlant(Plant):
         self._scale = scale
         self.dynamics = Dynamics(model)
         self._work = work_array(model)
-        ready_kernel(*((_step_kernel, SIG_STEP) if self._stribeck is None else
-                       (_step_kernel_with_stribeck, SIG_STEP_STRIBECK)))
+        ready_kernel(_step_kernel, SIG_STEP)
         self._stops = end_stop_table(model, self.dynamics) if end_stops else np.zeros((STOP_ROWS, 0))
 
     def step(self, dt: float, effort) -> None:
@@ -410,13 +358,8 @@ class RigidBodyPlant(Plant):
         """
         dyn = self.dynamics
         try:
-            if self._stribeck is None:
-                status = _step_kernel(dyn.mi, dyn.mf, dyn.ws, self.q, self.v, effort, dt, self._substeps,
-                                      self._method, self._viscous, self._coulomb, self._scale, self._work, self._stops)
-            else:
-                status = _step_kernel_with_stribeck(dyn.mi, dyn.mf, dyn.ws, self.q, self.v, effort, dt,
-                                                    self._substeps, self._method, self._viscous, self._coulomb,
-                                                    self._scale, self._work, self._stops, self._stribeck)
+            status = _step_kernel(dyn.mi, dyn.mf, dyn.ws, self.q, self.v, effort, dt, self._substeps, self._method,
+                                  self._viscous, self._coulomb, self._scale, self._work, self._stops, self._stribeck)
         except TypeError:
             status = self._step_converted(dt, effort)
         if status != OK:
@@ -427,12 +370,8 @@ class RigidBodyPlant(Plant):
         """The step with ``dt`` and ``effort`` converted to the kernel's types (the slow path)."""
         dt, effort = self._converted(dt, effort)
         dyn = self.dynamics
-        if self._stribeck is not None:
-            return _step_kernel_with_stribeck(dyn.mi, dyn.mf, dyn.ws, self.q, self.v, effort, dt, self._substeps,
-                                              self._method, self._viscous, self._coulomb, self._scale, self._work,
-                                              self._stops, self._stribeck)
         return _step_kernel(dyn.mi, dyn.mf, dyn.ws, self.q, self.v, effort, dt, self._substeps, self._method,
-                            self._viscous, self._coulomb, self._scale, self._work, self._stops)
+                            self._viscous, self._coulomb, self._scale, self._work, self._stops, self._stribeck)
 
     def _converted(self, dt, effort):
         """``dt`` as a float and ``effort`` as a float64 C vector; ValueError naming a bad input or state."""
@@ -521,8 +460,7 @@ class RigidBodyPlant(Plant):
         Stribeck part of :func:`add_stribeck_torques`."""
         v = np.ascontiguousarray(v, dtype=float)
         tau = -self._viscous * v - self._coulomb * np.tanh(v / self._scale)
-        if self._stribeck is not None:
-            add_stribeck_torques(v, self._stribeck, self._scale, tau)
+        add_stribeck_torques(v, self._stribeck, self._scale, tau)
         return tau
 
     def end_stop_torques(self, q, v) -> np.ndarray:

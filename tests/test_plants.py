@@ -328,10 +328,11 @@ ALLOCATION_SCRIPT = textwrap.dedent("""
     from rtctl.model.urdf import load_urdf
 
     @njit
-    def cycles(n, mi, mf, ws, q, v, effort, method, viscous, coulomb, work, stops):
+    def cycles(n, mi, mf, ws, q, v, effort, method, viscous, coulomb, work, stops, stribeck):
         bad = 0
         for _ in range(n):
-            bad += _step_kernel(mi, mf, ws, q, v, effort, 1e-4, 2, method, viscous, coulomb, 0.05, work, stops)
+            bad += _step_kernel(mi, mf, ws, q, v, effort, 1e-4, 2, method, viscous, coulomb, 0.05, work, stops,
+                                stribeck)
         return bad
 
     for name, base in (("arm7", None), ("humanoid", "free_flyer")):
@@ -342,7 +343,7 @@ ALLOCATION_SCRIPT = textwrap.dedent("""
         d = plant.dynamics
         for method in (RK4, SEMI_IMPLICIT_EULER, ROSENBROCK):
             args = (d.mi, d.mf, d.ws, plant.q, plant.v, np.zeros(plant.nv), method, plant._viscous,
-                    plant._coulomb, plant._work, plant._stops)
+                    plant._coulomb, plant._work, plant._stops, plant._stribeck)
             assert cycles(1, *args) == 0  # compile
             counts = allocations(cycles, *args)
             print(name, method, "allocations for 1 and 300 steps:", counts)

@@ -66,7 +66,7 @@ from rtctl.options import setting
 
 from ..base import Plant
 from ..integrate import advance_with_rollback, inlined, rk4_advance
-from ..rigid_body import (_W_TAU, DIVERGED, RK4, STOP_ROWS, WORK_ROWS, RigidBodyPlant, _derivative,
+from ..rigid_body import (_NO_STRIBECK, _W_TAU, DIVERGED, RK4, STOP_ROWS, WORK_ROWS, RigidBodyPlant, _derivative,
                           _normalise_after_step, _semi_implicit_euler_step, check_step)
 
 __all__ = ["LeggedPlant", "PAPER_GROUND", "FORWARD_DYNAMICS", "E_CONTACT", "E_JOINT_FRICTION", "E_EFFORT_WORK"]
@@ -119,7 +119,7 @@ SIG_STEP = types.int64(_I, _M, _M, _V, _V, _V, types.float64, types.int64, types
 def _account_energy(q, v, h, work, args):
     """After a sub-step of length h: the trapezoidal rule on the contact, joint-friction and effort powers
     (work rows ``_R_POWER``: at the start of the sub-step; ``_R_ENERGY``: the sums over the step)."""
-    mi, mf, ws, effort, viscous, coulomb, scale, _, contact, _ = args
+    mi, mf, ws, effort, viscous, coulomb, scale, _, contact, _, _ = args
     power, energy = work[_R_POWER], work[_R_ENERGY]
     p1, j1, w1 = _powers(mi, mf, ws, q, v, effort, viscous, coulomb, scale, contact)
     energy[0] += 0.5 * h * (power[0] + p1)
@@ -159,7 +159,7 @@ def _step(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scal
     power[0], power[1], power[2] = _powers(mi, mf, ws, q, v, effort, viscous, coulomb, scale, contact)
     for k in range(_ENERGY_TERMS):
         step_energy[k] = 0.0
-    args = (mi, mf, ws, effort, viscous, coulomb, scale, work[_W_TAU, :nv], contact, _NO_STOPS)
+    args = (mi, mf, ws, effort, viscous, coulomb, scale, work[_W_TAU, :nv], contact, _NO_STOPS, _NO_STRIBECK)
     if method == RK4:
         status = _rk4_advance(q, v, dt, substeps, work, DIVERGED, args)
     else:
@@ -181,7 +181,8 @@ def _rhs(mi, mf, ws, y, effort, viscous, coulomb, scale, work, contact, dy):
     for k in range(nv):
         v[k] = y[nq + k]
     dq, a, tau = work[_R_DQ, :nq], work[_R_A, :nv], work[_R_TAU, :nv]
-    status = _derivative(q, v, dq, a, (mi, mf, ws, effort, viscous, coulomb, scale, tau, contact, _NO_STOPS))
+    status = _derivative(q, v, dq, a, (mi, mf, ws, effort, viscous, coulomb, scale, tau, contact, _NO_STOPS,
+                                       _NO_STRIBECK))
     for k in range(nq):
         dy[k] = dq[k]
     for k in range(nv):
