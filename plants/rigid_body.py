@@ -106,6 +106,18 @@ def _accelerations(mi, mf, ws, q, v, tau, a, contact):
     return contact_dynamics(mi, mf, ws, q, v, tau, a, contact)
 
 
+@inlined
+def _loaded_accelerations(q, v, a, args):
+    """dv/dt into ``a`` under ``effort`` plus the joints' friction (viscous, Coulomb, Stribeck) and end stops,
+    the torques in the scratch ``tau`` (``args``: :func:`_derivative`'s); the dynamics' status."""
+    mi, mf, ws, effort, viscous, coulomb, scale, tau, contact, stops, stribeck = args
+    for k in range(v.shape[0]):
+        tau[k] = effort[k] - viscous[k] * v[k] - coulomb[k] * np.tanh(v[k] / scale)
+    add_stribeck_torques(v, stribeck, scale, tau)
+    add_end_stop_torques(q, v, stops, tau)
+    return _accelerations(mi, mf, ws, q, v, tau, a, contact)
+
+
 @njit(cache=True)
 def _derivative(q, v, dq, a, args):
     """dq/dt into ``dq`` and dv/dt into ``a`` under ``effort`` plus friction and end stops; returns aba's status.
@@ -113,15 +125,10 @@ def _derivative(q, v, dq, a, args):
     The plant's rate function for :mod:`plants.integrate`: ``args`` = (mi, mf, ws, effort, viscous, coulomb,
     scale, tau, contact, stops, stribeck) with ``tau`` the scratch for the joint torques and ``stribeck`` the
     Stribeck table (:func:`add_stribeck_torques`; no columns: none)."""
-    mi, mf, ws, effort, viscous, coulomb, scale, tau, contact, stops, stribeck = args
-    for k in range(v.shape[0]):
-        tau[k] = effort[k] - viscous[k] * v[k] - coulomb[k] * np.tanh(v[k] / scale)
-    add_stribeck_torques(v, stribeck, scale, tau)
-    add_end_stop_torques(q, v, stops, tau)
-    status = _accelerations(mi, mf, ws, q, v, tau, a, contact)
+    status = _loaded_accelerations(q, v, a, args)
     if status != OK:
         return status
-    configuration_rate(mi, q, v, dq)
+    configuration_rate(args[0], q, v, dq)
     return OK
 
 
@@ -146,18 +153,13 @@ def _normalise_after_step(q, v, h, work, args):
 @inlined
 def _semi_implicit_euler_step(q, v, h, work, args):
     """v += h a(q, v); q = q (+) v h on the configuration manifold, in place (``args``: :func:`_derivative`)."""
-    mi, mf, ws, effort, viscous, coulomb, scale, tau, contact, stops, stribeck = args
     a = work[_W_A, :v.shape[0]]
-    for k in range(v.shape[0]):
-        tau[k] = effort[k] - viscous[k] * v[k] - coulomb[k] * np.tanh(v[k] / scale)
-    add_stribeck_torques(v, stribeck, scale, tau)
-    add_end_stop_torques(q, v, stops, tau)
-    status = _accelerations(mi, mf, ws, q, v, tau, a, contact)
+    status = _loaded_accelerations(q, v, a, args)
     if status != OK:
         return status
     for k in range(v.shape[0]):
         v[k] += h * a[k]
-    integrate(mi, q, v, h, q)
+    integrate(args[0], q, v, h, q)
     return OK
 
 
