@@ -558,6 +558,21 @@ def load_mujoco_model(source, *, floating_base: str | None = None, name: str | N
     return model_from_mujoco(m, name or Path(label).stem, label=label), m
 
 
+@njit(cache=True, inline="always")
+def _unit(w, x, y, z):
+    """The quaternion (w, x, y, z) scaled to unit norm."""
+    n = np.sqrt(w * w + x * x + y * y + z * z)
+    return w / n, x / n, y / n, z / n
+
+
+@njit(cache=True, inline="always")
+def _rotation(w, x, y, z):
+    """The rotation matrix of the unit quaternion (w, x, y, z), row by row (the free joint's base to world)."""
+    return (1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w),
+            2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w),
+            2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y))
+
+
 @njit(cache=True)
 def to_rtctl_state(qpos, qvel, free, q, v):
     """MuJoCo's ``qpos``, ``qvel`` as rtctl's ``q``, ``v`` (in place); ``free``: body 0 is a free flyer."""
@@ -566,13 +581,9 @@ def to_rtctl_state(qpos, qvel, free, q, v):
     for k in range(qvel.shape[0]):
         v[k] = qvel[k]
     if free:
-        w, x, y, z = qpos[3], qpos[4], qpos[5], qpos[6]
-        n = np.sqrt(w * w + x * x + y * y + z * z)
-        w, x, y, z = w / n, x / n, y / n, z / n
+        w, x, y, z = _unit(qpos[3], qpos[4], qpos[5], qpos[6])
         q[3], q[4], q[5], q[6] = x, y, z, w
-        r00, r01, r02 = 1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)
-        r10, r11, r12 = 2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)
-        r20, r21, r22 = 2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)
+        r00, r01, r02, r10, r11, r12, r20, r21, r22 = _rotation(w, x, y, z)
         a, b, c = qvel[0], qvel[1], qvel[2]
         v[0] = r00 * a + r10 * b + r20 * c
         v[1] = r01 * a + r11 * b + r21 * c
@@ -587,13 +598,9 @@ def to_mujoco_state(q, v, free, qpos, qvel):
     for k in range(v.shape[0]):
         qvel[k] = v[k]
     if free:
-        x, y, z, w = q[3], q[4], q[5], q[6]
-        n = np.sqrt(w * w + x * x + y * y + z * z)
-        w, x, y, z = w / n, x / n, y / n, z / n
+        w, x, y, z = _unit(q[6], q[3], q[4], q[5])
         qpos[3], qpos[4], qpos[5], qpos[6] = w, x, y, z
-        r00, r01, r02 = 1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)
-        r10, r11, r12 = 2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)
-        r20, r21, r22 = 2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)
+        r00, r01, r02, r10, r11, r12, r20, r21, r22 = _rotation(w, x, y, z)
         a, b, c = v[0], v[1], v[2]
         qvel[0] = r00 * a + r01 * b + r02 * c
         qvel[1] = r10 * a + r11 * b + r12 * c
