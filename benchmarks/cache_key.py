@@ -62,7 +62,7 @@ def previous_key() -> str:
 def import_work() -> None:
     graph = _kernel_deps.SourceGraph(_kernel_deps.rtctl_packages(PACKAGE))
     _kernel_deps.install_locator(graph)
-    rtctl._cache_name(True)
+    rtctl._numba_cache._cache_name(True)
 
 
 def sources() -> list[Path]:

@@ -9,11 +9,7 @@ import time
 import warnings
 from pathlib import Path
 
-import numba
-from numba.core import event
-
-from . import MODELS_DIR, __version__, bundled_model_path
-from .model import ModelError
+from . import MODELS_DIR, _numba_cache, bundled_model_path
 from .options import EXIT_USAGE, Parser
 from .rt.signals import StopSignal, StopSignals, exit_status, signal_name, stop_requests
 from .rt.signals import hold as hold_signals, release as release_signals
@@ -58,25 +54,50 @@ EXIT_OK, EXIT_TRIPPED, EXIT_OPERATOR_STOP, EXIT_TELEMETRY_LOST = 0, 3, 4, 5
 EXIT_INTERRUPTED = 130           # a KeyboardInterrupt that no stop signal of ours raised (128 + SIGINT)
 
 
-class CompileProgress(event.Listener):
+class CompileProgress:
     """Says on ``stream`` what numba compiles for rtctl while a command runs: kernels with no cache entry for
     their argument types, or whose entry is out of date because their module, a module it imports or a
     function they reach changed (:mod:`rtctl._kernel_deps`; all of rtctl's kernels take about a minute);
     a run that loads everything from the cache prints nothing. On a terminal one line is rewritten per
     kernel; elsewhere one line when compiling starts and one when the command is done. A stop signal during
-    a compile is raised once it has finished (:func:`rtctl.rt.signals.hold`)."""
+    a compile is raised once it has finished (:func:`rtctl.rt.signals.hold`). A command that never imports
+    numba (``rtctl control``, ``rtctl --version``) does not import it for this: the listener is registered
+    when numba is imported (:func:`rtctl._numba_cache.when_configured`)."""
 
     def __init__(self, stream=None):
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.count, self.start = 0, None
+        self.listener = None
 
     def __enter__(self):
-        event.register("numba:compile", self)
+        _numba_cache.when_configured(self._register)
         return self
 
+    def _register(self) -> None:
+        from numba.core import event
+
+        progress = self
+
+        class Listener(event.Listener):
+            def on_start(self, ev) -> None:
+                progress.on_start(ev)
+
+            def on_end(self, ev) -> None:
+                progress.on_end(ev)
+
+        self.listener = Listener()
+        event.register("numba:compile", self.listener)
+
     def __exit__(self, *exc):
-        event.unregister("numba:compile", self)
+        _numba_cache.cancel(self._register)
+        if self.listener is None:
+            return
+        import numba
+        from numba.core import event
+
+        event.unregister("numba:compile", self.listener)
+        self.listener = None
         if self.count:
             end = "\n" if self.tty else ""
             later = ("later runs load them from the cache until they or the modules they import change"
@@ -85,6 +106,8 @@ class CompileProgress(event.Listener):
                   f"{time.monotonic() - self.start:.0f} s; {later}", file=self.stream, flush=True)
 
     def on_start(self, ev) -> None:
+        import numba
+
         hold_signals()           # a stop signal while numba compiles is raised when it has finished
         func = getattr(ev.data["dispatcher"], "py_func", None)
         module = getattr(func, "__module__", "") or ""
@@ -235,13 +258,27 @@ def require_subcommand(parser: argparse.ArgumentParser, subparsers, what: str = 
     parser.set_defaults(func=lambda args: parser.error(f"missing {what}: one of {', '.join(subparsers.choices)}"))
 
 
+class VersionAction(argparse.Action):
+    """``--version``: argparse's, with the version read from the installed metadata only when asked for."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                 help="show program's version number and exit"):
+        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from . import __version__
+
+        print(f"rtctl {__version__}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .config import CORE_SCHEMA
     from .options import argument_type
 
     duration = argument_type(CORE_SCHEMA["loop"]["duration"])   # --duration: checked as [loop] duration is
     parser = Parser(prog="rtctl", description="Real-time robot controller framework.")
-    parser.add_argument("--version", action="version", version=f"rtctl {__version__}")
+    parser.add_argument("--version", action=VersionAction)
     sub = parser.add_subparsers(dest="command")
     require_subcommand(parser, sub)
     info = sub.add_parser("info", help="print a model's report (DOFs, mass, base, massless subtrees, inertias "
@@ -358,7 +395,7 @@ def _dispatch(args, prog: str, stop: StopSignals) -> int:
         if os.environ.get("RTCTL_TRACEBACK"):
             raise
         print(f"{prog}: error: {_explain(exc)}", file=sys.stderr)
-        return EXIT_USAGE if isinstance(exc, (ModelError, ValueError, FileNotFoundError)) else 1
+        return EXIT_USAGE if isinstance(exc, (ValueError, FileNotFoundError)) else 1   # a ModelError too
 
 
 def _explain(exc: BaseException) -> str:
@@ -367,7 +404,7 @@ def _explain(exc: BaseException) -> str:
         return f"address already in use ({exc}): another program (another rtctl?) is serving there; " \
                f"stop it or choose another port/endpoint"
     text = " ".join(str(exc).split()) or type(exc).__name__
-    if isinstance(exc, (ModelError, ValueError, FileNotFoundError, PermissionError, IsADirectoryError,
+    if isinstance(exc, (ValueError, FileNotFoundError, PermissionError, IsADirectoryError,   # ModelError too
                         NotADirectoryError)):     # a path given where a file is read or written: the message says
         return text
     return f"{type(exc).__name__}: {text} (RTCTL_TRACEBACK=1 shows where)"

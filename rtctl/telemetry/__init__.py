@@ -7,11 +7,20 @@
 * :mod:`.foxglove` -- the Foxglove WebSocket server.
 
 The operator's surfaces (control channel, dashboard, their clients) are an application layer above this one:
-:mod:`rtctl.operator`.
+:mod:`rtctl.operator`. The names in ``__all__`` are importable from here, each at its first use.
 """
-from .endpoints import EndpointError, check_endpoint
-from .publisher import Telemetry
-from .schema import SCHEMA_VERSION, SchemaError, SchemaVersionError, decode
+from importlib import import_module
 
-__all__ = ["SCHEMA_VERSION", "EndpointError", "SchemaError", "SchemaVersionError", "Telemetry", "check_endpoint",
-           "decode"]
+_LAZY = {"EndpointError": ".endpoints", "check_endpoint": ".endpoints", "Telemetry": ".publisher",
+         "SCHEMA_VERSION": ".schema", "SchemaError": ".schema", "SchemaVersionError": ".schema", "decode": ".schema"}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    """PEP 562: a command that needs one telemetry module (``rtctl record``, or ``rtctl control`` reaching the
+    request table through :mod:`rtctl.operator`) does not import the publisher's compiled ring."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rtctl.telemetry' has no attribute {name!r}")
+    return getattr(import_module(module, __name__), name)
