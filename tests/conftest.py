@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -25,3 +26,22 @@ def load_error(request, tmp_path):
         return str(info.value)
 
     return load
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session):
+    """On a cold numba cache, importing the test modules compiles every kernel declared with its signatures
+    (minutes on 2 cores). Said as ``rtctl run`` says it (:class:`rtctl.cli.CompileProgress`) rather than
+    nothing until collection ends. pytest captures file descriptors 1 and 2 while it imports a test module,
+    so the lines go to a copy of stdout's descriptor taken here, outside that capture."""
+    from rtctl.cli import CompileProgress
+
+    try:
+        stream = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+    except (AttributeError, OSError, ValueError):   # a stdout without a descriptor (pytest run in-process)
+        return (yield)
+    try:
+        with CompileProgress(stream):
+            return (yield)
+    finally:
+        stream.close()
