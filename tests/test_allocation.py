@@ -8,6 +8,8 @@ argument), which the comparison of 1 and 300 calls cancels out.
 """
 import textwrap
 
+import pytest
+
 from allocation_counter import run_with_allocation_counters
 
 SCRIPT = textwrap.dedent("""
@@ -50,6 +52,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_kernels_allocate_nothing_per_call():
     out = run_with_allocation_counters(SCRIPT)
     assert out.strip().endswith("OK")

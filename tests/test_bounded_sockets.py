@@ -51,6 +51,7 @@ def _subscribe_flood(held, endpoints, topic_bytes, topics):
     return {}
 
 
+@pytest.mark.slow
 def test_another_user_s_subscriptions_cost_the_publisher_process_a_bounded_amount_of_memory():
     loop = make_loop()
     tel = Telemetry(endpoint="tcp://127.0.0.1:0", plotjuggler_endpoint="tcp://127.0.0.1:0",

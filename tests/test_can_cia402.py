@@ -161,6 +161,7 @@ def test_drive_fault_reaction_and_fault_reset(rig):
     assert [d.state for d in emu.drives] == ["OPERATION ENABLED"] * 2 and emu.drives[0].error_code == 0
 
 
+@pytest.mark.slow
 def test_master_heartbeat_is_watched_by_the_drive(rig):
     """CiA 301 7.2.8.3.2.3 (0x1016 in the drive) and CiA 402-2 0x6007 = 1: the driver configures each drive
     to watch its heartbeat (0x77F) and produces it while active; when it stops (here: the heartbeat thread

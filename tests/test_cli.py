@@ -254,6 +254,7 @@ def test_info_on_a_parallel_mechanism_gives_its_closed_chains_mass(capsys, robot
     assert f"(the closed chain's: {mass:.4g} kg)" in out
 
 
+@pytest.mark.slow
 def test_a_warning_during_a_run_is_one_line_without_pythons_internals(tmp_path):
     """A robot file whose hand has izz > ixx + iyy loads as written (the default inertia policy) with an
     InertiaWarning; the run says so as rtctl's warning (its one line, then the links it lists), not with

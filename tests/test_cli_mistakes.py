@@ -129,6 +129,7 @@ def test_dashboard_beyond_loopback_explains_allow_remote(capsys):
     assert "--allow-remote" in line and "e-stop" in line
 
 
+@pytest.mark.slow
 def test_telemetry_tools_say_they_wait_for_a_publisher(capsys):
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     status = main(["telemetry", "echo", "--endpoint", endpoint, "--timeout", "1.5"])
@@ -137,6 +138,7 @@ def test_telemetry_tools_say_they_wait_for_a_publisher(capsys):
     assert f"waiting for a publisher on {endpoint}" in err and "no message from" in err
 
 
+@pytest.mark.slow
 def test_record_with_no_publisher_exits_non_zero(capsys, tmp_path):
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     status = main(["record", str(tmp_path / "r.mcap"), "--endpoint", endpoint, "--duration", "1.5",
@@ -146,6 +148,7 @@ def test_record_with_no_publisher_exits_non_zero(capsys, tmp_path):
     assert f"waiting for a publisher on {endpoint}" in captured.err and "0 samples" in captured.out
 
 
+@pytest.mark.slow
 def test_record_says_it_waits_on_a_line_of_its_own_beside_its_progress_bar(capsys, tmp_path):
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     status = main(["record", str(tmp_path / "r.mcap"), "--endpoint", endpoint, "--duration", "1.5"])
@@ -170,6 +173,7 @@ def test_bundled_config_names_are_run_configs():
     assert bundled_config_path("jaw").name == "jaw.toml"
 
 
+@pytest.mark.slow
 def test_replayed_samples_are_stamped_when_sent_so_stats_latency_is_the_replays(tmp_path, capsys):
     """A recording's stamps are hours old; the replayed stream's hand-off -> receive latency is not."""
     import threading
@@ -340,6 +344,7 @@ class StampedStderr:
         return False
 
 
+@pytest.mark.slow
 def test_stats_with_no_publisher_says_it_waits_after_about_a_second_and_prints_no_table(capsys, monkeypatch):
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     stderr = StampedStderr()
@@ -391,6 +396,7 @@ def test_record_counts_the_samples_published_before_its_first_one(capsys, tmp_pa
         f"0 dropped by the publisher), {metas} metadata, 0 events -> {out}"]
 
 
+@pytest.mark.slow
 def test_dashboard_says_once_it_waits_for_a_publisher_and_keeps_serving_as_a_real_process():
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     exe = Path(sys.executable).with_name("rtctl")

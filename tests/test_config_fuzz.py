@@ -4,6 +4,7 @@ the demo right after still e-stops."""
 import tomllib
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -38,6 +39,7 @@ def _configs(draw):
 
 @settings(max_examples=500, deadline=None)
 @given(raw=_configs())
+@pytest.mark.slow
 def test_random_values_in_every_section_are_validated_or_refused_naming_the_file(raw):
     try:
         validate(raw, "fuzz.toml")

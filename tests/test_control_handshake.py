@@ -140,6 +140,7 @@ def test_the_dashboard_s_rearm_gives_a_squatter_on_an_exited_run_s_port_neither_
 
 
 @pytest.mark.parametrize("rewrite_server", [False, True], ids=["verbatim", "claiming-the-squatted-port"])
+@pytest.mark.slow
 def test_a_squatter_relaying_to_a_live_run_gets_nothing_the_client_or_the_live_run_accepts(rewrite_server):
     loop = make_loop(loop={"pace": True, "rate_hz": 500.0})
     live = ControlServer(loop, endpoint="tcp://127.0.0.1:0", token=TOKEN).start()

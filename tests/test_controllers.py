@@ -400,6 +400,7 @@ NRT_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_compiled_step_allocates_nothing_per_call():
     out = run_with_allocation_counters(NRT_SCRIPT)
     assert out.strip().endswith("OK")

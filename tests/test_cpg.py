@@ -396,6 +396,7 @@ def test_new_limits_that_the_running_cycle_breaks_are_refused():
 @given(requests=st.lists(st.tuples(st.sampled_from(["frequency", "amplitude", "pattern"]),
                                    st.floats(0.3, 2.4), st.floats(0.0, 2.0), st.floats(0.0, 0.4)),
                          min_size=1, max_size=4))
+@pytest.mark.slow
 def test_accepted_requests_keep_the_output_inside_the_limits(requests):
     limits = TherapistLimits(max_opening=0.024, max_speed=0.13)
     cpg = ChewingCPG("normal", limits=limits)
@@ -494,6 +495,7 @@ ALLOC_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_compiled_step_allocates_nothing():
     out = run_with_allocation_counters(ALLOC_SCRIPT)
     assert out.strip().endswith("OK")

@@ -363,6 +363,7 @@ def test_jaw_trajectory_options_and_the_tracking_error_hook(tmp_path):
     assert lag > 0.0
 
 
+@pytest.mark.slow
 def test_the_plots_are_written_with_the_measured_figures(tmp_path):
     from rtctl.plants.jaw.plots_cpg import plot_feedback, plot_incisal_paths, plot_perturbation_recovery
     path, measures = plot_incisal_paths(tmp_path)

@@ -170,6 +170,7 @@ def test_same_origin_websocket_is_accepted_under_each_loopback_name(dashboard, c
 
 @pytest.mark.parametrize("path", ["/", "/index.html", "/plot.js", "/dashboard.js", "/missing", "/ws"])
 @pytest.mark.parametrize("host", ["evil.example:{port}", "evil.example", "127.0.0.1:1", "127.0.0.1"])
+@pytest.mark.slow
 def test_http_with_another_host_header_is_refused(dashboard, path, host):
     headers = WEBSOCKET_UPGRADE + (("Origin", own_origin(dashboard)),) if path == "/ws" else ()
     status, body = http_get(dashboard.port, path, host.format(port=dashboard.port), headers)
@@ -225,6 +226,7 @@ def test_clients_beyond_the_limit_are_refused(control):
         dash.stop()
 
 
+@pytest.mark.slow
 def test_same_origin_websocket_receives_frames(control):
     loop = make_loop(loop={"pace": True, "rate_hz": 1000.0}, trajectory=SINUSOID,
                      telemetry={"enabled": True, "endpoint": "tcp://127.0.0.1:0", "meta_period": 0.2})
@@ -303,6 +305,7 @@ def test_rearm_proves_the_token_the_browser_sent_and_never_sends_it(dashboard, c
     assert CONTROL_TOKEN not in json.dumps(control.requests) and "proof" not in right
 
 
+@pytest.mark.slow
 def test_real_control_channel_refuses_rearm_without_the_browser_token(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.setenv(TOKEN_ENV, CONTROL_TOKEN)
@@ -495,6 +498,7 @@ def _rss_kib(pid):
     raise AssertionError(f"no VmRSS in /proc/{pid}/status")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs Linux /proc to read a process's RSS")
 def test_memory_stays_bounded_at_1khz_with_no_browser():
     warm_up_s, window_s = 4.0, 30.0

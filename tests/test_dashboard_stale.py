@@ -32,6 +32,7 @@ async def next_frame(ws, timeout=5.0) -> dict:
             return message
 
 
+@pytest.mark.slow
 def test_frames_say_the_data_is_stale_once_the_publisher_process_is_killed():
     loop = make_loop(loop={"pace": True, "rate_hz": 500.0}, trajectory=SINUSOID, telemetry=TEL)
     dash = Dashboard(loop.telemetry.endpoint, None, port=0)

@@ -52,6 +52,7 @@ def expected_tables() -> dict[str, list[str]]:
     return out
 
 
+@pytest.mark.slow
 def test_the_site_builds_strictly_with_the_generated_pages(tmp_path):
     """The real site builds with --strict; its configuration page has one table row per key of the generated
     reference (and one header per table), and its home page is the README."""
@@ -66,6 +67,7 @@ def test_the_site_builds_strictly_with_the_generated_pages(tmp_path):
     assert "Your robot's URDF in five minutes" in home and 'href="configuration/"' in home
 
 
+@pytest.mark.slow
 def test_a_broken_link_fails_the_build(tmp_path):
     """The same sources with one link to a page that does not exist: --strict refuses them, naming the link."""
     for name in SITE_SOURCES:
@@ -128,6 +130,7 @@ def test_the_core_sections_notes_come_from_the_config_module():
     assert found <= listed
 
 
+@pytest.mark.slow
 def test_the_readme_is_the_front_door_and_keeps_the_commands_ci_runs():
     """At most 250 lines; its Set-up block holds the two commands as written (.ci/run runs the second's
     pytest); `python -m rtctl.reference` prints the generated reference page."""

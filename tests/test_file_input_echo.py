@@ -35,6 +35,7 @@ def joint(name, parent, child, kind="revolute"):
      f"joint 'j': unknown joint type {SHOWN}"),
     (f'<{BIG}/>', f"root element {SHOWN} is not <robot>"),
 ], ids=["twice", "undefined-child", "two-roots", "negative-mass", "joint-name", "joint-type", "root-tag"])
+@pytest.mark.slow
 def test_a_5_mb_name_in_a_urdf_is_shown_cut_in_its_refusal(load_error, urdf, expected):
     message = load_error(urdf)
     assert message.endswith(": " + expected), message[:300]

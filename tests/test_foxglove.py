@@ -81,6 +81,7 @@ def stop(loop, tel, runner):
     tel.close()
 
 
+@pytest.mark.slow
 def test_handshake_advertisement_and_data_equal_the_zeromq_stream():
     loop, tel, sink, runner = start_loop_with_foxglove()
     sub = subscriber(tel.endpoint)
@@ -137,6 +138,7 @@ def test_handshake_advertisement_and_data_equal_the_zeromq_stream():
     assert sink.sent >= len(samples)
 
 
+@pytest.mark.slow
 def test_the_server_in_the_publisher_process_that_rtctl_run_uses_by_default():
     """``rtctl run`` publishes from a process of its own (``[telemetry] publisher = "process"``, the default);
     the Foxglove server then runs in that process: same handshake, advertisement and data frames."""
@@ -227,6 +229,7 @@ def test_a_port_in_use_is_a_clear_start_error():
         first.close()
 
 
+@pytest.mark.slow
 def test_wiring_builds_the_sink_from_the_telemetry_section(capsys):
     from rtctl.operator.wiring import close, describe, wire
 
@@ -360,6 +363,7 @@ def _fuzz_messages(rng, n, channel_ids):
             yield "[" * rng.randrange(1, 3000) + "]" * rng.randrange(0, 10)  # deep nesting
 
 
+@pytest.mark.slow
 def test_fuzzed_client_input_never_ends_the_server_and_the_estop_still_works(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.setenv(TOKEN_ENV, TOKEN)
@@ -449,6 +453,7 @@ def _rss_kib(pid):
     raise AssertionError("no VmRSS")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs Linux /proc to read a process's RSS")
 def test_memory_stays_bounded_at_1khz_with_no_client_and_with_a_stalled_client():
     """10 s with no client, then 10 s with a client subscribed to everything that never reads: the loop

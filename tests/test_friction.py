@@ -106,6 +106,7 @@ def test_bad_stribeck_settings_are_named(options, message):
 @pytest.mark.parametrize("kind, robot", [("computed_torque", "arm7"), ("ff_pd", "arm7"), ("pd_gravity", "arm7"),
                                          ("floating_base_computed_torque", "quadruped12"),
                                          ("legged_computed_torque", "spatial_quadruped")])
+@pytest.mark.slow
 def test_friction_compensation_adds_the_models_dynamics_along_the_desired_velocity(kind, robot):
     """Every model-based law adds exactly ``damping qd_d + friction sign(qd_d)`` on the actuated joints and
     nothing on a floating base's rows; independent PD, which has no model terms, refuses the option."""
@@ -191,6 +192,7 @@ def test_bad_platform_stribeck_settings_are_named(kind, options, message):
         platform_plant(kind, **options)
 
 
+@pytest.mark.slow
 def test_a_stewart_leg_push_below_the_static_level_only_creeps():
     """At rest at home, held against gravity by the generalized-momentum model's leg forces: an extra push on
     every leg below the legs' static level moves the platform by less than the tanh scale allows; above it

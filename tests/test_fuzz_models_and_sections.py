@@ -100,6 +100,7 @@ def _mjcf_mutants(draw, source: bytes):
 
 
 @needs_mujoco
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::UserWarning", "ignore::RuntimeWarning")
 def test_mutated_mjcf_loads_without_nan_and_steps_or_is_refused_naming_the_file(tmp_path, monkeypatch):
     from rtctl.plants.mujoco.model import MujocoModelError, load_mujoco_model
@@ -154,6 +155,7 @@ def _mujoco_config(directory: Path, model_text: bytes) -> dict:
 
 
 @needs_mujoco
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::UserWarning", "ignore::RuntimeWarning")
 def test_mutated_mjcf_as_robot_model_builds_a_loop_or_is_one_config_error_naming_the_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -298,6 +300,7 @@ def _mechanisms(draw):
     return raw
 
 
+@pytest.mark.slow
 def test_random_mechanism_tables_are_validated_or_refused_naming_file_and_section():
     @FUZZ
     @given(raw=_mechanisms())
@@ -403,6 +406,7 @@ def _jaw_or_stewart(draw):
     return raw, sections
 
 
+@pytest.mark.slow
 def test_random_bite_observer_and_cpg_feedback_values_run_or_are_refused_naming_file_and_section():
     @settings(FUZZ, max_examples=60)
     @given(case=_jaw_or_stewart())
@@ -462,6 +466,7 @@ def test_a_tiny_forgetting_factor_is_refused_or_identifies_finite_values():
 
 
 @pytest.mark.parametrize("source, gain", [("tracking_error", 1e11), ("bite_force", 1e6), ("tracking_error", 1e308)])
+@pytest.mark.slow
 def test_cpg_feedback_never_drives_the_jaw_beyond_the_therapists_speed(source, gain):
     raw = copy.deepcopy(JAW)
     raw["trajectory"].update(feedback_gain=gain, feedback_source=source)

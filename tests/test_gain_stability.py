@@ -41,6 +41,7 @@ def peak_speed(loop, kp, kd):
 
 
 @pytest.mark.parametrize("latency", [0, 1])
+@pytest.mark.slow
 def test_the_first_refused_gains_are_within_10_percent_of_the_first_unstable_ones(latency):
     loop = holding_demo(latency)
     q = np.array(GOAL)
@@ -103,6 +104,7 @@ def test_the_jury_test_agrees_with_the_roots_and_the_closed_form():
     assert euler_position_share(1) == 1.0 and euler_position_share(4) == 0.625
 
 
+@pytest.mark.slow
 def test_the_plant_integrator_enters_the_bound():
     """Semi-implicit Euler moves the position by T^2 u per step (c = 1, not 1/2): the bound on kd for kp = 2e4 is
     1990 1/s instead of 2000; the loop built on it uses that, and the simulated loop agrees (1980 still, 2000

@@ -60,6 +60,7 @@ def run_example(duration):
     return loop.run(duration=duration), loop
 
 
+@pytest.mark.slow
 def test_mechanism_section_runs_and_tracks():
     rep, loop = run_example(2.0)
     assert not rep.tripped, rep.trip_reason
@@ -74,6 +75,7 @@ def test_mechanism_section_runs_and_tracks():
 @pytest.mark.skipif(not config_supports_robot_sections() or
                     "geared" not in {ep.name for ep in entry_points(group="rtctl.robots")},
                     reason="needs rtctl.config to hand robot models their sections and the 'geared' entry point")
+@pytest.mark.slow
 def test_rtctl_run_the_example():
     out = subprocess.run([sys.executable, "-m", "rtctl.cli", "run", str(EXAMPLE), "--offline", "--duration", "1.0"],
                          capture_output=True, text=True, timeout=180)

@@ -2,6 +2,7 @@
 (coupling A^T)."""
 
 import numpy as np
+import pytest
 
 from rtctl.config import build, load_config, bundled_config_path
 from rtctl.plants.geared.model import grm3
@@ -47,6 +48,7 @@ def test_plant_matches_virtual_link_forward_dynamics():
     assert abs(sum(plant.energy()) - e0) < 1e-6 * max(1.0, abs(e0))
 
 
+@pytest.mark.slow
 def test_coupled_computed_torque_tracks_better_than_gear_blind():
     full, loop = run("geared_computed_torque")
     blind, _ = run("computed_torque")                       # virtual EOLC only: G_s dropped (direct drive)
@@ -63,6 +65,7 @@ def test_coupled_computed_torque_tracks_better_than_gear_blind():
     np.testing.assert_allclose(loop.controller.xi, loop.driver._applied, rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_cli_runs_example():
     import subprocess
     import sys

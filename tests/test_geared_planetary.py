@@ -243,6 +243,7 @@ def test_planet_gyroscopic_coupling_is_in_gs(role):
     assert np.linalg.norm(full - rigid) > 0.01 * np.linalg.norm(full)
 
 
+@pytest.mark.slow
 def test_free_stage_conserves_energy_under_the_plant(role):
     """Unforced, frictionless: T + V (the hand-built energies) stays constant over 1 s of the plant's RK4 at
     1 kHz, and the plant's own energy report equals them."""

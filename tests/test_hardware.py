@@ -38,6 +38,7 @@ def run(raw, cycles=1500):
     return loop, report
 
 
+@pytest.mark.slow
 def test_two_sim_drivers_over_half_the_arm_each_run_exactly_as_one():
     one, r1 = run(demo())
     two, r2 = run(split(demo()))
@@ -47,6 +48,7 @@ def test_two_sim_drivers_over_half_the_arm_each_run_exactly_as_one():
     assert not r2.tripped and r2.driver_health["writes"] == 2 * r1.driver_health["writes"]
 
 
+@pytest.mark.slow
 def test_a_fault_in_one_driver_puts_every_driver_in_the_safe_state():
     loop = build(validate(split(demo()), "hw.toml"))
     loop.run(cycles=600)
@@ -60,6 +62,7 @@ def test_a_fault_in_one_driver_puts_every_driver_in_the_safe_state():
     np.testing.assert_allclose(loop.drivers[0].plant.applied_effort, loop.command.effort, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_an_exception_in_one_driver_stops_it_and_the_other_keeps_the_safe_command():
     loop = build(validate(split(demo()), "hw.toml"))
     loop.run(cycles=600)
@@ -98,6 +101,7 @@ def test_one_driver_and_several_drivers_are_exclusive():
         validate(raw, "hw.toml")
 
 
+@pytest.mark.slow
 def test_the_controller_is_activated_before_the_first_cycle_and_on_each_rearm():
     loop = build(validate(demo(), "hw.toml"))
     calls = []

@@ -66,6 +66,7 @@ def ur5(tmp_path_factory):
     return SimpleNamespace(tmp=tmp, urdf=urdf, given=given, held=held, moving=moving)
 
 
+@pytest.mark.slow
 def test_a_joint_held_still_is_named_keeps_the_given_friction_and_spoils_no_prediction(ur5, capsys):
     out = ur5.tmp / "identified.urdf"
     args = SimpleNamespace(recording=str(ur5.held), model=ur5.urdf, out=str(out), cutoff=5.0, armature=None,
@@ -101,6 +102,7 @@ def test_a_joint_held_still_is_named_keeps_the_given_friction_and_spoils_no_pred
     assert np.all(errors["identified"][:5] < 0.2 * errors["URDF"][:5])
 
 
+@pytest.mark.slow
 def test_the_report_validates_the_written_model_on_the_held_out_tail(ur5):
     """The report's held-out columns are the written model's own predictions by recursive inverse dynamics (from
     the URDF it writes, read back), on the last fifth of the run that was not fitted, never worse than the given
@@ -123,6 +125,7 @@ def test_the_report_validates_the_written_model_on_the_held_out_tail(ur5):
         np.testing.assert_allclose(measured, expected, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_the_held_out_check_gives_back_what_the_fit_predicts_worse():
     """Given the true model (arm7 with its friction), the fit of noisy torques can only add estimation error: the
     check gives the given model's parameters back joint by joint until no joint's held-out torque is predicted

@@ -94,12 +94,14 @@ def runs(tmp_path_factory):
                            result=result, armature=armature, excitation_loop=excitation)
 
 
+@pytest.mark.slow
 def test_the_true_parameters_differ_from_the_urdf_by_up_to_30_percent(runs):
     ratio = runs.true.mass / runs.nominal.mass
     assert np.all(np.abs(ratio - 1) <= 0.3) and np.abs(ratio - 1).max() > 0.15
     assert runs.excitation_loop.trajectory.condition < 1e4
 
 
+@pytest.mark.slow
 def test_identified_model_predicts_validation_torques_within_3_percent(runs):
     """On the validation run (another trajectory): RMS error < 3 % of the RMS torque for the identified
     model, > 20 % for the URDF's; the identified model predicts by recursive inverse dynamics from its
@@ -124,6 +126,7 @@ def test_identified_model_predicts_validation_torques_within_3_percent(runs):
     np.testing.assert_allclose(identified.damping, runs.result.viscous, rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_identified_friction_is_near_the_plants(runs):
     """Viscous and Coulomb friction come out near the plant's (its static level and Stribeck curve are
     outside the fitted model, so Coulomb absorbs part of them)."""
@@ -131,6 +134,7 @@ def test_identified_friction_is_near_the_plants(runs):
     np.testing.assert_allclose(runs.result.coulomb, COULOMB, rtol=0.35)
 
 
+@pytest.mark.slow
 def test_computed_torque_tracks_better_with_the_identified_model(runs):
     written = runs.tmp / "identified_ct.urdf"
     written.write_text(model_to_urdf(runs.result.model))
@@ -151,6 +155,7 @@ def test_computed_torque_tracks_better_with_the_identified_model(runs):
     assert factor > 3.0
 
 
+@pytest.mark.slow
 def test_the_command_writes_a_urdf_and_a_report(runs, capsys):
     out = runs.tmp / "cli.urdf"
     args = SimpleNamespace(recording=str(runs.excitation), model=str(runs.nominal_urdf), out=str(out), cutoff=5.0,
@@ -163,6 +168,7 @@ def test_the_command_writes_a_urdf_and_a_report(runs, capsys):
     assert out.with_suffix(".txt").read_text().startswith("identified model 'arm7'")
 
 
+@pytest.mark.slow
 def test_a_recording_without_the_models_joints_is_refused_in_one_line(runs, tmp_path):
     model = copy.deepcopy(runs.nominal)
     model.joint_names[6] = "wrist_roll"
@@ -172,6 +178,7 @@ def test_a_recording_without_the_models_joints_is_refused_in_one_line(runs, tmp_
     assert "\n" not in message and "no joint(s) ['wrist_roll']" in message and "excitation.mcap" in message
 
 
+@pytest.mark.slow
 def test_a_joint_held_still_keeps_the_given_models_parameters_and_is_named(runs):
     """Joint 7 held still (its positions zeroed): no row of joint 7 is fitted; its friction and the parameters of
     its link that only its motion shows keep the given model's values exactly, and the report and the warning
@@ -196,6 +203,7 @@ def test_a_joint_held_still_keeps_the_given_models_parameters_and_is_named(runs)
     assert np.all(result.validation_after <= result.validation_before * (1 + 1e-9))
 
 
+@pytest.mark.slow
 def test_a_run_in_which_no_joint_slides_is_refused_in_one_line(runs):
     t, q, tau = read_run(runs.excitation, runs.given)
     with pytest.raises(IdentificationError) as err:
@@ -205,6 +213,7 @@ def test_a_run_in_which_no_joint_slides_is_refused_in_one_line(runs):
     assert "joint7 moved 0.0002 rad at up to 0.0001 rad/s; it slides from 0.0314 rad/s" in message
 
 
+@pytest.mark.slow
 def test_a_floating_base_model_is_refused_in_one_line(runs):
     model = load_urdf(rtctl.bundled_model_path("humanoid"), "free_flyer")
     with pytest.raises(IdentificationError, match=r"floating base \(free_flyer\).*base's motion"):
@@ -235,6 +244,7 @@ def test_excitation_samples_are_the_derivatives_of_each_other_and_rest_at_both_e
     assert trajectory.duration == 10.0
 
 
+@pytest.mark.slow
 def test_excitation_fills_its_limits_and_optimising_lowers_the_condition_number():
     model, trajectory = excitation(seed=1)
     low, high, velocity, acceleration = trajectory.peaks()
@@ -425,6 +435,7 @@ def docs_walkthrough():
     return {c[1]: c[1:] for c in commands if c and c[0] == "rtctl"}, block
 
 
+@pytest.mark.slow
 def test_the_docs_walkthrough_records_identifies_and_writes_a_model_that_loads(tmp_path, capsys):
     """The docs' commands on the shipped excite config, shortened to one 5 s period run offline: the run is
     recorded through its telemetry as `rtctl record` does, `rtctl identify` runs with the docs' arguments, and

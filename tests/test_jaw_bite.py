@@ -47,6 +47,7 @@ def chewing(opening=0.012, frequency=2.0):
             "frequency": frequency, "phase": np.where(half > 0, -np.pi / 2, np.pi / 2).tolist()}
 
 
+@pytest.mark.slow
 def test_the_patient_impedance_is_identified_online():
     multi_sine = {"type": "sinusoid", "center": REST_LEGS.tolist(), "amplitude": [0.003] * 6,
                   "frequency": [0.7, 0.9, 1.1, 1.3, 1.7, 1.9], "phase": [0.0] * 6}
@@ -73,6 +74,7 @@ def bolus_run(limit):
     return loop, mon, rows
 
 
+@pytest.mark.slow
 def test_the_bite_force_is_estimated_and_a_limit_below_it_trips_the_safe_state():
     loop, mon, rows = bolus_run(limit=1e4)
     loop.run(duration=2.0)
@@ -127,6 +129,7 @@ def band_error(run):
             np.where(run.valid, np.abs(run.D / true_d - 1), 0.0).max())
 
 
+@pytest.mark.slow
 def test_with_the_bolus_bitten_the_published_impedance_stays_physical_and_near_the_patients():
     """Bitten from the first closing on: the RLS alone fits the bolus with a negative z stiffness (about -1450 N/m,
     the audit's figure); the published estimate never goes negative, z (the bolus's axis) is never valid, and
@@ -147,6 +150,7 @@ def test_with_the_bolus_bitten_the_published_impedance_stays_physical_and_near_t
     assert np.array_equal(mon.telemetry_values[names.index("patient_damping/x"):][:6], run.D[-1])
 
 
+@pytest.mark.slow
 def test_a_bolus_arriving_ends_the_validity_at_once_and_the_estimate_is_held():
     """Valid z before the bolus (K and D within 1 %); its first bite ends the validity within 10 cycles, and the last
     valid estimate is held (within 1 %) while the RLS alone runs far off."""
@@ -184,6 +188,7 @@ def test_bad_validity_settings_are_named(key, unit):
             BiteMonitor(loop.controller.mechanism, loop.safety, loop.period, force_limit=20.0, **{key: bad})
 
 
+@pytest.mark.slow
 def test_a_bite_section_in_a_run_config_attaches_the_monitor_and_bad_values_are_one_line():
     from rtctl.config import ConfigError
 
@@ -213,6 +218,7 @@ def test_a_bite_section_in_a_run_config_attaches_the_monitor_and_bad_values_are_
         validate(arm)
 
 
+@pytest.mark.slow
 def test_the_cpg_phase_takes_the_estimated_bite_force_as_feedback(tmp_path):
     from rtctl.config import ConfigError, bundled_config_path, load_config
     from rtctl.loops.cpg.generator import ST_FEEDBACK_TARGET
@@ -238,6 +244,7 @@ def test_the_cpg_phase_takes_the_estimated_bite_force_as_feedback(tmp_path):
     assert cpg._st[ST_FEEDBACK_TARGET] == monitor.bite_force and 0.0 < cpg.feedback   # H2's input, then its filter
 
 
+@pytest.mark.slow
 def test_the_bite_monitor_allocates_nothing_per_cycle():
     """The monitor (jaw observer, bite force, RLS, telemetry values) over a bolus bite: no Python allocation in
     its modules after warm-up (the compiled calls are held to numba's counter below)."""
@@ -289,6 +296,7 @@ print("OK")
 """
 
 
+@pytest.mark.slow
 def test_the_compiled_observer_and_rls_steps_allocate_nothing():
     """The jaw observer's step and the RLS step run 300 times from a compiled loop with numba's allocation
     counter unchanged (tests/test_allocation.py)."""

@@ -97,6 +97,7 @@ def test_therapist_limits_refuse_requests_on_the_control_channel(tmp_path):
     assert after != before and loop.trajectory.cpg.target_frequency == pytest.approx(1.4)
 
 
+@pytest.mark.slow
 def test_therapist_max_force_lowers_the_effort_clamp(tmp_path):
     loop = _loop(tmp_path, **{"max_force = 60.0": "max_force = 3.0"})
     assert np.all(loop.model.effort_limit == 3.0)
@@ -124,6 +125,7 @@ def session(tmp_path_factory):
     return run_session(*session_loop(cfg, duration=12.0), tmp_path_factory.mktemp("jaw"))
 
 
+@pytest.mark.slow
 def test_closed_loop_session_tracks_through_the_changes(session):
     """Gibbs-Appell computed torque on the two-platform plant with unmodelled leg friction and food bolus:
     leg tracking error below 1 mm (0.3 mm RMS) in every phase, transitions included; forces below the
@@ -142,6 +144,7 @@ def test_closed_loop_session_tracks_through_the_changes(session):
     assert opening[(t > 6.5) & (t < 9.0)].max() > 1.3 * opening[(t > 2.0) & (t < 5.0)].max()   # x1.5 on z
 
 
+@pytest.mark.slow
 def test_jaw_session_cli(tmp_path, capsys):
     assert main(["jaw-session", str(EXAMPLE), "--out", str(tmp_path), "--duration", "1.0"]) == 0
     out = capsys.readouterr().out

@@ -204,6 +204,7 @@ def test_link_accelerations_and_ocr_corrections(mech):
             assert rel(printed @ ud + D1, ab) > 1e-3
 
 
+@pytest.mark.slow
 def test_two_platform_inverse_dynamics(mech):
     """Coupled Gibbs-Appell ID == the independent sum (generalized momentum of each platform, the jaw's wrench
     mapped by E, the patient force) == the compiled coupled GM model, 1e-8 relative; with a bolus active."""

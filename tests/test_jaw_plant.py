@@ -221,6 +221,7 @@ def test_controllers_impose_the_model_motion(mech, model):
     assert np.allclose(ff.kd, 2 * np.sqrt(2000.0 * lam)) and np.allclose(ct.kd, 40.0)
 
 
+@pytest.mark.slow
 def test_closed_loop_tracking(mech):
     """ControlLoop + sim driver + plant: a 10 mm min-jerk opening of the incisal point in 0.5 s, then hold.
 
@@ -240,6 +241,7 @@ def test_closed_loop_tracking(mech):
     assert rep.tracking_max.max() > 1e-3
 
 
+@pytest.mark.slow
 def test_closed_loop_with_a_bolus(mech):
     """The patient chews a bolus (an opening and closing move through the bolus band, FF-PD 2000 N/m). Not in
     the controller's patient model: max leg error between 0.5 and 3 mm (observed 1.6 mm). In it (the nominal
@@ -314,6 +316,7 @@ ALLOC_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_compiled_steps_allocate_nothing():
     """incisal_to_legs, both controller steps, the Gibbs-Appell ID and the plant step run 300 times from a
     compiled loop with numba's allocation counter unchanged (see tests/test_allocation.py)."""

@@ -62,6 +62,7 @@ def rest_state(path):
     return loop
 
 
+@pytest.mark.slow
 def test_without_feedforward_the_arm_rests_where_the_drives_stiffness_balances_gravity(tmp_path):
     loop = rest_state(config(tmp_path, "joint_position", feedforward="none"))
     q, v = loop.state.q, loop.state.v

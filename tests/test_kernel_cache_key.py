@@ -85,6 +85,7 @@ def changed(copy: Path, before: dict[str, str], memo: Path) -> set[str]:
     return {name for name in before if before[name] != after[name]}
 
 
+@pytest.mark.slow
 def test_the_stamps_are_those_of_the_installed_layout(parsed, memo, tmp_path):
     """The checkout maps drivers/, plants/, loops/, hil/ into rtctl as pyproject installs them: every
     kernel module has the same dependencies and stamp in both layouts (48 modules define kernels)."""
@@ -223,6 +224,7 @@ def test_a_specialised_kernel_depends_on_the_module_binding_its_functions():
 
 @pytest.mark.skipif(not hasattr(__import__("numba.core.caching").core.caching, "CacheImpl"),
                     reason="the control removes rtctl's locator from numba >= 0.62's CacheImpl")
+@pytest.mark.slow
 def test_numba_reloads_across_unrelated_edits_and_recompiles_what_an_edit_reaches(tree, tmp_path):
     """``scaled`` multiplies by a constant imported from another module; ``applied`` is a template (in a
     module of its own) specialised (plants.integrate.specialise) by a third module with a function adding

@@ -173,6 +173,7 @@ def test_leg_compensation_keeps_the_planned_centre_of_pressure_inside_the_foot(b
     assert 0.06 < lo and hi < 0.10
 
 
+@pytest.mark.slow
 def test_trajectory_samples_the_planned_joints_without_allocating():
     for kind, n, first in (("biped_walk", 6, 3), ("quadruped_trot", 12, 6)):
         traj = create_trajectory(kind)
@@ -217,6 +218,7 @@ def test_bad_inputs_raise_value_errors_naming_the_problem():
         QuadrupedGait(period=0.0)
 
 
+@pytest.mark.slow
 def test_legged_controllers_take_any_numeric_vectors_on_their_slow_path():
     """Lists and float32 give the same efforts as float64 arrays; a bad effort buffer is named."""
     from rtctl.dynamics import Dynamics

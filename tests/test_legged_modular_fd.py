@@ -53,6 +53,7 @@ def test_module_forward_dynamics_equals_link_level_aba_and_the_gim_solve(name):
         assert np.abs(gim @ qdd + h - tau).max() <= TOL * max(1.0, np.abs(tau - h).max()) * np.abs(gim).max()
 
 
+@pytest.mark.slow
 def test_module_forward_dynamics_inverts_the_module_inverse_dynamics():
     """FD(q, qdot, ID(q, qdot, qdd)) = qdd for the module recursions of Figs. A.1 and A.2 alike."""
     robot = spatial_quadruped()

@@ -44,6 +44,7 @@ def test_the_defaults_are_the_papers_plan_on_the_stiff_ground():
     assert BIPED_GROUND == PAPER_GROUND
 
 
+@pytest.mark.slow
 def test_a_config_without_contact_walks_the_paper_plan_on_the_papers_ground():
     """The shipped biped config has no [contact]: the plant and the controller get k = 1e6 N/m, d = 5000 N s/m, and
     the paper's plan and gains walk on it through the loop built from the config -- 3 s, trunk height within 2 mm,
@@ -70,6 +71,7 @@ def test_a_config_without_contact_walks_the_paper_plan_on_the_papers_ground():
 
 
 @pytest.mark.parametrize("law", ["ff", "ct"])
+@pytest.mark.slow
 def test_paper_controller_walks_12_s_on_the_default_ground(paper_walks, law):
     """kp = 49, kd = 14, B.1 without the legs' mass, k = 1e6 N/m, d = 5000 N s/m: the trunk's centre of mass
     stays within 2 mm of z_c = 0.96 m and its pitch within 10 mrad for 12 s, every step advances 0.3 m +- 5 %,
@@ -87,6 +89,7 @@ def test_paper_controller_walks_12_s_on_the_default_ground(paper_walks, law):
     assert np.abs(rec.q[:, 3:] - planned[:, 3:]).max() < 2e-3
 
 
+@pytest.mark.slow
 def test_on_the_soft_ground_the_paper_plan_falls_and_the_leg_mass_compensation_walks():
     """The measured reason for the default ground: on k = 1e5, d = 500 the stance foot's rocking grows every step
     (10, 56, 310 mrad in steps 1-3) and the trunk pitches past 0.3 rad at 2.9 s (measured 2.93 s under both laws);

@@ -120,6 +120,7 @@ def test_box_settles_and_carries_its_weight():
 
 @pytest.mark.parametrize("name, ground, substeps", [("planar_biped", SOFT, 8), ("spatial_quadruped", SOFT, 8),
                                                     ("planar_biped", None, 48), ("spatial_quadruped", None, 8)])
+@pytest.mark.slow
 def test_robot_standing_on_its_feet_carries_its_weight(name, ground, substeps):
     """On the 1e5 / 500 ground and on the default 1e6 / 5000 one of Shah, Saha & Dutt (2012), 1 kHz."""
     robot = planar_biped() if name == "planar_biped" else spatial_quadruped()
@@ -210,6 +211,7 @@ def box_reference():
     return plant, (q, v), qs, vs, info
 
 
+@pytest.mark.slow
 def test_drop_never_creates_energy_bdf(box_reference):
     plant, (q0, v0), qs, vs, info = box_reference
     plant.reset(q0, v0)
@@ -340,6 +342,7 @@ ALLOCATION_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_step_kernel_allocates_nothing_per_call():
     out = run_with_allocation_counters(ALLOCATION_SCRIPT)
     assert out.strip().endswith("OK")

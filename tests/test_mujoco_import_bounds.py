@@ -147,6 +147,7 @@ def test_a_height_field_bomb_is_refused_within_the_compile_memory_bound(tmp_path
     assert rss_mb() - before < 100
 
 
+@pytest.mark.slow
 def test_a_flexcomp_grid_bomb_is_stopped_at_the_compile_cpu_bound(tmp_path, monkeypatch):
     """A 100 x 100 <flexcomp> grid (10000 bodies) took MuJoCo 18.6 s to parse before the body count could refuse
     it; with a 1 s bound it is stopped after 1 s of CPU, whatever the machine's load."""

@@ -156,6 +156,7 @@ def check_against_mujoco(m, model, seed=0):
 
 @pytest.mark.skipif(not GYM, reason="gymnasium (a test extra) is not installed")
 @pytest.mark.parametrize("name", sorted(GYM))
+@pytest.mark.slow
 def test_gymnasium_model_agrees_with_mujoco(name):
     model, m = load_mujoco_model(GYM[name])
     expected_base = {"ant.xml": "free_flyer", "humanoid.xml": "free_flyer", "humanoidstandup.xml": "free_flyer",
@@ -178,6 +179,7 @@ CASES = [(name, base) for name in sorted(URDFS) for base in ("fixed", "free_flye
 
 @pytest.mark.skipif(not URDFS, reason="example-robot-data (a test extra) is not installed")
 @pytest.mark.parametrize("name,base", CASES)
+@pytest.mark.slow
 def test_example_robot_data_urdf_compiled_by_mujoco_agrees(name, base):
     expected = refusal(name, base)
     if expected is not None:

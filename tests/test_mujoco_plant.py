@@ -223,6 +223,7 @@ def bus_server():
 
 
 @pytest.mark.parametrize("protocol", ["mit", "cia402"])
+@pytest.mark.slow
 def test_mujoco_plant_behind_emulated_can_actuators_in_another_process(bus_server, tmp_path, protocol):
     """MIT motors and CiA 402 drives (cyclic synchronous torque through a 10:1 gear) emulated in another
     process over MuJoCo's simulation of the arm, closed at 500 Hz by computed torque."""
@@ -277,6 +278,7 @@ def test_mujoco_plant_behind_emulated_can_actuators_in_another_process(bus_serve
     assert (counters["frames"] >= 2 * report.cycles) if protocol == "mit" else (counters["syncs"] >= report.cycles)
 
 
+@pytest.mark.slow
 def test_seed_biped_lands_and_stands_on_mujoco_contact_as_on_the_compliant_ground():
     from rtctl.plants.mujoco.plots import GROUNDS, run_biped, settled
     runs = {ground: run_biped(ground, duration=0.8) for ground in GROUNDS}

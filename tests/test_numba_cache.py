@@ -47,6 +47,7 @@ def assert_uncached(result, stderr, reason):
     assert len(lines) == 1 and reason in lines[0], stderr
 
 
+@pytest.mark.slow
 def test_private_directory_is_created_0700_and_used(tmp_path):
     xdg = tmp_path / "xdg"   # does not exist yet: created private
     result, stderr = probe(tmp_path, xdg)
@@ -61,6 +62,7 @@ def test_private_directory_is_created_0700_and_used(tmp_path):
     assert any(f.endswith(".nbi") for f in files_under(result["cache_dir"]))
 
 
+@pytest.mark.slow
 def test_default_location_is_under_home(tmp_path):
     result, _ = probe(tmp_path, xdg=None)
     assert result["cache_dir"].startswith(os.path.realpath(tmp_path / "home" / ".cache" / "rtctl") + os.sep)
@@ -68,6 +70,7 @@ def test_default_location_is_under_home(tmp_path):
     assert relative["cache_dir"] == result["cache_dir"]
 
 
+@pytest.mark.slow
 def test_world_writable_cache_home_is_refused(tmp_path):
     xdg = tmp_path / "shared"
     xdg.mkdir()
@@ -77,6 +80,7 @@ def test_world_writable_cache_home_is_refused(tmp_path):
     assert files_under(xdg) == []   # nothing created or cached there (not even numba's own default)
 
 
+@pytest.mark.slow
 def test_world_writable_cache_dir_of_ours_is_refused(tmp_path):
     xdg = tmp_path / "xdg"
     (xdg / "rtctl").mkdir(parents=True)
@@ -86,6 +90,7 @@ def test_world_writable_cache_dir_of_ours_is_refused(tmp_path):
     assert files_under(xdg) == [str(xdg / "rtctl")]
 
 
+@pytest.mark.slow
 def test_symlink_planted_by_an_attacker_is_not_followed(tmp_path):
     xdg, attacker = tmp_path / "xdg", tmp_path / "attacker"
     xdg.mkdir()
@@ -100,6 +105,7 @@ def test_symlink_planted_by_an_attacker_is_not_followed(tmp_path):
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown to another user needs root")
 @pytest.mark.parametrize("owned", ["cache_dir", "parent"])
+@pytest.mark.slow
 def test_directory_owned_by_another_user_is_refused(tmp_path, owned):
     """E.g. root under sudo with the invoking user's HOME: that user must not choose what root loads."""
     xdg = tmp_path / "xdg"
@@ -110,6 +116,7 @@ def test_directory_owned_by_another_user_is_refused(tmp_path, owned):
     assert files_under(xdg) == [str(xdg / "rtctl")]
 
 
+@pytest.mark.slow
 def test_stale_siblings_are_pruned_without_following_symlinks(tmp_path):
     xdg = tmp_path / "xdg"
     first, _ = probe(tmp_path, xdg)
@@ -140,6 +147,7 @@ def test_stale_siblings_are_pruned_without_following_symlinks(tmp_path):
     assert os.path.isdir(current) and time.time() - os.stat(current).st_mtime < 3600
 
 
+@pytest.mark.slow
 def test_the_cache_keeps_two_other_source_versions_beyond_an_hour(tmp_path):
     """Every edited source tree gets its own directory; without a bound they pile up (115 MB seen)."""
     xdg = tmp_path / "xdg"
@@ -159,6 +167,7 @@ def test_the_cache_keeps_two_other_source_versions_beyond_an_hour(tmp_path):
     assert kept == sorted([current, "numba-a000000000000001", "numba-a000000000000002"])
 
 
+@pytest.mark.slow
 def test_explicit_numba_cache_dir_is_respected(tmp_path):
     mine = tmp_path / "mine"
     result, stderr = probe(tmp_path, tmp_path / "xdg", NUMBA_CACHE_DIR=str(mine))

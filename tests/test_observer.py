@@ -94,6 +94,7 @@ def record(loop, mon, plant, body=6):
 # -- exactness of the terms --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_momentum_and_c_transpose_qd_are_exact():
     model = load_urdf(rtctl.bundled_model_path("arm7"))
     dyn = Dynamics(model)
@@ -132,6 +133,7 @@ def test_free_flyer_momentum_rate_matches_the_terms():
 # -- response to a known wrench ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_step_follows_the_first_order_response_and_settles():
     loop, mon, plant = make_loop(threshold=1e9)
     t_on = 1.1
@@ -172,6 +174,7 @@ def test_sine_follows_the_first_order_response():
     assert np.abs(tau[k_on:] - amplitude * np.sin(omega * s[k_on:])).max() < 0.02 * scale
 
 
+@pytest.mark.slow
 def test_model_errors_stay_inside_the_documented_bound():
     """Friction and a 10 % mass error: the residual without contact is the model error (bounded), and
     with a 20 N step the estimate settles to J^T F within that same bound."""
@@ -224,6 +227,7 @@ def write_plot(out, tag):
                                                                           t_on + 1.5)])
 
 
+@pytest.mark.slow
 def test_the_estimate_against_the_applied_wrench_is_plotted(tmp_path):
     """The figure's numbers are the observer's: on the exact model, 5/K_O after the step the estimate is within
     its first-order remainder e^-5 |F| (0.13 N of 20 N; the applied moment is zero, the estimate's 0.011 N m),
@@ -242,6 +246,7 @@ def test_the_estimate_against_the_applied_wrench_is_plotted(tmp_path):
 # -- detection and reaction ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_minute_of_the_demo_move_without_contact_is_quiet_and_a_20_newton_contact_stops_it():
     loop, mon, plant = make_loop(DEMO, reaction="stop", **THRESHOLDS)
     report = loop.run(duration=60.0)
@@ -262,6 +267,7 @@ def test_a_minute_of_the_demo_move_without_contact_is_quiet_and_a_20_newton_cont
 
 
 @pytest.mark.parametrize("reaction", ["reflex", "retract"])
+@pytest.mark.slow
 def test_compliant_reactions_run_and_re_arm(reaction):
     loop, mon, plant = make_loop(DEMO, reaction=reaction, **THRESHOLDS)
     push_at(loop, plant, 0.5, t_off=0.53)

@@ -62,6 +62,7 @@ def _lines_until(stream, marker: str, lines: list, timeout: float = 120.0) -> No
     assert done.wait(timeout) and any(marker in line for line in lines), "".join(lines)
 
 
+@pytest.mark.slow
 def test_a_second_rtctl_run_on_a_running_one_s_ipc_endpoints_is_refused_naming_it_and_its_estop_still_works(
         tmp_path, capsys):
     token = tmp_path / "token"
@@ -106,6 +107,7 @@ def _start_plotjuggler(endpoint):
 @pytest.mark.parametrize("start, scheme", [
     (_start_control, "ipc"), (_start_control, "tcp"), (_start_telemetry, "ipc"), (_start_plotjuggler, "ipc")],
     ids=["control-ipc", "control-tcp", "telemetry-process-ipc", "plotjuggler-thread-ipc"])
+@pytest.mark.slow
 def test_a_zmq_server_refuses_an_endpoint_another_process_serves_and_takes_it_over_once_that_one_died(
         tmp_path, start, scheme):
     asked = f"ipc://{tmp_path}/server.sock" if scheme == "ipc" else "tcp://127.0.0.1:0"

@@ -37,6 +37,7 @@ LEGGED_COUNTS = {
 
 
 @pytest.mark.parametrize("key", sorted(LEGGED_COUNTS))
+@pytest.mark.slow
 def test_legged_counts_are_reproducible_and_count_the_numeric_algorithm(key):
     name, partition, quantity = key
     robot = {"planar_biped": planar_biped, "spatial_quadruped": spatial_quadruped}[name]()

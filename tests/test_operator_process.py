@@ -123,6 +123,7 @@ def _flooded_run(channel, estop=False):
     return quiet, flooded, report, outcome
 
 
+@pytest.mark.slow
 def test_another_user_s_flood_of_junk_leaves_the_loop_on_time_and_the_estop_answers_within_10_ms():
     """In one run, without and then with the flood, the loop's share of late cycles moves by no more than 2
     points (0 % -> 0 % measured). Served by a thread of the loop's process instead, the same flood made 4-8 %
@@ -139,6 +140,7 @@ def test_another_user_s_flood_of_junk_leaves_the_loop_on_time_and_the_estop_answ
     assert reason.endswith("during the flood")
 
 
+@pytest.mark.slow
 def test_killing_the_operator_process_latches_the_safe_stop_in_one_line(capfd):
     loop = make_loop(loop={"pace": True})
     op = OperatorProcess(loop, endpoint="tcp://127.0.0.1:0", token=TOKEN).start()
@@ -165,6 +167,7 @@ def test_killing_the_operator_process_latches_the_safe_stop_in_one_line(capfd):
     assert not loop.report().trip_reason == ""
 
 
+@pytest.mark.slow
 def test_an_orderly_close_latches_nothing_and_changes_wait_for_the_loop_s_boundary():
     loop = make_loop(loop={"pace": True})
     with OperatorProcess(loop, endpoint="tcp://127.0.0.1:0", token=TOKEN, apply_timeout=0.3) as op:

@@ -59,6 +59,7 @@ def _random_frames(rng):
     return [rng.bytes(1)]
 
 
+@pytest.mark.slow
 def test_random_multipart_messages_never_end_the_channel_and_the_next_estop_answers_within_10_ms():
     loop = make_loop(loop={"pace": True, "rate_hz": 500.0})
     ctl = ControlServer(loop, endpoint="tcp://127.0.0.1:0", token=TOKEN).start()
@@ -105,6 +106,7 @@ def test_random_multipart_messages_never_end_the_channel_and_the_next_estop_answ
         ctl.close()
 
 
+@pytest.mark.slow
 def test_a_stalled_loop_does_not_hold_the_estop_behind_a_pending_request():
     loop = make_loop()  # not running: set_gains waits apply_timeout for a cycle boundary that never comes
     with ControlServer(loop, endpoint="tcp://127.0.0.1:0", token=TOKEN, apply_timeout=2.0) as ctl:
@@ -167,6 +169,7 @@ _request = st.dictionaries(st.sampled_from(["cmd", "token", "session", "proof", 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(request_=_request, encoding=st.sampled_from(["json", "msgpack"]))
+@pytest.mark.slow
 def test_fuzzed_requests_never_cause_an_internal_error(idle_server, request_, encoding):
     try:
         raw = json.dumps(request_).encode() if encoding == "json" else msgpack.packb(request_)
@@ -250,6 +253,7 @@ def test_the_control_command_takes_no_token_from_argv_and_reads_it_from_a_file(t
             th.join(10)
 
 
+@pytest.mark.slow
 def test_a_bind_beyond_loopback_needs_curve_and_curve_lets_only_known_clients_in(tmp_path):
     import zmq.auth
     loop = make_loop()
@@ -316,6 +320,7 @@ def _demo_run(schedule, duration):
     return loop, report, np.sqrt(np.mean(last ** 2))
 
 
+@pytest.mark.slow
 def test_demo_estopped_at_half_a_second_and_rearmed_at_one_and_a_half_tracks_as_if_uninterrupted():
     """The re-armed arm rejoins its trajectory by a recovery move within the velocity its trajectory leaves
     free (1.46 s here, from where the hold stopped it, ending at 2.96 s); the run is extended from the demo's
@@ -341,6 +346,7 @@ def test_the_report_names_every_trip_and_re_arm_before_the_stop_it_ended_in():
             "(cycle 200, re-armed at cycle 400); e-stop: second (cycle 600, re-armed at cycle 800)") in report.format()
 
 
+@pytest.mark.slow
 def test_rearm_from_outside_a_soft_limit_recovers_into_the_limits_without_tripping():
     from rtctl.config import build, load_config
     cfg = load_config(DEMO)
@@ -434,6 +440,7 @@ def test_a_cpg_change_that_would_step_the_desired_position_is_refused_and_undone
     assert loop.trajectory.frequency.tolist() == [0.8] * 7
 
 
+@pytest.mark.slow
 def test_oversized_requests_are_refused_before_they_cost_the_loop_anything(idle_server):
     raw = msgpack.packb({"cmd": "status", "x": [{}] * 60000})
     reply, _ = idle_server.handle_bytes(raw)

@@ -61,6 +61,7 @@ def _run(plant, efforts):
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.slow
 def test_scaled_plant_under_scaled_effort_follows_the_nominal_plant(name):
     factory, options, scale = CASES[name]
     nominal = create_plant(name, factory(), **options)
@@ -81,6 +82,7 @@ def test_scaled_plant_under_scaled_effort_follows_the_nominal_plant(name):
     assert np.abs(v3 - v1).max() > 1e-4, "the scaled plant moved like the nominal one under the same effort"
 
 
+@pytest.mark.slow
 def test_config_mass_scale_reaches_every_plant_and_bad_values_are_named():
     for name, example in (("stewart", "stewart.toml"), ("jaw", "jaw.toml"), ("geared", "geared.toml"),
                           ("quadruped_tail", "quadruped_tail_forward.toml")):

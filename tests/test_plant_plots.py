@@ -3,6 +3,7 @@ plotted data: checked here on small synthetic arrays (the scripts' simulations a
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from rtctl.plants.geared.plots import rms
 from rtctl.plants.legged.plots import tracking_error
@@ -40,6 +41,7 @@ def test_quadruped_tail_forward_difference_is_split_by_unit(tmp_path):
     assert (tmp_path / "quadruped_tail_forward.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_quadruped_tail_pitch_figure_draws_passive_actuators_only_when_used(tmp_path):
     e = np.geomspace(1e-6, 1e-1, 50)
     tc = np.zeros((50, 14))
@@ -48,6 +50,7 @@ def test_quadruped_tail_pitch_figure_draws_passive_actuators_only_when_used(tmp_
     assert (tmp_path / "quadruped_tail_pitch.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_legged_fig7_quotes_the_counted_runs_beside_table1(tmp_path):
     """Fig. 7's title quotes the counts of the table it draws (mass matrix rows left out) beside Table 1's
     formulas at the robot's n, and the fitted fixed-base lines rounded to whole operations."""
@@ -73,6 +76,7 @@ def test_legged_fig7_quotes_the_counted_runs_beside_table1(tmp_path):
     assert (tmp_path / "fig7.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_legged_fig11_gait_ik_ranges(tmp_path):
     """Fig. 11's quoted joint ranges are the plotted IK angles in degrees; over two gait cycles the right leg
     repeats the left one half a cycle later (same ranges) and the knee stays bent forward."""

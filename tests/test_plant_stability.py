@@ -80,6 +80,7 @@ def test_the_damped_robots_are_found():
 
 
 @pytest.mark.parametrize("name", DAMPED)
+@pytest.mark.slow
 def test_every_damped_example_robot_holds_mid_range_at_1khz(name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # inertia and mimic warnings: tests/test_real_urdfs.py checks them

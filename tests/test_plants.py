@@ -147,6 +147,7 @@ def run_fixed_step(model, q0, v0, held_effort, integrator, dt):
     return plant
 
 
+@pytest.mark.slow
 def test_rk4_matches_offline_reference(reference):
     model, q0, v0, held_effort, q_ref, v_ref = reference
     plant = run_fixed_step(model, q0, v0, held_effort, "rk4", 1e-3)
@@ -352,6 +353,7 @@ ALLOCATION_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_step_kernel_allocates_nothing_per_call():
     out = run_with_allocation_counters(ALLOCATION_SCRIPT)
     assert out.strip().endswith("OK")

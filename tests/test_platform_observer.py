@@ -107,6 +107,7 @@ def test_jaw_momentum_agrees_with_the_coupled_model_and_gibbs_appell():
 # -- response to a known wrench ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_stewart_step_follows_the_first_order_response_and_settles():
     loop, hook, plant = stewart_loop()
     rows = push_and_record(loop, hook, plant, lambda t: WRENCH)
@@ -140,6 +141,7 @@ def assert_follows_the_sine(rows, amplitude, omega: float, k_on: int, label: str
     assert np.abs(applied[k_on:] - amplitude * np.sin(omega * s[k_on:])).max() < 0.02 * scale
 
 
+@pytest.mark.slow
 def test_stewart_sine_follows_the_first_order_response():
     loop, hook, plant = stewart_loop()
     omega = 2 * np.pi * 2.0
@@ -149,6 +151,7 @@ def test_stewart_sine_follows_the_first_order_response():
     assert_follows_the_sine(rows, amplitude, omega, round(T_ON / DT), "stewart")
 
 
+@pytest.mark.slow
 def test_stewart_model_errors_stay_inside_the_documented_bound():
     errors = {"viscous_friction": 0.5, "coulomb_friction": 1.0, "coulomb_velocity_scale": 0.01, "mass_scale": 1.1}
     loop, hook, plant = stewart_loop(errors)
@@ -191,6 +194,7 @@ def jaw_loop(plant=None):
     return loop, hook, loop.drivers[0].plant
 
 
+@pytest.mark.slow
 def test_jaw_step_at_the_incisal_point_is_estimated():
     """A 10 N bite-like push at the incisal point."""
     loop, hook, plant = jaw_loop()
@@ -211,6 +215,7 @@ def test_jaw_step_at_the_incisal_point_is_estimated():
     np.testing.assert_allclose(hook.observer.wrench, JAW_BITE, atol=0.01 * 10.0)
 
 
+@pytest.mark.slow
 def test_jaw_sine_at_the_incisal_point_follows_the_first_order_response():
     """A 2 Hz sine of the same bite: r' = K_O (T^T F - r) from r = 0, in closed form."""
     loop, hook, plant = jaw_loop()
@@ -225,6 +230,7 @@ def test_jaw_sine_at_the_incisal_point_follows_the_first_order_response():
     assert_follows_the_sine(rows, amplitude, omega, k_on, "jaw")
 
 
+@pytest.mark.slow
 def test_jaw_model_errors_stay_inside_the_documented_bound():
     errors = {"viscous_friction": 0.5, "coulomb_friction": 1.0, "coulomb_velocity_scale": 0.01, "mass_scale": 1.1}
     loop, hook, plant = jaw_loop(errors)
@@ -245,6 +251,7 @@ def test_jaw_model_errors_stay_inside_the_documented_bound():
 # -- real time and bad input -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_observer_allocates_nothing_per_cycle():
     import rtctl.plants.stewart.observer as mod
     from allocation_counter import retained_per_cycle
@@ -255,6 +262,7 @@ def test_the_observer_allocates_nothing_per_cycle():
     assert hook.observer.samples == 1900
 
 
+@pytest.mark.slow
 def test_the_jaw_observer_hook_allocates_nothing_per_cycle():
     from allocation_counter import retained_per_cycle
 
@@ -312,6 +320,7 @@ if __name__ == "__main__":
     write_plots(sys.argv[1] if len(sys.argv) > 1 else ".")
 
 
+@pytest.mark.slow
 def test_an_observer_section_of_a_stewart_run_publishes_the_platform_wrench():
     from pathlib import Path
 

@@ -34,6 +34,7 @@ def rtctl(site, *args, cwd=None):
                           capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
 
 
+@pytest.mark.slow
 def test_plugin_robot_plant_driver_and_controller_run_from_toml(site, tmp_path):
     """The exact inverse model of the plug-in plant tracks the minimum-jerk move to round-off: with the
     plant integrated exactly and the torque held over each period, the only error is the zero-order
@@ -50,6 +51,7 @@ def test_plugin_robot_plant_driver_and_controller_run_from_toml(site, tmp_path):
     assert "safety: armed throughout" in result.stdout
 
 
+@pytest.mark.slow
 def test_plugin_options_are_checked_by_the_plugin_schema(site, tmp_path):
     config = tmp_path / "bad.toml"
     text = (DEMO / "recipes.toml").read_text()

@@ -74,6 +74,7 @@ def test_control_estop_imports_no_heavy_module():
     assert heavy(result["modules"]) == [] and "numpy" not in result["modules"]
 
 
+@pytest.mark.slow
 def test_numba_imported_after_rtctl_gets_the_private_cache_and_the_dependency_stamps(tmp_path):
     code = ("import sys, rtctl\nassert 'numba' not in sys.modules\n"
             "import numpy as np\nfrom rtctl.sweep.runner import _accumulate_effort\n"

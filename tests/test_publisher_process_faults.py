@@ -14,6 +14,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from rtctl.telemetry import Telemetry
 from telemetry_helpers import make_loop
 
@@ -24,6 +26,7 @@ def _relay_loop(**telemetry):
     return loop, tel
 
 
+@pytest.mark.slow
 def test_the_ring_is_private_to_its_owner_and_has_no_name_once_mapped():
     loop, tel = _relay_loop()
     fd = tel._ring_fd
@@ -41,6 +44,7 @@ def test_the_ring_is_private_to_its_owner_and_has_no_name_once_mapped():
     assert tel.published == 20
 
 
+@pytest.mark.slow
 def test_a_publisher_process_stopped_for_a_second_costs_the_loop_nothing():
     loop, tel = _relay_loop(meta_period=0.05)
     tel.start()
@@ -68,6 +72,7 @@ def test_a_publisher_process_stopped_for_a_second_costs_the_loop_nothing():
     assert loop.safety.tripped
 
 
+@pytest.mark.slow
 def test_a_publisher_process_that_stops_reading_never_blocks_close():
     loop, tel = _relay_loop(batch_period=0.001)
     tel.start()
@@ -95,6 +100,7 @@ def test_a_publisher_process_that_stops_reading_never_blocks_close():
     assert forwarder_stopped, "close() still waits for the events forwarder blocked on the stopped process"
 
 
+@pytest.mark.slow
 def test_the_ring_memory_is_reserved_when_attached():
     _, tel = _relay_loop()
     try:
@@ -117,6 +123,7 @@ _KILLED_WHILE_STARTING = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_loop_process_killed_while_its_publisher_starts_leaves_nothing_behind():
     script = _KILLED_WHILE_STARTING.format(tests=os.path.dirname(__file__))
     p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -140,6 +147,7 @@ def test_a_loop_process_killed_while_its_publisher_starts_leaves_nothing_behind(
     assert not left, f"left behind: {ring_dir}"
 
 
+@pytest.mark.slow
 def test_modules_planted_in_the_working_directory_never_run_in_the_publisher_process(tmp_path, monkeypatch):
     """Beyond rtctl itself (tests/test_telemetry_process.py): the start-up hooks and the modules the publisher
     process imports, planted where a shared working directory would hold them."""

@@ -74,6 +74,7 @@ def test_eq2_literal_is_wrong_away_from_zero(mech):
     assert np.abs(mech.euler_rate_matrix(q) - np.eye(3)).max() > 0.05
 
 
+@pytest.mark.slow
 def test_cross_check_with_projected_generic_core(mech):
     """Virtual-work actuator torques == projected inverse dynamics of the tree (tau_p = 0 and minimum
     norm), and the virtual-work M, C, G == Phi^T M Phi, Phi^T (M Phi-dot q-dot + h - g), Phi^T g; 1e-8 rel."""
@@ -140,6 +141,7 @@ def test_plant_publishes_actuator_coordinates_and_rk4_converges(mech):
     assert abs(fine.x[5]) > 0.1      # the tail swing yaws the torso
 
 
+@pytest.mark.slow
 def test_open_loop_feed_forward_drifts(mech):
     """Fig. 8: the feed-forward alone (kp = 0) leaves the desired motion within 0.2 s; the singularity
     monitor fires on the way (events bounded)."""
@@ -153,6 +155,7 @@ def test_open_loop_feed_forward_drifts(mech):
     assert len(ctl.events) <= ctl.events.maxlen
 
 
+@pytest.mark.slow
 def test_pitch_through_rtctl_loop_tracks_and_compensation_decays():
     """Fig. 7 through `rtctl run`'s config: sim driver, plant, controller; RMS compensation torque over
     the last second < 10% of the first second; tracking error at the end < 5 mm/mrad-level (0.005)."""

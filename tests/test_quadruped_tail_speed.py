@@ -104,6 +104,7 @@ def test_controller_step_matches_reference_and_switches_alike(mech):
     assert ctl.logged == 30
 
 
+@pytest.mark.slow
 def test_pitch_run_matches_reference_every_cycle(mech):
     """300 cycles of the section-4.2 pitch run (plant at 2 RK4 substeps, t0 = 0.05 s so q0 is held first):
     trajectory sample and controller effort == the reference at the same inputs, every cycle; the plant
@@ -187,6 +188,7 @@ ALLOC_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_compiled_cycle_allocates_nothing():
     """Trajectory sample, controller step and plant step (2 RK4 substeps) of the pitch example, 300 cycles from a
     compiled loop: numba's allocation counter does not move (see tests/test_allocation.py)."""

@@ -238,6 +238,7 @@ RUN_ELSEWHERE = {"recipes.toml"}
 
 @pytest.mark.parametrize("argv", [a for a in commands() if len(a) > 1 and a[0] in ("info", "run")
                                   and a[1] not in RUN_ELSEWHERE] + [["--version"]])
+@pytest.mark.slow
 def test_the_cheap_readme_commands_run(argv, capsys):
     if argv[0] == "run":
         argv = [*argv[:2], "--duration", "0.02", "--offline"]

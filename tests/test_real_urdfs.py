@@ -92,6 +92,7 @@ def random_states(model, q_of, nv, seed):
 
 
 @pytest.mark.parametrize("name", sorted(URDFS))
+@pytest.mark.slow
 def test_pinocchio_and_rtctl_load_the_same_files(name):
     try:
         pinocchio_model(name, "free_flyer")
@@ -115,6 +116,7 @@ def test_a_single_rigid_body_needs_a_floating_base(name):
 
 
 @pytest.mark.parametrize("name,base", CASES, ids=[f"{n}-{b}" for n, b in CASES])
+@pytest.mark.slow
 def test_one_warning_names_every_inconsistent_inertia(name, base):
     model, caught = load(name, base)
     caught = [w for w in caught if w.category is InertiaWarning]
@@ -124,6 +126,7 @@ def test_one_warning_names_every_inconsistent_inertia(name, base):
 
 
 @pytest.mark.parametrize("name,base", CASES, ids=[f"{n}-{b}" for n, b in CASES])
+@pytest.mark.slow
 def test_dynamics_agree_with_pinocchio_by_joint_name(name, base):
     model, _ = load(name, base)
     pair = NamedPair(model, pinocchio_model(name, base))

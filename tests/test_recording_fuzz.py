@@ -82,6 +82,7 @@ def test_the_unharmed_recording_reads_the_same_with_every_compression(tmp_path, 
         assert len(t) == N and np.array_equal(q[5], want[5]["q"]) and np.array_equal(tau[-1], want[-1]["effort_cmd"])
 
 
+@pytest.mark.slow
 def test_random_sample_and_metadata_mutations_are_refused_naming_the_sample_or_read_finite(tmp_path, model):
     rng = random.Random(7)
     refused = 0
@@ -203,6 +204,7 @@ def test_rtctl_identify_on_a_hostile_recording_is_one_line(tmp_path, model, caps
     (["1e300"], "the fit overflowed (torques up to"),
     (["0.05", "0.05"], "--armature: give one value or 7 (one per joint of model 'arm7'), got 2"),
 ])
+@pytest.mark.slow
 def test_rtctl_identify_with_an_armature_that_cannot_be_fitted_is_one_line_and_writes_nothing(tmp_path, model, capsys,
                                                                                               armature, message):
     """--armature 1e300 wrote a URDF of 1e-21 kg links and a report of inf / nan; two values for seven joints was

@@ -110,6 +110,7 @@ def stop_after(path, pub, signum, after, snapshot_at=None):
 @pytest.mark.parametrize("signum, after", [(signal.SIGTERM, 0.5), (signal.SIGTERM, 5.0), (signal.SIGHUP, 0.5),
                                            (signal.SIGINT, 0.5)],
                          ids=["SIGTERM-0.5s", "SIGTERM-5s", "SIGHUP-0.5s", "SIGINT-0.5s"])
+@pytest.mark.slow
 def test_a_stop_signal_closes_the_recording(tmp_path, signum, after):
     pub = SyntheticPublisher(rate=100.0, batch=2).start()     # ~150 kB/s: the 1 MiB chunk size is never reached
     path = tmp_path / "run.mcap"
@@ -161,6 +162,7 @@ def small_disk(request, tmp_path):
         subprocess.run(["umount", str(mnt)], check=False)
 
 
+@pytest.mark.slow
 def test_a_full_disk_stops_with_one_line_and_leaves_what_was_written_readable(small_disk):
     path, limit = small_disk
     pub = SyntheticPublisher(rate=2000.0, batch=20).start()     # ~1.5 MB/s after compression: full in seconds
@@ -213,6 +215,7 @@ def messages_until(path, end_time):
 
 @pytest.mark.parametrize("where", ["after the header", "in a chunk", "before its message indexes",
                                    "among its message indexes", "in the summary"])
+@pytest.mark.slow
 def test_recover_keeps_exactly_the_whole_chunks(tmp_path, where):
     full = tmp_path / "full.mcap"
     chunks = complete_recording(full)

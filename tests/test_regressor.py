@@ -77,6 +77,7 @@ def test_regressor_matches_pinocchio_on_bundled_urdfs(name, base):
                                    atol=1e-10 * max(1.0, np.abs(Y).max()))
 
 
+@pytest.mark.slow
 def test_regressor_matches_pinocchio_on_real_urdfs():
     """Every example-robot-data URDF both libraries load with at least one DOF, fixed and free-flyer base."""
     paths = example_robot_data_urdfs()

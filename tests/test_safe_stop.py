@@ -81,6 +81,7 @@ def assert_stopped_inside_the_limits(loop, t, q, v, blocked, t_stop):
     return peak
 
 
+@pytest.mark.slow
 def test_the_loaded_demo_arm_estopped_at_peak_speed_holds_inside_its_limits_and_may_rearm_at_once():
     cfg = load_config(DEMO_CONFIG)
     cfg["plant"]["payload_mass"] = 3.0
@@ -97,6 +98,7 @@ def test_the_loaded_demo_arm_estopped_at_peak_speed_holds_inside_its_limits_and_
     assert np.abs(v[t >= PEAK + SETTLE]).max() > 100 * AT_REST
 
 
+@pytest.mark.slow
 def test_a_loaded_ur5_estopped_at_peak_speed_holds_inside_its_limits_and_may_rearm_at_once(tmp_path):
     path = tmp_path / "ur5.toml"
     path.write_text(textwrap.dedent(f"""
@@ -118,6 +120,7 @@ def test_a_loaded_ur5_estopped_at_peak_speed_holds_inside_its_limits_and_may_rea
     assert peak.max() > 0.5 * loop.model.velocity_limit.max()   # 1.9 rad/s of 3.15
 
 
+@pytest.mark.slow
 def test_a_joint_over_its_soft_limit_stops_short_of_its_hard_limit():
     """Joint 2 (held near its soft limit, 2.04 rad) is thrown beyond it, to 2.045 rad at 1 rad/s: the hold
     stops it within 0.045 rad, short of the hard limit (2.09 rad); the damping lets gravity carry it into the
@@ -271,6 +274,7 @@ def test_a_damping_too_weak_for_gravity_is_refused_naming_the_joint(arm, tmp_pat
         build(load_config(path))
 
 
+@pytest.mark.slow
 def test_a_holding_loop_keeps_no_memory_from_cycle_to_cycle():
     import rtctl.safety as safety
     import rtctl.safety.stop as stop
@@ -283,6 +287,7 @@ def test_a_holding_loop_keeps_no_memory_from_cycle_to_cycle():
     assert loop.safety.tripped and loop.safety.events[-1][2].startswith("hold: decelerating")
 
 
+@pytest.mark.slow
 def test_the_latched_hold_allocates_nothing():
     out = run_with_allocation_counters(textwrap.dedent("""
         import numpy as np
@@ -317,6 +322,7 @@ def test_the_latched_hold_allocates_nothing():
     assert out.strip().endswith("OK")
 
 
+@pytest.mark.slow
 def test_the_jaw_robots_damping_lets_its_weight_open_the_patients_jaw():
     """The jaw robot's safe state is damping (its actuator-space model carries no mass: no hold). Its legs then
     carry nothing: e-stopped mid-chew, the robot sinks until the patient's tissue carries its weight (the

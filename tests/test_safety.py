@@ -434,6 +434,7 @@ NRT_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_kernel_allocates_nothing_numba_nrt():
     out = run_with_allocation_counters(NRT_SCRIPT)
     assert out.strip().endswith("OK")

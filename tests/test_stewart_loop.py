@@ -118,6 +118,7 @@ def test_controller_imposes_the_leg_accelerations(mech):
         ctl.update(0.0, 1e-3, np.full(6, 5.0), qd, q_d, qd_d, qdd_d, effort)
 
 
+@pytest.mark.slow
 def test_example_config_tracks_the_paper_trajectory():
     """plants/stewart/stewart.toml through build(): sim driver, safety, loop; tracking of the paper's path.
 

@@ -100,6 +100,7 @@ class Recorder:
 
 
 @pytest.mark.parametrize("sig", STOP_SIGNALS, ids=NAME)
+@pytest.mark.slow
 def test_a_signal_in_a_cycle_ends_the_run_at_its_boundary_with_the_safe_command_then_deactivate(sig):
     loop = make_loop(loop={"pace": True})
     driver = loop.drivers[0]
@@ -227,6 +228,7 @@ def finish(proc: subprocess.Popen, timeout: float = 60.0) -> tuple[str, str]:
     return out, err
 
 
+@pytest.mark.slow
 def test_a_second_signal_during_the_stop_does_not_abort_it(tmp_path):
     proc = slow_stop_run(tmp_path, deadline=60.0, deactivate_seconds=1.0)
     try:
@@ -246,6 +248,7 @@ def test_a_second_signal_during_the_stop_does_not_abort_it(tmp_path):
     assert err.splitlines()[-1] == "rtctl run: stopped by SIGTERM (exit status 143)" and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_a_stop_that_overruns_the_hard_deadline_ends_the_process_with_one_line(tmp_path):
     deadline = 1.0
     proc = slow_stop_run(tmp_path, deadline=deadline, deactivate_seconds=60.0)

@@ -65,6 +65,7 @@ def test_grid_runs_every_combination_in_order(tmp_path):
     assert len({r["run_id"] for r in runs}) == 16
 
 
+@pytest.mark.slow
 def test_mass_perturbation_degrades_tracking_and_scales_effort(sequential_rows):
     """A physical check of the metrics: the nominal plant tracks best; effort grows with the plant's mass."""
     by = {(r["param.plant.mass_scale"], r["param.controller.kp"]): r for r in sequential_rows}
@@ -78,6 +79,7 @@ def test_mass_perturbation_degrades_tracking_and_scales_effort(sequential_rows):
     assert all(r["cycles"] == 400 and r["trips"] == 0 for r in sequential_rows)
 
 
+@pytest.mark.slow
 def test_local_pool_and_dask_local_cluster_give_identical_metrics(tmp_path, sequential_rows):
     pytest.importorskip("dask.distributed")
     sweep = load_sweep(write(tmp_path, MASS16))
@@ -111,6 +113,7 @@ values = [1.0, 1.0, 0.1, 1.0]
 """
 
 
+@pytest.mark.slow
 def test_failures_are_recorded_and_the_sweep_goes_on(tmp_path):
     sweep = load_sweep(write(tmp_path, FAILING))
     summary = run_sweep(sweep, tmp_path / "f.parquet", backend=create_backend("sequential"), progress=False)
@@ -149,6 +152,7 @@ class _StopAfter:
         pass
 
 
+@pytest.mark.slow
 def test_resume_skips_finished_runs(tmp_path, sequential_rows):
     sweep = load_sweep(write(tmp_path, MASS16))
     out = tmp_path / "r.parquet"
@@ -226,6 +230,7 @@ def test_pareto_front_is_the_set_of_non_dominated_points():
         assert (i in front) == (not dominated)
 
 
+@pytest.mark.slow
 def test_cli_sweep_and_report(tmp_path, capsys):
     sweep = write(tmp_path, FAILING)
     out = tmp_path / "cli.parquet"
@@ -259,6 +264,7 @@ run_timeout = 0.2
 
 
 @pytest.mark.parametrize("kind", ["sequential", "local"])
+@pytest.mark.slow
 def test_wall_clock_limit_stops_slow_runs_with_partial_metrics(tmp_path, kind):
     sweep = load_sweep(write(tmp_path, TIMEOUT))
     assert sweep.backend["run_timeout"] == 0.2

@@ -64,6 +64,7 @@ def http_pages(ports) -> dict:
     return answers
 
 
+@pytest.mark.slow
 def test_another_user_cannot_run_code_in_the_sweeps_workers_nor_read_its_pages():
     before = listening_ports({os.getpid()})
     with LocalCluster(n_workers=1, processes=False, protocol="tcp://", host="127.0.0.1", dashboard_address=None,

@@ -86,6 +86,7 @@ def leftovers(out):
     return sorted(p.name for p in out.parent.iterdir() if p.name.startswith(out.name) and p != out)
 
 
+@pytest.mark.slow
 def test_fresh_keeps_the_old_results_when_the_backend_fails_at_start(old_results):
     sweep, out, before = old_results
     with pytest.raises(RuntimeError, match="scheduler unreachable"):
@@ -93,6 +94,7 @@ def test_fresh_keeps_the_old_results_when_the_backend_fails_at_start(old_results
     assert out.read_bytes() == before and leftovers(out) == []
 
 
+@pytest.mark.slow
 def test_cli_fresh_keeps_the_old_results_when_the_backend_is_refused(old_results, capsys):
     sweep, out, before = old_results
     code = main(["sweep", sweep.source, "--out", str(out), "--fresh", "--no-progress",
@@ -101,6 +103,7 @@ def test_cli_fresh_keeps_the_old_results_when_the_backend_is_refused(old_results
     assert out.read_bytes() == before and leftovers(out) == []
 
 
+@pytest.mark.slow
 def test_fresh_drops_the_old_results_once_the_new_sweep_has_a_row(old_results):
     sweep, out, _ = old_results
     with pytest.raises(RuntimeError, match="lost the cluster"):
@@ -110,6 +113,7 @@ def test_fresh_drops_the_old_results_once_the_new_sweep_has_a_row(old_results):
     assert (again.skipped, again.ran) == (1, 2) and len(read_rows(out)) == 3 and leftovers(out) == []
 
 
+@pytest.mark.slow
 def test_results_set_aside_by_a_killed_fresh_sweep_are_put_back(old_results):
     sweep, out, _ = old_results
     out.replace(out.with_name(out.name + ".previous"))   # what a --fresh sweep killed before its first row leaves
@@ -117,6 +121,7 @@ def test_results_set_aside_by_a_killed_fresh_sweep_are_put_back(old_results):
     assert (summary.skipped, summary.ran) == (3, 0) and len(read_rows(out)) == 3 and leftovers(out) == []
 
 
+@pytest.mark.slow
 def test_interrupt_finalizes_the_finished_rows(tmp_path, capsys):
     sweep = load_sweep(write(tmp_path, TINY))
     out = tmp_path / "i.parquet"
@@ -187,6 +192,7 @@ POOL = ["--backend", "local", "--workers", "2"]
 @pytest.mark.parametrize("extra, group, sig", [([], False, signal.SIGINT), (POOL, True, signal.SIGINT),
                                                (POOL, True, signal.SIGHUP), (POOL, False, signal.SIGTERM)],
                          ids=["sequential", "local-pool-ctrl-c", "local-pool-hang-up", "local-pool-sigterm"])
+@pytest.mark.slow
 def test_a_stop_signal_stops_cleanly_and_a_rerun_resumes(tmp_path, capsys, extra, group, sig):
     code, err, sweep, out = interrupt_cli(tmp_path, extra, group=group, sig=sig)
     err = "\n".join(line for line in err.splitlines() if not line.startswith("rtctl: compil"))  # cold cache
@@ -253,6 +259,7 @@ def test_backend_tls_keys(tmp_path, monkeypatch):
         (str(certs / "ca.pem"), str(certs / "client.pem"), str(certs / "client-key.pem"))
 
 
+@pytest.mark.slow
 def test_a_torn_journal_line_from_a_killed_sweep_does_not_swallow_later_rows(tmp_path):
     sweep = load_sweep(write(tmp_path, TINY))
     out = tmp_path / "t.parquet"

@@ -38,6 +38,7 @@ from telemetry_helpers import Spy, assert_rows_equal, drain, make_loop, subscrib
 TEL = {"enabled": True, "endpoint": "tcp://127.0.0.1:0", "meta_period": 0.05}
 
 
+@pytest.mark.slow
 def test_round_trip_exact_values_and_metadata():
     loop = make_loop(telemetry=TEL)
     tel = loop.telemetry
@@ -99,6 +100,7 @@ def test_endpoints_are_loopback_unless_explicit():
 
 
 @pytest.mark.parametrize("process", [False, True])
+@pytest.mark.slow
 def test_ipc_sockets_are_created_owner_only(tmp_path, process):
     """An ipc:// server socket gets mode 0600 whatever the umask (connecting to a unix socket needs write
     permission on it, so no other user of the PC reads the stream or reaches the control channel), the
@@ -133,6 +135,7 @@ def test_ipc_sockets_are_created_owner_only(tmp_path, process):
 
 
 @pytest.mark.parametrize("part", ["telemetry", "control"])
+@pytest.mark.slow
 def test_an_ipc_endpoint_naming_a_file_leaves_it_alone(tmp_path, part):
     """ZeroMQ unlinks what is at an ipc:// path before binding: a mistaken endpoint naming a file (here the token
     file) is refused naming the path, and the file is still there; a socket a previous run left is replaced."""
@@ -186,6 +189,7 @@ def _paced_run(stalled: bool, seconds: float = 2.0):
             sub.close(linger=0)
 
 
+@pytest.mark.slow
 @pytest.mark.flaky(reruns=1, reruns_delay=1)  # wall-clock bounds on a shared 2-core machine: one more run
 def test_stalled_subscriber_does_not_disturb_the_loop_and_losses_are_counted():
     base1, tel1, _ = _paced_run(stalled=False)
@@ -203,6 +207,7 @@ def test_stalled_subscriber_does_not_disturb_the_loop_and_losses_are_counted():
         (base1.timing["latency"], stall.timing["latency"], base2.timing["latency"])
 
 
+@pytest.mark.slow
 def test_record_replay_plot_echo_stats(tmp_path):
     loop = make_loop(telemetry=TEL)
     tel = loop.telemetry
@@ -315,6 +320,7 @@ def test_json_rows_equal_the_reference_encoders_value_for_value():
 
 
 
+@pytest.mark.slow
 def test_plotjuggler_stream_is_decimated_by_sample_index_and_exact():
     loop = make_loop()
     tel = Telemetry(endpoint="tcp://127.0.0.1:0", plotjuggler_endpoint="tcp://127.0.0.1:0",
@@ -367,6 +373,7 @@ class _BrokenSink:
         self.closed = True
 
 
+@pytest.mark.slow
 def test_a_failing_sink_is_dropped_and_reported_while_the_stream_goes_on():
     loop = make_loop()
     broken = _BrokenSink()

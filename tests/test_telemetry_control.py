@@ -51,6 +51,7 @@ def ask(loop, req, **kw):
     return request(loop.control.endpoint, req, token=TOKEN if isinstance(req, dict) else None, **kw)
 
 
+@pytest.mark.slow
 def test_malformed_requests_are_refused_and_the_loop_keepsrun_in_background(min_jerk_loop):
     loop, _ = min_jerk_loop
     kp0 = loop.controller.kp.copy()
@@ -88,6 +89,7 @@ def test_malformed_requests_are_refused_and_the_loop_keepsrun_in_background(min_
     assert ask(loop, {"cmd": "status"})["ok"]
 
 
+@pytest.mark.slow
 def test_valid_changes_apply_at_a_cycle_boundary_and_are_logged(min_jerk_loop):
     loop, sub = min_jerk_loop
     c0 = loop.cycle
@@ -112,6 +114,7 @@ def test_valid_changes_apply_at_a_cycle_boundary_and_are_logged(min_jerk_loop):
     assert gains["request"]["kp"] == [300.0] * 7 and not {"token", "session", "proof"} & set(gains["request"])
 
 
+@pytest.mark.slow
 def test_estop_and_rearm_through_the_channel(min_jerk_loop):
     loop, _ = min_jerk_loop
     reply = ask(loop, {"cmd": "estop", "reason": "operator"})
@@ -123,6 +126,7 @@ def test_estop_and_rearm_through_the_channel(min_jerk_loop):
     assert not loop.safety.tripped
 
 
+@pytest.mark.slow
 def test_oscillator_parameters_and_phase_continuity():
     loop = make_loop(loop={"pace": True, "rate_hz": 500.0},
                      trajectory={"type": "sinusoid", "center": [0.0] * 7, "amplitude": [0.2] * 7,
@@ -183,6 +187,7 @@ def _scheduled_loop(schedule, **overrides):
     return build(cfg)
 
 
+@pytest.mark.slow
 def test_scheduled_commands_apply_at_their_control_time_through_the_channel_checks():
     loop = _scheduled_loop([{"t": 0.5, "cmd": "set_cpg", "frequency": 1.0},
                             {"t": 0.25, "cmd": "set_gains", "kp": 900.0},
@@ -206,6 +211,7 @@ def test_scheduled_commands_apply_at_their_control_time_through_the_channel_chec
     ({"t": 1.0, "cmd": "set_cpg", "amplitude": 5.0}, "leaves the soft limits"),
     ({"t": 1.0, "cmd": "set_gains", "kp": 1.0, "gain": 2}, "unknown field 'gain'"),
 ])
+@pytest.mark.slow
 def test_bad_schedule_entries_are_refused_when_the_config_is_built(entry, message):
     from rtctl.config import ConfigError
     with pytest.raises(ConfigError) as info:

@@ -39,6 +39,7 @@ def _browser():
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
 
 
+@pytest.mark.slow
 def test_dashboard_plots_live_data_and_its_estop_trips_the_loop(tmp_path, monkeypatch):
     from selenium.webdriver.common.by import By
 

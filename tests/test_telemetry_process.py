@@ -50,6 +50,7 @@ def _wait_gone(pid: int, timeout: float) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_the_process_publisher_delivers_every_sample_event_and_the_sinks_numbers():
     loop = make_loop(telemetry=TEL)
     tel = loop.telemetry
@@ -79,6 +80,7 @@ def test_the_process_publisher_delivers_every_sample_event_and_the_sinks_numbers
     assert tel.events_sent == len(events) and sum(topic == TOPIC_META for topic, _ in msgs) >= 1
 
 
+@pytest.mark.slow
 def test_a_sink_in_the_publisher_process_reports_its_bound_url_and_counters_back():
     loop = make_loop()
     sink = FoxgloveSink(port=0)
@@ -101,6 +103,7 @@ def test_a_sink_in_the_publisher_process_reports_its_bound_url_and_counters_back
 
 
 @pytest.mark.parametrize("nice", [None, 0, 19])
+@pytest.mark.slow
 def test_the_publisher_process_runs_nicer_than_the_loop_by_publisher_nice(nice):
     tel_section = dict(TEL) if nice is None else dict(TEL, publisher_nice=nice)
     loop = make_loop(telemetry=tel_section)
@@ -112,6 +115,7 @@ def test_the_publisher_process_runs_nicer_than_the_loop_by_publisher_nice(nice):
     assert added == min(expected, 19 - os.getpriority(os.PRIO_PROCESS, 0))
 
 
+@pytest.mark.slow
 def test_the_publisher_process_leaves_a_real_time_policy_it_inherits():
     """A loop's process started under SCHED_FIFO (`chrt -f`): the publisher process used to inherit the loop's
     FIFO priority, where publisher_nice means nothing and a busy encoder holds a shared CPU until it blocks. It
@@ -151,6 +155,7 @@ def test_publisher_nice_out_of_range_is_refused_naming_it():
         Telemetry(endpoint="tcp://127.0.0.1:0", process=True, publisher_nice=-1)
 
 
+@pytest.mark.slow
 def test_the_ring_has_no_name_and_its_memory_is_reserved_before_the_loop_writes():
     loop = make_loop()
     tel = Telemetry(endpoint="tcp://127.0.0.1:0", process=True).attach(loop)
@@ -178,6 +183,7 @@ _LOOP_PROCESS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_the_publisher_process_exits_when_the_loop_process_is_killed():
     script = _LOOP_PROCESS.format(tests=os.path.dirname(__file__))
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
@@ -186,6 +192,7 @@ def test_the_publisher_process_exits_when_the_loop_process_is_killed():
     assert _wait_gone(relay, 10.0), "the publisher process outlived its loop process"
 
 
+@pytest.mark.slow
 def test_a_dead_publisher_process_leaves_the_loop_running_and_the_estop_answering():
     loop = make_loop(telemetry=TEL, control={"enabled": True, "endpoint": "tcp://127.0.0.1:0"},
                      loop={"pace": True})
@@ -224,6 +231,7 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 def test_rtctl_run_says_at_once_that_its_publisher_was_killed_and_ends_with_status_5(tmp_path):
     """kill -9 of the publisher process mid-run: one line on stderr while the run goes on (before the report),
     the report's TELEMETRY LOST line, and exit status 5 instead of 0 ("armed throughout")."""
@@ -290,6 +298,7 @@ def test_a_bind_that_fails_in_the_publisher_process_is_one_clear_error():
         taken.close()
 
 
+@pytest.mark.slow
 def test_the_publisher_process_never_imports_from_the_working_directory(tmp_path, monkeypatch):
     """A module planted in the working directory (a shared /tmp, say) is not what the publisher process runs."""
     planted = tmp_path / "rtctl"
@@ -309,6 +318,7 @@ def test_the_publisher_process_never_imports_from_the_working_directory(tmp_path
 
 
 @pytest.mark.parametrize("publisher", ["process", "thread"])
+@pytest.mark.slow
 def test_a_subscriber_that_joins_late_gets_the_metadata_at_once_not_after_meta_period(publisher):
     """The publisher hears subscriptions (an XPUB): a subscriber that connects long after the last metadata
     message gets one within a few batch periods, not after ``meta_period`` (here 60 s). Without it a recording

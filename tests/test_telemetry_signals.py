@@ -58,6 +58,7 @@ def stopped_line(command, sig):
 
 
 @pytest.mark.parametrize("record_sig, replay_sig", [(TERM, HUP), (HUP, TERM)], ids=["record-TERM", "record-HUP"])
+@pytest.mark.slow
 def test_record_and_replay_stop_in_order_on_a_signal(tmp_path, record_sig, replay_sig):
     recording = write_recording(tmp_path / "in.mcap", sample_rows(SAMPLES))
     endpoint = f"tcp://127.0.0.1:{free_port()}"
@@ -122,6 +123,7 @@ def test_dashboard_stops_and_closes_its_port_on_a_signal(tmp_path, sig):
         socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
 
 
+@pytest.mark.slow
 def test_a_hang_up_of_the_whole_process_group_leaves_the_telemetry_process_to_rtctl(tmp_path):
     """A closed terminal sends SIGHUP to every process of its group, the telemetry publisher process too: it
     leaves the stop to ``rtctl run``, which ends the run in order and then closes it with a flush, so the

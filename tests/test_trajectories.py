@@ -297,6 +297,7 @@ NRT_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_compiled_kernels_allocate_nothing_per_call():
     out = run_with_allocation_counters(NRT_SCRIPT)
     assert out.strip().startswith("OK")

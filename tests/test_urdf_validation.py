@@ -408,12 +408,14 @@ FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCh
 
 @settings(FUZZ, max_examples=1000)
 @given(st.lists(MUTATION, min_size=1, max_size=5))
+@pytest.mark.slow
 def test_fuzz_mutated_arm7_loads_or_raises_model_error(mutations):
     assert_loads_or_model_error(mutate(mutations), "<urdf string>")
 
 
 @FUZZ
 @given(data=st.data())
+@pytest.mark.slow
 def test_fuzz_spliced_bytes_load_or_raise_model_error_naming_the_file(tmp_path_factory, data):
     original = ARM7_TEXT.encode("utf-8")
     start = data.draw(st.integers(0, len(original)), label="start")

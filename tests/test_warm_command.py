@@ -6,6 +6,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 LINE = re.compile(r"rtctl warm: (?P<config>\S+): (?P<compiled>\d+) kernels compiled \((?P<seconds>[\d.]+) s\)")
 
 
@@ -14,6 +16,7 @@ def warm(*args, cwd):
                           capture_output=True, text=True, timeout=900)
 
 
+@pytest.mark.slow
 def test_a_second_warm_of_the_same_configs_compiles_nothing(tmp_path):
     first = warm("demo", "stewart", "--jobs", "2", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
@@ -26,6 +29,7 @@ def test_a_second_warm_of_the_same_configs_compiles_nothing(tmp_path):
     assert "2 of 2 configs ready" in second.stdout and second.stdout.rstrip().endswith(", 0 kernels compiled")
 
 
+@pytest.mark.slow
 def test_a_config_it_cannot_build_is_named_and_the_others_are_warmed(tmp_path):
     broken = tmp_path / "broken.toml"
     broken.write_text('[robot]\nmodel = "arm7"\n[controller]\ntype = "computed_torque"\nkp = -1.0\n')

@@ -157,12 +157,14 @@ def demo_runs():
                                                                     dict(PACED_DEMO, warm=False)])))
 
 
+@pytest.mark.slow
 def test_demo_with_a_collision_reaction_and_telemetry_reaches_no_kernel_after_activation(demo_runs):
     result = demo_runs["collision"]
     assert any(reason.startswith("e-stop: collision on joint") for reason in result["reasons"]), result["summary"]
     assert_nothing_reached_late(result)
 
 
+@pytest.mark.slow
 def test_every_bundled_robot_e_stopped_and_re_armed_reaches_no_kernel_after_activation():
     try:
         import mujoco  # noqa: F401
@@ -175,6 +177,7 @@ def test_every_bundled_robot_e_stopped_and_re_armed_reaches_no_kernel_after_acti
         assert_nothing_reached_late(result)
 
 
+@pytest.mark.slow
 def test_paced_demo_e_stopped_and_re_armed_keeps_every_cycle_within_its_period(demo_runs):
     result = demo_runs["paced"]
     assert_nothing_reached_late(result)
@@ -185,6 +188,7 @@ def test_paced_demo_e_stopped_and_re_armed_keeps_every_cycle_within_its_period(d
         result["summary"]
 
 
+@pytest.mark.slow
 def test_without_the_warm_up_the_re_arm_reaches_the_recovery_kernel_after_activation(demo_runs):
     result = demo_runs["unwarmed"]
     late = result["late"]

@@ -91,6 +91,7 @@ def source_files(source: Path) -> set[str]:
             for path in (source / folder).rglob("*") if path.is_file()}
 
 
+@pytest.mark.slow
 def test_every_file_of_the_package_folders_is_in_the_wheel_at_its_mapped_path(built):
     source, _, names = built
     expected = {name for name in source_files(source) if not is_test(name)}
@@ -104,6 +105,7 @@ def test_every_file_of_the_package_folders_is_in_the_wheel_at_its_mapped_path(bu
             "rtctl/plants/mujoco/panda.xml", "rtctl/loops/cpg/data/normal.json"} <= data <= names
 
 
+@pytest.mark.slow
 def test_a_new_robot_folder_ships_without_editing_pyproject(built):
     source, _, names = built
     assert (source / "pyproject.toml").read_bytes() == PYPROJECT.read_bytes()
@@ -111,6 +113,7 @@ def test_a_new_robot_folder_ships_without_editing_pyproject(built):
         assert mapped(Path(relative)) in names, relative
 
 
+@pytest.mark.slow
 def test_the_wheel_holds_nothing_but_the_package_folders_and_no_tests(built):
     source, _, names = built
     assert not [name for name in names if is_test(name)]
@@ -132,6 +135,7 @@ print(len(points), "entry points", sorted({point.group for point in points}))
 """
 
 
+@pytest.mark.slow
 def test_the_installed_wheel_alone_loads_its_entry_points_and_runs_the_readme_commands(built, tmp_path):
     """Installed by pip into an empty directory, first on the path (the checkout is not): every entry point
     the wheel declares loads from it, and ``rtctl --version`` and ``rtctl info arm7`` (a bundled URDF) run.

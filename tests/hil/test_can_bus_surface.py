@@ -87,6 +87,7 @@ def web_page_sends(port: int, host: str, origin: str | None):
     ("{loopback}", "http://evil.example", b"websocket Origin 'http://evil.example' is not allowed"),
     ("{loopback}", "null", b"websocket Origin 'null' is not allowed"),
 ], ids=["dns-rebound-page", "another-sites-page", "sandboxed-frame"])
+@pytest.mark.slow
 def test_a_web_page_cannot_put_frames_on_the_bus(bus_server, host, origin, refusal):
     url, port = bus_server
     host = host.format(loopback=f"127.0.0.1:{port}")

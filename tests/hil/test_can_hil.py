@@ -88,6 +88,7 @@ def mit_run(server, *emu_args, duration=3.0, hooks=(), **drv):
     return loop, report, counters
 
 
+@pytest.mark.slow
 def test_mit_loop_closes_at_500_hz_and_tracks(server):
     loop, rep, emu = mit_run(server, max_failed_cycles=STALL_TOLERANT)
     h = loop.driver.health
@@ -100,6 +101,7 @@ def test_mit_loop_closes_at_500_hz_and_tracks(server):
     assert emu["frames"] >= 2 * rep.cycles and emu["plant_steps"] > 0
 
 
+@pytest.mark.slow
 def test_mit_tolerates_10_percent_dropped_replies_and_a_delayed_one(server):
     # Reply 1000 (about cycle 500) is held back 7 ms by a stalled firmware.
     loop, rep, emu = mit_run(server, "--drop", "0.1", "--seed", "3", "--delay-reply", "1000", "0.007",
@@ -115,6 +117,7 @@ def test_mit_tolerates_10_percent_dropped_replies_and_a_delayed_one(server):
     assert np.all(rep.tracking_max < 0.25), rep.format()
 
 
+@pytest.mark.slow
 def test_mit_emulator_killed_mid_run_reaches_safe_state(server):
     # The kill is synchronous (the process is reaped before the loop goes on), but replies the firmware sent
     # before it died may still be queued on the bus (a few cycles' worth on a loaded machine), and on a loaded
@@ -160,6 +163,7 @@ def own_server():
     assert "not properly shut down" not in err and "Traceback" not in err, err
 
 
+@pytest.mark.slow
 def test_cia402_via_config_tracks_and_survives_a_drive_fault(own_server, tmp_path):
     server = own_server
     urdf = tmp_path / "arm2.urdf"

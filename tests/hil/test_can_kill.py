@@ -54,6 +54,7 @@ def run_and_kill(server, tmp_path, protocol, emu_args, frame_id, **driver):
     ("fault", "FAULT REACTION ACTIVE", "FAULT"),
     ("quick_stop", "QUICK STOP ACTIVE", "SWITCH ON DISABLED"),
 ])
+@pytest.mark.slow
 def test_cia402_drives_stop_by_their_heartbeat_consumer_when_the_control_process_dies(
         server, tmp_path, reaction, reaction_state, end_state):
     killed, emu, sniffer = run_and_kill(
@@ -91,6 +92,7 @@ def test_cia402_drives_stop_by_their_heartbeat_consumer_when_the_control_process
         assert emcy and min(emcy) > killed, (emcy, why)
 
 
+@pytest.mark.slow
 def test_mit_motors_stop_by_their_can_timeout_when_the_control_process_dies(server, tmp_path):
     cycles = int(round(T * 40_000))
     killed, emu, sniffer = run_and_kill(server, tmp_path, "can_mit", ["--can-timeout-cycles", str(cycles)], 1,
@@ -115,6 +117,7 @@ def test_mit_motors_stop_by_their_can_timeout_when_the_control_process_dies(serv
 
 
 @pytest.mark.parametrize("protocol", ["can_mit", "cia402"])
+@pytest.mark.slow
 def test_rtctl_run_on_the_can_bus_shuts_its_bus_down(server, tmp_path, protocol):
     """``rtctl run`` never closes its drivers by hand; each CAN driver shuts the bus it opened down at exit
     (python-can warned "RemoteBus was not properly shut down" before)."""

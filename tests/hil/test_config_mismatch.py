@@ -43,6 +43,7 @@ def configure_error(port, baudrate) -> str:
 
 @pytest.mark.parametrize("servos, master", [(57600, 4_000_000), (4_500_000, 57600)],
                          ids=["factory-servos-4Mbps-master", "4.5Mbps-servos-factory-master"])
+@pytest.mark.slow
 def test_a_servo_at_another_baud_rate_is_named_with_its_rate(servos, master):
     with EmulatorProcess("--baudrate", str(servos)) as emu:
         message = configure_error(emu.port, master)
@@ -57,6 +58,7 @@ def test_a_servo_at_another_baud_rate_is_named_with_its_rate(servos, master):
                             f"Baud Rate (address 8) to {master} bps"), message
 
 
+@pytest.mark.slow
 def test_a_servo_silent_at_every_rate_is_said_so():
     with EmulatorProcess("--ids", "3,4") as emu:          # nobody is servo 1
         message = configure_error(emu.port, 57600)
@@ -82,6 +84,7 @@ class Drives:
 
 
 @pytest.mark.parametrize("ratio, declared", [(10.0, (10, 1)), (2.5, (5, 2)), (353.5, (707, 2))])
+@pytest.mark.slow
 def test_the_emulated_drive_declares_the_gear_ratio_its_plant_has(ratio, declared):
     """CiA 402-2 0x6091 Gear ratio: sub 1 motor revolutions per sub 2 shaft revolutions; 0x6064 counts
     0x608F:1 increments per 0x608F:2 motor revolutions. Read by SDO, 0x6091 is --ratio, and the position the

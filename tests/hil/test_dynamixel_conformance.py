@@ -71,6 +71,7 @@ def factory_state(bus):
         assert bus.ph.ping(bus.port, dxl_id) == (1020, *OK)
 
 
+@pytest.mark.slow
 def test_result_fail_control_table_backup_with_torque_on(bus):
     """P2 Control Table Backup (0x20): with Torque Enable 1 the status packet carries Result Fail (0x01)."""
     assert bus.ph.write1ByteTxRx(bus.port, 2, TORQUE, 1) == OK

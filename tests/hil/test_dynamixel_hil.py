@@ -79,6 +79,7 @@ class FreshCounter:
 
 
 @wall_clock
+@pytest.mark.slow
 def test_loop_closes_at_500_hz_and_tracks_within_bounds():
     fresh = FreshCounter()
     with emulator() as emu:
@@ -108,6 +109,7 @@ def test_loop_closes_at_500_hz_and_tracks_within_bounds():
 
 
 @wall_clock
+@pytest.mark.slow
 def test_servos_on_a_mujoco_plant_close_the_loop_and_track_like_on_rtctls(tmp_path):
     """The same servos and 500 Hz computed-torque loop with MuJoCo simulating the arm (``--mjcf``): the same
     tracking bounds as on rtctl's plant, and the first cycle's torque-off hold reaches MuJoCo's state."""
@@ -130,6 +132,7 @@ def test_servos_on_a_mujoco_plant_close_the_loop_and_track_like_on_rtctls(tmp_pa
 
 
 @wall_clock
+@pytest.mark.slow
 def test_ten_percent_dropped_replies_are_tolerated_and_counted():
     with emulator("--drop-rate", "0.1", "--seed", "3") as emu:
         loop = make_loop(emu.port)
@@ -155,6 +158,7 @@ def test_ten_percent_dropped_replies_are_tolerated_and_counted():
 
 
 @wall_clock
+@pytest.mark.slow
 def test_corrupt_crcs_are_detected_counted_and_tolerated():
     with emulator("--corrupt-rate", "0.05", "--seed", "5") as emu:
         loop = make_loop(emu.port)
@@ -174,6 +178,7 @@ def test_corrupt_crcs_are_detected_counted_and_tolerated():
 
 
 @wall_clock
+@pytest.mark.slow
 def test_a_delayed_reply_times_out_once_and_is_discarded():
     delay_ms, delayed_read = 40.0, 600
     per_cycle = []                                  # (retries, timeouts, stale cycles) after each cycle
@@ -209,6 +214,7 @@ def test_a_delayed_reply_times_out_once_and_is_discarded():
 
 
 @wall_clock
+@pytest.mark.slow
 def test_emulator_killed_mid_run_ends_in_the_safe_state_within_bound():
     # The kill is synchronous (the process is reaped before the loop goes on), but a reply the firmware wrote
     # before it died may still be in the pty, so the exact bound is stated from the last complete read.
@@ -242,6 +248,7 @@ def test_emulator_killed_mid_run_ends_in_the_safe_state_within_bound():
 
 
 @wall_clock
+@pytest.mark.slow
 def test_position_mode_uses_the_servo_pid():
     target = np.array([0.6, -0.5])
 
@@ -285,6 +292,7 @@ make_loop(port, hooks=[hook], mode=mode, bus_watchdog=watchdog).run(duration=120
 
 @wall_clock
 @pytest.mark.parametrize("mode", ["position", "effort"])
+@pytest.mark.slow
 def test_killed_control_process_each_servo_stops_by_its_bus_watchdog(mode):
     """XM430-W350 e-manual, Bus Watchdog (98): with the control process SIGKILLed mid-run, each servo's own
     watchdog expires after the kill, between 300 ms (the configured time: nothing can stop it earlier) and
@@ -329,6 +337,7 @@ def test_killed_control_process_each_servo_stops_by_its_bus_watchdog(mode):
         assert watchdog < e["expired"] - e["last_packet"] <= watchdog + margin, e
 
 
+@pytest.mark.slow
 def test_a_hardware_error_becomes_a_driver_fault_naming_servo_and_error():
     """XM430-W350 e-manual, Hardware Error Status (70) and Shutdown (63); Protocol 2.0, Status Packet (Alert bit):
     an overheating error latched by servo 2 one second into the run turns its torque off and sets the Alert bit;

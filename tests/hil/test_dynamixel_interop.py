@@ -15,6 +15,7 @@ def sdk_port():
     assert emu.stats["crc_errors_in"] == 0
 
 
+@pytest.mark.slow
 def test_sdk_pings_the_chain(sdk_port):
     port, ph, _ = sdk_port
     for dxl_id in (1, 2):

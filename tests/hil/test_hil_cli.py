@@ -53,6 +53,7 @@ def test_can_bus_serves_frames_between_clients_and_stops_cleanly_on_sigterm(tmp_
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP], ids=["SIGINT", "SIGHUP"])
+@pytest.mark.slow
 def test_can_bus_on_a_given_port_stops_cleanly_on_sigint_and_sighup(tmp_path, sig):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -71,6 +72,7 @@ def test_can_bus_on_a_given_port_stops_cleanly_on_sigint_and_sighup(tmp_path, si
     assert proc.returncode == 0 and err.strip() == "", err
 
 
+@pytest.mark.slow
 def test_can_bus_port_in_use_is_one_line(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -135,6 +137,7 @@ def test_help_of_each_subcommand(capsys):
         assert "usage:" in capsys.readouterr().out, argv
 
 
+@pytest.mark.slow
 def test_can_emulator_without_a_bus_server_is_one_line(tmp_path):
     with socket.socket() as s:              # a port nobody listens on
         s.bind(("127.0.0.1", 0))
@@ -149,6 +152,7 @@ def test_can_emulator_without_a_bus_server_is_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGINT], ids=["SIGHUP", "SIGINT"])
+@pytest.mark.slow
 def test_can_emulator_stops_on_sighup_and_sigint_with_its_counters(sig):
     server = BusServer("rtctl-hil-cli-signals")
     try:
@@ -176,6 +180,7 @@ def test_a_plant_step_below_real_time_yields_after_its_slice():
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+@pytest.mark.slow
 def test_dynamixel_emulator_at_dt_1e_9_still_stops_on_a_signal(sig):
     """At ``--dt 1e-9`` the plant can never keep real time (it spun at full CPU and never looked at SIGTERM or
     Ctrl-C): it runs slower than real time, counted, and a signal ends it with its STATS line."""

@@ -9,6 +9,7 @@
   no feed-forward current in position mode, so the arm sags to where the servo's P stiffness balances gravity.
 """
 import numpy as np
+import pytest
 
 from rtctl.drivers import create_driver
 from rtctl.dynamics import Dynamics
@@ -56,6 +57,7 @@ def mit_hold(server, feedforward):
 
 
 @wall_clock   # emulator processes on a shared machine: one more run if its scheduling failed this one
+@pytest.mark.slow
 def test_mit_motors_close_the_loop_the_controller_sets_and_sag_as_their_stiffness_says(server):
     loop = mit_hold(server, "none")
     q, v = loop.state.q, loop.state.v
@@ -69,6 +71,7 @@ def test_mit_motors_close_the_loop_the_controller_sets_and_sag_as_their_stiffnes
 
 
 @wall_clock   # emulator processes on a shared machine: one more run if its scheduling failed this one
+@pytest.mark.slow
 def test_mit_motors_hold_the_set_point_with_gravity_feedforward(server):
     loop = mit_hold(server, "gravity")
     sag = np.asarray(HOLD) - loop.state.q
@@ -77,6 +80,7 @@ def test_mit_motors_hold_the_set_point_with_gravity_feedforward(server):
 
 
 @wall_clock   # emulator processes on a shared machine: one more run if its scheduling failed this one
+@pytest.mark.slow
 def test_dynamixel_servos_follow_the_controllers_goal_positions_with_their_own_pid():
     model = hil_arm(2)
     with emulator() as emu:

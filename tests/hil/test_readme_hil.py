@@ -109,6 +109,7 @@ def test_the_readme_has_a_recipe_per_bus():
 
 @pytest.mark.flaky(reruns=1, reruns_delay=1)
 @pytest.mark.parametrize("name", sorted(RECIPES))
+@pytest.mark.slow
 def test_the_readme_emulator_and_config_run_together(name, tmp_path):
     status, out, err, backend = run_recipe(name, tmp_path)
     print(out, err)
@@ -123,6 +124,7 @@ def test_the_readme_emulator_and_config_run_together(name, tmp_path):
     assert len(errors) == 2 and max(errors) < bound, (errors, bound, out)
 
 
+@pytest.mark.slow
 def test_the_readme_cia402_recipe_with_gear_ratio_1_is_refused_in_one_line(tmp_path):
     """The README's CAN snippet said gear_ratio = 1.0; against the emulator's 10:1 drives that ran 10x off."""
     status, out, err, _ = run_recipe("cia402.toml", tmp_path, lambda text: text.replace("gear_ratio = 10.0",

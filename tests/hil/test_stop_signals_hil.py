@@ -67,6 +67,7 @@ def run_and_signal(server, tmp_path, protocol, sig, frame_id, emu_args=(), **dri
 
 @wall_clock
 @pytest.mark.parametrize("sig", STOP_SIGNALS, ids=NAME)
+@pytest.mark.slow
 def test_mit_motors_leave_motor_mode_within_the_bound_of_the_signal(server, tmp_path, sig):
     sent, (out, err), control, emu, sniffer = run_and_signal(server, tmp_path, "can_mit", sig, 1,
                                                              motor_model="AK80-9")
@@ -85,6 +86,7 @@ def test_mit_motors_leave_motor_mode_within_the_bound_of_the_signal(server, tmp_
 
 @wall_clock
 @pytest.mark.parametrize("sig", STOP_SIGNALS, ids=NAME)
+@pytest.mark.slow
 def test_cia402_drives_power_off_within_the_bound_of_the_signal(server, tmp_path, sig):
     sent, (out, err), control, emu, _sniffer = run_and_signal(server, tmp_path, "cia402", sig, 0x80,
                                                               ["--ratio", "10"], gear_ratio=10.0)
@@ -115,6 +117,7 @@ def dynamixel_config(path, port, urdf) -> None:
 
 @wall_clock
 @pytest.mark.parametrize("sig", STOP_SIGNALS, ids=NAME)
+@pytest.mark.slow
 def test_dynamixel_servos_torque_off_within_the_bound_of_the_signal(tmp_path, sig):
     urdf = tmp_path / "dxl_arm2.urdf"
     urdf.write_text(model_to_urdf(hil_arm(2)))
