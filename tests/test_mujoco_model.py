@@ -37,7 +37,8 @@ from oracle import close, worst_relative_error  # noqa: E402
 from rtctl.dynamics import Dynamics  # noqa: E402
 from rtctl.model.urdf import load_urdf  # noqa: E402
 from rtctl.plants.mujoco.model import (MujocoModelError, compile_model, load_mujoco_model,  # noqa: E402
-                                       model_from_mujoco, to_mujoco_state, to_rtctl_state)
+                                       model_from_mujoco)
+from rtctl.plants.mujoco.state import to_mujoco_state, to_rtctl_state  # noqa: E402
 from rtctl.plants.mujoco.plant import bundled_model  # noqa: E402
 
 RTOL = 1e-9

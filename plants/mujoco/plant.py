@@ -38,8 +38,8 @@ from rtctl.options import OptionsBase, options_of, setting, show
 from rtctl.rt.interfaces import actuated_indices
 
 from ..base import Plant, time_step
-from .model import (MujocoModelError, _name, compile_model, is_plain_motor, model_from_mujoco, require_mujoco,
-                    to_mujoco_state, to_rtctl_state)
+from .model import MujocoModelError, _name, compile_model, is_plain_motor, model_from_mujoco, require_mujoco
+from .state import to_mujoco_state, to_rtctl_state
 
 __all__ = ["MujocoPlant", "bundled_model", "BUNDLED_MODELS", "INTEGRATORS", "ACTUATIONS", "panda_model", "solo12_model"]
 
