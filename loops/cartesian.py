@@ -19,6 +19,7 @@ controller's null space is pulled toward, at rest.
 """
 from __future__ import annotations
 
+import abc
 import math
 from dataclasses import dataclass
 
@@ -161,7 +162,20 @@ def min_jerk_evaluate(params, t, pose, twist, twist_rate):
     twist_rate[0], twist_rate[1], twist_rate[2] = dds * wx, dds * wy, dds * wz
 
 
-class CartesianMinimumJerk(Trajectory):
+class CartesianReference(abc.ABC):
+    """A desired pose of a Cartesian controller's frame in time (:meth:`CartesianImpedance.follow`): started from
+    the measured pose (:meth:`anchor`), then evaluated each cycle (:meth:`evaluate`, allocation-free)."""
+
+    @abc.abstractmethod
+    def anchor(self, t: float, pose: np.ndarray) -> None:
+        """Start from ``pose`` (12: rotation row-major, then position) at control time ``t``."""
+
+    @abc.abstractmethod
+    def evaluate(self, t: float, pose: np.ndarray, twist: np.ndarray, twist_rate: np.ndarray) -> None:
+        """Desired pose (12), twist and twist rate (6 each, [angular; linear], world axes) at ``t``."""
+
+
+class CartesianMinimumJerk(Trajectory, CartesianReference):
     """Minimum-jerk move of a Cartesian controller's frame to a goal pose (module docstring).
 
     Goal position: ``goal_position`` (m, world), or ``offset`` (m, world axes) from the start, or

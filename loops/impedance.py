@@ -71,7 +71,7 @@ from rtctl.model import ModelError
 from rtctl.options import OptionsBase, options_of, setting
 
 from .base import Controller
-from .cartesian import log_rotation
+from .cartesian import CartesianReference, log_rotation
 from .task_space import (DAMPING_LIMIT, G_D, G_D_FROM, G_D_TO, G_K, G_K_FROM, G_K_TO, G_LAMBDA, G_LAMBDA_INV, G_MASS,
                          G_ROWS, STIFFNESS_LIMIT, critical_damping, definiteness_problem, ldlt_solve, task_matrix,
                          user_matrix)
@@ -434,12 +434,11 @@ class CartesianImpedance(Controller):
 
     # -- the Cartesian reference -----------------------------------------------------------------
     def follow(self, reference) -> None:
-        """Take the desired pose from ``reference`` (``anchor(t, pose)``, ``evaluate(t, pose, twist, rate)``:
-        :mod:`loops.cartesian`) instead of the forward kinematics of ``q_d``."""
-        for method in ("anchor", "evaluate"):
-            if not callable(getattr(reference, method, None)):
-                raise TypeError(f"{self.name}: a Cartesian reference needs anchor() and evaluate(); "
-                                f"{type(reference).__name__} has no {method}()")
+        """Take the desired pose from ``reference`` (a :class:`~rtctl.loops.cartesian.CartesianReference`)
+        instead of the forward kinematics of ``q_d``."""
+        if not isinstance(reference, CartesianReference):
+            raise TypeError(f"{self.name}: a Cartesian reference is a CartesianReference (anchor() and "
+                            f"evaluate()); got {type(reference).__name__}")
         self.reference = reference
         self.settings[S_EXTERNAL] = 1.0
 

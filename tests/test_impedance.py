@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 # Importing the modules registers cartesian_impedance and cartesian_min_jerk in-process (no entry point needed).
 from rtctl.loops.cartesian import CartesianMinimumJerk, exp_rotation, log_rotation
 from rtctl.loops.impedance import CartesianImpedance, task_matrix
+from rtctl.loops.trajectories import create_trajectory
 from rtctl.loops.impedance_plots import plot_stiffness
 from scipy.spatial.transform import Rotation
 from telemetry_helpers import make_loop, run_in_background, signed
@@ -494,6 +495,9 @@ def test_python_api_refuses_nan_and_a_floating_base():
     q = np.array(Q0)
     with pytest.raises(ValueError, match="^cartesian_impedance: v contains NaN or inf$"):
         ctl.update(0.0, DT, q, np.full(7, np.nan), q, np.zeros(7), np.zeros(7), np.zeros(7))
+    with pytest.raises(TypeError, match="^cartesian_impedance: a Cartesian reference is a CartesianReference "
+                                        r"\(anchor\(\) and evaluate\(\)\); got MinimumJerk$"):
+        ctl.follow(create_trajectory("min_jerk", start=Q0, goal=Q0, duration=1.0))   # a joint-space trajectory
 
 
 def test_update_allocates_nothing_per_cycle():
