@@ -13,8 +13,8 @@ Stribeck effect). When the config gives no ``viscous_friction`` / ``coulomb_fric
 articulated-body algorithm of :mod:`rtctl.dynamics`. Friction acts on the actuated joints only
 (:func:`rtctl.rt.interfaces.actuated_indices`); a floating base moves without friction.
 
-A fixed step is one call into the compiled, allocation-free :func:`_step_kernel` (or its Stribeck variant),
-made ready when a plant that needs it is built. Three integrators:
+A fixed step is one call into a compiled, allocation-free kernel of the plant's integrator, compiled (or loaded
+from the cache) when the plant is built; :func:`_step_kernel` takes the integrator as an argument. Three integrators:
 
 * ``"rosenbrock"`` (the default when some joint has friction): the L-stable Rosenbrock-W method ROS34PW2
   of :mod:`plants.integrate`, linearly implicit in the friction (each stage adds ``gamma h b(v)`` to the
@@ -61,7 +61,7 @@ from .base import Plant, check_integration_options, payload_settings, with_tree_
 from .divergence import divergence_message, explicit_damping_problem
 from .end_stops import STOP_ROWS, add_end_stop_torques, end_stop_table
 from .integrate import (ROSENBROCK_ROWS, W_A as _W_A, advance_with_rollback, inlined, rk4_advance,
-                        rosenbrock_w_advance)
+                        rosenbrock_w_advance, specialise)
 from .joint_friction import (STRIBECK_ROWS, add_stribeck_torques, friction_coefficients, friction_vector,
                              model_friction, stribeck_table)
 
@@ -264,6 +264,40 @@ def _step_kernel(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulom
                    stribeck)
 
 
+@inlined
+def _plain_args(args, work, nv):
+    return args
+
+
+@inlined
+def _rosenbrock_args(args, work, nv):
+    """The Rosenbrock stages' extra rows: the friction coefficients b and the inertia gamma h b they add."""
+    return args + (work[_W_FRICTION, :nv], work[_W_ADDED_INERTIA, :nv])
+
+
+def _integrator_step(mi, mf, ws, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work, stops, stribeck):
+    """:func:`_step_kernel` with its integrator bound when compiled (``integrator_advance`` and its
+    ``stage_args``): a plant compiles the integrator it steps with, not all three."""
+    status = check_step(mi, q, v, effort, dt, substeps, method, viscous, coulomb, scale, work)
+    if status != OK:
+        return status
+    nv = v.shape[0]
+    args = (mi, mf, ws, effort, viscous, coulomb, scale, work[_W_TAU, :nv], None, stops, stribeck)
+    status = integrator_advance(q, v, dt, substeps, work, DIVERGED, stage_args(args, work, nv))  # noqa: F821
+    if status != OK and status != SINGULAR:
+        return DIVERGED
+    return status
+
+
+_INTEGRATOR_STEPS = {
+    RK4: specialise(_integrator_step, "rk4", integrator_advance=_rk4_advance, stage_args=_plain_args),
+    SEMI_IMPLICIT_EULER: specialise(_integrator_step, "euler", integrator_advance=_euler_advance,
+                                    stage_args=_plain_args),
+    ROSENBROCK: specialise(_integrator_step, "rosenbrock", integrator_advance=_rosenbrock_advance,
+                           stage_args=_rosenbrock_args),
+}
+
+
 class RigidBodyPlant(Plant):
     """A model's rigid-body dynamics with joint friction, advanced by a fixed-step integrator.
 
@@ -348,7 +382,7 @@ class RigidBodyPlant(Plant):
         self._scale = scale
         self.dynamics = Dynamics(model)
         self._work = work_array(model)
-        ready_kernel(_step_kernel, SIG_STEP)
+        self._kernel = ready_kernel(_INTEGRATOR_STEPS[self._method], SIG_STEP)
         self._stops = end_stop_table(model, self.dynamics) if end_stops else np.zeros((STOP_ROWS, 0))
 
     def step(self, dt: float, effort) -> None:
@@ -360,7 +394,7 @@ class RigidBodyPlant(Plant):
         """
         dyn = self.dynamics
         try:
-            status = _step_kernel(dyn.mi, dyn.mf, dyn.ws, self.q, self.v, effort, dt, self._substeps, self._method,
+            status = self._kernel(dyn.mi, dyn.mf, dyn.ws, self.q, self.v, effort, dt, self._substeps, self._method,
                                   self._viscous, self._coulomb, self._scale, self._work, self._stops, self._stribeck)
         except TypeError:
             status = self._step_converted(dt, effort)
@@ -372,7 +406,7 @@ class RigidBodyPlant(Plant):
         """The step with ``dt`` and ``effort`` converted to the kernel's types (the slow path)."""
         dt, effort = self._converted(dt, effort)
         dyn = self.dynamics
-        return _step_kernel(dyn.mi, dyn.mf, dyn.ws, self.q, self.v, effort, dt, self._substeps, self._method,
+        return self._kernel(dyn.mi, dyn.mf, dyn.ws, self.q, self.v, effort, dt, self._substeps, self._method,
                             self._viscous, self._coulomb, self._scale, self._work, self._stops, self._stribeck)
 
     def _converted(self, dt, effort):
