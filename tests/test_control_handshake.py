@@ -108,10 +108,24 @@ def _free_port():
         return s.getsockname()[1]
 
 
-# The squatter's bind of the exited run's port failed with EADDRINUSE for its whole 5 s window in 2 of 7 runs on
-# the 2-core machine (the run's socket closed with linger 0; what still held the port is not found yet): one more
-# run on a fresh port, as the HIL tests whose set-up depends on the machine have.
-@pytest.mark.flaky(reruns=1, reruns_delay=1)
+def _released(port, timeout=10.0):
+    """Return once this process no longer listens on ``port``. ZeroMQ closes a socket's listener in its I/O
+    thread, a moment after close(): a child forked before that inherits the listening descriptor and holds the
+    port for as long as it lives (the squatter then failed to bind it in 2 of 7 runs)."""
+    import socket
+    deadline = time.monotonic() + timeout
+    while True:
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+        time.sleep(0.01)
+
+
 def test_the_dashboard_s_rearm_gives_a_squatter_on_an_exited_run_s_port_neither_the_token_nor_a_rearm():
     import asyncio
 
@@ -122,6 +136,7 @@ def test_the_dashboard_s_rearm_gives_a_squatter_on_an_exited_run_s_port_neither_
     dash = Dashboard("tcp://127.0.0.1:1", f"tcp://127.0.0.1:{port}", port=0)
     dash.start()
     run.close()                                                    # the run exited; the dashboard stays open
+    _released(port)
 
     async def press_rearm():
         async with connect(f"ws://127.0.0.1:{dash.port}/ws", origin=f"http://127.0.0.1:{dash.port}") as ws:
