@@ -102,9 +102,11 @@ class CycleStats:
         """Where the running cycle's samples go (its :attr:`parts` during the cycle, then :meth:`record`)."""
         return self._head
 
-    def latest(self, metric: str) -> float:
-        """``metric`` (s; a metric or a part) of the last recorded cycle."""
-        return self._buffer(metric)[self._head - 1]
+    def copy_latest(self, out: np.ndarray) -> None:
+        """The last recorded cycle's :data:`METRICS` (s) into ``out``, in their order; allocation-free (the
+        telemetry hand-off calls it every cycle)."""
+        i = self._head - 1
+        out[0], out[1], out[2] = self._period[i], self._latency[i], self._compute[i]
 
     def window(self, metric: str) -> np.ndarray:
         """A copy of the retained samples of ``metric`` (seconds; a metric or a part), oldest first."""

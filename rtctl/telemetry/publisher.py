@@ -133,6 +133,7 @@ class Telemetry(LoopSink):
         self.layout: Layout | None = None
         self._counter = np.zeros(1, dtype=np.int64)
         self._scalars = np.zeros(len(SCALAR_FIELDS))
+        self._timing = self._scalars[3:6]   # period, latency, compute: rtctl.rt.stats.METRICS' order
         self._read = 0
         self.dropped = 0          # samples overwritten in the ring before the publisher took them
         self.batches = 0          # rtctl/samples messages sent
@@ -394,9 +395,7 @@ class Telemetry(LoopSink):
         sc[0] = t
         sc[1] = loop.cycle
         sc[2] = time.time()
-        sc[3] = s.latest("period")
-        sc[4] = s.latest("latency")
-        sc[5] = s.latest("compute")
+        s.copy_latest(self._timing)
         sc[6] = s.overruns
         sc[7] = loop.safety.tripped
         st = loop.state
