@@ -27,6 +27,7 @@ class Plant(abc.ABC):
     name = RegisteredName(PLANTS, "plant")   # its entry point's name
     sections: dict = {}  # whole config sections this plant owns: {"name": OptionsDataclass}
     contact_model = None  # the ground it simulates (rtctl.dynamics.contact.ContactModel), if any
+    foot_names: tuple | list = ()   # the feet whose ground reaction foot_forces gives (contact sensors)
     # Of period^2 u, how far one step of constant acceleration u moves a coordinate: 1/2 when the integrator is
     # exact on it (RK4); rtctl.rt.stability bounds the controller's gains with it.
     position_share: float = EXACT_HOLD
@@ -84,6 +85,11 @@ class Plant(abc.ABC):
     @abc.abstractmethod
     def step(self, dt: float, effort: np.ndarray) -> None:
         """Advance the state by ``dt`` seconds under the generalized ``effort`` (held constant)."""
+
+    def foot_forces(self, out: np.ndarray) -> None:
+        """The ground reaction on each of :attr:`foot_names` at the current state, world axes (N), into ``out``
+        (``len(foot_names)`` x 3); allocation-free. A plant without feet has none to give."""
+        raise NotImplementedError(f"plant '{self.name}' simulates no feet")
 
     def add_loop_hooks(self, loop) -> None:
         """Once the loop is built: attach what this component configures in a section it owns (a monitor, a

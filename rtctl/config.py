@@ -3,7 +3,7 @@
 The application layer. The core sections (``[robot]``, ``[loop]``, ``[safety]``, ``[telemetry]``,
 ``[control]``, ``[[schedule]]``) are declared below; every component section is declared by the component
 it selects, found by name in :mod:`rtctl.registry`: ``[plant] type``, ``[driver] backend`` (or several
-``[[drivers]]``, each with its ``joints``), ``[controller] type``, ``[trajectory] type``, each with its own
+``[[drivers]]``, each with its ``joints``), ``[[sensors]]`` and ``[estimator]`` (:mod:`rtctl.sensing`), ``[controller] type``, ``[trajectory] type``, each with its own
 ``Options`` schema, and the sections a selected component owns (``[contact]`` of the legged plant,
 ``[patient]`` of the jaw plant, ``[therapist]`` of the chewing CPG, ``[bite]`` of the jaw controllers) and
 those the named robot model owns (its factory's ``sections``: ``{name: check(table, where) -> checked
@@ -35,6 +35,7 @@ from . import bundled_model_path
 from .options import (BuildContext, ConfigError, Key, check_number, check_table, did_you_mean,  # noqa: F401
                       read_toml, schema_keys)  # read_toml: part of this module's API
 from .registry import CONTROLLERS, DRIVERS, PLANTS, ROBOTS, TRAJECTORIES
+from .sensing import build_estimator, build_sensors, validate_estimator, validate_sensors
 
 DEMO_CONFIG = Path(__file__).parent / "data" / "configs" / "demo.toml"
 
@@ -113,7 +114,7 @@ COMPONENTS = {
     "controller": (CONTROLLERS, "type", "computed_torque"),
     "trajectory": (TRAJECTORIES, "type", "min_jerk"),
 }
-TOP_LEVEL = (*CORE_SCHEMA, *COMPONENTS, "drivers", "schedule", "collision")
+TOP_LEVEL = (*CORE_SCHEMA, *COMPONENTS, "drivers", "sensors", "estimator", "schedule", "collision")
 
 
 def collision_keys() -> dict[str, Key]:
@@ -262,8 +263,13 @@ def validate(raw: dict, source: str = "<config>") -> dict:
         if name not in raw:
             raise ConfigError(f"{source}: robot model '{robot_name}' needs a [{name}] section")
         out[name] = check(raw[name], f"{source}: [{name}]")
+    out["sensors"] = validate_sensors(raw, source)
+    estimator = validate_estimator(raw, source)
+    if estimator is not None:
+        out["estimator"] = estimator
     out["schedule"] = _validate_schedule(raw.get("schedule", []), source)
     out["collision"] = check_table(raw.get("collision", {}), collision_keys(), f"{source}: [collision]")
+    out["_source"] = source       # named by the errors of the build
     return out
 
 
@@ -439,6 +445,8 @@ def build(cfg: dict):
         with _Section(context, where.removeprefix(f"{src}: ")):
             drivers.append(cls.from_config(dict(options, joints=joints if len(driver_plans) > 1 else
                                                 options["joints"]), context))
+    sensors = build_sensors(cfg, context)
+    estimator = build_estimator(cfg, context)
     context.dynamics = Dynamics(context.model)
     cls, options = options_of("controller")
     with _Section(context, "[controller]"):
@@ -484,7 +492,7 @@ def build(cfg: dict):
         control_loop = ControlLoop(model=context.model, drivers=drivers, controller=controller, trajectory=trajectory,
                                    safety=safety, rate_hz=loop_cfg["rate_hz"], overrun_policy=loop_cfg["overrun_policy"],
                                    max_consecutive_overruns=loop_cfg["max_consecutive_overruns"],
-                                   pace=loop_cfg["pace"], realtime=realtime)
+                                   pace=loop_cfg["pace"], realtime=realtime, sensors=sensors, estimator=estimator)
     except HardwareError as exc:
         raise ConfigError(f"{src}: [[drivers]] {exc}") from None
     except ValueError as exc:  # the safety monitor's configure: the hold's gains at this rate

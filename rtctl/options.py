@@ -297,6 +297,7 @@ class BuildContext:
     lock_joints: tuple = ()                        # ``[robot] lock_joints``: joints removed from that MJCF
     cartesian_controller: Any = None               # a Cartesian controller of this run: its trajectory follows it
     steps_plant: bool = True                       # the plant-sharing driver being built advances the plant
+    sensors: dict = dataclasses.field(default_factory=dict)    # the robot's sensors by name (``[[sensors]]``)
 
     @property
     def n(self) -> int:

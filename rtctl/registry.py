@@ -1,13 +1,13 @@
 """Components selected by name from config, found through entry points (python-can's interface lookup).
 
-Five families: :data:`DRIVERS`, :data:`PLANTS`, :data:`CONTROLLERS`, :data:`TRAJECTORIES` and
-:data:`ROBOTS` (named robot models). A component is found by name in this order:
+Seven families: :data:`DRIVERS`, :data:`SENSORS`, :data:`ESTIMATORS`, :data:`PLANTS`, :data:`CONTROLLERS`,
+:data:`TRAJECTORIES` and :data:`ROBOTS` (named robot models). A component is found by name in this order:
 
 1. registered in this process (``@DRIVERS.register("name")``: what a script defines for itself);
-2. an entry point of the family's group (``rtctl.drivers``, ``rtctl.plants``, ``rtctl.controllers``,
-   ``rtctl.trajectories``, ``rtctl.robots``), loaded on first use. rtctl's own components are listed
-   there in ``pyproject.toml``, the one place their names are written; a third-party package adds its own
-   the same way, without touching rtctl::
+2. an entry point of the family's group (``rtctl.drivers``, ``rtctl.sensors``, ``rtctl.estimators``,
+   ``rtctl.plants``, ``rtctl.controllers``, ``rtctl.trajectories``, ``rtctl.robots``), loaded on first use.
+   rtctl's own components are listed there in ``pyproject.toml``, the one place their names are written; a
+   third-party package adds its own the same way, without touching rtctl::
 
        [project.entry-points."rtctl.drivers"]
        my_bus = "my_package.driver:MyBusDriver"
@@ -117,6 +117,8 @@ PLANTS = Registry("plant", "rtctl.plants")
 CONTROLLERS = Registry("controller", "rtctl.controllers")
 TRAJECTORIES = Registry("trajectory", "rtctl.trajectories")
 ROBOTS = Registry("robot model", "rtctl.robots")
+SENSORS = Registry("sensor backend", "rtctl.sensors")
+ESTIMATORS = Registry("state estimator", "rtctl.estimators")
 
 
 class RegisteredName:

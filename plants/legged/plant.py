@@ -393,6 +393,11 @@ class LeggedPlant(RigidBodyPlant):
         _powers(dyn.mi, dyn.mf, dyn.ws, self.q, self.v, zero, self._viscous, self._coulomb, self._scale,
                 self._contact)
 
+    def foot_forces(self, out: np.ndarray) -> None:
+        """The ground reaction at each foot from the contact model's last evaluation (the last stage of the
+        last step), world axes (N); allocation-free."""
+        out[:] = self._grf
+
     @property
     def ground_reaction(self) -> np.ndarray:
         """(nc, 3) ground reaction force on the robot at each contact point, world axes (N), current state."""

@@ -184,3 +184,27 @@ def dot6(a, i, o1, o2):
     """a[i, o1:o1+6] . a[i, o2:o2+6]."""
     return (a[i, o1] * a[i, o2] + a[i, o1 + 1] * a[i, o2 + 1] + a[i, o1 + 2] * a[i, o2 + 2]
             + a[i, o1 + 3] * a[i, o2 + 3] + a[i, o1 + 4] * a[i, o2 + 4] + a[i, o1 + 5] * a[i, o2 + 5])
+
+
+@njit(cache=True, forceinline=True)
+def matrix_quaternion(r):
+    """Unit quaternion ``(x, y, z, w)`` of a rotation given as a row-major 9-tuple, ``w >= 0`` (Shepperd,
+    "Quaternion from rotation matrix", J. Guidance and Control 1(3), 1978: the largest of the four
+    squares is taken first, so no division by a small number)."""
+    r0, r1, r2, r3, r4, r5, r6, r7, r8 = r
+    trace = r0 + r4 + r8
+    if trace >= r0 and trace >= r4 and trace >= r8:
+        s = 2.0 * np.sqrt(1.0 + trace)
+        w, x, y, z = 0.25 * s, (r7 - r5) / s, (r2 - r6) / s, (r3 - r1) / s
+    elif r0 >= r4 and r0 >= r8:
+        s = 2.0 * np.sqrt(1.0 + r0 - r4 - r8)
+        w, x, y, z = (r7 - r5) / s, 0.25 * s, (r1 + r3) / s, (r2 + r6) / s
+    elif r4 >= r8:
+        s = 2.0 * np.sqrt(1.0 + r4 - r0 - r8)
+        w, x, y, z = (r2 - r6) / s, (r1 + r3) / s, 0.25 * s, (r5 + r7) / s
+    else:
+        s = 2.0 * np.sqrt(1.0 + r8 - r0 - r4)
+        w, x, y, z = (r3 - r1) / s, (r2 + r6) / s, (r5 + r7) / s, 0.25 * s
+    if w < 0.0:
+        return -x, -y, -z, -w
+    return x, y, z, w

@@ -4,6 +4,8 @@ Several drivers at once -- e.g. two Dynamixel chains and a CAN bus -- each over 
 joints, each with its lifecycle (configure / activate / read / write / deactivate) and error state.
 A fault or an exception in any one puts the whole robot in the safe state: the failed driver stops
 its actuators and is no longer used, every other driver keeps receiving the safe command.
+Sensors (IMU, force-torque, contact: ``rtctl.drivers.sensor``) come up before the drivers and go down
+after them; a sensor's latched fault (a stale or non-finite sample, a dead device) is the safe state too.
 """
 from __future__ import annotations
 
@@ -33,19 +35,26 @@ def check_joint_ownership(model, drivers) -> None:
 class Hardware:
     """The drivers of one loop, in order; ``ok[k]`` is False once driver k has failed."""
 
-    def __init__(self, model, drivers):
+    def __init__(self, model, drivers, sensors=()):
         drivers = list(drivers)
         if not drivers:
             raise HardwareError("a loop needs at least one driver")
         check_joint_ownership(model, drivers)
         self.drivers = drivers
         self.ok = [True] * len(drivers)
+        self.sensors = list(sensors)
+        names = [s.options.name for s in self.sensors]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise HardwareError(f"sensor names {twice} are given to more than one sensor")
+        self.readings = {s.options.name: s.reading for s in self.sensors}
 
     def bring_up(self) -> None:
-        """Configure and activate every driver; if one fails, the ones already active are deactivated."""
+        """Configure and activate every sensor, then every driver; if one fails, the ones already active are
+        deactivated."""
         started = []
         try:
-            for driver in self.drivers:
+            for driver in (*self.sensors, *self.drivers):
                 if driver.lifecycle_state == LifecycleState.UNCONFIGURED:
                     driver.configure()
                 if driver.lifecycle_state == LifecycleState.INACTIVE:
@@ -70,19 +79,28 @@ class Hardware:
                         driver.write(last_command, now)
                     except Exception as exc:  # noqa: BLE001  (its deactivate still comes)
                         failures.append(f"{driver.name}.write: {exc}")
-        for driver in self.drivers:
+        for driver in (*self.drivers, *self.sensors):
             try:
                 driver.deactivate()
             except Exception as exc:  # noqa: BLE001
                 failures.append(f"{driver.name}.deactivate: {exc}")
         return failures
 
+    def read_sensors(self, now: float) -> None:
+        """Every sensor's read (they never raise: a problem is a latched fault, see :meth:`fault`)."""
+        for sensor in self.sensors:
+            sensor.read(now)
+
     def fault(self) -> str:
-        """The first latched driver fault as ``"name: reason"``, or ``""``."""
+        """The first latched driver fault as ``"name: reason"``, then the first sensor's (its reason names
+        it), or ``""``."""
         for driver in self.drivers:
             if driver.health.fault:
                 return f"{driver.name}: {driver.health.fault_reason}" if len(self.drivers) > 1 \
                     else driver.health.fault_reason
+        for sensor in self.sensors:
+            if sensor.health.fault:
+                return sensor.health.fault_reason
         return ""
 
     def failed(self, driver) -> None:

@@ -14,11 +14,13 @@ import abc
 
 class TelemetrySource:
     """Named numbers a component adds to each telemetry sample (its ``extra`` field): the controller's, then
-    each loop hook's, in that order. ``telemetry_values`` is an array of ``len(telemetry_fields)`` the
-    component updates in place every cycle; none (the default) adds nothing."""
+    each loop hook's, each sensor's and the estimator's, in that order. ``telemetry_values`` is an array of
+    ``len(telemetry_fields)`` the component updates in place every cycle; none (the default) adds nothing.
+    ``telemetry_units`` gives each field's SI unit (empty: not stated)."""
 
     telemetry_fields: tuple | list = ()
     telemetry_values = None
+    telemetry_units: tuple | list = ()
 
 
 class LoopHook(TelemetrySource, abc.ABC):

@@ -4,9 +4,11 @@ Both are sized by the robot model (``nq``, ``nv``) and preallocated once; every
 cycle the driver writes the state in place and reads the command in place.
 
 * :class:`RobotState` -- ``q`` (nq), ``v`` (nv), measured generalized ``effort``
-  (nv), the sample time ``stamp`` (s, loop clock) and ``fresh`` (the driver
-  delivered a new sample this cycle). A driver fills the entries of its joints;
-  a floating base is filled by whatever estimates it (the sim backend: the plant).
+  (nv), the sample time ``stamp`` (s, loop clock), ``fresh`` (the driver
+  delivered a new sample this cycle) and ``sensors`` (each sensor's newest
+  reading by its name, ``rtctl.drivers.sensor``). A driver fills the entries of
+  its joints; a floating base is filled by the ``[estimator]``
+  (:mod:`rtctl.rt.estimation`), or without one by the sim backend from the plant.
 * :class:`Command` -- per DOF (nv, indexed like ``v``): ``effort`` (N m or N),
   and for drives that close their own loop ``position`` (rad or m, 1-DOF
   joints at their v index), ``velocity``, ``stiffness``, ``damping``. Base
@@ -20,7 +22,7 @@ from ..model import Model
 
 
 class RobotState:
-    __slots__ = ("q", "v", "effort", "stamp", "fresh")
+    __slots__ = ("q", "v", "effort", "stamp", "fresh", "sensors")
 
     def __init__(self, model: Model):
         self.q = model.neutral_configuration()
@@ -28,6 +30,7 @@ class RobotState:
         self.effort = np.zeros(model.nv)
         self.stamp = 0.0
         self.fresh = False
+        self.sensors: dict = {}
 
 
 class Command:

@@ -127,7 +127,8 @@ class ControlLoop:
     def __init__(self, *, model, drivers, controller, trajectory, safety, rate_hz: float = 1000.0,
                  overrun_policy: str = "count", max_consecutive_overruns: int = 10, pace: bool = True,
                  realtime: RealtimeSettings | None = None, spin_margin: float = 2e-4,
-                 stats_capacity: int = 100_000, hooks=(), telemetry=None, boundary_hooks=()):
+                 stats_capacity: int = 100_000, hooks=(), telemetry=None, boundary_hooks=(), sensors=(),
+                 estimator=None):
         if not (np.isfinite(rate_hz) and rate_hz > 0):
             raise ValueError(f"rate_hz must be > 0, got {rate_hz}")
         if overrun_policy not in OVERRUN_POLICIES:
@@ -135,8 +136,9 @@ class ControlLoop:
         if max_consecutive_overruns < 1:
             raise ValueError(f"max_consecutive_overruns must be >= 1, got {max_consecutive_overruns}")
         self.model = model
-        self.hardware = Hardware(model, drivers)
-        self.drivers = self.hardware.drivers
+        self.hardware = Hardware(model, drivers, sensors)
+        self.drivers, self.sensors = self.hardware.drivers, self.hardware.sensors
+        self.estimator = estimator   # a StateEstimator (rtctl.rt.estimation) writing the base's q and v, or None
         self.sampling = self.hardware.sampling(1.0 / float(rate_hz))  # for the gains' stability bound
         safety.configure(self.sampling)  # the hold's gains at this rate, its kernel run once: before any activation
         self._plant_clocks = tuple(d.plant_seconds for d in self.drivers)  # each driver's in-process plant time (s)
@@ -156,7 +158,13 @@ class ControlLoop:
         self.control = None     # the control channel serving this loop, if any (rtctl.operator.wiring)
         self.schedule = None    # a config's [[schedule]] of commands, if any
         self.state = RobotState(model)
+        self.state.sensors = self.hardware.readings
         self.command = Command(model)
+        base_nq = model.idx_q[model.n_base_bodies] if model.n_base_bodies < model.nbodies else model.nq
+        base_nv = model.idx_v[model.n_base_bodies] if model.n_base_bodies < model.nbodies else model.nv
+        self.base_truth_q = np.zeros(int(base_nq))   # what the drivers gave for the base before the estimator
+        self.base_truth_v = np.zeros(int(base_nv))   # (a simulator's truth), for comparison only
+        self._base_views = (self.state.q[:int(base_nq)], self.state.v[:int(base_nv)])
         n = controller.n
         self.q_d, self.qd_d, self.qdd_d = np.zeros(n), np.zeros(n), np.zeros(n)
         self.stats = CycleStats(stats_capacity)
@@ -202,6 +210,15 @@ class ControlLoop:
             else:
                 fresh = False
         state.fresh = fresh
+        hardware.read_sensors(t)
+        estimator = self.estimator
+        if estimator is not None:
+            np.copyto(self.base_truth_q, self._base_views[0])
+            np.copyto(self.base_truth_v, self._base_views[1])
+            try:
+                estimator.update(t, state)
+            except Exception as exc:
+                self._component_failed(estimator, "update", exc)
         read_done = clock()
         try:
             self.trajectory.sample(t, self.q_d, self.qd_d, self.qdd_d)
@@ -217,7 +234,7 @@ class ControlLoop:
             self._component_failed(self.controller, "update", exc)
         for hook in self.hooks:
             hook(self.cycle, t, state, command)
-        fault = hardware.fault()
+        fault = hardware.fault() or (estimator.fault_reason if estimator is not None else "")
         if fault:
             self.safety.check(state, command, driver_fault=True, reason=fault)
         else:
@@ -329,7 +346,8 @@ class ControlLoop:
                             self._recovery_vmax, self._recovery_amax)
         _accumulate_tracking(cycle.state.q, self.controller.q_index, cycle.q_d, np.zeros(n), np.zeros(n))
         _accumulate_error(np.zeros(6), np.zeros(6), np.zeros(6))
-        parts = (*self.drivers, self.trajectory, self.controller,
+        parts = (*self.drivers, *self.sensors, *((self.estimator,) if self.estimator is not None else ()),
+                 self.trajectory, self.controller,
                  *(h for h in (*self.hooks, *self.boundary_hooks) if isinstance(h, LoopHook)),
                  *((self.telemetry,) if isinstance(self.telemetry, LoopSink) else ()))
         for part in parts:
@@ -341,8 +359,8 @@ class ControlLoop:
     def _kernel_packages(self) -> set:
         """The top-level packages whose kernels the run may reach: rtctl's and those of its components'
         classes (a plugin's)."""
-        parts = (self.controller, self.trajectory, self.safety, self.telemetry, *self.drivers, *self.hooks,
-                 *self.boundary_hooks)
+        parts = (self.controller, self.trajectory, self.safety, self.telemetry, self.estimator, *self.drivers,
+                 *self.sensors, *self.hooks, *self.boundary_hooks)
         return {"rtctl"} | {type(part).__module__.partition(".")[0] for part in parts if part is not None}
 
     def run(self, duration: float | None = None, cycles: int | None = None) -> LoopReport:
@@ -388,6 +406,8 @@ class ControlLoop:
                 for hook in self.hooks:  # a hook with a state (the collision observer) restarts with the hardware
                     if isinstance(hook, LoopHook):
                         hook.on_start()
+                if self.estimator is not None:
+                    self.estimator.on_start()
                 if not self._controller_active:
                     self._activate_controller()
             if not self.stopped_by:             # a signal while the hardware came up: no cycle

@@ -179,16 +179,20 @@ class Telemetry(LoopSink):
 
     def _attach_extras(self, loop) -> None:
         """The ``extra`` field: the ``telemetry_fields`` / ``telemetry_values`` of the controller, then of each
-        loop hook that has them (e.g. the collision monitor), in that order. One provider's array is handed
-        off as it is; several are gathered each cycle into one preallocated array."""
-        providers = [p for p in (loop.controller, *loop.hooks) if isinstance(p, TelemetrySource) and p.telemetry_fields]
-        self.extra_names, parts, start = [], [], 0
+        loop hook that has them (e.g. the collision monitor), of each sensor and of the estimator, in that
+        order. One provider's array is handed off as it is; several are gathered each cycle into one
+        preallocated array."""
+        providers = [p for p in (loop.controller, *loop.hooks, *loop.sensors, loop.estimator)
+                     if isinstance(p, TelemetrySource) and p.telemetry_fields]
+        self.extra_names, self.extra_units, parts, start = [], [], [], 0
         for p in providers:
             names, values = list(p.telemetry_fields), p.telemetry_values
             if not isinstance(values, np.ndarray) or values.shape != (len(names),):
                 raise ValueError(f"{type(p).__name__}: telemetry_values must be an array matching its "
                                  f"{len(names)} telemetry_fields")
             self.extra_names += names
+            units = list(p.telemetry_units)
+            self.extra_units += units if len(units) == len(names) else [""] * len(names)
             parts.append((slice(start, start + len(names)), values))
             start += len(names)
         if len(parts) == 1:
@@ -206,7 +210,7 @@ class Telemetry(LoopSink):
         fields = {name: {"shape": [], "unit": SCALAR_UNITS[name]} for name in SCALAR_FIELDS}
         fields.update({name: {"shape": [len(self.joints)], "unit": joint_units[name]} for name in JOINT_FIELDS})
         if self.extra_names:
-            fields["extra"] = {"shape": [len(self.extra_names)], "unit": "per name (controller, hooks)"}
+            fields["extra"] = {"shape": [len(self.extra_names)], "unit": self.extra_units}
         return envelope(robot=loop.model.name, joints=self.joints, rate_hz=loop.rate_hz, period=loop.period,
                         batch_period=self.batch_period, fields=fields, extra=self.extra_names,
                         controller=loop.controller.name,

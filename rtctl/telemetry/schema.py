@@ -13,7 +13,8 @@ Topics
 late subscriber can decode: ``robot``, ``joints`` (actuated joint names),
 ``rate_hz``, ``period`` (s), ``batch_period`` (s), ``fields`` (name -> ``{"shape":
 [] or [n], "unit": str or [per-joint str]}``), ``controller``, ``trajectory``,
-``extra`` (names of the controller's and loop hooks' fields), ``started`` (unix s).
+``extra`` (names of the controller's, loop hooks', sensors' and estimator's fields;
+their units in ``fields``), ``started`` (unix s).
 
 ``rtctl/samples`` -- a batch of consecutive loop samples, columnar:
 ``seq`` (batch counter from 0), ``first`` (index of the first sample: the
@@ -46,7 +47,7 @@ name            shape      meaning (unit)
 ``effort``      n          measured effort (N m or N)
 ``error``       n          tracking error ``q_d - q`` (rad or m)
 ``kp``, ``kd``  n          the controller's gains (unit by controller type)
-``extra``       m          the controller's, then loop hooks' values (names in metadata)
+``extra``       m          the controller's, loop hooks', sensors', estimator's values
 ==============  =========  ==============================================
 
 ``rtctl/event`` -- a discrete event: ``seq``, ``kind`` (``"control"``: an
