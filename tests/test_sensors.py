@@ -96,7 +96,7 @@ def test_an_imu_at_rest_reads_minus_gravity_and_its_noise_has_the_configured_den
 
 
 def test_contact_follows_the_foot_force_after_the_debounce():
-    raw = tomllib.loads(open(_bundled("legged_quadruped")).read())
+    raw = tomllib.loads(_bundled("legged_quadruped").read_text())
     raw["loop"].update(pace=False, duration=1.0)
     raw["trajectory"]["duration"] = 1.0
     raw["sensors"] = [{"name": f"{foot}", "kind": "contact", "frame": "trunk", "foot": foot, "threshold": 5.0,
@@ -261,3 +261,27 @@ def test_random_sensor_tables_are_validated_or_refused_in_one_line():
             build(validate(demo(table), "fuzz.toml"))
         except ConfigError as exc:
             assert str(exc).startswith("fuzz.toml: ") and "\n" not in str(exc)
+
+
+def test_mujoco_feet_carry_the_standing_robots_weight_and_their_contact_sensors_say_so():
+    pytest.importorskip("mujoco")
+    raw = tomllib.loads(_bundled("mujoco_solo12").read_text())
+    raw["loop"]["pace"] = False
+    raw["trajectory"]["amplitude"] = [0.0] * 12          # standing still
+    raw["sensors"] = [{"name": f"{leg}_contact", "kind": "contact", "frame": f"{leg}_LOWER_LEG",
+                       "foot": f"{leg}_LOWER_LEG"} for leg in ("FL", "FR", "HL", "HR")]
+    cfg = validate(raw, "solo.toml")
+    cfg["_dir"] = str(_bundled("mujoco_solo12").parent)
+    loop = build(cfg)
+    plant = loop.drivers[0].plant
+    assert plant.foot_names == ["FL_LOWER_LEG", "FR_LOWER_LEG", "HL_LOWER_LEG", "HR_LOWER_LEG"]
+    loop.run(cycles=1000)
+    forces = np.zeros((4, 3))
+    plant.foot_forces(forces)
+    weight = plant.model.total_mass * 9.81
+    # at rest the ground carries the weight: the vertical forces sum to m g (MuJoCo's soft contact, 1 %)
+    assert abs(forces[:, 2].sum() - weight) < 0.01 * weight, (forces, weight)
+    assert np.all(forces[:, 2] > 0.15 * weight)
+    assert all(loop.state.sensors[f"{leg}_contact"].contact[0] == 1.0 for leg in ("FL", "FR", "HL", "HR"))
+    np.testing.assert_allclose([loop.state.sensors[f"{leg}_contact"].force[0] for leg in ("FL", "FR", "HL", "HR")],
+                               forces[:, 2], rtol=0.05)

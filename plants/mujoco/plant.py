@@ -34,7 +34,7 @@ import numpy as np
 from numba import njit
 
 from rtctl.model import Model, inertia_scale_factor
-from rtctl.options import OptionsBase, options_of, setting, show
+from rtctl.options import OptionsBase, options_of, setting, show, show_all
 from rtctl.rt.interfaces import actuated_indices
 
 from ..base import Plant, time_step
@@ -154,6 +154,7 @@ class MujocoPlant(Plant):
         mass_scale: float = setting("float", 1.0, positive=True, high=100.0)
         initial_position: object = setting("floats", None)   # actuated joints (default: the model's qpos0)
         initial_base_position: object = setting("floats", None)   # m, a free-flyer base's [x, y, z] (default: qpos0)
+        feet: object = setting("strs", None)   # bodies whose contacts are a foot's (default: a floating base's leaves)
 
     @classmethod
     def from_config(cls, options: dict, context) -> "MujocoPlant":
@@ -213,6 +214,7 @@ class MujocoPlant(Plant):
         if mass_scale != 1.0:
             mujoco.mj_setConst(mj_model, self.mj_data)
         self._mj_step = mujoco.mj_step
+        self._mj_contact_force = mujoco.mj_contactForce
         self._mj_forward = mujoco.mj_forward
         self._option = mj_model.opt
         self._qpos, self._qvel = self.mj_data.qpos, self.mj_data.qvel          # views into MjData, kept
@@ -235,7 +237,38 @@ class MujocoPlant(Plant):
         self._settings = {"model": label, "floating_base": floating_base, "substeps": substeps,
                           "integrator": integrator, "actuation": actuation, "contact": contact,
                           "mass_scale": mass_scale, "lock_joints": list(lock_joints)}
+        self._feet_of_geoms(mujoco, options.feet)
         self.reset(_initial_configuration(mj_model, model))
+
+    def _feet_of_geoms(self, mujoco, feet) -> None:
+        """:attr:`foot_names` (the given bodies, or the leaf bodies of a floating-base tree) and the foot each
+        of MuJoCo's geoms belongs to (-1: none)."""
+        m = self.mj_model
+        names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, b) or f"body{b}" for b in range(m.nbody)]
+        if feet is None:
+            parents = set(int(p) for p in m.body_parentid[1:])
+            feet = [names[b] for b in range(1, m.nbody) if b not in parents] if self.model.base != "fixed" else []
+        unknown = [f for f in feet if f not in names]
+        if unknown:
+            raise ValueError(f"feet: {show_all(unknown)} are not bodies of {show(self.source)}; its bodies: "
+                             f"{show_all(names[1:])}")
+        self.foot_names = list(feet)
+        self._geom_foot = np.array([self.foot_names.index(names[b]) if names[b] in self.foot_names else -1
+                                    for b in m.geom_bodyid], dtype=np.int64)
+        self._contact_wrench = np.zeros(6)
+
+    def foot_forces(self, out: np.ndarray) -> None:
+        """The force of MuJoCo's contacts on each foot at the current state, world axes (N): each contact's
+        force in its frame (``mj_contactForce``, on the second geom) rotated to the world."""
+        out[:] = 0.0
+        data, wrench = self.mj_data, self._contact_wrench
+        for k in range(data.ncon):
+            contact = data.contact[k]
+            for geom, sign in ((contact.geom2, 1.0), (contact.geom1, -1.0)):
+                foot = self._geom_foot[geom]
+                if foot >= 0:
+                    self._mj_contact_force(self.mj_model, data, k, wrench)
+                    out[foot] += sign * (contact.frame.reshape(3, 3).T @ wrench[:3])
 
     def reset(self, q=None, v=None) -> None:
         """Set the state (defaults: the MuJoCo model's ``qpos0``, rest), MuJoCo's with it, and the time to zero."""
