@@ -43,7 +43,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
-from scipy.integrate import solve_ivp
 
 from rtctl.dynamics import Dynamics
 from rtctl.dynamics.contact import contact_dynamics
@@ -546,6 +545,8 @@ class RigidBodyPlant(Plant):
         y0 = np.concatenate([self.q, self.v])
         if t_eval is not None:
             t_eval = np.asarray(t_eval, dtype=float)
+        from scipy.integrate import solve_ivp   # the offline reference only: a second of import time
+
         sol = solve_ivp(rhs, (t0, t0 + duration), y0, method=method, rtol=rtol, atol=atol, t_eval=t_eval)
         if not sol.success:
             raise RuntimeError(f"solve_ivp ({method}) failed: {sol.message}")

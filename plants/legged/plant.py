@@ -55,7 +55,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import njit, types
-from scipy.integrate import solve_ivp
 
 from rtctl.dynamics.contact import (INFO_POWER, INFO_SPRING_ENERGY, ContactModel, check_contact_points,
                                     refresh_contact)
@@ -490,6 +489,8 @@ class LeggedPlant(RigidBodyPlant):
         t0 = self.t
         if t_eval is not None:
             t_eval = np.asarray(t_eval, dtype=float)
+        from scipy.integrate import solve_ivp   # the offline reference only: a second of import time
+
         sol = solve_ivp(rhs, (t0, t0 + duration), y0, method=method, rtol=rtol, atol=atol, t_eval=t_eval,
                         max_step=max_step)
         if not sol.success:
