@@ -74,7 +74,7 @@ def imu_sample(motion, previous, dt, gravity, first, noise, bias, specific_force
 
 
 class SimSensor(Sensor):
-    """An IMU or a foot contact of the simulated plant the ``sim`` driver steps (module docstring)."""
+    """An IMU or a foot contact of the simulated plant the ``sim`` driver steps, measured in the loop's process."""
 
     kinds = (IMU, CONTACT)
 

@@ -145,6 +145,26 @@ def component_sections() -> list[str]:
     return out
 
 
+def sensing_sections() -> list[str]:
+    """``[[sensors]]`` (one table per sensor, its backend's keys) and ``[estimator]`` (its type's keys)."""
+    from . import sensing
+    from .registry import ESTIMATORS, SENSORS
+
+    out = [f"## `[[sensors]]`\n\n{summary(sensing)} One table per sensor, selected by `{sensing.SENSOR_SELECTOR}` "
+           f"(default `{_toml(sensing.SENSOR_DEFAULT)}`).\n"]
+    for name, cls in SENSORS.all().items():
+        out.append(f"### `[[sensors]] {sensing.SENSOR_SELECTOR} = {_toml(name)}`\n\n{summary(cls)} "
+                   f"(`{cls.__module__}.{cls.__qualname__}`; kinds {', '.join(f'`{k}`' for k in cls.kinds)})\n")
+        out.append(key_table(schema_keys(cls.Options), field_comments(cls.Options)))
+    out.append(f"## `[estimator]`\n\nOptional: the floating base's state estimated from the sensors and the joint "
+               f"encoders; selected by `{sensing.ESTIMATOR_SELECTOR}`.\n")
+    for name, cls in ESTIMATORS.all().items():
+        out.append(f"### `[estimator] {sensing.ESTIMATOR_SELECTOR} = {_toml(name)}`\n\n{summary(cls)} "
+                   f"(`{cls.__module__}.{cls.__qualname__}`)\n")
+        out.append(key_table(schema_keys(cls.Options), field_comments(cls.Options)))
+    return out
+
+
 def robot_sections() -> list[str]:
     """The sections a robot model owns (its factory's ``sections``: checked by a function of its own)."""
     out = []
@@ -173,6 +193,7 @@ def markdown() -> str:
         out.append(f"## `[{section}]`\n\n{note}\n" if note else f"## `[{section}]`\n")
         out.append(key_table(keys, comments))
     out += component_sections()
+    out += sensing_sections()
     out.append(f"## `[collision]`\n\n{summary(CollisionMonitor)} (`{CollisionMonitor.__module__}`)\n")
     out.append(key_table(schema_keys(CollisionMonitor.Options), field_comments(CollisionMonitor.Options)))
     out += robot_sections()

@@ -16,6 +16,7 @@ import pytest
 from rtctl import reference
 from rtctl.config import COMPONENTS, CORE_SCHEMA, collision_keys
 from rtctl.options import schema_keys
+from rtctl.registry import ESTIMATORS, SENSORS
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE_SOURCES = ("mkdocs.yml", "mkdocs_hooks.py", "README.md", "docs", "benchmarks/RESULTS.md")
@@ -48,6 +49,10 @@ def expected_tables() -> dict[str, list[str]]:
             out[f'`{selector} = "{name}"`'] = list(schema_keys(cls.Options))
             for owned, options in getattr(cls, "sections", {}).items():
                 out[f"`[{owned}]`"] = list(schema_keys(options))
+    for name, cls in SENSORS.all().items():
+        out[f'`[[sensors]] backend = "{name}"`'] = list(schema_keys(cls.Options))
+    for name, cls in ESTIMATORS.all().items():
+        out[f'`[estimator] type = "{name}"`'] = list(schema_keys(cls.Options))
     out["`[collision]`"] = list(collision_keys())
     return out
 
