@@ -1,4 +1,5 @@
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -26,6 +27,17 @@ def load_error(request, tmp_path):
         return str(info.value)
 
     return load
+
+
+def pytest_configure(config):
+    """The stop-signal tests send SIGINT, SIGTERM and SIGHUP to this process and to the programs it starts. A
+    process started in the background by a shell (``nohup``, ``&``) or a pytest-xdist worker may have inherited
+    one of them ignored, and an ignored signal stays ignored across exec in every child: the defaults are
+    restored here, as an interactive shell would have them."""
+    for sig, handler in ((signal.SIGINT, signal.default_int_handler), (signal.SIGHUP, signal.SIG_DFL),
+                         (signal.SIGTERM, signal.SIG_DFL)):
+        if signal.getsignal(sig) is signal.SIG_IGN:
+            signal.signal(sig, handler)
 
 
 @pytest.hookimpl(wrapper=True)

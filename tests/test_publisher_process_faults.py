@@ -60,9 +60,11 @@ def test_a_publisher_process_stopped_for_a_second_costs_the_loop_nothing():
         assert loop.cycle == 1100 and not report.tripped
         # What the stopped reader could cost is the loop's own hand-off to the ring: measured per cycle by
         # the loop (parts' "telemetry"), so a busy machine's late wake-ups are not counted against it. A
-        # blocking hand-off would spend the whole stop (about a second) there.
+        # blocking hand-off would spend the whole stop (about a second) there; a non-blocking one spends
+        # microseconds a cycle, plus whatever preemption by the machine's other processes lands in them
+        # (0.13 s of 1.6 s measured with the suite's other half running beside it on 2 cores).
         handoff = loop.stats.window("telemetry")[-1000:]
-        assert handoff.sum() < 0.05 * elapsed, (f"the loop spent {handoff.sum():.3f} s of {elapsed:.2f} s handing "
+        assert handoff.sum() < 0.25 * elapsed, (f"the loop spent {handoff.sum():.3f} s of {elapsed:.2f} s handing "
                                                 f"samples to the stopped publisher (max {handoff.max():.4f} s)")
         tel.close()       # bounded by its own waits (the forwarder's join, the reply, the child's exit), and
     finally:              # the reply came: every sample was published (below), none dropped while it was stopped
