@@ -1,0 +1,153 @@
+"""The simulated plant's truth at a sensor's frame, shared with the emulator processes that measure it.
+
+A :class:`TruthFeed` is one block of POSIX shared memory (``multiprocessing.shared_memory``): a sequence
+number and :data:`SIZE` float64 values -- the plant time, the sensor frame's world position, orientation
+(quaternion x, y, z, w), the velocity of its origin and its angular velocity (world axes), the linear
+acceleration of its origin and the model's gravity. The loop process writes it every plant step
+(:class:`TruthWriter`); an emulator reads it at its own rate (:meth:`TruthFeed.read`).
+
+A sequence lock keeps a reader from ever seeing a torn sample (Lamport, "Concurrent reading and writing",
+CACM 20(11), 1977; the Linux kernel's seqlock): the writer makes the sequence odd, writes, makes it even; a
+reader copies the values between two reads of the sequence and keeps the copy only when both were the same
+even number. Each store is its own NumPy call, so the interpreter performs them in program order, and x86-64
+keeps stores in that order for other cores (total store order); a weakly ordered CPU would need barriers.
+
+The block is created with mode 0600 under an unguessable name and ``O_EXCL`` (a name squatted by another
+user is an error, never a block someone else can write): only this user's processes can open it.
+
+:class:`TruthWriter` computes what is written with the ``sim`` sensor's
+:func:`~rtctl.drivers.sim_sensors.sensor_motion` (rtctl's kinematics kernels: the twist recursion of Shah, Saha
+& Dutt, 2012, eqs. 1-2); the acceleration is the finite difference of
+the frame origin's velocity across plant steps (first order in the step: an acceptable error for the
+emulated accelerometer, whose noise at 500 Hz is far larger for steps of a millisecond or less).
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+import sys
+from multiprocessing import resource_tracker, shared_memory
+
+import numpy as np
+from numba import njit
+
+from rtctl.drivers.sim_sensors import MOTION_SIZE, sensor_motion
+from rtctl.dynamics.spatial import matrix_quaternion
+
+T, POS, QUAT, VEL, OMEGA, ACC, GRAVITY = 0, 1, 4, 8, 11, 14, 17
+SIZE = 20
+_HEADER = 2       # uint64 words before the values: the sequence number and padding to 16 bytes
+READ_TRIES = 1000
+_CREATED: set[str] = set()   # blocks this process made (their tracking, for unlinking at exit, is kept)
+
+
+class TruthFeed:
+    """One sensor frame's truth in shared memory. ``TruthFeed.create()`` makes a new block (this process
+    owns it: :meth:`close` with ``unlink``); ``TruthFeed(name)`` opens an existing one."""
+
+    def __init__(self, name: str, *, _create: bool = False):
+        if _create:
+            self.shm = shared_memory.SharedMemory(name=name, create=True, size=8 * (_HEADER + SIZE))
+            os.fchmod(self.shm._fd, 0o600)
+            _CREATED.add(self.shm.name)
+        else:
+            self.shm = shared_memory.SharedMemory(name=name)
+            if sys.version_info < (3, 13) and self.shm.name not in _CREATED:
+                resource_tracker.unregister(self.shm._name, "shared_memory")   # 3.12 and older would unlink it
+                # at this process's exit, though it merely opened it
+        self.name = self.shm.name
+        self.owner = _create
+        words = np.ndarray((_HEADER + SIZE,), dtype=np.uint64, buffer=self.shm.buf)
+        self._seq = words[:1]
+        self.values = np.ndarray((_HEADER + SIZE,), dtype=np.float64, buffer=self.shm.buf)[_HEADER:]
+        if _create:
+            self._seq[0] = 0
+            self.values[:] = np.nan
+        self._one = np.uint64(1)
+        self.torn_retries = 0
+
+    @classmethod
+    def create(cls) -> "TruthFeed":
+        return cls(f"rtctl-truth-{secrets.token_hex(8)}", _create=True)
+
+    def mode(self) -> int:
+        """The block's permission bits (0o600)."""
+        return stat.S_IMODE(os.fstat(self.shm._fd).st_mode)
+
+    def write(self, values) -> None:
+        """Publish ``values`` (:data:`SIZE` floats) as one sample. Allocation-free; one writer only."""
+        seq = self._seq
+        seq += self._one
+        np.copyto(self.values, values)
+        seq += self._one
+
+    def read(self, out) -> int:
+        """Copy the newest whole sample into ``out``; its sequence number (even; 0: nothing written yet), or -1
+        when every try met a write in progress (a writer that died mid-write)."""
+        seq = self._seq
+        for _ in range(READ_TRIES):
+            before = int(seq[0])
+            if before & 1:
+                self.torn_retries += 1
+                continue
+            np.copyto(out, self.values)
+            if int(seq[0]) == before:
+                return before
+            self.torn_retries += 1
+        return -1
+
+    def close(self, unlink: bool | None = None) -> None:
+        self.values = self._seq = None
+        self.shm.close()
+        if self.owner if unlink is None else unlink:
+            self.shm.unlink()
+            _CREATED.discard(self.shm.name)
+
+
+@njit(cache=True)
+def truth_sample(motion, previous, dt, t, out):
+    """``out``'s time, position, orientation and velocities from :func:`~rtctl.drivers.sim_sensors.sensor_motion`'s
+    ``motion``; its acceleration the origin velocity's change since ``previous`` (updated) over ``dt`` (0 for
+    the first step)."""
+    out[T] = t
+    out[QUAT], out[QUAT + 1], out[QUAT + 2], out[QUAT + 3] = matrix_quaternion(
+        (motion[0], motion[1], motion[2], motion[3], motion[4], motion[5], motion[6], motion[7], motion[8]))
+    for k in range(3):
+        out[POS + k] = motion[9 + k]
+        out[OMEGA + k] = motion[12 + k]
+        out[VEL + k] = motion[15 + k]
+        out[ACC + k] = (motion[15 + k] - previous[k]) / dt if dt > 0.0 and np.isfinite(previous[k]) else 0.0
+        previous[k] = motion[15 + k]
+
+
+class TruthWriter:
+    """Writes a sensor frame's truth into a :class:`TruthFeed` each plant step, in the loop process.
+
+    ``body``, ``rotation`` (3 x 3, the sensor's axes in the body) and ``translation`` (m) are a
+    :class:`~rtctl.drivers.sensor.Sensor`'s (``sensor.body``, ...). :meth:`step` allocates nothing."""
+
+    def __init__(self, feed: TruthFeed, dynamics, body: int, rotation, translation):
+        self.feed, self.dynamics = feed, dynamics
+        model = dynamics.model
+        self.body = int(body)
+        self.rotation = np.ascontiguousarray(rotation, dtype=float).reshape(3, 3)
+        self.translation = np.ascontiguousarray(translation, dtype=float).reshape(3)
+        self.sample = np.full(SIZE, np.nan)
+        self.sample[GRAVITY:GRAVITY + 3] = model.gravity
+        self._zero = np.zeros(model.nv)
+        self._motion = np.zeros(MOTION_SIZE)
+        self._previous = np.full(3, np.nan)
+        self._last_t = np.nan
+
+    @classmethod
+    def for_sensor(cls, feed: TruthFeed, dynamics, sensor) -> "TruthWriter":
+        return cls(feed, dynamics, sensor.body, sensor.rotation, sensor.translation)
+
+    def step(self, t: float, q, v) -> None:
+        """Publish the frame's truth at plant time ``t`` for the plant state ``q``, ``v``."""
+        d = self.dynamics
+        sensor_motion(d.mi, d.mf, d.ws, q, v, self._zero, self.body, self.rotation, self.translation, self._motion)
+        truth_sample(self._motion, self._previous, t - self._last_t, t, self.sample)
+        self._last_t = t
+        self.feed.write(self.sample)
