@@ -3,8 +3,9 @@
 :func:`scan` walks a byte buffer the driver reads into, checks each packet's Fletcher-16 checksum (DCP 6.3-6.4),
 decodes the IMU data set's fields (DCP 5.1; mip_sdk ``data_sensor.h``) into a sample vector and moves an
 incomplete packet's bytes to the front for the next read. A packet whose checksum fails is counted and the
-search resumes one byte after its sync pair, so a corrupt length byte costs at most one packet's worth of
-bytes, never the stream; every step advances, so no input can make it loop. Floats are decoded from their
+search resumes one byte after its sync pair, so a corrupt length byte costs no packet: it holds the packets
+behind it only until its claimed length (at most 261 bytes) has arrived, then they are parsed. Every step
+advances, so no input can make it loop. Floats are decoded from their
 bits (IEEE 754), so NaN and infinities arrive as the device sent them.
 """
 from __future__ import annotations
