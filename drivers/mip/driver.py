@@ -47,6 +47,7 @@ RAW_NAMES = ("scaled accel x", "scaled accel y", "scaled accel z", "scaled gyro 
              "scaled gyro z", "delta theta x", "delta theta y", "delta theta z", "delta velocity x",
              "delta velocity y", "delta velocity z", "quaternion w", "quaternion x", "quaternion y", "quaternion z")
 SATURATED = 100   # imu_values' status for a saturated value: SATURATED + its index in the sample
+AT_RANGE = 1.0 - 1e-6   # share of the range a value reaches when clipped there (float32 rounds it by 6e-8)
 
 
 class DeviceError(RuntimeError):
@@ -77,7 +78,7 @@ def imu_values(sample, values, use_deltas, period, accel_limit, gyro_limit, worl
                     return k
     for k in range(6):
         limit = accel_limit if k < 3 else gyro_limit
-        if abs(sample[S.S_ACCEL + k]) >= limit and present & (S.P_ACCEL if k < 3 else S.P_GYRO):
+        if abs(sample[S.S_ACCEL + k]) >= limit * AT_RANGE and present & (S.P_ACCEL if k < 3 else S.P_GYRO):
             return SATURATED + S.S_ACCEL + k
     for k in range(3):
         if use_deltas:

@@ -1,0 +1,165 @@
+"""The ``mip`` sensor backend against the emulated 3DM-GX5-25 in its own process, over a pty.
+
+Readings in SI and in the z-up world, device time stamps, the emulated noise against the datasheet's
+density (Allan variance at the message period, bounded by the run's own sample count), the truth feed end to
+end, and the faults: stale (emulator killed), a checksum burst, another model or firmware, NaN, saturation.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+
+import numpy as np
+import pytest
+
+from rtctl.drivers.mip import DeviceError, MipImu
+from rtctl.hil.dynamixel_emulator import dxl_arm2
+from rtctl.hil.imu_noise import GX5_25, G0
+from rtctl.hil.mip_imu import MipImuProcess
+from rtctl.hil.truth_feed import GRAVITY, OMEGA, QUAT, SIZE, TruthFeed
+from rtctl.model import quaternion_to_matrix, rpy_to_matrix
+
+pytestmark = pytest.mark.slow     # each test starts an emulator process
+
+
+@contextlib.contextmanager
+def streaming(port: str, **options):
+    imu = MipImu(dxl_arm2(), MipImu.Options(name="imu", frame="link1", port=port, **options))
+    imu.warm(None)
+    imu.configure()
+    imu.activate()
+    try:
+        yield imu
+    finally:
+        imu.deactivate()
+        imu.close()
+
+
+def collect(imu, seconds: float, until=None):
+    """(loop times, readings, device stamps) of the fresh reads over ``seconds`` (or until ``until(imu)``)."""
+    times, values, stamps = [], [], []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and not (until and until(imu)):
+        now = time.monotonic()
+        if imu.read(now):
+            times.append(now)
+            values.append(imu.reading.values.copy())
+            stamps.append(imu.reading.device_stamp)
+        time.sleep(5e-4)
+    return np.array(times), np.array(values), np.array(stamps)
+
+
+def test_readings_are_si_in_the_world_with_the_devices_stamps():
+    with MipImuProcess() as emu, streaming(emu.port, rate=250.0, model_name="3DM-GX5-25", firmware="1.1.08") as imu:
+        assert imu.base_rate == 500 and imu.decimation == 2 and imu.device_info.serial_number == "6251.00000"
+        times, values, stamps = collect(imu, 1.5)
+    assert not imu.health.fault and imu.health.corrupt == 0
+    assert len(values) > 0.5 * 1.5 * 250
+    steps = np.diff(stamps)                       # the device's clock: whole message periods
+    assert np.all(np.abs(steps / 0.004 - np.round(steps / 0.004)) < 1e-6) and np.all(steps > 0)
+    # at rest, upright (z down): specific force up the world's z is -1 g on the device's z; attitude a half turn
+    n = len(values)
+    accel, gyro = GX5_25.accel, GX5_25.gyro
+    f_bound = 5 * accel.initial_bias + 5 * accel.noise_density * math.sqrt(250 / n) + accel.resolution
+    w_bound = 5 * gyro.initial_bias + 5 * gyro.noise_density * math.sqrt(250 / n) + gyro.resolution
+    assert np.all(np.abs(values[:, :3].mean(0) - [0, 0, -G0]) < f_bound)
+    assert np.all(np.abs(values[:, 3:6].mean(0)) < w_bound)
+    assert np.allclose(values[:, 6:], [1, 0, 0, 0], atol=1e-7)
+
+
+def allan_variance_at_period(y):
+    """Allan variance at the sample period from non-overlapping pairs (independent for white noise), and the
+    number of pairs."""
+    m = len(y) // 2
+    d = y[1:2 * m:2] - y[0:2 * m:2]
+    return 0.5 * np.mean(d * d, axis=0), m
+
+
+def test_emulated_noise_has_the_datasheets_density():
+    """White noise of density N sampled over 1/f has Allan variance N^2 f at tau = 1/f (IEEE Std 952-1997,
+    Annex C), plus the resolution's res^2/12 (the bias instability moves by far less in a second). Each pair is
+    an independent chi-square(1) draw, so the estimate's relative standard deviation is sqrt(2 / pairs): the
+    bound is 5 of those for this run's pairs."""
+    rate = 500.0
+    with MipImuProcess("--seed", "7") as emu, streaming(emu.port, rate=rate) as imu:
+        times, values, stamps = collect(imu, 2.5)
+    steps = np.round(np.diff(stamps) * rate).astype(int)
+    keep = np.flatnonzero(steps == 1)            # consecutive device samples only
+    avar, pairs = allan_variance_at_period(np.stack([values[keep], values[keep + 1]], 1).reshape(-1, 10)[:, :6])
+    assert pairs > 200
+    tolerance = 5 * math.sqrt(2 / pairs)
+    for k, e in enumerate([GX5_25.accel] * 3 + [GX5_25.gyro] * 3):
+        expected = e.noise_density ** 2 * rate + e.resolution ** 2 / 12
+        assert abs(avar[k] / expected - 1) < tolerance, (k, avar[k], expected, tolerance)
+
+
+def test_the_truth_feed_reaches_the_reading_through_ned_and_back():
+    feed = TruthFeed.create()
+    r = rpy_to_matrix([0.3, -0.2, 1.0])
+    from rtctl.dynamics.spatial import matrix_quaternion
+    truth = np.zeros(SIZE)
+    truth[QUAT:QUAT + 4] = matrix_quaternion(tuple(r.ravel()))
+    truth[OMEGA:OMEGA + 3] = (0.1, 0.2, 0.3)
+    truth[GRAVITY:GRAVITY + 3] = (0, 0, -9.81)
+    feed.write(truth)
+    try:
+        with MipImuProcess("--truth", feed.name, "--accel-initial-bias", "0", "--gyro-initial-bias", "0") as emu, \
+                streaming(emu.port, rate=250.0) as imu:
+            _, values, _ = collect(imu, 1.0)
+    finally:
+        feed.close()
+    n = len(values)
+    assert n > 100
+    w_bound = 5 * GX5_25.gyro.noise_density * math.sqrt(250 / n) + GX5_25.gyro.resolution + 5e-4
+    f_bound = 5 * GX5_25.accel.noise_density * math.sqrt(250 / n) + GX5_25.accel.resolution + 5e-3
+    assert np.all(np.abs(values[:, 3:6].mean(0) - r.T @ [0.1, 0.2, 0.3]) < w_bound)
+    assert np.all(np.abs(values[:, :3].mean(0) - r.T @ [0, 0, 9.81]) < f_bound)
+    assert np.allclose(quaternion_to_matrix(values[-1, 6:]), r, atol=1e-6)
+
+
+def test_a_device_that_stops_is_stale_within_max_age():
+    with MipImuProcess() as emu, streaming(emu.port, rate=250.0, max_age=0.05) as imu:
+        times, _, _ = collect(imu, 0.5)
+        assert len(times) and not imu.health.fault
+        emu.kill()
+        killed = time.monotonic()
+        collect(imu, 2.0, until=lambda s: s.health.fault)
+        faulted = time.monotonic()
+    assert imu.health.fault, imu.health
+    assert faulted - killed < 0.05 + 0.05, (faulted - killed, imu.health.fault_reason)
+    assert "sensor 'imu'" in imu.health.fault_reason and "\n" not in imu.health.fault_reason
+
+
+def test_a_burst_of_bad_checksums_faults_in_one_line():
+    with MipImuProcess("--corrupt-from", "40", "--corrupt-count", "8") as emu, \
+            streaming(emu.port, rate=250.0, max_corrupt_burst=5) as imu:
+        collect(imu, 3.0, until=lambda s: s.health.fault)
+    assert imu.health.fault and imu.health.corrupt >= 5
+    reason = imu.health.fault_reason
+    assert reason.startswith("sensor 'imu': ") and "consecutive MIP packets" in reason and "checksum" in reason
+    assert "\n" not in reason
+
+
+def test_a_device_of_another_model_or_firmware_is_refused_in_one_line():
+    with MipImuProcess("--model-name", "3DM-CV7-AHRS", "--firmware-version", "1205") as emu:
+        for options, named in (({"model_name": "3DM-GX5-25"}, "'3DM-CV7-AHRS' where '3DM-GX5-25' is configured"),
+                               ({"firmware": "1.1.08"}, "firmware 1.2.05 where 1.1.08 is configured")):
+            imu = MipImu(dxl_arm2(), MipImu.Options(name="imu", frame="link1", port=emu.port, **options))
+            with pytest.raises(DeviceError) as refused:
+                imu.configure()
+            imu.close()
+            message = str(refused.value)
+            assert named in message and emu.port in message and "\n" not in message
+            assert imu.error_reason    # the lifecycle is in its error state
+
+
+@pytest.mark.parametrize("args, reason", [
+    (("--nan-from", "30"), "scaled gyro x is nan"),
+    (("--static-rate", "6,0,0"), "scaled gyro x saturated"),      # 6 rad/s past the +-300 deg/s range
+])
+def test_nan_and_saturated_samples_fault_in_one_line(args, reason):
+    with MipImuProcess(*args) as emu, streaming(emu.port, rate=250.0) as imu:
+        collect(imu, 3.0, until=lambda s: s.health.fault)
+    assert imu.health.fault and reason in imu.health.fault_reason, imu.health.fault_reason
+    assert imu.health.fault_reason.startswith("sensor 'imu': ") and "\n" not in imu.health.fault_reason
