@@ -6,11 +6,13 @@ the streaming parser is checked against ``struct`` on random values, fed whole a
 from __future__ import annotations
 
 import struct
+import textwrap
 import time
 
 import numpy as np
 import pytest
 
+from allocation_counter import run_with_allocation_counters
 from rtctl.drivers.mip import protocol as P
 from rtctl.drivers.mip import stream as S
 from rtctl.drivers.mip.driver import WORLD_FROM_NED, append_and_scan, imu_values
@@ -214,3 +216,39 @@ def test_the_emulated_device_streams_only_when_formatted_enabled_and_resumed():
     assert P.parse_packet(fmt[0])[1][1] == (P.REPLY_MESSAGE_FORMAT, H("80 01 050005"))
     polled = dev.handle(*P.parse_packet(P.poll_data(P.SENSOR_DATA_SET, [P.SCALED_GYRO], suppress_ack=True)))
     assert polled == [P.packet(P.SENSOR_DATA_SET)]     # no ACK/NACK packet, only the data
+
+
+PARSE_SCRIPT = textwrap.dedent("""
+    import struct
+    import numpy as np
+    from numba import njit
+    from rtctl.drivers.mip import protocol as P, stream as S
+    from rtctl.drivers.mip.driver import WORLD_FROM_NED, append_and_scan, imu_values
+
+    @njit
+    def cycles(n, buf, rx, sample, counters, values, q):
+        bad = 0
+        fill = 0
+        for _ in range(n):
+            fill = append_and_scan(buf, fill, rx, rx.shape[0], sample, counters)
+            bad += imu_values(sample, values, False, 0.002, 8.0, 5.0, q) + 1
+        return bad
+
+    fields = [P.field(d, struct.pack(">3f", 0.1, -0.2, -1.0)) for d in (4, 5, 7, 8)]
+    wire = P.packet(P.SENSOR_DATA_SET, *fields, P.field(P.COMP_QUATERNION, struct.pack(">4f", 1, 0, 0, 0)),
+                    P.field(P.GPS_TIMESTAMP, struct.pack(">dHH", 1.0, 2, 0)))
+    rx = np.frombuffer(wire * 3 + wire[:50], dtype=np.uint8).copy()   # a packet split across reads too
+    args = (np.zeros(S.BUFFER_BYTES + P.MAX_PACKET, dtype=np.uint8), rx, S.new_sample(), S.new_counters(),
+            np.zeros(10), np.array(WORLD_FROM_NED))
+    assert cycles(1, *args) == 0
+    counts = allocations(cycles, *args)
+    print("allocations for 1 and 300 reads:", counts)
+    assert counts[0] == counts[1], counts
+    print("OK")
+""")
+
+
+@pytest.mark.slow
+def test_parsing_and_converting_a_read_allocates_nothing():
+    out = run_with_allocation_counters(PARSE_SCRIPT)
+    assert out.strip().endswith("OK"), out
