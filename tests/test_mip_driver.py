@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import signal
 import time
 
 import numpy as np
@@ -118,17 +119,27 @@ def test_the_truth_feed_reaches_the_reading_through_ned_and_back():
     assert np.allclose(quaternion_to_matrix(values[-1, 6:]), r, atol=1e-6)
 
 
-def test_a_device_that_stops_is_stale_within_max_age():
+@pytest.mark.parametrize("how, reason", [("kill", "failed: Input/output error (the device is gone)"),
+                                         ("SIGSTOP", "stale: no sample for")])
+def test_a_device_that_stops_faults_within_max_age(how, reason):
+    """Killed, the emulator closes the pty: the next read fails; stopped (SIGSTOP), the port stays open and
+    silent: the stale watchdog trips. Either way within max_age of the last sample."""
     with MipImuProcess() as emu, streaming(emu.port, rate=250.0, max_age=0.05) as imu:
         times, _, _ = collect(imu, 0.5)
         assert len(times) and not imu.health.fault
-        emu.kill()
-        killed = time.monotonic()
+        if how == "kill":
+            emu.kill()
+        else:
+            emu.proc.send_signal(signal.SIGSTOP)
+        stopped = time.monotonic()
         collect(imu, 2.0, until=lambda s: s.health.fault)
         faulted = time.monotonic()
+        if how == "SIGSTOP":
+            emu.proc.send_signal(signal.SIGCONT)
     assert imu.health.fault, imu.health
-    assert faulted - killed < 0.05 + 0.05, (faulted - killed, imu.health.fault_reason)
-    assert "sensor 'imu'" in imu.health.fault_reason and "\n" not in imu.health.fault_reason
+    assert faulted - stopped < 0.05 + 0.05, (faulted - stopped, imu.health.fault_reason)
+    assert imu.health.fault_reason.startswith("sensor 'imu': ") and reason in imu.health.fault_reason
+    assert "\n" not in imu.health.fault_reason
 
 
 def test_a_burst_of_bad_checksums_faults_in_one_line():

@@ -326,7 +326,8 @@ class MipImu(Sensor):
             n = os.readv(self._fd, self._iov) if self._available[0] > 0 else 0
         except OSError as exc:
             self.health.timeouts += 1
-            self.health.set_fault(f"{self.name}: {self.options.port}: {exc.strerror or exc}")
+            self.health.set_fault(f"{self.name}: reading {self.options.port} failed: {exc.strerror or exc} (the "
+                                  f"device is gone)")
             return False
         if n:
             self._fill = append_and_scan(self._buf, self._fill, self._rx, n, self.sample, self.counters)
