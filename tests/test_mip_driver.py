@@ -159,7 +159,7 @@ def test_a_device_of_another_model_or_firmware_is_refused_in_one_line():
             imu = MipImu(dxl_arm2(), MipImu.Options(name="imu", frame="link1", port=emu.port, **options))
             with pytest.raises(DeviceError) as refused:
                 imu.configure()
-            imu.close()
+            assert imu.serial is None          # the port is closed again: the next configure can open it
             message = str(refused.value)
             assert named in message and emu.port in message and "\n" not in message
             assert imu.error_reason    # the lifecycle is in its error state

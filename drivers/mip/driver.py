@@ -167,6 +167,13 @@ class MipImu(Sensor):
         except (serial.SerialException, OSError) as exc:
             raise DeviceError(f"{self.name}: cannot open {o.port}: {exc}") from None
         self._fd = self.serial.fileno()
+        try:
+            self._configure_device()
+        except BaseException:
+            self._close()      # a refused device leaves no port open behind it
+            raise
+
+    def _configure_device(self) -> None:
         self.command(P.ping(), P.BASE_CMD_SET, P.PING, "ping")
         self.command(P.set_to_idle(), P.BASE_CMD_SET, P.SET_TO_IDLE, "set to idle")
         self.serial.reset_input_buffer()
