@@ -16,7 +16,7 @@ from rtctl import MODELS_DIR
 from rtctl.cli import build_parser, main
 from rtctl.config import COMPONENTS, CORE_SCHEMA, DEMO_CONFIG, collision_keys, read_toml, validate
 from rtctl.options import schema_keys
-from rtctl.registry import ROBOTS
+from rtctl.registry import ESTIMATORS, ROBOTS, SENSORS
 from rtctl.plants.geared.description import MECHANISM_KEYS
 from rtctl.loops.cpg import shipped_patterns
 from rtctl.sweep.spec import BACKEND_KEYS, BACKENDS, METHODS
@@ -66,6 +66,9 @@ def keys_of(section: str) -> set[str]:
         return set(collision_keys())
     if section == "schedule":
         return {"t", "cmd"}             # and the fields of that control-channel command
+    if section in ("sensors", "estimator"):
+        registry, selector = (SENSORS, "backend") if section == "sensors" else (ESTIMATORS, "type")
+        return {selector} | {key for cls in registry.all().values() for key in schema_keys(cls.Options)}
     return {"backend": set(BACKEND_KEYS), "sweep": SWEEP_KEYS, "mechanism": MECHANISM_KEYS}.get(section, set())
 
 
@@ -73,9 +76,19 @@ def vocabulary() -> set[str]:
     """Names a backticked word may be: keys, component names, choices, model/robot/config names."""
     words = set()
     owned = {name for sec in COMPONENTS for cls in component_classes(sec) for name in getattr(cls, "sections", {})}
-    sections = [*CORE_SCHEMA, *COMPONENTS, "drivers", "backend", "sweep", "collision", *sorted(owned)]
+    sections = [*CORE_SCHEMA, *COMPONENTS, "drivers", "sensors", "estimator", "backend", "sweep", "collision",
+                *sorted(owned)]
     for section in sections:
         words |= keys_of(section)
+    from rtctl.drivers.sensor import FIELDS
+
+    words |= {f.name for fields in FIELDS.values() for f in fields} | {"wrench"}   # a reading's fields
+    for registry in (SENSORS, ESTIMATORS):
+        words |= set(registry.names())
+        for cls in registry.all().values():
+            words |= set(getattr(cls, "kinds", ()))
+            for key in schema_keys(cls.Options).values():
+                words |= {str(c) for c in (key.choices or ())}
     for section in COMPONENTS:
         registry = COMPONENTS[section][0]
         words |= set(registry.names())
@@ -168,6 +181,7 @@ NOT_CONFIG_WORDS = {
     "set_feedback",                         # the jaw CPG's feedback input (a method)
     "nonfinite",                            # the JSON member listing a message's NaN and infinities
     "kill", "nohup",                        # the shell's commands that signal or shield rtctl
+    "pymscl",                               # MicroStrain's Python package (MSCL)
 }
 
 
