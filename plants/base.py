@@ -108,6 +108,15 @@ class Plant(abc.ABC):
     def parameters(self) -> dict:
         return {}
 
+    def sensor_wrench(self, body: int, mount: np.ndarray, out: np.ndarray) -> bool:
+        """What a force-torque sensor fixed in ``body`` reads now, into ``out`` (6, ``[torque; force]``, N m and
+        N): the wrench the body and everything it carries (its subtree, its external forces) exert across the
+        sensor, about the sensor's point and in its axes (``mount``: 12 values, the sensor's axes in the body
+        frame row-major, then its point in the body frame), at the plant's state and the acceleration its last
+        effort gives (:func:`rtctl.dynamics.kernels.transmitted_wrench`). Allocation-free. False (the default):
+        this plant cannot tell."""
+        return False
+
     def step_size_problem(self, dt: float) -> str:
         """One line if steps of ``dt`` s cannot be stable for this plant as set up (the sim driver refuses to
         run on it), else "". Default: no such limit known."""

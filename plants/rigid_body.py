@@ -47,7 +47,7 @@ from numba import njit
 from rtctl.dynamics import Dynamics
 from rtctl.dynamics.contact import contact_dynamics
 from rtctl.dynamics.kernels import (NOT_FINITE, OK, SINGULAR, W_FEXT, WRONG_LENGTH, aba, aba_with_inertia,
-                                    all_finite, configuration_rate, integrate, model_sizes)
+                                    all_finite, configuration_rate, integrate, model_sizes, transmitted_wrench)
 from rtctl.model import FREE_FLYER, MI_IQ, MI_TYPE, Model, inertia_scale_factor
 from rtctl.options import setting
 from rtctl.rt.interfaces import actuated_indices
@@ -193,6 +193,18 @@ _rk4_advance = rk4_advance("rigid_body", _derivative, finish=_normalise_after_st
 _euler_advance = advance_with_rollback("rigid_body_euler", _semi_implicit_euler_step)
 _rosenbrock_advance = rosenbrock_w_advance("rigid_body_rosenbrock", _rosenbrock_prepare, _rosenbrock_rates,
                                            finish=_normalise_after_step)
+
+
+@njit(cache=True)
+def _sensor_truth(mi, mf, ws, q, v, effort, viscous, coulomb, scale, stops, stribeck, work, body, mount, out):
+    """:meth:`RigidBodyPlant.sensor_wrench`: the accelerations of the rate function, then the wrench across the
+    sensor (``work``: 3 rows of max(nq, nv))."""
+    nq, nv = q.shape[0], v.shape[0]
+    tau, dq, a = work[0, :nv], work[1, :nq], work[2, :nv]
+    status = _derivative(q, v, dq, a, (mi, mf, ws, effort, viscous, coulomb, scale, tau, None, stops, stribeck))
+    if status != OK:
+        return status
+    return transmitted_wrench(mi, mf, ws, q, v, a, body, mount, tau, out)
 
 
 @njit(cache=True)
@@ -485,6 +497,16 @@ class RigidBodyPlant(Plant):
         rot, _ = self.dynamics.frame_placement(self.q, body)
         ws[body, W_FEXT:W_FEXT + 3] = w[:3] + np.cross(rot @ offset, w[3:])
         ws[body, W_FEXT + 3:W_FEXT + 6] = w[3:]
+
+    def sensor_wrench(self, body: int, mount: np.ndarray, out: np.ndarray) -> bool:
+        """:meth:`Plant.sensor_wrench`, at the accelerations the last step's effort, friction and end stops give
+        (a plant with a ground contact model cannot tell: False)."""
+        if self.contact_model is not None:
+            return False
+        dyn = self.dynamics
+        return _sensor_truth(dyn.mi, dyn.mf, dyn.ws, self.q, self.v, self.applied_effort, self._viscous,
+                             self._coulomb, self._scale, self._stops, self._stribeck, self._work, body, mount,
+                             out) == OK
 
     def external_wrenches(self) -> np.ndarray:
         """The applied external wrenches, (nbodies, 6): row k [n; f] about body k's origin, world axes (a copy)."""

@@ -153,6 +153,20 @@ class Dynamics:
             self._raise(status, _ID_NAMES + ("out",))
         return out
 
+    def body_forces(self, q, v, a, f_ext=None, out=None) -> np.ndarray:
+        """(nbodies, 6): row i the spatial force f_i that body i's parent exerts on it through joint i, ``[n; f]``
+        with the moment about body i's origin, world axes (Featherstone, RBDA 2008, sec. 5.3: the recursive
+        Newton-Euler algorithm's backward pass; ``tau_i = S_i^T f_i``)."""
+        if f_ext is not None or self._has_fext:
+            self._set_fext(f_ext)
+        m = self.model
+        q, v, a = self._vec(q, m.nq, "q"), self._vec(v, m.nv, "v"), self._vec(a, m.nv, "a")
+        out = self._out(out, (m.nbodies, 6), "out")
+        status = _k.body_forces(self.mi, self.mf, self.ws, q, v, a, np.empty(m.nv), out)
+        if status != _k.OK:
+            self._raise(status, _ID_NAMES + ("out",))
+        return out
+
     def nonlinear_effects(self, q, v, out=None) -> np.ndarray:
         """h(q, v): Coriolis, centrifugal and gravity generalized forces."""
         return self.inverse_dynamics(q, v, self._zero_v, out=out)

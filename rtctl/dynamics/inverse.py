@@ -11,7 +11,7 @@ from numba import njit
 from ..model import MF_ARMATURE, MF_MASS, MI_IV, MI_NV, MI_PARENT
 from .kinematics import bias_twist_rate, forward_kinematics, propagate_velocity, set_twist_rate
 from .mass_matrix import composite_columns, refer_to_root
-from .spatial import cholesky_solve, cross, sym_mul, ws_rot
+from .spatial import cholesky_solve, cross, rot_mul, sym_mul, ws_rot
 from .workspace import (DOF_WIDTH, ENTRY_OPTIONS, OK, SIG_Q_V_A_OUT, SINGULAR, W_ACC, W_ALPHA, W_D, W_FEXT, W_I, W_O,
                         W_OMEGA, W_R, W_S, W_WRENCH, check_vectors)
 
@@ -137,4 +137,43 @@ def floating_base_rnea(mi, mf, ws, base_block, q, v, a, acc, tau):
     rnea(mi, mf, ws, q, v, acc, tau)
     for k in range(n0):
         tau[k] = 0.0
+    return OK
+
+
+@njit(cache=True)
+def body_forces(mi, mf, ws, q, v, a, tau, out):
+    """The spatial force across every joint: row i of ``out`` (nbodies, 6) is f_i, the force body i's parent
+    exerts on it through joint i, ``[n; f]`` with the moment about O_i, world axes (Featherstone, RBDA 2008,
+    sec. 5.3, eq. 5.10: f_i = f_i^B - f_i^x + sum over the children j of f_j, so tau_i = S_i^T f_i). The
+    backward pass of :func:`rnea` leaves it in ``ws[i, W_WRENCH]``; the joint forces go to ``tau``. Returns
+    rnea's status."""
+    status = rnea(mi, mf, ws, q, v, a, tau)
+    if status != OK:
+        return status
+    for i in range(mi.shape[0]):
+        for k in range(6):
+            out[i, k] = ws[i, W_WRENCH + k]
+    return OK
+
+
+@njit(cache=True)
+def transmitted_wrench(mi, mf, ws, q, v, a, body, mount, tau, out):
+    """The wrench ``[n; f]`` (6) that the distal side of a cut rigidly fixed in ``body`` -- the body and its
+    subtree, with their external forces ``ws[:, W_FEXT]`` -- exerts on the proximal side, about the cut's point
+    and in its axes: ``-f_body`` of :func:`body_forces` moved to the point ``O + R p`` and rotated into the
+    axes ``R R_m`` (``mount``: R_m row-major, the cut's axes in the body frame, then p, its point in the body
+    frame). At rest with a massless distal side it is the external wrench applied there: what a force-torque
+    sensor between a flange and a tool reads. Returns rnea's status."""
+    status = rnea(mi, mf, ws, q, v, a, tau)
+    if status != OK:
+        return status
+    nx, ny, nz = -ws[body, W_WRENCH], -ws[body, W_WRENCH + 1], -ws[body, W_WRENCH + 2]
+    fx, fy, fz = -ws[body, W_WRENCH + 3], -ws[body, W_WRENCH + 4], -ws[body, W_WRENCH + 5]
+    rx, ry, rz = rot_mul(ws, body, W_R, mount[9], mount[10], mount[11])   # O -> P, world axes
+    mx, my, mz = cross(rx, ry, rz, fx, fy, fz)
+    nx, ny, nz = nx - mx, ny - my, nz - mz                                 # n_P = n_O + (O - P) x f
+    for k in range(3):   # sensor axis k in world: R (column k of R_m); the component is its dot product
+        ax, ay, az = rot_mul(ws, body, W_R, mount[k], mount[3 + k], mount[6 + k])
+        out[k] = ax * nx + ay * ny + az * nz
+        out[3 + k] = ax * fx + ay * fy + az * fz
     return OK

@@ -18,7 +18,7 @@ not finite, ...) instead of raising, so they can be called from other compiled c
 from __future__ import annotations
 
 from .forward import aba, aba_with_inertia, forward_dynamics_cholesky
-from .inverse import floating_base_rnea, rnea
+from .inverse import body_forces, floating_base_rnea, rnea, transmitted_wrench
 from .joints import jcalc, joint_configuration_rate, joint_integrate, motion_subspace
 from .kinematics import (center_of_mass, configuration_rate, energy, forward_kinematics, integrate, kinematics,
                          point_acceleration, point_jacobian)
@@ -33,8 +33,8 @@ __all__ = [
     "WS_WIDTH", "W_ACC", "W_ALPHA", "W_C", "W_CH", "W_CI", "W_CM", "W_D", "W_DLDL", "W_DOF", "W_E", "W_FEXT", "W_I",
     "W_IA", "W_O", "W_OMEGA", "W_P", "W_PA", "W_R", "W_S", "W_SP", "W_TRIG", "W_U", "W_UU", "W_VEL", "W_WRENCH",
     "aba",
-    "aba_with_inertia", "all_finite", "center_of_mass", "check_vectors", "configuration_rate", "crba", "energy",
+    "aba_with_inertia", "body_forces", "all_finite", "center_of_mass", "check_vectors", "configuration_rate", "crba", "energy",
     "floating_base_rnea", "forward_dynamics_cholesky", "forward_kinematics", "integrate", "jcalc",
     "joint_configuration_rate", "joint_integrate", "kinematics", "model_sizes", "motion_subspace",
-    "point_acceleration", "point_jacobian", "rnea",
+    "point_acceleration", "point_jacobian", "rnea", "transmitted_wrench",
 ]
