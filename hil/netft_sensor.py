@@ -1,0 +1,346 @@
+"""An emulated ATI Net F/T with a Gamma transducer, in a process of its own on its own clock.
+
+Run as::
+
+    rtctl-hil netft-sensor [--feed NAME | --wrench TX,TY,TZ,FX,FY,FZ] [--rate 1000] [--host 127.0.0.1] ...
+
+It serves RDT on a UDP port and the calibration on a TCP port of ``--host`` (loopback by default; ports 0:
+free ones), prints ``PORT rdt=N tcp=M`` once ready, and on SIGTERM, SIGHUP or SIGINT one ``STATS {json}``
+line (requests, records sent, late ticks, biases, calibration reads), then exits 0.
+
+The device, as its manual (document 9620-05-NET FT; :mod:`rtctl.drivers.netft.protocol`) describes it:
+
+* RDT requests (sec. 10.1, Table 10.1): stop; start real-time streaming (one record per datagram) or buffered
+  streaming (``--buffer`` records per datagram) of ``sample_count`` records (0: until stopped), at ``--rate``
+  records per second (at most 7000); set software bias (from then on the records read the load of that
+  moment as zero); reset threshold latch (no thresholds here: nothing to reset). Records go to the address of
+  the latest request (the device answers one client). ``rdt_sequence`` counts each request's records from 1,
+  ``ft_sequence`` the samples since power-up at 7000 per second; other datagrams are counted and ignored.
+* The TCP interface (sec. 11): Read Calibration Info answers counts per force and per torque in N and N m.
+* The status code (the manual's table): bit 17 (transducer saturation) with bit 31 while the load exceeds the
+  transducer's range on some axis (the record then holds the range's end); ``--inject-status HEX@SECONDS``
+  ORs a code into every record from that many seconds after the start.
+
+The transducer: ATI Gamma with calibration SI-130-10, as ATI's Gamma specifications list it: sensing ranges
+Fx, Fy 130 N, Fz 400 N, Tx, Ty, Tz 10 N m; resolution Fx, Fy 1/40 N, Fz 1/20 N, Tx, Ty, Tz 1/800 N m. Each
+record adds Gaussian noise with the resolution as its standard deviation (``--noise-scale`` times it) from a
+seeded generator, then rounds to counts (1 000 000 per N and per N m, the calibration it reports).
+
+The load: ``--feed NAME`` reads the true wrench at the sensor from the loop's process through shared memory
+(:mod:`rtctl.hil.wrench_feed`), delayed by ``--latency`` s (the newest truth at least that old); ``--wrench``
+holds a constant one instead. Both are ``[torque; force]`` in the sensor's frame, N m and N.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import select
+import socket
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+
+import numpy as np
+
+from rtctl.drivers.netft import protocol as P
+from rtctl.options import Parser, argument_type
+from rtctl.rt.signals import on_stop_signals
+
+LOOPBACK = "127.0.0.1"
+# ATI Gamma, calibration SI-130-10 (ATI's Gamma specifications): Fx Fy Fz (N), Tx Ty Tz (N m).
+GAMMA_SI_130_10 = {"name": "Gamma SI-130-10", "range": (130.0, 130.0, 400.0, 10.0, 10.0, 10.0),
+                   "resolution": (1 / 40, 1 / 40, 1 / 20, 1 / 800, 1 / 800, 1 / 800),
+                   "counts_per_force": 1_000_000, "counts_per_torque": 1_000_000}
+MAX_CATCH_UP = 8        # ticks sent at one wake-up after a late one; older ticks are skipped (counted late)
+
+
+class NetFTDevice:
+    """The device's behaviour without sockets: requests in, records out, on the clock ``now`` (s) the caller
+    passes."""
+
+    def __init__(self, truth, rate_hz: float = 1000.0, buffer: int = 1, noise_scale: float = 1.0, seed: int = 0,
+                 inject_status=None, spec=GAMMA_SI_130_10, now: float = 0.0):
+        if not 0 < rate_hz <= P.INTERNAL_RATE_HZ:
+            raise ValueError(f"rate must be in (0, {P.INTERNAL_RATE_HZ:g}] records per second, got {rate_hz}")
+        self.truth, self.rate, self.buffer = truth, float(rate_hz), int(buffer)
+        self.spec = spec
+        self.counts_per_unit = np.array([spec["counts_per_force"]] * 3 + [spec["counts_per_torque"]] * 3, float)
+        self.range = np.asarray(spec["range"], float)
+        self.sigma = noise_scale * np.asarray(spec["resolution"], float)
+        self.rng = np.random.default_rng(seed)
+        self.inject_status = inject_status     # (code, seconds after start) or None
+        self.power_on = now
+        self.bias = np.zeros(6)
+        self.client = None
+        self.streaming = False
+        self.remaining = 0          # records still to send of a finite request (0 with streaming: unlimited)
+        self.rdt_sequence = 0
+        self.next_tick = now
+        self.pending = []           # records of a buffered datagram not yet sent
+        self.per_datagram = 1
+        self.stats = {"requests": 0, "bad_requests": 0, "unsupported": 0, "records": 0, "datagrams": 0,
+                      "late_ticks": 0, "biases": 0, "calibration_reads": 0, "saturated_records": 0}
+        self._wrench = np.zeros(6)
+
+    # -- requests -----------------------------------------------------------------------------------
+    def request(self, data: bytes, sender, now: float) -> None:
+        parsed = P.parse_rdt_request(data)
+        if parsed is None:
+            self.stats["bad_requests"] += 1
+            return
+        command, count = parsed
+        self.stats["requests"] += 1
+        self.client = sender
+        if command == P.STOP:
+            self.streaming, self.pending = False, []
+        elif command in (P.START_REALTIME, P.START_BUFFERED):
+            self.streaming, self.remaining, self.rdt_sequence = True, count, 0
+            self.per_datagram = 1 if command == P.START_REALTIME else self.buffer
+            self.pending, self.next_tick = [], now
+        elif command == P.SET_SOFTWARE_BIAS:
+            self.bias[:] = self.sample(now)[1] + self.bias
+            self.stats["biases"] += 1
+        elif command != P.RESET_THRESHOLD_LATCH:
+            self.stats["unsupported"] += 1
+
+    # -- samples ------------------------------------------------------------------------------------
+    def sample(self, now: float):
+        """(status, F/T in counts less the bias) at ``now``: the load's truth in the transducer's axes (Fx .. Tz),
+        the noise, the range and the rounding to counts."""
+        torque_force = self._wrench
+        self.truth(now, torque_force)
+        load = np.concatenate([torque_force[3:], torque_force[:3]])    # Featherstone's [n; f] -> Fx .. Tz
+        load = load + self.rng.standard_normal(6) * self.sigma
+        status = 0
+        over = np.abs(load) > self.range
+        if over.any():
+            status |= P.ERROR_SUMMARY | P.SATURATION
+            self.stats["saturated_records"] += 1
+            load = np.clip(load, -self.range, self.range)
+        if self.inject_status is not None and now - self.power_on >= self.inject_status[1]:
+            status |= self.inject_status[0]
+        counts = np.round(load * self.counts_per_unit) - self.bias
+        return status, counts
+
+    def due(self, now: float) -> list[bytes]:
+        """The datagrams to send at ``now``: one record per tick of the rate since the last call (at most
+        :data:`MAX_CATCH_UP`; the rest skipped and counted late), grouped ``per_datagram`` to a datagram."""
+        if not self.streaming or now < self.next_tick:
+            return []
+        ticks = int((now - self.next_tick) * self.rate) + 1    # the ticks at or before now
+        self.next_tick += ticks / self.rate
+        if ticks > MAX_CATCH_UP:
+            self.stats["late_ticks"] += ticks - MAX_CATCH_UP
+            ticks = MAX_CATCH_UP
+        out = []
+        for _ in range(ticks):
+            status, counts = self.sample(now)
+            self.rdt_sequence += 1
+            ft_sequence = int((now - self.power_on) * P.INTERNAL_RATE_HZ)
+            self.pending.append(P.pack_record(self.rdt_sequence, ft_sequence, status,
+                                              np.clip(counts, -2**31, 2**31 - 1)))
+            self.stats["records"] += 1
+            if len(self.pending) >= self.per_datagram:
+                out.append(b"".join(self.pending))
+                self.pending = []
+            if self.remaining:
+                self.remaining -= 1
+                if not self.remaining:
+                    self.streaming = False
+                    break
+        if not self.streaming and self.pending:
+            out.append(b"".join(self.pending))
+            self.pending = []
+        self.stats["datagrams"] += len(out)
+        return out
+
+    def calibration(self, command: bytes) -> bytes | None:
+        """The answer to a TCP command (sec. 11): Read Calibration Info; None for anything else."""
+        if len(command) != P.TCP_COMMAND_SIZE or command[0] != P.READCALINFO:
+            return None
+        self.stats["calibration_reads"] += 1
+        return P.Calibration(2, 3, self.spec["counts_per_force"], self.spec["counts_per_torque"]).pack()
+
+
+def truth_from_feed(name: str, latency: float):
+    """A truth function ``(now, out)`` over the shared-memory feed: the newest wrench at least ``latency`` s old
+    (by this process's clock of when it was read)."""
+    from .wrench_feed import WrenchFeedReader
+
+    reader = WrenchFeedReader(name)
+    history = deque(maxlen=4096)
+    latest = np.zeros(6)
+
+    def truth(now, out):
+        t = reader.read(latest)
+        if t == t and (not history or history[-1][1] != t):
+            history.append((now, t, latest.copy()))
+        while len(history) > 1 and history[1][0] <= now - latency:
+            history.popleft()
+        out[:] = history[0][2] if history else 0.0
+    truth.reader = reader
+    return truth
+
+
+def constant_truth(wrench):
+    value = np.asarray(wrench, dtype=float)
+
+    def truth(now, out):
+        out[:] = value
+    return truth
+
+
+def serve(device: NetFTDevice, udp: socket.socket, tcp: socket.socket, stopping) -> None:
+    """Answer requests and send records until ``stopping()``."""
+    while not stopping():
+        now = time.monotonic()
+        wait = 0.05 if not device.streaming else max(0.0, device.next_tick - now)
+        readable, _, _ = select.select([udp, tcp], [], [], min(wait, 0.05))
+        now = time.monotonic()
+        if udp in readable:
+            for _ in range(64):
+                try:
+                    data, sender = udp.recvfrom(2048)
+                except BlockingIOError:
+                    break
+                device.request(data, sender, now)
+        if tcp in readable:
+            _answer_tcp(device, tcp)
+        for datagram in device.due(now):
+            try:
+                udp.sendto(datagram, device.client)
+            except OSError:
+                device.stats["send_errors"] = device.stats.get("send_errors", 0) + 1
+
+
+def _answer_tcp(device: NetFTDevice, tcp: socket.socket) -> None:
+    try:
+        conn, _ = tcp.accept()
+    except BlockingIOError:
+        return
+    with conn:
+        conn.settimeout(1.0)
+        try:
+            data = b""
+            while len(data) < P.TCP_COMMAND_SIZE:
+                chunk = conn.recv(P.TCP_COMMAND_SIZE - len(data))
+                if not chunk:
+                    break
+                data += chunk
+            answer = device.calibration(data)
+            if answer is not None:
+                conn.sendall(answer)
+        except OSError:
+            pass
+
+
+def _status_injection(text: str):
+    try:
+        code, seconds = text.split("@")
+        value = (int(code, 16), float(seconds))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected HEX@SECONDS (e.g. 0x80000004@0.5), got {text!r}") from None
+    if not 0 <= value[0] <= 0xFFFFFFFF or not value[1] >= 0:
+        raise argparse.ArgumentTypeError(f"status 0..0xFFFFFFFF and seconds >= 0, got {text!r}")
+    return value
+
+
+def _wrench(text: str):
+    try:
+        values = [float(x) for x in text.split(",")]
+    except ValueError:
+        values = []
+    if len(values) != 6 or not all(math.isfinite(x) for x in values):
+        raise argparse.ArgumentTypeError(f"expected 6 finite numbers TX,TY,TZ,FX,FY,FZ, got {text!r}")
+    return values
+
+
+def main(argv=None) -> int:
+    prog = "rtctl-hil netft-sensor"
+    ap = Parser(prog=prog, description=__doc__.split("\n")[0])
+    source = ap.add_mutually_exclusive_group()
+    source.add_argument("--feed", default=None, help="the shared-memory wrench feed's name (rtctl.hil.wrench_feed)")
+    source.add_argument("--wrench", type=_wrench, default=None, help="a constant load TX,TY,TZ,FX,FY,FZ (N m, N)")
+    ap.add_argument("--host", default=LOOPBACK, help="address to serve on (default 127.0.0.1)")
+    ap.add_argument("--rdt-port", type=argument_type("int", low=0, high=65535), default=0)
+    ap.add_argument("--tcp-port", type=argument_type("int", low=0, high=65535), default=0)
+    ap.add_argument("--rate", type=argument_type("float", positive=True, high=P.INTERNAL_RATE_HZ), default=1000.0,
+                    help="records per second (at most 7000, the device's maximum)")
+    ap.add_argument("--buffer", type=argument_type("int", low=1, high=P.MAX_RECORDS_PER_DATAGRAM), default=4,
+                    help="records per datagram of buffered streaming")
+    ap.add_argument("--latency", type=argument_type("float", low=0.0), default=0.0, help="s the load is late")
+    ap.add_argument("--noise-scale", type=argument_type("float", low=0.0), default=1.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--inject-status", type=_status_injection, default=None, metavar="HEX@SECONDS")
+    args = ap.parse_args(argv)
+    try:
+        truth = truth_from_feed(args.feed, args.latency) if args.feed else constant_truth(args.wrench or [0.0] * 6)
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        udp.bind((args.host, args.rdt_port))
+        tcp = socket.create_server((args.host, args.tcp_port))
+    except (OSError, ValueError) as exc:
+        ap.exit(1, f"{prog}: error: {exc}\n")
+    udp.setblocking(False)
+    tcp.setblocking(False)
+    device = NetFTDevice(truth, args.rate, args.buffer, args.noise_scale, args.seed, args.inject_status,
+                         now=time.monotonic())
+    stopping = []
+    on_stop_signals(lambda *a: stopping.append(1))
+    print(f"PORT rdt={udp.getsockname()[1]} tcp={tcp.getsockname()[1]}", flush=True)
+    try:
+        serve(device, udp, tcp, lambda: bool(stopping))
+    finally:
+        reader = getattr(truth, "reader", None)
+        print("STATS " + json.dumps(dict(device.stats, torn_reads=reader.torn if reader else 0)), flush=True)
+    return 0
+
+
+class NetFTProcess:
+    """``python -m rtctl.hil.netft_sensor ARGS`` started and waited for: ``rdt_port``, ``tcp_port``, ``pid``;
+    :meth:`stop` (SIGTERM) returns its STATS."""
+
+    def __init__(self, *args: str, startup_timeout: float = 60.0):
+        self.proc = subprocess.Popen([sys.executable, "-m", "rtctl.hil.netft_sensor", *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.pid = self.proc.pid
+        deadline = time.monotonic() + startup_timeout
+        self.rdt_port = self.tcp_port = None
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            if line.startswith("PORT "):
+                fields = dict(item.split("=") for item in line.split()[1:])
+                self.rdt_port, self.tcp_port = int(fields["rdt"]), int(fields["tcp"])
+                break
+        if self.rdt_port is None:
+            self.proc.kill()
+            raise RuntimeError(f"netft-sensor did not start: {self.proc.stderr.read()[-2000:]}")
+        self.stats = None
+
+    def stop(self, timeout: float = 10.0) -> dict | None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)     # a test may have stopped it (SIGSTOP: a stalled device)
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            out, _ = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, _ = self.proc.communicate()
+        for line in (out or "").splitlines():
+            if line.startswith("STATS "):
+                self.stats = json.loads(line[6:])
+        return self.stats
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
