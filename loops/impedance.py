@@ -20,6 +20,17 @@ posture torque causes no acceleration of the frame. The bracketed terms are opti
 ``inertia_feedforward``). With both and an exact model the closed loop of the frame is
 ``Lambda eddot + D edot + K e = F_ext`` (for the position part; to first order in the rotation error).
 
+Closing on a measured wrench (``wrench_sensor``, a force-torque sensor of the robot, and ``task_inertia``
+Lambda_d, diagonal): the sensor's reading less its load's weight and bias, moved to P in world axes
+(:mod:`rtctl.loops.wrench`), is F_ext, and the law becomes
+
+    F = Lambda Lambda_d^-1 (K e + D (xdot_d - J v) + F_ext) - F_ext [+ Lambda (xddot_d - Jdot v)]
+
+so that the frame shows the inertia Lambda_d instead of Lambda: ``Lambda_d eddot + D edot + K e = F_ext``
+(Ott 2008, ch. 3, impedance control with inertia shaping, which needs the external force measured). What the
+sensor carries in motion adds its own inertia M_s (its reading is ``F_ext - M_s xddot``): the frame then shows
+``Lambda_d + (1 - Lambda_d Lambda^-1) M_s``. ``damping`` gives D (``damping_ratio`` would design it for Lambda).
+
 Statics, what the stiffness test measures: at rest under an external wrench ``F_ext`` at P the
 equilibrium is ``J^T (K e + F_ext) + N^T tau_0 = 0``; range(J^T) and range(N^T) meet only in 0, so
 ``K (x - x_d) = F_ext`` exactly (the posture spring takes up nothing of it).
@@ -55,125 +66,29 @@ import numpy as np
 from numba import njit
 
 from rtctl.dynamics import Dynamics
-from rtctl.dynamics.kernels import (
-    W_O,
-    W_R,
-    all_finite,
-    crba,
-    forward_kinematics,
-    kinematics,
-    point_acceleration,
-    point_jacobian,
-    rnea,
-)
+from rtctl.dynamics.kernels import all_finite, crba, kinematics, point_acceleration, point_jacobian, rnea
 from rtctl.dynamics.spatial import ldlt_factor
 from rtctl.model import ModelError
 from rtctl.options import OptionsBase, options_of, setting
 
 from .base import Controller
 from .cartesian import CartesianReference, log_rotation
+from .impedance_kernels import (D_POSE, D_RATE, D_TWIST, D_WIDTH, S_BODY, S_CORIOLIS, S_EXTERNAL, S_FEEDFORWARD,
+                                S_FRAME_R, S_FRAME_T, S_NULLSPACE_RAMP, S_RAMP_T0, S_RAMP_TIME, S_SHAPING, S_WIDTH,
+                                S_ZETA, S_ZETA_FROM, S_ZETA_TO, V_ERROR, V_FEXT, V_H, V_JDV, V_POSE, V_ROWS, V_TAU0,
+                                V_TWIST, V_WRENCH, V_Y, V_ZERO, desired_from_joints, frame_pose, frame_pose_kernel,
+                                ramped_gains)
 from .task_space import (DAMPING_LIMIT, G_D, G_D_FROM, G_D_TO, G_K, G_K_FROM, G_K_TO, G_LAMBDA, G_LAMBDA_INV, G_MASS,
                          G_ROWS, STIFFNESS_LIMIT, critical_damping, definiteness_problem, ldlt_solve, task_matrix,
                          user_matrix)
+from .wrench import WrenchProcessing
 
 __all__ = ["CartesianImpedance", "task_matrix", "user_matrix"]
 
-# Settings vector.
-S_RAMP_T0, S_RAMP_TIME, S_ZETA, S_CORIOLIS, S_FEEDFORWARD, S_EXTERNAL, S_BODY, S_FRAME_R, S_FRAME_T = \
-    0, 1, 2, 3, 4, 5, 6, 7, 16
-S_ZETA_FROM, S_ZETA_TO = 19, 20   # a damping_ratio change's ends, blended like K and D
-S_NULLSPACE_RAMP = 21             # 1 while a null-space stiffness change is blended (joint_gains rows 2 -> 3)
-S_WIDTH = 22
-# Rows of the vector work array (width max(nv, 12)).
-V_POSE, V_ERROR, V_WRENCH, V_TWIST, V_H, V_TAU0, V_Y, V_JDV, V_QW, V_VW, V_AW, V_ZERO = range(12)
-V_ROWS = 12
-# Desired-motion vector: pose (12), twist (6), twist rate (6).
-D_POSE, D_TWIST, D_RATE = 0, 12, 18
-D_WIDTH = 24
 # Status codes: OK; NOT_FINITE + k for argument k (1 q, 2 v, 3 q_d, 4 qd_d, 5 qdd_d, 6 the desired
 # motion, 7 the gains); WRONG_LENGTH + k; TASK_SINGULAR: J M^-1 J^T not positive definite.
 _OK, _NOT_FINITE, _WRONG_LENGTH, _TASK_SINGULAR, _MASS_SINGULAR, _KERNEL = 0, 0, 10, 20, 21, 100
 _ARG_NAMES = ("q", "v", "q_d", "qd_d", "qdd_d", "desired pose", "gains")
-@njit(cache=True)
-def _ramped_gains(settings, g, joint_gains, t):
-    """K and D of this cycle: linear from the *_FROM to the *_TO rows over the ramp time; K_n likewise (from
-    ``joint_gains`` row 2 to row 3) while a null-space stiffness change is under way."""
-    if np.isnan(settings[S_RAMP_T0]):  # a change starts its ramp now
-        settings[S_RAMP_T0] = t
-    ramp = settings[S_RAMP_TIME]
-    w = 1.0 if ramp <= 0.0 else min(1.0, max(0.0, (t - settings[S_RAMP_T0]) / ramp))
-    for k in range(36):
-        g[G_K, k] = g[G_K_FROM, k] + w * (g[G_K_TO, k] - g[G_K_FROM, k])
-        g[G_D, k] = g[G_D_FROM, k] + w * (g[G_D_TO, k] - g[G_D_FROM, k])
-    if settings[S_ZETA_TO] > 0.0:
-        # (1 - w) from + w to: exactly the new ratio at the ramp's end (from + w (to - from) rounded a tiny ratio
-        # to 0, which reads as "explicit damping matrix")
-        settings[S_ZETA] = (1.0 - w) * settings[S_ZETA_FROM] + w * settings[S_ZETA_TO]
-    if settings[S_NULLSPACE_RAMP] != 0.0:
-        for j in range(joint_gains.shape[1]):
-            joint_gains[0, j] = (1.0 - w) * joint_gains[2, j] + w * joint_gains[3, j]
-        if w >= 1.0:
-            settings[S_NULLSPACE_RAMP] = 0.0
-
-
-@njit(cache=True)
-def _frame_pose(ws, settings, out, o):
-    """World pose (R row-major, p) of the controlled frame from the body poses in ``ws`` into out[o:o+12]."""
-    b = int(settings[S_BODY])
-    fr, ft = S_FRAME_R, S_FRAME_T
-    for i in range(3):
-        for j in range(3):
-            out[o + 3 * i + j] = (ws[b, W_R + 3 * i] * settings[fr + j] + ws[b, W_R + 3 * i + 1] * settings[fr + 3 + j]
-                                  + ws[b, W_R + 3 * i + 2] * settings[fr + 6 + j])
-        out[o + 9 + i] = (ws[b, W_O + i] + ws[b, W_R + 3 * i] * settings[ft] + ws[b, W_R + 3 * i + 1] * settings[ft + 1]
-                          + ws[b, W_R + 3 * i + 2] * settings[ft + 2])
-
-
-@njit(cache=True)
-def frame_pose_kernel(mi, mf, ws, settings, q, out):
-    """Forward kinematics at ``q`` and the controlled frame's pose (12) into ``out``."""
-    forward_kinematics(mi, mf, ws, q)
-    _frame_pose(ws, settings, out, 0)
-
-
-@njit(cache=True)
-def _desired_from_joints(mi, mf, ws, settings, idx, q, q_d, qd_d, qdd_d, jx, vec, des):
-    """The desired pose, twist and twist rate of the frame from the joint trajectory: FK(q_d), J(q_d) qd_d,
-    J(q_d) qdd_d + Jdot(q_d, qd_d) qd_d (the last only with the inertia feed-forward)."""
-    nv = jx.shape[2]
-    q_index, v_index = idx[0], idx[1]
-    qw, vw, aw, zero = vec[V_QW], vec[V_VW, :nv], vec[V_AW, :nv], vec[V_ZERO, :nv]
-    for k in range(q.shape[0]):
-        qw[k] = q[k]
-    for k in range(nv):
-        vw[k] = 0.0
-        aw[k] = 0.0
-        zero[k] = 0.0
-    for j in range(q_index.shape[0]):
-        qw[q_index[j]] = q_d[j]
-        vw[v_index[j]] = qd_d[j]
-        aw[v_index[j]] = qdd_d[j]
-    nq = q.shape[0]
-    body = int(settings[S_BODY])
-    ft = S_FRAME_T
-    if settings[S_FEEDFORWARD] != 0.0:
-        kinematics(mi, mf, ws, qw[:nq], vw, zero, 0.0)
-        point_acceleration(ws, body, settings[ft], settings[ft + 1], settings[ft + 2], vec[V_JDV])
-    else:
-        forward_kinematics(mi, mf, ws, qw[:nq])
-        for r in range(6):
-            vec[V_JDV, r] = 0.0
-    _frame_pose(ws, settings, des, D_POSE)
-    jac = jx[0]
-    point_jacobian(mi, ws, body, settings[ft], settings[ft + 1], settings[ft + 2], jac)
-    for r in range(6):
-        s = 0.0
-        a = vec[V_JDV, r]
-        for c in range(nv):
-            s += jac[r, c] * vw[c]
-            a += jac[r, c] * aw[c]
-        des[D_TWIST + r] = s
-        des[D_RATE + r] = a
 
 
 @njit(cache=True)
@@ -182,7 +97,7 @@ def impedance_step(mi, mf, ws, idx, settings, g, joint_gains, t, q, v, q_d, qd_d
 
     ``jx`` (2, 6, nv): J and X^T = J M^-1. ``mass`` (nv, nv): M. ``des``: the desired
     pose, twist and twist rate, filled here from the joint trajectory unless ``settings[S_EXTERNAL]``.
-    ``joint_gains`` (4, n): K_n, D_n, and the ends of a K_n change (:func:`_ramped_gains`)."""
+    ``joint_gains`` (4, n): K_n, D_n, and the ends of a K_n change (:func:`~rtctl.loops.impedance_kernels.ramped_gains`)."""
     nv = v.shape[0]
     q_index, v_index = idx[0], idx[1]
     n = q_index.shape[0]
@@ -197,10 +112,10 @@ def impedance_step(mi, mf, ws, idx, settings, g, joint_gains, t, q, v, q_d, qd_d
     if not (all_finite(joint_gains[0]) and all_finite(joint_gains[1])):
         return _NOT_FINITE + 7
     if settings[S_EXTERNAL] == 0.0:
-        _desired_from_joints(mi, mf, ws, settings, idx, q, q_d, qd_d, qdd_d, jx, vec, des)
+        desired_from_joints(mi, mf, ws, settings, idx, q, q_d, qd_d, qdd_d, jx, vec, des)
     if not all_finite(des):
         return _NOT_FINITE + 6
-    _ramped_gains(settings, g, joint_gains, t)
+    ramped_gains(settings, g, joint_gains, t)
     body = int(settings[S_BODY])
     ft = S_FRAME_T
     zero, h = vec[V_ZERO, :nv], vec[V_H, :nv]
@@ -218,7 +133,7 @@ def impedance_step(mi, mf, ws, idx, settings, g, joint_gains, t, q, v, q_d, qd_d
     jac, xt = jx[0], jx[1]
     point_jacobian(mi, ws, body, settings[ft], settings[ft + 1], settings[ft + 2], jac)
     pose = vec[V_POSE]
-    _frame_pose(ws, settings, pose, 0)
+    frame_pose(ws, settings, pose, 0)
     # e = [log(R_d R^T); p_d - p]
     r = pose
     d = des
@@ -267,6 +182,15 @@ def impedance_step(mi, mf, ws, idx, settings, g, joint_gains, t, q, v, q_d, qd_d
         for b in range(6):
             s += g[G_K, 6 * a + b] * e[b] + g[G_D, 6 * a + b] * (d[D_TWIST + b] - twist[b])
         f[a] = s
+    if settings[S_SHAPING] != 0.0:   # F = Lambda Lambda_d^-1 (K e + D edot + F_ext) - F_ext
+        fext, y = vec[V_FEXT], vec[V_Y]
+        for a in range(6):
+            y[a] = (f[a] + fext[a]) * fext[6 + a]
+        for a in range(6):
+            s = 0.0
+            for b in range(6):
+                s += g[G_LAMBDA, 6 * a + b] * y[b]
+            f[a] = s - fext[a]
     if settings[S_FEEDFORWARD] != 0.0:
         for a in range(6):
             s = 0.0
@@ -322,6 +246,11 @@ class CartesianImpedance(Controller):
         gain_ramp: float = setting("float", 0.1, low=0.0, high=10.0)  # s over which a K or D change is blended
         stiffness_limit: object = setting("floats", None, positive=True)   # default STIFFNESS_LIMIT
         damping_limit: object = setting("floats", None, positive=True)     # default DAMPING_LIMIT
+        wrench_sensor: str = setting("str", None)     # a force_torque sensor of the robot: close on its wrench
+        task_inertia: object = setting("floats", None, positive=True)   # kg x3, kg m^2 x3: Lambda_d, with it
+        tool_mass: float = setting("float", 0.0, low=0.0)   # kg the sensor carries that the model does not have
+        tool_com: object = setting("floats", None)          # m, its centre of mass in the sensor's frame
+        tare_on_start: bool = setting("bool", False)        # the wrench reads zero at each run's first cycle
 
     @classmethod
     def from_config(cls, options: dict, context) -> CartesianImpedance:
@@ -398,6 +327,44 @@ class CartesianImpedance(Controller):
         self._vec = np.zeros((V_ROWS, max(nv, 12)))
         self.reference = None
         self._anchor_pending = True
+        self._shaping(o)
+
+    def _shaping(self, o) -> None:
+        """The inverse task inertia of ``task_inertia`` (module docstring), used once a sensor is bound."""
+        self.wrench_processing = None
+        self._tare_pending = False
+        if (o.wrench_sensor is None) != (o.task_inertia is None):
+            raise ValueError(f"{self.name}: wrench_sensor and task_inertia go together (the measured wrench and "
+                             "the inertia the frame shows with it)")
+        if o.task_inertia is None:
+            return
+        if o.damping is None:
+            raise ValueError(f"{self.name}: task_inertia needs damping (a matrix): damping_ratio designs D for the "
+                             "robot's own task inertia")
+        inertia = np.broadcast_to(np.asarray(o.task_inertia, dtype=float), (6,))
+        self._vec[V_FEXT, 6:12] = 1.0 / np.concatenate([inertia[3:], inertia[:3]])   # [angular; linear]
+
+    def close_on(self, sensor) -> None:
+        """Close on ``sensor``'s measured wrench (module docstring): a force-torque
+        :class:`~rtctl.drivers.sensor.Sensor` on this controller's model."""
+        o = self.options
+        if o.task_inertia is None:
+            raise ValueError(f"{self.name}: closing on a measured wrench needs task_inertia")
+        processing = WrenchProcessing(self.model, sensor, tool_mass=o.tool_mass,
+                                      tool_com=(0.0, 0.0, 0.0) if o.tool_com is None else o.tool_com)
+        self._wrench_target = processing.target(self.frame)
+        self.wrench_processing = processing
+        self.settings[S_SHAPING] = 1.0
+
+    def add_loop_hooks(self, loop) -> None:
+        """With ``wrench_sensor``: close on that sensor of the loop's (:meth:`close_on`)."""
+        name = self.options.wrench_sensor
+        if name is None:
+            return
+        sensors = {s.options.name: s for s in loop.sensors}
+        if name not in sensors:
+            raise ValueError(f"wrench_sensor: the robot has no sensor {name!r} (its sensors: {sorted(sensors)})")
+        self.close_on(sensors[name])
 
     # -- checks --------------------------------------------------------------------------------
     def _limit(self, values, name) -> np.ndarray:
@@ -445,6 +412,7 @@ class CartesianImpedance(Controller):
     def on_activate(self) -> None:
         """The Cartesian reference restarts from the measured pose at the next cycle; a gain ramp completes."""
         self._anchor_pending = True
+        self._tare_pending = self.options.tare_on_start
         self.gains[G_K_FROM] = self.gains[G_K_TO]
         self.gains[G_D_FROM] = self.gains[G_D_TO]
         self.settings[S_ZETA] = self.settings[S_ZETA_FROM] = self.settings[S_ZETA_TO]
@@ -571,6 +539,13 @@ class CartesianImpedance(Controller):
                 ref.anchor(t, self._vec[V_POSE])
                 self._anchor_pending = False
             ref.evaluate(t, des[D_POSE:D_POSE + 12], des[D_TWIST:D_TWIST + 6], des[D_RATE:D_RATE + 6])
+        processing = self.wrench_processing
+        if processing is not None:
+            if self._tare_pending:
+                processing.tare(q)
+                self._tare_pending = False
+            processing.update(q, self._wrench_target, world_axes=True)
+            self._vec[V_FEXT, :6] = processing.moved
         status = impedance_step(dyn.mi, dyn.mf, dyn.ws, self.idx, self.settings, self.gains, self.joint_gains,
                                 float(t), q, v, q_d, qd_d, qdd_d, self.desired, self._mass, self._jx, self._vec,
                                 effort)
