@@ -17,7 +17,8 @@ with ``g`` the model's gravity, ``c_k`` its centre of mass and ``(R_s, p_s)`` th
     w_g = [R_s^T sum_k (c_k - p_s) x m_k g;  R_s^T sum_k m_k g]
 
 (the statics of a rigid load: its weight acts at its centre of mass). The inertial forces of the load in
-motion are not compensated: at rest and at low accelerations ``w_c`` is the external wrench.
+motion are not compensated: at rest and at low accelerations ``w_c`` is the external wrench. Before the
+sensor's first sample (its reading is NaN) ``w_c`` is zero.
 
 ``w_c`` moves to another frame F (a link or frame of the model, origin ``p_F``, axes ``R_F``) as a wrench
 does: ``f_F = R_F^T R_s f``, ``n_F = R_F^T (R_s n + (p_s - p_F) x R_s f)``; with ``world_axes`` the axes stay
@@ -88,8 +89,11 @@ def process_wrench(mi, mf, ws, q, bodies, body, mount, tool, rows, target_body, 
     for a in range(3):   # into the sensor's axes: R_s^T
         load[a] = s[a] * n0 + s[3 + a] * n1 + s[6 + a] * n2
         load[3 + a] = s[a] * f0 + s[3 + a] * f1 + s[6 + a] * f2
+    sampled = True          # the sensor's reading is NaN until its first sample: no measurement, zero
     for a in range(6):
-        comp[a] = rows[P_MEASURED, a] - rows[P_BIAS, a] - load[a]
+        sampled = sampled and np.isfinite(rows[P_MEASURED, a])
+    for a in range(6):
+        comp[a] = rows[P_MEASURED, a] - rows[P_BIAS, a] - load[a] if sampled else 0.0
     if target_body < -1:
         return
     _pose(ws, target_body, target, t)

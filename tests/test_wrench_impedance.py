@@ -85,6 +85,7 @@ def step_response(loop, duration=0.5):
     loop.hooks.append(record)
     loop.run(duration=duration)
     assert not loop.safety.tripped, loop.safety.trip_reason
+    assert loop.late_kernels == []
     return q, before, np.array(out)
 
 

@@ -10,6 +10,7 @@
   frame's axes and in world axes, and Pinocchio's inverse brings it back to the sensor (round trip).
 * tare: with a push on the tool the compensated reading is zero after the tare (within the noise), and minus
   the push once it is gone.
+* Before the sensor's first sample (a NaN reading) the compensated wrench is zero, the load already known.
 """
 from __future__ import annotations
 
@@ -123,3 +124,12 @@ def test_tare_zeroes_the_reading_under_a_push_and_the_push_comes_back_negative()
     lever = np.cross(axes @ MOUNT["mount_xyz"], push[3:])    # the push about the sensor's point
     expected = -np.concatenate([axes.T @ (push[:3] - lever), axes.T @ push[3:]])
     assert np.all(np.abs(gone - expected) <= 6 * SIGMA), gone - expected
+
+
+def test_before_the_first_sample_the_compensated_wrench_is_zero_not_nan():
+    model, loaded, plant, sensor = rig()
+    processing = WrenchProcessing(loaded, sensor)
+    q = np.array([0.1, 0.6, 0.0, -1.2, 0.1, 0.8, 0.2])
+    assert np.all(np.isnan(sensor.reading.wrench))
+    assert np.all(processing.update(q, processing.target("link4")) == 0.0) and np.all(processing.moved == 0.0)
+    assert np.linalg.norm(processing.load[3:]) == pytest.approx((model.mass[-1] + MASS) * 9.81)
