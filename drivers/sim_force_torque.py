@@ -33,10 +33,10 @@ class SimForceTorque(Sensor):
 
     @dataclass(frozen=True)
     class Options(Sensor.Options):
-        kind: str = setting("str", FORCE_TORQUE, choices=(FORCE_TORQUE,))
+        kind: str = setting("str", FORCE_TORQUE, choices=(FORCE_TORQUE,))   # a six-axis force-torque sensor
         force_noise: float = setting("float", 0.0, low=0.0)    # N, standard deviation per axis
         torque_noise: float = setting("float", 0.0, low=0.0)   # N m
-        seed: int = setting("int", 0, low=0)
+        seed: int = setting("int", 0, low=0)                    # of the noise's generator
 
     @classmethod
     def from_config(cls, options: dict, context) -> "SimForceTorque":

@@ -97,7 +97,8 @@ def impedance_step(mi, mf, ws, idx, settings, g, joint_gains, t, q, v, q_d, qd_d
 
     ``jx`` (2, 6, nv): J and X^T = J M^-1. ``mass`` (nv, nv): M. ``des``: the desired
     pose, twist and twist rate, filled here from the joint trajectory unless ``settings[S_EXTERNAL]``.
-    ``joint_gains`` (4, n): K_n, D_n, and the ends of a K_n change (:func:`~rtctl.loops.impedance_kernels.ramped_gains`)."""
+    ``joint_gains`` (4, n): K_n, D_n, and the ends of a K_n change
+    (:func:`~rtctl.loops.impedance_kernels.ramped_gains`)."""
     nv = v.shape[0]
     q_index, v_index = idx[0], idx[1]
     n = q_index.shape[0]

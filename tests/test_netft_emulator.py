@@ -144,7 +144,8 @@ def test_a_status_error_faults_the_sensor_with_one_line(arguments, line):
             sensor.read(time.monotonic() - t0)
             time.sleep(0.001)
         sensor.close()
-    assert sensor.health.fault_reason == f"sensor 'wrist': Net F/T at 127.0.0.1:{emulator.rdt_port} reports status {line}"
+    where = f"127.0.0.1:{emulator.rdt_port}"
+    assert sensor.health.fault_reason == f"sensor 'wrist': Net F/T at {where} reports status {line}"
 
 
 def test_a_stalled_device_trips_the_stale_watchdog_within_max_age():

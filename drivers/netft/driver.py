@@ -49,10 +49,10 @@ class NetFT(Sensor):
 
     @dataclass(frozen=True)
     class Options(Sensor.Options):
-        kind: str = setting("str", FORCE_TORQUE, choices=(FORCE_TORQUE,))
+        kind: str = setting("str", FORCE_TORQUE, choices=(FORCE_TORQUE,))   # a six-axis force-torque sensor
         host: str = setting("str", None, required=True)                 # the Net F/T's address
-        rdt_port: int = setting("int", P.RDT_PORT, low=1, high=65535)
-        tcp_port: int = setting("int", P.TCP_PORT, low=1, high=65535)
+        rdt_port: int = setting("int", P.RDT_PORT, low=1, high=65535)   # UDP, the records (the device: 49152)
+        tcp_port: int = setting("int", P.TCP_PORT, low=1, high=65535)   # TCP, the calibration (49151)
         counts_per_force: float = setting("float", None, positive=True)   # per N; None: read from the device
         counts_per_torque: float = setting("float", None, positive=True)  # per N m
         buffered: bool = setting("bool", False)             # buffered streaming (several records per datagram)
