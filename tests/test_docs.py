@@ -145,7 +145,7 @@ def test_the_readme_is_the_front_door_and_keeps_the_commands_ci_runs():
     block = setup[setup.index("```bash\n") + 8:setup.index("```", setup.index("```bash\n") + 8)]
     commands = [line for line in block.splitlines() if line and not line.startswith("#")]
     assert commands == ['python3 -m venv .venv && . .venv/bin/activate && pip install . && rtctl demo',
-                        'python3 -m venv .venv && . .venv/bin/activate && pip install ".[test]" && python -m pytest -q']
-    assert "python -m pytest -q" in (ROOT / ".ci" / "run").read_text()
+                        'python3 -m venv .venv && . .venv/bin/activate && pip install ".[test]" && python -m pytest -q -n 2']
+    assert "\npython -m pytest -q -n 2\n" in (ROOT / ".ci" / "run").read_text()
     printed = subprocess.run([sys.executable, "-m", "rtctl.reference"], capture_output=True, text=True, timeout=120)
     assert printed.returncode == 0 and printed.stdout == reference.markdown() + "\n"
