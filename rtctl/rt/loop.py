@@ -32,6 +32,7 @@ import time
 import numpy as np
 from numba import njit
 
+from .estimation import BaseTruth
 from .hardware import Hardware
 from .interfaces import Command, RobotState
 from .limits import MIN_JERK_PEAK_ACCELERATION, MIN_JERK_PEAK_VELOCITY, SafetyError
@@ -160,11 +161,8 @@ class ControlLoop:
         self.state = RobotState(model)
         self.state.sensors = self.hardware.readings
         self.command = Command(model)
-        base_nq = model.idx_q[model.n_base_bodies] if model.n_base_bodies < model.nbodies else model.nq
-        base_nv = model.idx_v[model.n_base_bodies] if model.n_base_bodies < model.nbodies else model.nv
-        self.base_truth_q = np.zeros(int(base_nq))   # what the drivers gave for the base before the estimator
-        self.base_truth_v = np.zeros(int(base_nv))   # (a simulator's truth), for comparison only
-        self._base_views = (self.state.q[:int(base_nq)], self.state.v[:int(base_nv)])
+        self.base_truth = BaseTruth(model)     # the drivers' base before the estimator (a simulator's truth)
+        self._base_views = (self.state.q[:self.base_truth.q.size], self.state.v[:self.base_truth.v.size])
         n = controller.n
         self.q_d, self.qd_d, self.qdd_d = np.zeros(n), np.zeros(n), np.zeros(n)
         self.stats = CycleStats(stats_capacity)
@@ -213,8 +211,8 @@ class ControlLoop:
         hardware.read_sensors(t)
         estimator = self.estimator
         if estimator is not None:
-            np.copyto(self.base_truth_q, self._base_views[0])
-            np.copyto(self.base_truth_v, self._base_views[1])
+            np.copyto(self.base_truth.q, self._base_views[0])
+            np.copyto(self.base_truth.v, self._base_views[1])
             try:
                 estimator.update(t, state)
             except Exception as exc:

@@ -179,10 +179,11 @@ class Telemetry(LoopSink):
 
     def _attach_extras(self, loop) -> None:
         """The ``extra`` field: the ``telemetry_fields`` / ``telemetry_values`` of the controller, then of each
-        loop hook that has them (e.g. the collision monitor), of each sensor and of the estimator, in that
-        order. One provider's array is handed off as it is; several are gathered each cycle into one
+        loop hook that has them (e.g. the collision monitor), of each sensor and of the estimator with the
+        base's truth beside it, in that order. One provider's array is handed off as it is; several are gathered each cycle into one
         preallocated array."""
-        providers = [p for p in (loop.controller, *loop.hooks, *loop.sensors, loop.estimator)
+        truth = (loop.base_truth,) if loop.estimator is not None else ()   # beside the estimate, to compare
+        providers = [p for p in (loop.controller, *loop.hooks, *loop.sensors, loop.estimator, *truth)
                      if isinstance(p, TelemetrySource) and p.telemetry_fields]
         self.extra_names, self.extra_units, parts, start = [], [], [], 0
         for p in providers:
