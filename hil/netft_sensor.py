@@ -165,32 +165,41 @@ class NetFTDevice:
         return P.Calibration(2, 3, self.spec["counts_per_force"], self.spec["counts_per_torque"]).pack()
 
 
-def truth_from_feed(name: str, latency: float):
-    """A truth function ``(now, out)`` over the shared-memory feed: the newest wrench at least ``latency`` s old
-    (by this process's clock of when it was read)."""
-    from .wrench_feed import WrenchFeedReader
+class ConstantTruth:
+    """The wrench the emulated transducer feels: ``truth(now, out)``; this one a constant ``wrench``."""
 
-    reader = WrenchFeedReader(name)
-    history = deque(maxlen=4096)
-    latest = np.zeros(6)
+    torn_reads = 0       # samples the feed saw torn (none without a feed)
 
-    def truth(now, out):
-        t = reader.read(latest)
+    def __init__(self, wrench):
+        self.value = np.asarray(wrench, dtype=float)
+
+    def __call__(self, now, out):
+        out[:] = self.value
+
+
+class FeedTruth(ConstantTruth):
+    """The truth from the shared-memory feed: the newest wrench at least ``latency`` s old (by this process's
+    clock of when it was read)."""
+
+    def __init__(self, name: str, latency: float):
+        from .wrench_feed import WrenchFeedReader
+
+        super().__init__(np.zeros(6))
+        self.reader, self.latency = WrenchFeedReader(name), latency
+        self.history = deque(maxlen=4096)
+
+    def __call__(self, now, out):
+        latest, history = self.value, self.history
+        t = self.reader.read(latest)
         if t == t and (not history or history[-1][1] != t):
             history.append((now, t, latest.copy()))
-        while len(history) > 1 and history[1][0] <= now - latency:
+        while len(history) > 1 and history[1][0] <= now - self.latency:
             history.popleft()
         out[:] = history[0][2] if history else 0.0
-    truth.reader = reader
-    return truth
 
-
-def constant_truth(wrench):
-    value = np.asarray(wrench, dtype=float)
-
-    def truth(now, out):
-        out[:] = value
-    return truth
+    @property
+    def torn_reads(self) -> int:
+        return self.reader.torn
 
 
 def serve(device: NetFTDevice, udp: socket.socket, tcp: socket.socket, stopping) -> None:
@@ -277,7 +286,7 @@ def main(argv=None) -> int:
     ap.add_argument("--inject-status", type=_status_injection, default=None, metavar="HEX@SECONDS")
     args = ap.parse_args(argv)
     try:
-        truth = truth_from_feed(args.feed, args.latency) if args.feed else constant_truth(args.wrench or [0.0] * 6)
+        truth = FeedTruth(args.feed, args.latency) if args.feed else ConstantTruth(args.wrench or [0.0] * 6)
         udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         udp.bind((args.host, args.rdt_port))
         tcp = socket.create_server((args.host, args.tcp_port))
@@ -293,8 +302,7 @@ def main(argv=None) -> int:
     try:
         serve(device, udp, tcp, lambda: bool(stopping))
     finally:
-        reader = getattr(truth, "reader", None)
-        print("STATS " + json.dumps(dict(device.stats, torn_reads=reader.torn if reader else 0)), flush=True)
+        print("STATS " + json.dumps(dict(device.stats, torn_reads=truth.torn_reads)), flush=True)
     return 0
 
 
