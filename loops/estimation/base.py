@@ -1,0 +1,319 @@
+"""The estimator component: a floating-base state estimator inside the control cycle.
+
+An :class:`Estimator` has the drivers' lifecycle (:class:`rtctl.rt.lifecycle.Lifecycle`). Once per cycle,
+after the reads, the loop calls :meth:`Estimator.update` with the IMU's reading, the feet's contact input and
+the measured state; it writes the base's coordinates of ``q`` and ``v`` (a free flyer's or the Euler-angle
+chain's, :mod:`loops.estimation.kinematics`) from its estimate, in one compiled, allocation-free call. Its
+:attr:`~Estimator.covariance` is the filter's own, and a divergence check (:mod:`loops.estimation.monitor`)
+or a bad input latches a fault: :attr:`~Estimator.fault` is one line saying what, ``update`` returns False
+from then on and the component is in its error state until :meth:`~rtctl.rt.lifecycle.Lifecycle.recover`,
+``configure`` and ``activate`` (which starts the estimate again from :meth:`Estimator.reset` or the next IMU
+sample).
+
+The estimators are found by name (:data:`rtctl.registry.ESTIMATORS`, entry-point group ``rtctl.estimators``):
+``invariant_ekf`` (:class:`loops.estimation.invariant_ekf_estimator.InvariantEKF`) and ``leg_odometry_kf``
+(:class:`loops.estimation.leg_odometry.LegOdometryKF`). The contact input is each foot's contact sensor
+(:mod:`loops.estimation.common` says why).
+"""
+from __future__ import annotations
+
+import abc
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+from rtctl.dynamics.kernels import WS_WIDTH
+from rtctl.model import ModelError
+from rtctl.options import OptionsBase, options_of, setting
+from rtctl.registry import ESTIMATORS, RegisteredName
+from rtctl.rt.hooks import TelemetrySource
+from rtctl.rt.lifecycle import Lifecycle
+
+from .common import (BAD_CONTACT, BAD_IMU, BAD_JOINTS, BAD_STATE, CONTACT_SOURCES, D_CONTACT, D_DOF, D_NIS,
+                     DIVERGED_NIS, DIVERGED_REJECTED, IMU_SIZE, UPDATE_FAILED)
+from .kinematics import (BASE_EULER, BASE_FREE_FLYER, CF_CONTACT, CF_MONITOR, CF_MOUNT, CF_NOISE, CF_POINTS,
+                         CI_AXES, CI_FEET, CI_KIND, CI_NBQ, CI_NBV, read_base)
+from .lie import rot_apply, rot_mul
+from .monitor import M_LAST_BOUND, M_SUM_DOF, M_SUM_NIS, monitor_reset, monitor_size
+
+BASE_KINDS = {"free_flyer": BASE_FREE_FLYER, "euler": BASE_EULER}
+DIAG_FIELDS = ("nis", "nis_dof", "feet_in_contact", "feet_accepted", "feet_rejected", "slips")
+
+
+def _unit_axis(axis, what: str) -> int:
+    """The coordinate index of a unit coordinate axis, or ValueError naming ``what``."""
+    a = np.asarray(axis, dtype=float)
+    k = int(np.argmax(np.abs(a)))
+    if not (abs(abs(a[k]) - 1.0) < 1e-12 and np.count_nonzero(a) == 1 and a[k] > 0):
+        raise ValueError(f"{what}: the estimators need its axis along +x, +y or +z, got {a.tolist()}")
+    return k
+
+
+def base_layout(model) -> tuple[int, np.ndarray]:
+    """(kind, axes) of the model's floating base for :func:`~loops.estimation.kinematics.write_base`; ValueError
+    for a base the estimators do not write (fixed, planar, an Euler chain with offsets or tilted axes)."""
+    if model.base not in BASE_KINDS:
+        raise ValueError(f"model '{model.name}': a state estimator writes a 'free_flyer' or 'euler' floating base, "
+                         f"this model's base is {model.base!r}")
+    axes = np.zeros(6, dtype=np.int64)
+    if model.base == "euler":
+        for i in range(6):
+            if not (np.allclose(model.joint_rotation[i], np.eye(3)) and np.allclose(model.joint_translation[i], 0)):
+                raise ValueError(f"model '{model.name}': Euler-chain joint '{model.joint_names[i]}' has an offset "
+                                 "origin; the estimators need the chain's joints at the base origin")
+            axes[i] = _unit_axis(model.axis[i], f"model '{model.name}': Euler-chain joint '{model.joint_names[i]}'")
+        if sorted(axes[:3]) != [0, 1, 2] or len(set(axes[3:])) != 3:
+            raise ValueError(f"model '{model.name}': the Euler chain's prismatic joints must move along x, y and z "
+                             "and its revolute joints turn about three different axes (Tait-Bryan angles)")
+    return BASE_KINDS[model.base], axes
+
+
+class Estimator(Lifecycle, TelemetrySource, abc.ABC):
+    """Base of the floating-base state estimators (module docstring).
+
+    ``options.feet`` names the feet (frames or links of the model), in the order of the contact input;
+    ``options.foot_points`` each one's contact point in its frame (default: the frame's origin). The IMU is
+    on the base body, aligned with it, unless :meth:`mount_imu` says otherwise (the IMU sensor's frame).
+    """
+
+    name = RegisteredName(ESTIMATORS, "estimator")   # its entry point's name
+    telemetry_fields = tuple(f"estimator/{f}" for f in DIAG_FIELDS)
+    feet_diagnostics = 1   # values per foot in diag after D_CONTACT (the contact flags; a filter may add its own)
+
+    @dataclass(frozen=True)
+    class Options(OptionsBase):
+        feet: object = setting("strs", None, required=True)                  # frames or links, contact order
+        foot_points: object = setting("matrix", None)                       # m, in each foot's frame
+        contact_source: str = setting("str", "flag", choices=tuple(CONTACT_SOURCES))
+        contact_force_on: float = setting("float", 20.0, positive=True)     # N, "force": in contact from here
+        contact_force_off: float = setting("float", 10.0, positive=True)    # N, "force": out of contact below
+        gyro_noise_density: float = setting("float", 2.4e-4, positive=True)   # rad/s/sqrt(Hz)
+        accel_noise_density: float = setting("float", 1.7e-3, positive=True)  # m/s^2/sqrt(Hz)
+        encoder_noise: float = setting("float", 1e-3, low=0.0)              # rad (standard deviation)
+        foot_position_noise: float = setting("float", 3e-3, low=0.0)        # m (standard deviation)
+        foot_velocity_density: float = setting("float", 0.02, positive=True)  # m/s/sqrt(Hz): a foot in contact
+        initial_orientation_std: float = setting("float", 0.01, positive=True)   # rad (roll, pitch, yaw)
+        initial_velocity_std: float = setting("float", 0.05, positive=True)      # m/s
+        initial_position_std: float = setting("float", 0.01, positive=True)      # m
+        divergence_window: float = setting("float", 0.5, positive=True)          # s of innovations tested
+        divergence_probability: float = setting("float", 1e-6, positive=True, high=0.5)  # false alarm per window
+        max_rejected_time: float = setting("float", 0.2, positive=True)     # s with every foot past the slip gate
+
+    @classmethod
+    def from_config(cls, options: dict, context) -> "Estimator":
+        """Built from its ``[estimator]`` table over ``context.model`` at the loop period."""
+        return cls(context.model, cls.Options(**options), period=context.period)
+
+    def __init__(self, model, options: "Estimator.Options | None" = None, *, period: float = 1e-3):
+        super().__init__()
+        self.options = options = options_of(self, options)
+        if options.contact_force_off > options.contact_force_on:
+            raise ValueError(f"{self.name}: contact_force_off ({options.contact_force_off} N) must not exceed "
+                             f"contact_force_on ({options.contact_force_on} N)")
+        self.model = model
+        self.period = float(period)
+        kind, axes = base_layout(model)
+        self.foot_names = list(options.feet)
+        n = self.n_feet = len(self.foot_names)
+        bodies, points = self._feet(model, options)
+        self.base_body = model.n_base_bodies - 1
+        self.cfg_i = np.zeros(CI_FEET + n, dtype=np.int64)
+        self.cfg_i[CI_KIND], self.cfg_i[CI_NBQ], self.cfg_i[CI_NBV] = kind, model.idx_q[self.base_body] + (
+            7 if kind == BASE_FREE_FLYER else 1), model.n_base_dofs
+        self.cfg_i[CI_AXES:CI_AXES + 6] = axes
+        self.cfg_i[CI_FEET:] = bodies
+        self.cfg_f = np.zeros(CF_POINTS + 3 * n)
+        self.cfg_f[CF_NOISE] = options.encoder_noise ** 2
+        self.cfg_f[CF_NOISE + 1] = options.foot_position_noise ** 2
+        self.cfg_f[CF_CONTACT:CF_CONTACT + 3] = (CONTACT_SOURCES[options.contact_source], options.contact_force_on,
+                                                 options.contact_force_off)
+        window = max(1, int(round(options.divergence_window / self.period)))
+        self.cfg_f[CF_MONITOR] = -NormalDist().inv_cdf(options.divergence_probability)
+        self.cfg_f[CF_MONITOR + 1] = max(1, int(round(options.max_rejected_time / self.period)))
+        self.cfg_f[CF_POINTS:] = points.ravel()
+        self.mount_imu(self.base_body, np.eye(3), np.zeros(3))
+        self.ws = np.zeros((model.nbodies, WS_WIDTH))
+        self._monitor = D_CONTACT + self.feet_diagnostics * n   # where the divergence check's window starts
+        self.diag = np.zeros(self._monitor + monitor_size(window))
+        self.telemetry_values = self.diag[:len(DIAG_FIELDS)]
+        self.fault = ""
+        self._t = math.nan          # control time of the last update (NaN: none since the start)
+        self._started = False       # the estimate has an initial state
+        self._base = np.zeros(18)   # scratch of read_base
+        self._allocate()
+
+    def _feet(self, model, options):
+        """(bodies, contact points in the bodies) of the feet."""
+        n = self.n_feet
+        points = np.zeros((n, 3)) if options.foot_points is None else np.asarray(options.foot_points, dtype=float)
+        if points.shape != (n, 3):
+            raise ValueError(f"{self.name}: foot_points needs one [x, y, z] row per foot ({n}), got shape "
+                             f"{list(points.shape)}")
+        bodies = np.zeros(n, dtype=np.int64)
+        for k, name in enumerate(self.foot_names):
+            try:
+                frame = model.frame(name)
+            except ModelError as exc:
+                raise ValueError(f"{self.name}: feet: {exc}") from None
+            if frame.body < model.n_base_bodies:
+                raise ValueError(f"{self.name}: foot {name!r} is not on a leg (it moves with the base or the world)")
+            bodies[k] = frame.body
+            points[k] = frame.translation + frame.rotation @ points[k]
+        return bodies, points
+
+    def mount_imu(self, body: int, rotation, translation) -> None:
+        """The IMU's frame: its axes ``rotation`` and origin ``translation`` (m) in body ``body``'s frame, which
+        must be the base body (the IMU sensor's ``body``, ``rotation``, ``translation``)."""
+        if body != self.base_body:
+            name = self.model.body_names[body] if 0 <= body < self.model.nbodies else "the world"
+            raise ValueError(f"{self.name}: the IMU is on {name!r}; the estimators need it on the base body "
+                             f"{self.model.body_names[self.base_body]!r}")
+        r = np.asarray(rotation, dtype=float)
+        if r.shape != (3, 3) or not np.allclose(r @ r.T, np.eye(3), atol=1e-9) or np.linalg.det(r) < 0:
+            raise ValueError(f"{self.name}: the IMU's rotation must be a 3 x 3 rotation matrix")
+        self.cfg_f[CF_MOUNT:CF_MOUNT + 9] = r.ravel()
+        self.cfg_f[CF_MOUNT + 9:CF_MOUNT + 12] = np.asarray(translation, dtype=float)
+
+    # -- what each filter provides -----------------------------------------------------------------------------
+    @abc.abstractmethod
+    def _allocate(self) -> None:
+        """Preallocate the filter's state, covariance, parameters and scratch."""
+
+    @abc.abstractmethod
+    def _initialise(self, r, p, vel, imu) -> None:
+        """Start the estimate at the IMU's world rotation ``r`` (9-tuple), position ``p`` and velocity ``vel``
+        (world) with the initial covariance; ``imu`` the first reading (None from :meth:`reset`)."""
+
+    @abc.abstractmethod
+    def _step(self, dt: float, imu, contact, q, v) -> int:
+        """One compiled cycle; the status (loops.estimation.common)."""
+
+    @property
+    @abc.abstractmethod
+    def covariance(self) -> np.ndarray:
+        """The filter's covariance (updated in place every cycle; its subclass documents the order)."""
+
+    @abc.abstractmethod
+    def imu_state(self) -> tuple:
+        """(R, v, p) of the IMU in the world: the estimate the covariance is about (copies; tests, plots)."""
+
+    # -- the cycle ---------------------------------------------------------------------------------------------
+    def reset(self, q, v=None) -> None:
+        """Start the estimate at the base state of ``q`` (and ``v``, default at rest), e.g. the robot's
+        configured initial state; its covariance the options' initial one."""
+        q = np.asarray(q, dtype=float)
+        v = np.zeros(self.model.nv) if v is None else np.asarray(v, dtype=float)
+        read_base(self.cfg_i[CI_KIND], self.cfg_i[CI_AXES:CI_AXES + 6], q, v, self._base)
+        b = self._base
+        rb = tuple(b[:9])
+        m = self.cfg_f[CF_MOUNT:CF_MOUNT + 12]
+        r = rot_mul(rb, tuple(m[:9]))
+        tx, ty, tz = rot_apply(rb, m[9], m[10], m[11])
+        wx, wy, wz = rot_apply(rb, b[15], b[16], b[17])
+        p = (b[9] + tx, b[10] + ty, b[11] + tz)
+        vel = (b[12] + wy * tz - wz * ty, b[13] + wz * tx - wx * tz, b[14] + wx * ty - wy * tx)
+        self._start()
+        self._initialise(r, p, vel, None)
+        self._started = True
+
+    def _start(self) -> None:
+        self.diag[:] = 0.0
+        monitor_reset(self.diag[self._monitor:])
+        self._t = math.nan
+
+    def on_activate(self) -> None:
+        """A run starts: the next update's step is 0 s; without a :meth:`reset` since the last activation the
+        estimate starts from the first IMU sample (level from its specific force, at the origin, at rest)."""
+        self.fault = ""
+        self._t = math.nan
+
+    def on_deactivate(self) -> None:
+        self._started = False
+
+    def update(self, t: float, imu, contact, q, v) -> bool:
+        """One cycle at control time ``t`` (s): ``imu`` the IMU reading's values (10: specific force, angular
+        rate, orientation xyzw or NaN), ``contact`` each foot's contact input, ``q`` and ``v`` the measured state,
+        whose base entries are overwritten with the estimate. False once a fault is latched (:attr:`fault`)."""
+        if self.fault:
+            return False
+        dt = 0.0 if self._t != self._t else t - self._t
+        if not self._started:
+            self._start()
+            self._initialise(None, None, None, imu)
+            self._started = True
+            dt = 0.0
+        self._t = t
+        status = self._step(dt, imu, contact, q, v)
+        if status:
+            self._latch(status, dt, imu, contact, q, v)
+            return False
+        return True
+
+    def _latch(self, status, dt, imu, contact, q, v) -> None:
+        self.fault = f"estimator '{self.name}': {self._reason(status, dt, imu, contact, q, v)}"
+        self.fail(self.fault)
+
+    def _reason(self, status, dt, imu, contact, q, v) -> str:
+        mon = self.diag[self._monitor:]
+        o = self.options
+        if status == DIVERGED_NIS:
+            return (f"diverged: normalised innovation {mon[M_SUM_NIS]:.1f} over the last {o.divergence_window:g} s "
+                    f"exceeds its chi-square bound {mon[M_LAST_BOUND]:.1f} ({int(mon[M_SUM_DOF])} degrees of "
+                    f"freedom, false-alarm probability {o.divergence_probability:g})")
+        if status == DIVERGED_REJECTED:
+            return (f"diverged: for {o.max_rejected_time:g} s no foot in contact agreed with the estimate (every "
+                    "one past the slip gate)")
+        if status == UPDATE_FAILED:
+            return "the innovation covariance is not positive definite"
+        if status == BAD_STATE:
+            return "the estimate or its covariance is not finite"
+        if status == BAD_CONTACT:
+            k = int(np.flatnonzero(~np.isfinite(np.asarray(contact, dtype=float)))[0])
+            return f"contact input of foot {self.foot_names[k]!r} is {contact[k]}"
+        if status == BAD_JOINTS:
+            nq, nv = self.cfg_i[CI_NBQ], self.cfg_i[CI_NBV]
+            for arr, first, names, what in ((q, nq, self.model.idx_q, "position"), (v, nv, self.model.idx_v,
+                                                                                        "velocity")):
+                bad = np.flatnonzero(~np.isfinite(np.asarray(arr[first:], dtype=float)))
+                if bad.size:
+                    index = first + int(bad[0])
+                    joint = self.model.joint_names[int(np.searchsorted(names, index, side="right")) - 1]
+                    return f"joint {joint!r} {what} is {arr[index]}"
+        if status == BAD_IMU:
+            if not 0.0 <= dt < 1.0:
+                return f"time step {dt!r} s since the last update is outside [0, 1) s"
+            return (f"IMU sample not finite: specific force {np.asarray(imu[:3]).tolist()}, angular rate "
+                    f"{np.asarray(imu[3:6]).tolist()}")
+        return f"status {status}"
+
+    @property
+    def nis(self) -> tuple[float, int]:
+        """This cycle's normalised innovation squared and its degrees of freedom (0 when nothing was measured)."""
+        return float(self.diag[D_NIS]), int(self.diag[D_DOF])
+
+    @property
+    def contact(self) -> np.ndarray:
+        """Each foot's contact flag this cycle (after the ``force`` threshold)."""
+        return self.diag[D_CONTACT:D_CONTACT + self.n_feet]
+
+    def warm(self, cycle=None) -> None:
+        """Before the hardware is activated: updates on copies (touch-down, stance, lift-off) reach every kernel
+        :meth:`update` calls; the estimate is started afresh after them."""
+        q = self.model.neutral_configuration() if cycle is None else cycle.state.q.copy()
+        v = np.zeros(self.model.nv) if cycle is None else cycle.state.v.copy()
+        imu = np.array([0.0, 0.0, 9.81, 0.0, 0.0, 0.0, np.nan, np.nan, np.nan, np.nan])
+        contact = np.ones(self.n_feet)
+        saved = (self.fault, self._t, self._started, self.lifecycle_state, self.error_reason)
+        self._started = False
+        for t, c in ((0.0, 1.0), (self.period, 1.0), (2 * self.period, 0.0)):
+            contact[:] = c * (self.options.contact_force_on if self.options.contact_source == "force" else 1.0)
+            self.update(t, imu, contact, q, v)
+        self.fault, self._t, self._started, self.lifecycle_state, self.error_reason = saved
+        self._started = False
+
+    def check_imu_shape(self, imu) -> None:
+        if np.shape(imu) != (IMU_SIZE,):
+            raise ValueError(f"{self.name}: the IMU input is the reading's {IMU_SIZE} values, got shape "
+                             f"{np.shape(imu)}")
