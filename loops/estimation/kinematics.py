@@ -39,8 +39,8 @@ F_H, F_JJT, F_HDOT = 0, 3, 12
 CI_KIND, CI_NBQ, CI_NBV, CI_AXES, CI_FEET = 0, 1, 2, 3, 9
 # Float configuration cfg_f: the IMU's mount on the base body (R_m row-major, t_m), [encoder variance,
 # foot-position variance] (foot_covariance), the contact input [source, force on, force off]
-# (loops.estimation.common), the divergence check [normal quantile, most cycles without an accepted foot], then each foot's contact point in
-# its body
+# (loops.estimation.common), the divergence check [normal quantile, most cycles without an accepted foot],
+# then each foot's contact point in its body
 CF_MOUNT, CF_NOISE, CF_CONTACT, CF_MONITOR, CF_POINTS = 0, 12, 14, 17, 19
 
 
