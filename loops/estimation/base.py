@@ -97,6 +97,8 @@ class Estimator(Lifecycle, TelemetrySource, abc.ABC):
         initial_orientation_std: float = setting("float", 0.01, positive=True)   # rad (roll, pitch, yaw)
         initial_velocity_std: float = setting("float", 0.05, positive=True)      # m/s
         initial_position_std: float = setting("float", 0.01, positive=True)      # m
+        slip_speed: float = setting("float", 0.2, positive=True)            # m/s: a foot in contact moving faster
+        slip_probability: float = setting("float", 1e-4, positive=True, high=0.5)  # a foot in contact past the gate
         divergence_window: float = setting("float", 0.5, positive=True)          # s of innovations tested
         divergence_probability: float = setting("float", 1e-6, positive=True, high=0.5)  # false alarm per window
         max_rejected_time: float = setting("float", 0.2, positive=True)     # s with every foot past the slip gate

@@ -50,7 +50,7 @@ from .common import (BAD_STATE, D_ACCEPTED, D_CONTACT, D_DOF, D_IN_CONTACT, D_NI
 from .kinematics import (CF_MONITOR, CF_NOISE, CI_NBQ, CI_NBV, F_H, F_HDOT, foot_covariance, leg_kinematics,
                          write_estimate)
 from .lie import exp_so3, left_jacobian, orthonormalise, rot_apply, rot_mul, rot_read, rot_write
-from .linalg import sparse_update
+from .linalg import inverse_quadratic3, sparse_update
 from .monitor import monitor_add
 
 # State vector x: R (row-major), v, p, b_g, b_a, then the K feet d_k, then the K contact flags of the filter
@@ -297,14 +297,7 @@ def _foot_nis(P, k, zx, zy, zz, n):
     s = (_s_entry(P, d, 0, 0, n), _s_entry(P, d, 0, 1, n), _s_entry(P, d, 0, 2, n),
          _s_entry(P, d, 1, 0, n), _s_entry(P, d, 1, 1, n), _s_entry(P, d, 1, 2, n),
          _s_entry(P, d, 2, 0, n), _s_entry(P, d, 2, 1, n), _s_entry(P, d, 2, 2, n))
-    c00, c01, c02 = s[4] * s[8] - s[5] * s[7], s[2] * s[7] - s[1] * s[8], s[1] * s[5] - s[2] * s[4]
-    det = s[0] * c00 + s[3] * c01 + s[6] * c02
-    if not det > 0.0:
-        return math.inf
-    c11, c12 = s[0] * s[8] - s[2] * s[6], s[2] * s[3] - s[0] * s[5]
-    c22 = s[0] * s[4] - s[1] * s[3]
-    return (zx * (c00 * zx + c01 * zy + c02 * zz) + zy * (c01 * zx + c11 * zy + c12 * zz)
-            + zz * (c02 * zx + c12 * zy + c22 * zz)) / det
+    return inverse_quadratic3(s, zx, zy, zz)
 
 
 @njit(cache=True)

@@ -34,8 +34,6 @@ class InvariantEKF(Estimator):
         accel_bias_walk: float = setting("float", 1e-4, positive=True)      # m/s^3/sqrt(Hz)
         initial_gyro_bias_std: float = setting("float", 0.01, positive=True)   # rad/s
         initial_accel_bias_std: float = setting("float", 0.1, positive=True)   # m/s^2
-        slip_probability: float = setting("float", 1e-4, positive=True, high=0.5)  # a foot in contact past the gate
-        slip_speed: float = setting("float", 0.2, positive=True)            # m/s: a foot in contact moving faster
 
     def _allocate(self) -> None:
         m, o, n = self.model, self.options, self.n_feet

@@ -24,8 +24,9 @@ because R is taken as known: prediction p += v dt + a dt^2/2, v += a dt with a =
 on a foot in the air (the Cheetah's inflated noise of a foot it does not trust). Measurements: every foot's
 position relative to the IMU, d_k - p = R h_k, and for each foot in contact the IMU's velocity from the leg,
 v = -R (w x h_k + dh_k/dt) (its noise: the joint velocities' through J and the gyroscope's sample noise
-times |h_k|), both through the shared sparse update (:mod:`loops.estimation.linalg`). A foot in
-contact moving faster than ``slip_speed`` over the ground (v + R (w x h + dh/dt) with the filter's v) gives no
+times |h_k|), both through the shared sparse update (:mod:`loops.estimation.linalg`). A foot in contact that
+moves (faster than ``slip_speed`` over the ground, v + R (w x h + dh/dt) with the filter's v, or with its
+velocity measurement's own normalised innovation past the chi-square gate of ``slip_probability``) gives no
 velocity measurement and gets the swing noise, as a foot in the air.
 
 :attr:`~loops.estimation.base.Estimator.covariance` is the filter's, over [p, v, d_1..K] (m, m/s, m); the
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
+from scipy.stats import chi2
 
 from rtctl.options import setting
 from rtctl.rt.warmup import ready_kernel
@@ -49,7 +51,7 @@ from .kinematics import (CF_MONITOR, CF_NOISE, CI_NBQ, CI_NBV, F_H, F_HDOT, foot
                          write_estimate)
 from .lie import (cross3, exp_so3, orthonormalise, quaternion_to_matrix, rot_apply, rot_apply_t, rot_mul, rot_read,
                   rot_write, tilt_from_gravity)
-from .linalg import sparse_update
+from .linalg import inverse_quadratic3, sparse_update
 from .monitor import monitor_add
 
 # Orientation state o: R (9), gyroscope bias b (3), the filter's velocity at the last step (3)
@@ -58,8 +60,8 @@ O_R, O_B, O_V, O_SIZE = 0, 9, 12, 15
 K_P, K_V, K_D = 0, 3, 6
 # Parameters
 (PAR_KP, PAR_KI, PAR_DEVICE, PAR_Q_V, PAR_Q_FOOT, PAR_Q_SWING, PAR_JOINT_VELOCITY, PAR_RATE_NOISE,
- PAR_SLIP_SPEED, PAR_GX, PAR_GY, PAR_GZ) = range(12)
-PAR_SIZE = 12
+ PAR_SLIP_SPEED, PAR_GATE, PAR_GX, PAR_GY, PAR_GZ) = range(13)
+PAR_SIZE = 13
 
 
 def work_shape(n_feet: int, nq: int, nv: int) -> tuple:
@@ -138,12 +140,22 @@ def _foot_velocity(o, feet, k, imu):
     return rot_apply(r, cx + feet[k, F_HDOT], cy + feet[k, F_HDOT + 1], cz + feet[k, F_HDOT + 2])
 
 
+@njit(cache=True, inline="always")
+def _velocity_noise(feet, k, r, par):
+    """Covariance of the leg's IMU velocity -R (w x h_k + dh_k/dt): the joint velocities' through J and the
+    gyroscope sample's times |h_k|."""
+    h2 = feet[k, F_H] ** 2 + feet[k, F_H + 1] ** 2 + feet[k, F_H + 2] ** 2
+    return foot_covariance(feet, k, r, par[PAR_JOINT_VELOCITY], par[PAR_RATE_NOISE] * h2)
+
+
 @njit(cache=True)
-def trust(x, o, feet, imu, contact, par, flags, n_feet):
-    """Each foot's flag: in contact and not slipping (speed over the ground up to ``slip_speed``). Returns the
+def trust(x, P, o, feet, imu, contact, par, flags, n_feet):
+    """Each foot's flag: in contact and not slipping: its speed over the ground v + R (w x h + dh/dt) up to
+    ``slip_speed`` and its velocity measurement's own normalised innovation under the gate. Returns the
     number in contact and the number that slip."""
     in_contact = slipping = 0
     limit = par[PAR_SLIP_SPEED] * par[PAR_SLIP_SPEED]
+    r = rot_read(o, O_R)
     for k in range(n_feet):
         flags[k] = 0.0
         if contact[k] <= 0.0:
@@ -151,7 +163,11 @@ def trust(x, o, feet, imu, contact, par, flags, n_feet):
         in_contact += 1
         ux, uy, uz = _foot_velocity(o, feet, k, imu)
         ux, uy, uz = ux + x[K_V], uy + x[K_V + 1], uz + x[K_V + 2]
-        if ux * ux + uy * uy + uz * uz > limit:
+        n = _velocity_noise(feet, k, r, par)
+        s = (P[K_V, K_V] + n[0], P[K_V, K_V + 1] + n[1], P[K_V, K_V + 2] + n[2],
+             P[K_V + 1, K_V] + n[3], P[K_V + 1, K_V + 1] + n[4], P[K_V + 1, K_V + 2] + n[5],
+             P[K_V + 2, K_V] + n[6], P[K_V + 2, K_V + 1] + n[7], P[K_V + 2, K_V + 2] + n[8])
+        if ux * ux + uy * uy + uz * uz > limit or inverse_quadratic3(s, ux, uy, uz) > par[PAR_GATE]:
             slipping += 1
         else:
             flags[k] = 1.0
@@ -188,8 +204,7 @@ def correct(x, P, o, feet, imu, flags, par, cfg_f, n_feet, work, st):
     for k in range(n_feet):
         if flags[k] <= 0.0:
             continue
-        h2 = feet[k, F_H] ** 2 + feet[k, F_H + 1] ** 2 + feet[k, F_H + 2] ** 2
-        n = foot_covariance(feet, k, r, par[PAR_JOINT_VELOCITY], par[PAR_RATE_NOISE] * h2)
+        n = _velocity_noise(feet, k, r, par)
         u = _foot_velocity(o, feet, k, imu)
         for c in range(3):
             hrows[m + c, 0], hrows[m + c, 1], hrows[m + c, 2], hrows[m + c, 3] = K_V + c, 1.0, K_V + c, 0.0
@@ -224,7 +239,7 @@ def odometry_step(mi, mf, ws, q, v, dt, imu, contact, cfg_i, cfg_f, par, x, P, o
     flags = diag[D_CONTACT + n_feet:D_CONTACT + 2 * n_feet]
     if dt > 0.0:
         orientation_predict(o, imu, dt, par)
-    in_contact, slipping = trust(x, o, feet, imu, diag[D_CONTACT:D_CONTACT + n_feet], par, flags, n_feet)
+    in_contact, slipping = trust(x, P, o, feet, imu, diag[D_CONTACT:D_CONTACT + n_feet], par, flags, n_feet)
     if dt > 0.0:
         predict(x, P, o, imu, dt, par, flags, n_feet)
     diag[D_IN_CONTACT], diag[D_REJECTED] = in_contact, slipping
@@ -263,7 +278,6 @@ class LegOdometryKF(Estimator):
         velocity_process_density: float = setting("float", 0.1, positive=True)   # m/s^2/sqrt(Hz)
         swing_foot_density: float = setting("float", 1.0, positive=True)   # m/s/sqrt(Hz): a foot in the air
         joint_velocity_noise: float = setting("float", 0.02, positive=True)   # rad/s (standard deviation)
-        slip_speed: float = setting("float", 0.2, positive=True)           # m/s
 
     def _allocate(self) -> None:
         m, o, n = self.model, self.options, self.n_feet
@@ -282,6 +296,7 @@ class LegOdometryKF(Estimator):
         self.par[PAR_JOINT_VELOCITY] = o.joint_velocity_noise ** 2
         self.par[PAR_RATE_NOISE] = o.gyro_noise_density ** 2 / self.period   # a sample's rate variance
         self.par[PAR_SLIP_SPEED] = o.slip_speed
+        self.par[PAR_GATE] = chi2.ppf(1.0 - o.slip_probability, 3)
         self.par[PAR_GX:PAR_GX + 3] = m.gravity
         self._kernel = ready_kernel(odometry_step, SIG_STEP)
 

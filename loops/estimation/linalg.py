@@ -102,3 +102,17 @@ def sparse_update(P, hrows, noise, z, m, mw, delta):
                 if j != i:
                     P[j, i] = P[i, j]
     return nis
+
+
+@njit(cache=True)
+def inverse_quadratic3(s, zx, zy, zz):
+    """z^T S^-1 z for a symmetric 3 x 3 S (row-major 9-tuple) by its adjugate; inf if S is not positive
+    definite by its determinant."""
+    c00, c01, c02 = s[4] * s[8] - s[5] * s[7], s[2] * s[7] - s[1] * s[8], s[1] * s[5] - s[2] * s[4]
+    det = s[0] * c00 + s[3] * c01 + s[6] * c02
+    if not det > 0.0:
+        return math.inf
+    c11, c12 = s[0] * s[8] - s[2] * s[6], s[2] * s[3] - s[0] * s[5]
+    c22 = s[0] * s[4] - s[1] * s[3]
+    return (zx * (c00 * zx + c01 * zy + c02 * zz) + zy * (c01 * zx + c11 * zy + c12 * zz)
+            + zz * (c02 * zx + c12 * zy + c22 * zz)) / det
