@@ -143,6 +143,7 @@ class Estimator(Lifecycle, TelemetrySource, abc.ABC):
         self.fault = ""
         self._t = math.nan          # control time of the last update (NaN: none since the start)
         self._started = False       # the estimate has an initial state
+        self._fresh_reset = False   # reset() was called and no update has run since
         self._base = np.zeros(18)   # scratch of read_base
         self._allocate()
 
@@ -218,7 +219,7 @@ class Estimator(Lifecycle, TelemetrySource, abc.ABC):
         vel = (b[12] + wy * tz - wz * ty, b[13] + wz * tx - wx * tz, b[14] + wx * ty - wy * tx)
         self._start()
         self._initialise(r, p, vel, None)
-        self._started = True
+        self._started = self._fresh_reset = True
 
     def _start(self) -> None:
         self.diag[:] = 0.0
@@ -226,13 +227,12 @@ class Estimator(Lifecycle, TelemetrySource, abc.ABC):
         self._t = math.nan
 
     def on_activate(self) -> None:
-        """A run starts: the next update's step is 0 s; without a :meth:`reset` since the last activation the
-        estimate starts from the first IMU sample (level from its specific force, at the origin, at rest)."""
+        """A run starts: the next update's step is 0 s, and the estimate starts from the last :meth:`reset` if no
+        update has run since, else from the first IMU sample (level from its specific force, at the origin, at
+        rest)."""
         self.fault = ""
         self._t = math.nan
-
-    def on_deactivate(self) -> None:
-        self._started = False
+        self._started = self._fresh_reset
 
     def update(self, t: float, imu, contact, q, v) -> bool:
         """One cycle at control time ``t`` (s): ``imu`` the IMU reading's values (10: specific force, angular
@@ -247,6 +247,7 @@ class Estimator(Lifecycle, TelemetrySource, abc.ABC):
             self._started = True
             dt = 0.0
         self._t = t
+        self._fresh_reset = False
         status = self._step(dt, imu, contact, q, v)
         if status:
             self._latch(status, dt, imu, contact, q, v)
@@ -307,13 +308,13 @@ class Estimator(Lifecycle, TelemetrySource, abc.ABC):
         v = np.zeros(self.model.nv) if cycle is None else cycle.state.v.copy()
         imu = np.array([0.0, 0.0, 9.81, 0.0, 0.0, 0.0, np.nan, np.nan, np.nan, np.nan])
         contact = np.ones(self.n_feet)
-        saved = (self.fault, self._t, self._started, self.lifecycle_state, self.error_reason)
+        saved = (self.fault, self._t, self.lifecycle_state, self.error_reason)
         self._started = False
         for t, c in ((0.0, 1.0), (self.period, 1.0), (2 * self.period, 0.0)):
             contact[:] = c * (self.options.contact_force_on if self.options.contact_source == "force" else 1.0)
             self.update(t, imu, contact, q, v)
-        self.fault, self._t, self._started, self.lifecycle_state, self.error_reason = saved
-        self._started = False
+        self.fault, self._t, self.lifecycle_state, self.error_reason = saved
+        self._started = self._fresh_reset = False
 
     def check_imu_shape(self, imu) -> None:
         if np.shape(imu) != (IMU_SIZE,):

@@ -54,8 +54,9 @@ from .lie import (cross3, exp_so3, orthonormalise, quaternion_to_matrix, rot_app
 from .linalg import inverse_quadratic3, sparse_update
 from .monitor import monitor_add
 
-# Orientation state o: R (9), gyroscope bias b (3), the filter's velocity at the last step (3)
-O_R, O_B, O_V, O_SIZE = 0, 9, 12, 15
+# Orientation state o: R (9), gyroscope bias b (3), the filter's velocity at the last step (3), 1.0 once the
+# feet are placed
+O_R, O_B, O_V, O_PLACED, O_SIZE = 0, 9, 12, 15, 16
 # Filter state x: p, v, d_k
 K_P, K_V, K_D = 0, 3, 6
 # Parameters
@@ -223,6 +224,15 @@ def correct(x, P, o, feet, imu, flags, par, cfg_f, n_feet, work, st):
 
 
 @njit(cache=True)
+def _place_feet(x, o, feet, n_feet):
+    """The first cycle after the start: every foot where the leg puts it, d_k = p + R h_k."""
+    r = rot_read(o, O_R)
+    for k in range(n_feet):
+        hx, hy, hz = rot_apply(r, feet[k, F_H], feet[k, F_H + 1], feet[k, F_H + 2])
+        x[K_D + 3 * k], x[K_D + 3 * k + 1], x[K_D + 3 * k + 2] = x[K_P] + hx, x[K_P + 1] + hy, x[K_P + 2] + hz
+
+
+@njit(cache=True)
 def odometry_step(mi, mf, ws, q, v, dt, imu, contact, cfg_i, cfg_f, par, x, P, o, work, diag):
     """One cycle of the baseline (module docstring); returns the status (loops.estimation.common)."""
     n_feet = contact.shape[0]
@@ -239,6 +249,9 @@ def odometry_step(mi, mf, ws, q, v, dt, imu, contact, cfg_i, cfg_f, par, x, P, o
     flags = diag[D_CONTACT + n_feet:D_CONTACT + 2 * n_feet]
     if dt > 0.0:
         orientation_predict(o, imu, dt, par)
+    if o[O_PLACED] == 0.0:
+        _place_feet(x, o, feet, n_feet)
+        o[O_PLACED] = 1.0
     in_contact, slipping = trust(x, P, o, feet, imu, diag[D_CONTACT:D_CONTACT + n_feet], par, flags, n_feet)
     if dt > 0.0:
         predict(x, P, o, imu, dt, par, flags, n_feet)
@@ -324,14 +337,12 @@ class LegOdometryKF(Estimator):
         self.x[:] = 0.0
         self.x[K_P:K_P + 3], self.x[K_V:K_V + 3] = p, vel
         self.o[O_V:O_V + 3] = vel
-        for k in range(self.n_feet):
-            self.x[K_D + 3 * k:K_D + 3 * k + 3] = p
         self.P[:] = 0.0
         d = np.arange(3)
         self.P[K_P + d, K_P + d] = o.initial_position_std ** 2
         self.P[K_V + d, K_V + d] = o.initial_velocity_std ** 2
-        big = np.arange(K_D, self.P.shape[0])
-        self.P[big, big] = 1.0   # m^2: the feet are first placed by the first measurement
+        feet = np.arange(K_D, self.P.shape[0])
+        self.P[feet, feet] = o.initial_position_std ** 2 + o.foot_position_noise ** 2   # placed by the first cycle
 
     def _step(self, dt, imu, contact, q, v) -> int:
         m = self.model
