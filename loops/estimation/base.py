@@ -92,6 +92,7 @@ class Estimator(Lifecycle, TelemetrySource, abc.ABC):
         gyro_noise_density: float = setting("float", 2.4e-4, positive=True)   # rad/s/sqrt(Hz)
         accel_noise_density: float = setting("float", 1.7e-3, positive=True)  # m/s^2/sqrt(Hz)
         encoder_noise: float = setting("float", 1e-3, low=0.0)              # rad (standard deviation)
+        joint_velocity_noise: float = setting("float", 0.02, positive=True)   # rad/s (standard deviation)
         foot_position_noise: float = setting("float", 3e-3, low=0.0)        # m (standard deviation)
         foot_velocity_density: float = setting("float", 0.02, positive=True)  # m/s/sqrt(Hz): a foot in contact
         initial_orientation_std: float = setting("float", 0.01, positive=True)   # rad (roll, pitch, yaw)

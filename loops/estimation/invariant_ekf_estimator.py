@@ -12,8 +12,8 @@ from rtctl.rt.warmup import ready_kernel
 
 from .base import Estimator
 from .invariant_ekf import (P_D, P_P, P_R, P_V, PAR_ACCEL, PAR_ACCEL_BIAS, PAR_FOOT, PAR_GATE, PAR_GX, PAR_GYRO,
-                            PAR_GYRO_BIAS, PAR_SIZE, PAR_SLIP_SPEED, X_BA, X_BG, X_P, X_R, X_V, cov_size, ekf_step,
-                            state_size, work_shape)
+                            PAR_GYRO_BIAS, PAR_JOINT_VELOCITY, PAR_RATE_NOISE, PAR_SIZE, PAR_SLIP_SPEED, X_BA, X_BG,
+                            X_P, X_R, X_V, cov_size, ekf_step, state_size, work_shape)
 from .lie import rot_write, tilt_from_gravity
 
 _V, _M = "float64[::1]", "float64[:, ::1]"
@@ -48,6 +48,8 @@ class InvariantEKF(Estimator):
         self.par[PAR_GX:PAR_GX + 3] = m.gravity
         self.par[PAR_GATE] = chi2.ppf(1.0 - o.slip_probability, 3)
         self.par[PAR_SLIP_SPEED] = o.slip_speed
+        self.par[PAR_JOINT_VELOCITY] = o.joint_velocity_noise ** 2
+        self.par[PAR_RATE_NOISE] = o.gyro_noise_density ** 2 / self.period   # a sample's rate variance
         self._kernel = ready_kernel(ekf_step, SIG_STEP)
 
     @property

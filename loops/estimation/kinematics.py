@@ -30,6 +30,7 @@ from numba import njit
 from rtctl.dynamics.kernels import W_O, W_R, forward_kinematics, point_jacobian
 
 from .lie import matrix_to_quaternion, quaternion_to_matrix, rot_apply, rot_apply_t, rot_mul
+from .linalg import inverse_quadratic3
 
 BASE_FREE_FLYER, BASE_EULER = 0, 1
 FOOT_WIDTH = 15          # per foot: h (3), G = J J^T in the IMU frame (9), dh/dt (3)
@@ -102,6 +103,25 @@ def foot_covariance(feet, k, r, joint_variance, foot_variance):
          a * feet[k, F_JJT + 3], a * feet[k, F_JJT + 4] + foot_variance, a * feet[k, F_JJT + 5],
          a * feet[k, F_JJT + 6], a * feet[k, F_JJT + 7], a * feet[k, F_JJT + 8] + foot_variance)
     return rot_mul(rot_mul(r, c), (r[0], r[3], r[6], r[1], r[4], r[7], r[2], r[5], r[8]))
+
+
+@njit(cache=True)
+def foot_moves(feet, k, r, v, w, cov_v, joint_variance, rate_variance, slip_speed, gate):
+    """Foot k, in contact, moves over the ground: its velocity u = v + R (w x h_k + dh_k/dt) (``v`` the IMU's
+    world velocity, ``w`` its bias-corrected rate) is faster than ``slip_speed``, or its normalised square
+    u^T (Cov[v] + N)^-1 u exceeds ``gate``, N = R (joint_variance G_k + rate_variance |h_k|^2 I) R^T the
+    leg's own velocity noise (joint velocities through J, the rate sample's through h_k); ``cov_v`` the
+    9-tuple of the velocity estimate's covariance."""
+    hx, hy, hz = feet[k, F_H], feet[k, F_H + 1], feet[k, F_H + 2]
+    cx, cy, cz = w[1] * hz - w[2] * hy, w[2] * hx - w[0] * hz, w[0] * hy - w[1] * hx
+    ux, uy, uz = rot_apply(r, cx + feet[k, F_HDOT], cy + feet[k, F_HDOT + 1], cz + feet[k, F_HDOT + 2])
+    ux, uy, uz = ux + v[0], uy + v[1], uz + v[2]
+    if ux * ux + uy * uy + uz * uz > slip_speed * slip_speed:
+        return True
+    n = foot_covariance(feet, k, r, joint_variance, rate_variance * (hx * hx + hy * hy + hz * hz))
+    s = (cov_v[0] + n[0], cov_v[1] + n[1], cov_v[2] + n[2], cov_v[3] + n[3], cov_v[4] + n[4], cov_v[5] + n[5],
+         cov_v[6] + n[6], cov_v[7] + n[7], cov_v[8] + n[8])
+    return inverse_quadratic3(s, ux, uy, uz) > gate
 
 
 @njit(cache=True, inline="always")

@@ -47,11 +47,11 @@ from rtctl.rt.warmup import ready_kernel
 from .base import Estimator
 from .common import (BAD_STATE, D_ACCEPTED, D_CONTACT, D_DOF, D_IN_CONTACT, D_NIS, D_REJECTED, D_SLIPS, D_STATUS,
                      I_F, I_QUAT, I_W, OK, UPDATE_FAILED, check_inputs, contact_flags, state_finite)
-from .kinematics import (CF_MONITOR, CF_NOISE, CI_NBQ, CI_NBV, F_H, F_HDOT, foot_covariance, leg_kinematics,
+from .kinematics import (CF_MONITOR, CF_NOISE, CI_NBQ, CI_NBV, F_H, F_HDOT, foot_covariance, foot_moves, leg_kinematics,
                          write_estimate)
 from .lie import (cross3, exp_so3, orthonormalise, quaternion_to_matrix, rot_apply, rot_apply_t, rot_mul, rot_read,
                   rot_write, tilt_from_gravity)
-from .linalg import inverse_quadratic3, sparse_update
+from .linalg import sparse_update
 from .monitor import monitor_add
 
 # Orientation state o: R (9), gyroscope bias b (3), the filter's velocity at the last step (3), 1.0 once the
@@ -151,24 +151,20 @@ def _velocity_noise(feet, k, r, par):
 
 @njit(cache=True)
 def trust(x, P, o, feet, imu, contact, par, flags, n_feet):
-    """Each foot's flag: in contact and not slipping: its speed over the ground v + R (w x h + dh/dt) up to
-    ``slip_speed`` and its velocity measurement's own normalised innovation under the gate. Returns the
-    number in contact and the number that slip."""
+    """Each foot's flag: in contact and not moving over the ground
+    (:func:`~loops.estimation.kinematics.foot_moves`). Returns the number in contact and the number that slip."""
     in_contact = slipping = 0
-    limit = par[PAR_SLIP_SPEED] * par[PAR_SLIP_SPEED]
     r = rot_read(o, O_R)
+    w = (imu[I_W] - o[O_B], imu[I_W + 1] - o[O_B + 1], imu[I_W + 2] - o[O_B + 2])
+    cov_v = (P[K_V, K_V], P[K_V, K_V + 1], P[K_V, K_V + 2], P[K_V + 1, K_V], P[K_V + 1, K_V + 1],
+             P[K_V + 1, K_V + 2], P[K_V + 2, K_V], P[K_V + 2, K_V + 1], P[K_V + 2, K_V + 2])
     for k in range(n_feet):
         flags[k] = 0.0
         if contact[k] <= 0.0:
             continue
         in_contact += 1
-        ux, uy, uz = _foot_velocity(o, feet, k, imu)
-        ux, uy, uz = ux + x[K_V], uy + x[K_V + 1], uz + x[K_V + 2]
-        n = _velocity_noise(feet, k, r, par)
-        s = (P[K_V, K_V] + n[0], P[K_V, K_V + 1] + n[1], P[K_V, K_V + 2] + n[2],
-             P[K_V + 1, K_V] + n[3], P[K_V + 1, K_V + 1] + n[4], P[K_V + 1, K_V + 2] + n[5],
-             P[K_V + 2, K_V] + n[6], P[K_V + 2, K_V + 1] + n[7], P[K_V + 2, K_V + 2] + n[8])
-        if ux * ux + uy * uy + uz * uz > limit or inverse_quadratic3(s, ux, uy, uz) > par[PAR_GATE]:
+        if foot_moves(feet, k, r, x[K_V:K_V + 3], w, cov_v, par[PAR_JOINT_VELOCITY], par[PAR_RATE_NOISE],
+                      par[PAR_SLIP_SPEED], par[PAR_GATE]):
             slipping += 1
         else:
             flags[k] = 1.0
@@ -290,7 +286,6 @@ class LegOdometryKF(Estimator):
         gyro_bias_time_constant: float = setting("float", 4.0, positive=True)    # s
         velocity_process_density: float = setting("float", 0.1, positive=True)   # m/s^2/sqrt(Hz)
         swing_foot_density: float = setting("float", 1.0, positive=True)   # m/s/sqrt(Hz): a foot in the air
-        joint_velocity_noise: float = setting("float", 0.02, positive=True)   # rad/s (standard deviation)
 
     def _allocate(self) -> None:
         m, o, n = self.model, self.options, self.n_feet
