@@ -108,6 +108,27 @@ def test_bad_input_latches_a_one_line_fault_and_leaves_the_state(name, what):
 
 
 @pytest.mark.parametrize("name", CLASSES)
+def test_other_types_take_the_slow_path_and_a_wrong_shape_is_one_line(name):
+    """Lists and float32 arrays run through float64 copies (q and v written back) with the same result; an
+    IMU reading of the wrong length latches a fault naming it."""
+    fast, slow = make(name), make(name)
+    q, v = standing_state()
+    results = []
+    for est, convert in ((fast, lambda a: a), (slow, lambda a: a.astype(np.float32).tolist())):
+        est.configure()
+        est.activate()
+        qq, vv = q.copy(), v.copy()
+        est.reset(qq, vv)
+        ql = list(qq) if convert is not None and est is slow else qq
+        for k in range(3):
+            assert est.update(k * 1e-3, convert(STANDING), convert(np.ones(4)), ql, vv)
+        results.append(np.array(ql, dtype=float))
+    np.testing.assert_allclose(results[0], results[1], atol=1e-6)
+    assert not slow.update(0.01, STANDING[:6], np.ones(4), q, v)
+    assert slow.fault == f"estimator '{name}': imu must be 10 numbers, got ndarray of shape [6]"
+
+
+@pytest.mark.parametrize("name", CLASSES)
 def test_time_going_back_is_named(name):
     est = make(name)
     est.configure()

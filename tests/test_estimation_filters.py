@@ -206,9 +206,9 @@ def plot(outdir: str) -> None:
         ax[0].set_ylabel("orientation error (deg)")
         ax[0].legend(["x (roll)", "y (pitch)", "z (yaw)"], loc="upper left")
         for k, label in enumerate("xyz"):
-            ax[1].plot(t, truth.v[:n, k], "k", lw=0.8)
-            ax[1].plot(t, run.v[:, k], lw=0.8, label=f"v{label} estimate")
-        ax[1].set_ylabel("base velocity (m/s)\n(black: truth)")
+            ax[1].plot(t, run.v[:, k], lw=1.5, label=f"v{label} estimate")
+            ax[1].plot(t, truth.v[:n, k], "k--", lw=0.6)
+        ax[1].set_ylabel("base velocity (m/s)\n(dashed: truth)")
         ax[1].legend(loc="upper left")
         ax[2].plot(t, run.q[:, :3] - truth.q[:n, :3])
         ax[2].set_ylabel("position error (m)")

@@ -31,8 +31,8 @@ from rtctl.registry import ESTIMATORS, RegisteredName
 from rtctl.rt.hooks import TelemetrySource
 from rtctl.rt.lifecycle import Lifecycle
 
-from .common import (BAD_CONTACT, BAD_IMU, BAD_JOINTS, BAD_STATE, CONTACT_SOURCES, D_CONTACT, D_DOF, D_NIS,
-                     DIVERGED_NIS, DIVERGED_REJECTED, IMU_SIZE, UPDATE_FAILED)
+from .common import (BAD_CONTACT, BAD_IMU, BAD_JOINTS, BAD_SHAPE, BAD_STATE, CONTACT_SOURCES, D_CONTACT, D_DOF,
+                     D_NIS, DIVERGED_NIS, DIVERGED_REJECTED, IMU_SIZE, UPDATE_FAILED)
 from .kinematics import (BASE_EULER, BASE_FREE_FLYER, CF_CONTACT, CF_MONITOR, CF_MOUNT, CF_NOISE, CF_POINTS,
                          CI_AXES, CI_FEET, CI_KIND, CI_NBQ, CI_NBV, read_base)
 from .lie import rot_apply, rot_mul
@@ -249,15 +249,44 @@ class Estimator(Lifecycle, TelemetrySource, abc.ABC):
             dt = 0.0
         self._t = t
         self._fresh_reset = False
-        status = self._step(dt, imu, contact, q, v)
+        try:
+            status = self._step(dt, imu, contact, q, v)
+        except TypeError:   # not float64 vectors (numba's dispatcher refuses them): the slow path
+            status = self._step_converted(dt, imu, contact, q, v)
+        if status == BAD_SHAPE:
+            self._step_converted(dt, imu, contact, q, v)   # names the vector
+            return False
         if status:
             self._latch(status, dt, imu, contact, q, v)
             return False
         return True
 
-    def _latch(self, status, dt, imu, contact, q, v) -> None:
-        self.fault = f"estimator '{self.name}': {self._reason(status, dt, imu, contact, q, v)}"
+    def _step_converted(self, dt, imu, contact, q, v):
+        """The step on float64 copies of the inputs (q and v copied back); BAD_SHAPE after latching a fault that
+        names an input of the wrong shape or type."""
+        m = self.model
+        arrays = []
+        for name, value, size in (("imu", imu, IMU_SIZE), ("contact", contact, self.n_feet), ("q", q, m.nq),
+                                  ("v", v, m.nv)):
+            try:
+                arr = np.array(value, dtype=np.float64)
+            except (TypeError, ValueError):
+                arr = None
+            if arr is None or arr.shape != (size,):
+                self._latch_line(f"{name} must be {size} numbers, got {type(value).__name__} of shape "
+                                 f"{list(np.shape(value)) if arr is not None else '?'}")
+                return BAD_SHAPE
+            arrays.append(arr)
+        status = self._step(float(dt), *arrays)
+        q[:], v[:] = arrays[2], arrays[3]
+        return status
+
+    def _latch_line(self, reason: str) -> None:
+        self.fault = f"estimator '{self.name}': {reason}"
         self.fail(self.fault)
+
+    def _latch(self, status, dt, imu, contact, q, v) -> None:
+        self._latch_line(self._reason(status, dt, imu, contact, q, v))
 
     def _reason(self, status, dt, imu, contact, q, v) -> str:
         mon = self.diag[self._monitor:]
@@ -316,8 +345,3 @@ class Estimator(Lifecycle, TelemetrySource, abc.ABC):
             self.update(t, imu, contact, q, v)
         self.fault, self._t, self.lifecycle_state, self.error_reason = saved
         self._started = self._fresh_reset = False
-
-    def check_imu_shape(self, imu) -> None:
-        if np.shape(imu) != (IMU_SIZE,):
-            raise ValueError(f"{self.name}: the IMU input is the reading's {IMU_SIZE} values, got shape "
-                             f"{np.shape(imu)}")

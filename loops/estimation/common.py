@@ -24,7 +24,9 @@ import math
 
 from numba import njit
 
-from .kinematics import CF_CONTACT
+from rtctl.dynamics.kernels import model_sizes
+
+from .kinematics import CF_CONTACT, CI_FEET, CI_NBQ, CI_NBV
 from .monitor import DIVERGED_NIS, DIVERGED_REJECTED
 
 I_F, I_W, I_QUAT, IMU_SIZE = 0, 3, 6, 10
@@ -35,9 +37,8 @@ D_NIS, D_DOF, D_IN_CONTACT, D_ACCEPTED, D_REJECTED, D_SLIPS, D_STATUS, D_CONTACT
 
 # Status of a step (the estimators' fault messages name them)
 OK = 0
-UPDATE_FAILED, BAD_IMU, BAD_JOINTS, BAD_CONTACT, BAD_STATE = range(DIVERGED_REJECTED + 1, DIVERGED_REJECTED + 6)
-STATUS_NAMES = {DIVERGED_NIS: "diverged_nis", DIVERGED_REJECTED: "diverged_rejected", UPDATE_FAILED: "update_failed",
-                BAD_IMU: "bad_imu", BAD_JOINTS: "bad_joints", BAD_CONTACT: "bad_contact", BAD_STATE: "bad_state"}
+UPDATE_FAILED, BAD_IMU, BAD_JOINTS, BAD_CONTACT, BAD_STATE, BAD_SHAPE = range(DIVERGED_REJECTED + 1,
+                                                                             DIVERGED_REJECTED + 7)
 
 
 def diag_monitor_offset(n_feet: int) -> int:
@@ -45,9 +46,14 @@ def diag_monitor_offset(n_feet: int) -> int:
 
 
 @njit(cache=True)
-def check_inputs(dt, imu, contact, q, v, n_base_q, n_base_v):
-    """OK, or the status naming the first bad input (the IMU's specific force and rate, a joint position or
-    velocity, a contact value; a step ``dt`` outside [0, 1) s)."""
+def check_inputs(mi, dt, imu, contact, q, v, cfg_i):
+    """OK, or the status naming the first bad input: BAD_SHAPE for a vector of the wrong length, else the IMU's
+    specific force and rate, a joint position or velocity, a contact value; a step ``dt`` outside [0, 1) s."""
+    nq, nv = model_sizes(mi)
+    if (imu.shape[0] != IMU_SIZE or contact.shape[0] != cfg_i.shape[0] - CI_FEET or q.shape[0] != nq
+            or v.shape[0] != nv):
+        return BAD_SHAPE
+    n_base_q, n_base_v = cfg_i[CI_NBQ], cfg_i[CI_NBV]
     if not (dt >= 0.0 and dt < 1.0):
         return BAD_IMU
     for k in range(I_F, I_QUAT):

@@ -45,14 +45,11 @@ with the velocity gate.
 """
 from __future__ import annotations
 
-import math
-
 from numba import njit
 
 from .common import (BAD_STATE, D_ACCEPTED, D_CONTACT, D_DOF, D_IN_CONTACT, D_NIS, D_REJECTED, D_SLIPS, D_STATUS,
                      I_W, OK, UPDATE_FAILED, check_inputs, contact_flags, state_finite)
-from .kinematics import (CF_MONITOR, CF_NOISE, CI_NBQ, CI_NBV, F_H, foot_covariance, foot_moves, leg_kinematics,
-                         write_estimate)
+from .kinematics import CF_MONITOR, CF_NOISE, F_H, foot_covariance, foot_moves, leg_kinematics, write_estimate
 from .lie import exp_so3, left_jacobian, orthonormalise, rot_apply, rot_mul, rot_read, rot_write
 from .linalg import inverse_quadratic3, sparse_update
 from .monitor import monitor_add
@@ -397,7 +394,7 @@ def ekf_step(mi, mf, ws, q, v, dt, imu, contact, cfg_i, cfg_f, par, x, P, work, 
     the estimate. Returns the status (loops.estimation.common); on a bad input nothing changes."""
     n_feet = contact.shape[0]
     dim = P.shape[0]
-    status = check_inputs(dt, imu, contact, q, v, cfg_i[CI_NBQ], cfg_i[CI_NBV])
+    status = check_inputs(mi, dt, imu, contact, q, v, cfg_i)
     if status != OK:
         diag[D_STATUS] = status
         return status

@@ -47,7 +47,7 @@ from rtctl.rt.warmup import ready_kernel
 from .base import Estimator
 from .common import (BAD_STATE, D_ACCEPTED, D_CONTACT, D_DOF, D_IN_CONTACT, D_NIS, D_REJECTED, D_SLIPS, D_STATUS,
                      I_F, I_QUAT, I_W, OK, UPDATE_FAILED, check_inputs, contact_flags, state_finite)
-from .kinematics import (CF_MONITOR, CF_NOISE, CI_NBQ, CI_NBV, F_H, F_HDOT, foot_covariance, foot_moves, leg_kinematics,
+from .kinematics import (CF_MONITOR, CF_NOISE, F_H, F_HDOT, foot_covariance, foot_moves, leg_kinematics,
                          write_estimate)
 from .lie import (cross3, exp_so3, orthonormalise, quaternion_to_matrix, rot_apply, rot_apply_t, rot_mul, rot_read,
                   rot_write, tilt_from_gravity)
@@ -232,7 +232,7 @@ def _place_feet(x, o, feet, n_feet):
 def odometry_step(mi, mf, ws, q, v, dt, imu, contact, cfg_i, cfg_f, par, x, P, o, work, diag):
     """One cycle of the baseline (module docstring); returns the status (loops.estimation.common)."""
     n_feet = contact.shape[0]
-    status = check_inputs(dt, imu, contact, q, v, cfg_i[CI_NBQ], cfg_i[CI_NBV])
+    status = check_inputs(mi, dt, imu, contact, q, v, cfg_i)
     if status != OK:
         diag[D_STATUS] = status
         return status
