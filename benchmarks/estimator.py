@@ -43,7 +43,7 @@ OPTIONS = {InvariantEKF: dict(encoder_noise=5e-4, foot_position_noise=2e-4, foot
 
 
 def make(cls, truth):
-    return cls(truth.robot.model, cls.Options(feet=truth.robot.foot_names, **OPTIONS[cls]))
+    return cls(truth.robot.model, cls.Options(**OPTIONS[cls]), feet=truth.robot.foot_names)
 
 
 def cost(truth, meas, batches, calls):
@@ -62,15 +62,14 @@ def cost(truth, meas, batches, calls):
     estimators = {cls.__name__: make(cls, truth) for cls in (InvariantEKF, LegOdometryKF)}
     q, v = truth.q[0].copy(), truth.v[0].copy()
     for est in estimators.values():
-        est.configure()
-        est.activate()
+        est.on_start()
 
     def run_estimator_batch(est):
         est.reset(truth.q[cycles[0]], truth.v[cycles[0]])
         start = time.perf_counter()
         for k in cycles:
             q[6:], v[6:] = meas.q[k, 6:], meas.v[k, 6:]
-            est.update(k * PERIOD, meas.imu[k], meas.contact[k], q, v)
+            est.step(k * PERIOD, meas.imu[k], meas.contact[k], q, v)
         return (time.perf_counter() - start) / len(cycles)
 
     def run_controller_batch():
@@ -87,7 +86,7 @@ def cost(truth, meas, batches, calls):
     for _ in range(batches):
         for name, fn in parts.items():
             times[name].append(fn())
-    faults = [est.fault for est in estimators.values() if est.fault]
+    faults = [est.fault_reason for est in estimators.values() if est.fault_reason]
     return {name: 1e6 * float(np.median(t)) for name, t in times.items()}, faults
 
 

@@ -155,14 +155,13 @@ class Run:
 
 def run_estimator(est, truth: Truth, meas: Measurements, *, cycles: int | None = None, initial_error=None,
                   nees_dim: int = 9) -> Run:
-    """``est`` (configured here) over the measurements, started at the truth's first state (plus
+    """``est`` (started here) over the measurements, started at the truth's first state (plus
     ``initial_error`` = (rotation vector, velocity, position) of the IMU, world axes)."""
     n = truth.n if cycles is None else cycles
     nq, nv = truth.q.shape[1], truth.v.shape[1]
     run = Run(q=np.zeros((n, nq)), v=np.zeros((n, nv)), R=np.zeros((n, 3, 3)), vel=np.zeros((n, 3)),
               p=np.zeros((n, 3)), cov=np.zeros((n, nees_dim, nees_dim)), nis=np.zeros((n, 2)))
-    est.configure()
-    est.activate()
+    est.on_start()
     q0, v0 = truth.q[0].copy(), truth.v[0].copy()
     if initial_error is not None:
         from scipy.spatial.transform import Rotation
@@ -178,8 +177,8 @@ def run_estimator(est, truth: Truth, meas: Measurements, *, cycles: int | None =
             q[:6], v[:6] = run.q[k - 1, :6], run.v[k - 1, :6]
         else:
             q[:6], v[:6] = q0[:6], v0[:6]
-        if not est.update(k * PERIOD, meas.imu[k], meas.contact[k], q, v):
-            run.fault_cycle, run.fault = k, est.fault
+        if not est.step(k * PERIOD, meas.imu[k], meas.contact[k], q, v):
+            run.fault_cycle, run.fault = k, est.fault_reason
             for name in ("q", "v", "R", "vel", "p", "cov", "nis"):
                 setattr(run, name, getattr(run, name)[:k])
             break

@@ -72,7 +72,7 @@ def free_flyer_model():
 @pytest.mark.parametrize("which", ["euler", "free_flyer"])
 def test_base_coordinates_round_trip_and_agree_with_rtctl_kinematics(which):
     model = spatial_quadruped().model if which == "euler" else free_flyer_model()
-    est = InvariantEKF(model, InvariantEKF.Options(feet=["front_left_foot"] if which == "euler" else ["foot"]))
+    est = InvariantEKF(model, feet=["front_left_foot"] if which == "euler" else ["foot"])
     kind, axes = est.cfg_i[kin.CI_KIND], est.cfg_i[kin.CI_AXES:kin.CI_AXES + 6]
     dyn = Dynamics(model)
     body = model.n_base_bodies - 1
@@ -106,7 +106,7 @@ def test_base_coordinates_round_trip_and_agree_with_rtctl_kinematics(which):
 def test_leg_kinematics_against_forward_kinematics_and_differences():
     robot = spatial_quadruped()
     m = robot.model
-    est = InvariantEKF(m, InvariantEKF.Options(feet=robot.foot_names))
+    est = InvariantEKF(m, feet=robot.foot_names)
     mount_r = Rotation.from_euler("xyz", [0.1, -0.2, 0.3]).as_matrix()
     mount_t = np.array([0.05, -0.02, 0.03])
     est.mount_imu(est.base_body, mount_r, mount_t)
@@ -170,7 +170,7 @@ def test_sparse_update_equals_the_dense_kalman_update():
 
 def _filter(n_feet=3):
     robot = spatial_quadruped()
-    est = InvariantEKF(robot.model, InvariantEKF.Options(feet=robot.foot_names[:n_feet]))
+    est = InvariantEKF(robot.model, feet=robot.foot_names[:n_feet])
     x = est.x
     x[ekf.X_R:ekf.X_R + 9] = Rotation.from_rotvec(RNG.normal(size=3)).as_matrix().ravel()
     x[ekf.X_V:ekf.X_BA + 3] = RNG.normal(size=12)

@@ -1,19 +1,23 @@
 """The estimator component: a floating-base state estimator inside the control cycle.
 
-An :class:`Estimator` has the drivers' lifecycle (:class:`rtctl.rt.lifecycle.Lifecycle`). Once per cycle,
-after the reads, the loop calls :meth:`Estimator.update` with the IMU's reading, the feet's contact input and
-the measured state; it writes the base's coordinates of ``q`` and ``v`` (a free flyer's or the Euler-angle
-chain's, :mod:`loops.estimation.kinematics`) from its estimate, in one compiled, allocation-free call. Its
-:attr:`~Estimator.covariance` is the filter's own, and a divergence check (:mod:`loops.estimation.monitor`)
-or a bad input latches a fault: :attr:`~Estimator.fault` is one line saying what, ``update`` returns False
-from then on and the component is in its error state until :meth:`~rtctl.rt.lifecycle.Lifecycle.recover`,
-``configure`` and ``activate`` (which starts the estimate again from :meth:`Estimator.reset` or the next IMU
-sample).
+An :class:`Estimator` is the loop's ``[estimator]`` (:class:`rtctl.rt.estimation.StateEstimator`). Once per
+cycle, after the reads, the loop calls :meth:`Estimator.update`, which takes the IMU's reading and the feet's
+contact sensors from the loop's state and, with the measured joints, writes the base's coordinates of ``q``
+and ``v`` (a free flyer's or the Euler-angle chain's, :mod:`loops.estimation.kinematics`) from its estimate in
+one compiled, allocation-free call (:meth:`Estimator.step`, which takes the same as arrays). Its
+:attr:`~Estimator.covariance` is the filter's own and goes out as telemetry with the NIS and the slips
+(variances with their units). A divergence check (:mod:`loops.estimation.monitor`) or a bad input latches
+:attr:`~rtctl.rt.estimation.StateEstimator.fault_reason`, one line saying what, which the loop turns into its
+safe state; the next run (:meth:`Estimator.on_start`) starts the estimate again, from the plant's initial
+state in simulation (``start = "drivers"``: the base the simulator's driver read) or from the first IMU
+sample.
 
 The estimators are found by name (:data:`rtctl.registry.ESTIMATORS`, entry-point group ``rtctl.estimators``):
 ``invariant_ekf`` (:class:`loops.estimation.invariant_ekf_estimator.InvariantEKF`) and ``leg_odometry_kf``
 (:class:`loops.estimation.leg_odometry.LegOdometryKF`). The contact input is each foot's contact sensor
-(:mod:`loops.estimation.common` says why).
+(:mod:`loops.estimation.common` says why). What they cannot tell: an IMU turned on its mount about x or y is
+a slope to them and about z a heading (neither is observable from an IMU and legs), so the IMU sensor's
+``mount_rpy`` must be right.
 """
 from __future__ import annotations
 
@@ -28,8 +32,7 @@ from rtctl.dynamics.kernels import WS_WIDTH
 from rtctl.model import ModelError
 from rtctl.options import OptionsBase, options_of, setting
 from rtctl.registry import ESTIMATORS, RegisteredName
-from rtctl.rt.hooks import TelemetrySource
-from rtctl.rt.lifecycle import Lifecycle
+from rtctl.rt.estimation import StateEstimator
 
 from .common import (BAD_CONTACT, BAD_IMU, BAD_JOINTS, BAD_SHAPE, BAD_STATE, CONTACT_SOURCES, D_CONTACT, D_DOF,
                      D_NIS, DIVERGED_NIS, DIVERGED_REJECTED, IMU_SIZE, UPDATE_FAILED)
@@ -37,8 +40,10 @@ from .kinematics import (BASE_EULER, BASE_FREE_FLYER, CF_CONTACT, CF_MONITOR, CF
                          CI_AXES, CI_FEET, CI_KIND, CI_NBQ, CI_NBV, read_base)
 from .lie import rot_apply, rot_mul
 from .monitor import M_LAST_BOUND, M_SUM_DOF, M_SUM_NIS, monitor_reset, monitor_size
+from .mounts import sensor_mounts
 
 BASE_KINDS = {"free_flyer": BASE_FREE_FLYER, "euler": BASE_EULER}
+START = ("imu", "drivers")
 DIAG_FIELDS = ("nis", "nis_dof", "feet_in_contact", "feet_accepted", "feet_rejected", "slips")
 
 
@@ -70,23 +75,25 @@ def base_layout(model) -> tuple[int, np.ndarray]:
     return BASE_KINDS[model.base], axes
 
 
-class Estimator(Lifecycle, TelemetrySource, abc.ABC):
+class Estimator(StateEstimator, abc.ABC):
     """Base of the floating-base state estimators (module docstring).
 
-    ``options.feet`` names the feet (frames or links of the model), in the order of the contact input;
-    ``options.foot_points`` each one's contact point in its frame (default: the frame's origin). The IMU is
-    on the base body, aligned with it, unless :meth:`mount_imu` says otherwise (the IMU sensor's frame).
+    Built from a config, its feet are the contact sensors it names (``contacts``: each one's body and mount
+    point) and its IMU the sensor ``imu`` (its body, axes and origin); built in Python, ``feet`` names frames
+    or links of the model (the contact points at ``foot_points`` in them, default their origins) and the IMU
+    is on the base body, aligned with it, unless :meth:`mount_imu` says otherwise.
     """
 
     name = RegisteredName(ESTIMATORS, "estimator")   # its entry point's name
-    telemetry_fields = tuple(f"estimator/{f}" for f in DIAG_FIELDS)
     feet_diagnostics = 1   # values per foot in diag after D_CONTACT (the contact flags; a filter may add its own)
 
     @dataclass(frozen=True)
     class Options(OptionsBase):
-        feet: object = setting("strs", None, required=True)                  # frames or links, contact order
-        foot_points: object = setting("matrix", None)                       # m, in each foot's frame
-        contact_source: str = setting("str", "flag", choices=tuple(CONTACT_SOURCES))
+        start: str = setting("str", "imu", choices=START)   # each run's first estimate: level at rest at the origin
+        #                                                    from the IMU, or the base the drivers read (a simulator's)
+        imu: str = setting("str", "imu")                  # the [[sensors]] IMU it reads (on the base body)
+        contacts: object = setting("strs", None)          # the [[sensors]] foot contacts it reads, one per foot
+        contact_source: str = setting("str", "flag", choices=tuple(CONTACT_SOURCES))   # their flag or force
         contact_force_on: float = setting("float", 20.0, positive=True)     # N, "force": in contact from here
         contact_force_off: float = setting("float", 10.0, positive=True)    # N, "force": out of contact below
         gyro_noise_density: float = setting("float", 2.4e-4, positive=True)   # rad/s/sqrt(Hz)
@@ -106,10 +113,16 @@ class Estimator(Lifecycle, TelemetrySource, abc.ABC):
 
     @classmethod
     def from_config(cls, options: dict, context) -> "Estimator":
-        """Built from its ``[estimator]`` table over ``context.model`` at the loop period."""
-        return cls(context.model, cls.Options(**options), period=context.period)
+        """Built from its ``[estimator]`` table over ``context.model`` at the loop period, on the sensors it
+        names (``context.sensors``)."""
+        options = cls.Options(**options)
+        feet, points, imu = sensor_mounts(context.model, context.sensors, options, cls.name)
+        est = cls(context.model, options, feet=feet, foot_points=points, period=context.period)
+        est.mount_imu(*imu)
+        return est
 
-    def __init__(self, model, options: "Estimator.Options | None" = None, *, period: float = 1e-3):
+    def __init__(self, model, options: "Estimator.Options | None" = None, *, feet, foot_points=None,
+                 period: float = 1e-3):
         super().__init__()
         self.options = options = options_of(self, options)
         if options.contact_force_off > options.contact_force_on:
@@ -118,9 +131,11 @@ class Estimator(Lifecycle, TelemetrySource, abc.ABC):
         self.model = model
         self.period = float(period)
         kind, axes = base_layout(model)
-        self.foot_names = list(options.feet)
+        self.foot_names = list(feet)
         n = self.n_feet = len(self.foot_names)
-        bodies, points = self._feet(model, options)
+        if options.contacts is not None and len(options.contacts) != n:
+            raise ValueError(f"{self.name}: {n} feet but {len(options.contacts)} contacts")
+        bodies, points = self._feet(model, foot_points)
         self.base_body = model.n_base_bodies - 1
         self.cfg_i = np.zeros(CI_FEET + n, dtype=np.int64)
         self.cfg_i[CI_KIND], self.cfg_i[CI_NBQ], self.cfg_i[CI_NBV] = kind, model.idx_q[self.base_body] + (
@@ -140,18 +155,24 @@ class Estimator(Lifecycle, TelemetrySource, abc.ABC):
         self.ws = np.zeros((model.nbodies, WS_WIDTH))
         self._monitor = D_CONTACT + self.feet_diagnostics * n   # where the divergence check's window starts
         self.diag = np.zeros(self._monitor + monitor_size(window))
-        self.telemetry_values = self.diag[:len(DIAG_FIELDS)]
-        self.fault = ""
         self._t = math.nan          # control time of the last update (NaN: none since the start)
         self._started = False       # the estimate has an initial state
         self._fresh_reset = False   # reset() was called and no update has run since
         self._base = np.zeros(18)   # scratch of read_base
+        self._contact = np.zeros(n)  # the contact sensors' values this cycle
+        self._readings = None       # (IMU reading, contact readings) from the loop's state, found at the first update
         self._allocate()
+        names, units = self.covariance_names()
+        self.telemetry_fields = tuple(f"estimator/{f}" for f in DIAG_FIELDS) + tuple(f"estimator/var/{c}"
+                                                                                  for c in names)
+        self.telemetry_units = ("1",) * len(DIAG_FIELDS) + tuple(units)
+        self.telemetry_values = np.zeros(len(self.telemetry_fields))
+        self._variance = self.covariance.reshape(-1)[::self.covariance.shape[0] + 1]   # a view: P's diagonal
 
-    def _feet(self, model, options):
+    def _feet(self, model, foot_points):
         """(bodies, contact points in the bodies) of the feet."""
         n = self.n_feet
-        points = np.zeros((n, 3)) if options.foot_points is None else np.asarray(options.foot_points, dtype=float)
+        points = np.zeros((n, 3)) if foot_points is None else np.array(foot_points, dtype=float)
         if points.shape != (n, 3):
             raise ValueError(f"{self.name}: foot_points needs one [x, y, z] row per foot ({n}), got shape "
                              f"{list(points.shape)}")
@@ -200,6 +221,10 @@ class Estimator(Lifecycle, TelemetrySource, abc.ABC):
         """The filter's covariance (updated in place every cycle; its subclass documents the order)."""
 
     @abc.abstractmethod
+    def covariance_names(self) -> tuple[list, list]:
+        """(name, unit) of each coordinate of :attr:`covariance`'s diagonal, for its telemetry."""
+
+    @abc.abstractmethod
     def imu_state(self) -> tuple:
         """(R, v, p) of the IMU in the world: the estimate the covariance is about (copies; tests, plots)."""
 
@@ -227,19 +252,48 @@ class Estimator(Lifecycle, TelemetrySource, abc.ABC):
         monitor_reset(self.diag[self._monitor:])
         self._t = math.nan
 
-    def on_activate(self) -> None:
-        """A run starts: the next update's step is 0 s, and the estimate starts from the last :meth:`reset` if no
-        update has run since, else from the first IMU sample (level from its specific force, at the origin, at
-        rest)."""
-        self.fault = ""
+    def on_start(self) -> None:
+        """A run starts: the fault is cleared, the next step is 0 s long, and the estimate starts from the last
+        :meth:`reset` if no update has run since, else (``start``) from the first IMU sample (level from its
+        specific force, at the origin, at rest) or from the base the drivers read in the first cycle."""
+        self.fault_reason = ""
+        self.recover()
         self._t = math.nan
-        self._started = self._fresh_reset
+        if not self._fresh_reset:
+            self._started = False
 
-    def update(self, t: float, imu, contact, q, v) -> bool:
+    def on_activate(self) -> None:
+        self.on_start()
+
+    def update(self, t: float, state) -> None:
+        """The loop's cycle (:class:`rtctl.rt.estimation.StateEstimator`): the IMU's and the contact sensors'
+        readings in ``state.sensors``, the joints of ``state``; the base's entries of ``state.q`` and
+        ``state.v`` written. A fault latches :attr:`fault_reason`."""
+        if self._readings is None:
+            self._readings = self._find_readings(state.sensors)
+        if not self._started and self.options.start == "drivers":
+            self.reset(state.q, state.v)
+        imu, contacts = self._readings
+        force = self.options.contact_source == "force"
+        contact = self._contact
+        for k in range(self.n_feet):
+            contact[k] = contacts[k].force[0] if force else contacts[k].contact[0]
+        self.step(t, imu.values, contact, state.q, state.v)
+
+    def _find_readings(self, readings: dict):
+        names = [self.options.imu, *(self.options.contacts or ())]
+        missing = [n for n in names if n not in readings]
+        if missing or self.options.contacts is None:
+            raise ValueError(f"{self.name}: no reading of sensor {missing[0] if missing else 'contacts'!r} in the "
+                             f"loop's state (sensors: {sorted(readings)})")
+        return readings[self.options.imu], [readings[n] for n in self.options.contacts]
+
+    def step(self, t: float, imu, contact, q, v) -> bool:
         """One cycle at control time ``t`` (s): ``imu`` the IMU reading's values (10: specific force, angular
         rate, orientation xyzw or NaN), ``contact`` each foot's contact input, ``q`` and ``v`` the measured state,
-        whose base entries are overwritten with the estimate. False once a fault is latched (:attr:`fault`)."""
-        if self.fault:
+        whose base entries are overwritten with the estimate. False once a fault is latched
+        (:attr:`fault_reason`)."""
+        if self.fault_reason:
             return False
         dt = 0.0 if self._t != self._t else t - self._t
         if not self._started:
@@ -256,6 +310,9 @@ class Estimator(Lifecycle, TelemetrySource, abc.ABC):
         if status == BAD_SHAPE:
             self._step_converted(dt, imu, contact, q, v)   # names the vector
             return False
+        values = self.telemetry_values
+        values[:len(DIAG_FIELDS)] = self.diag[:len(DIAG_FIELDS)]
+        values[len(DIAG_FIELDS):] = self._variance
         if status:
             self._latch(status, dt, imu, contact, q, v)
             return False
@@ -282,8 +339,8 @@ class Estimator(Lifecycle, TelemetrySource, abc.ABC):
         return status
 
     def _latch_line(self, reason: str) -> None:
-        self.fault = f"estimator '{self.name}': {reason}"
-        self.fail(self.fault)
+        self.fault_reason = f"estimator '{self.name}': {reason}"
+        self.fail(self.fault_reason)
 
     def _latch(self, status, dt, imu, contact, q, v) -> None:
         self._latch_line(self._reason(status, dt, imu, contact, q, v))
@@ -332,16 +389,16 @@ class Estimator(Lifecycle, TelemetrySource, abc.ABC):
         return self.diag[D_CONTACT:D_CONTACT + self.n_feet]
 
     def warm(self, cycle=None) -> None:
-        """Before the hardware is activated: updates on copies (touch-down, stance, lift-off) reach every kernel
+        """Before the hardware is activated: steps on copies (touch-down, stance, lift-off) reach every kernel
         :meth:`update` calls; the estimate is started afresh after them."""
         q = self.model.neutral_configuration() if cycle is None else cycle.state.q.copy()
         v = np.zeros(self.model.nv) if cycle is None else cycle.state.v.copy()
         imu = np.array([0.0, 0.0, 9.81, 0.0, 0.0, 0.0, np.nan, np.nan, np.nan, np.nan])
         contact = np.ones(self.n_feet)
-        saved = (self.fault, self._t, self.lifecycle_state, self.error_reason)
+        saved = (self.fault_reason, self._t, self.lifecycle_state, self.error_reason)
         self._started = False
         for t, c in ((0.0, 1.0), (self.period, 1.0), (2 * self.period, 0.0)):
             contact[:] = c * (self.options.contact_force_on if self.options.contact_source == "force" else 1.0)
-            self.update(t, imu, contact, q, v)
-        self.fault, self._t, self.lifecycle_state, self.error_reason = saved
+            self.step(t, imu, contact, q, v)
+        self.fault_reason, self._t, self.lifecycle_state, self.error_reason = saved
         self._started = self._fresh_reset = False

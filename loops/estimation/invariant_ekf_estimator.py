@@ -56,6 +56,16 @@ class InvariantEKF(Estimator):
     def covariance(self) -> np.ndarray:
         return self.P
 
+    def covariance_names(self) -> tuple[list, list]:
+        names, units = [], []
+        blocks = [("rotation", "rad^2"), ("velocity", "m^2/s^2"), ("position", "m^2")]
+        blocks += [(f"foot/{f}", "m^2") for f in self.foot_names]
+        blocks += [("gyro_bias", "rad^2/s^2"), ("accel_bias", "m^2/s^4")]
+        for block, unit in blocks:
+            names += [f"{block}/{axis}" for axis in "xyz"]
+            units += [unit] * 3
+        return names, units
+
     def imu_state(self) -> tuple:
         x = self.x
         return x[X_R:X_R + 9].reshape(3, 3).copy(), x[X_V:X_V + 3].copy(), x[X_P:X_P + 3].copy()

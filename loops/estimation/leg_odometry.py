@@ -312,6 +312,14 @@ class LegOdometryKF(Estimator):
     def covariance(self) -> np.ndarray:
         return self.P
 
+    def covariance_names(self) -> tuple[list, list]:
+        names, units = [], []
+        for block, unit in [("position", "m^2"), ("velocity", "m^2/s^2")] + [(f"foot/{f}", "m^2")
+                                                                             for f in self.foot_names]:
+            names += [f"{block}/{axis}" for axis in "xyz"]
+            units += [unit] * 3
+        return names, units
+
     def imu_state(self) -> tuple:
         return self.o[O_R:O_R + 9].reshape(3, 3).copy(), self.x[K_V:K_V + 3].copy(), self.x[K_P:K_P + 3].copy()
 
