@@ -133,8 +133,8 @@ def test_time_going_back_is_named(name):
     q, v = standing_state()
     assert est.step(1.0, STANDING, np.ones(4), q, v)
     assert not est.step(0.999, STANDING, np.ones(4), q, v)
-    assert est.fault_reason == f"estimator '{name}': time step -0.0010000000000000009 s since the last update is outside " \
-                        "[0, 1) s"
+    assert est.fault_reason == (f"estimator '{name}': time step -0.0010000000000000009 s since the last update is "
+                                "outside [0, 1) s")
 
 
 @pytest.mark.parametrize("name", CLASSES)
@@ -154,7 +154,8 @@ def test_standing_still_and_the_lifecycle(name):
     np.testing.assert_allclose(q[:2], 0.0, atol=1e-6)
     assert not est.step(0.6, STANDING * np.nan, np.ones(4), q, v)
     est.on_start()
-    assert est.fault_reason == "" and est.lifecycle_state != LifecycleState.ERROR and est.step(0.0, STANDING, np.ones(4), q, v)
+    assert est.fault_reason == "" and est.lifecycle_state != LifecycleState.ERROR
+    assert est.step(0.0, STANDING, np.ones(4), q, v)
     np.testing.assert_allclose(q[3:6], 0.0, atol=1e-9)
 
 

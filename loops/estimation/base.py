@@ -89,8 +89,7 @@ class Estimator(StateEstimator, abc.ABC):
 
     @dataclass(frozen=True)
     class Options(OptionsBase):
-        start: str = setting("str", "imu", choices=START)   # each run's first estimate: level at rest at the origin
-        #                                                    from the IMU, or the base the drivers read (a simulator's)
+        start: str = setting("str", "imu", choices=START)   # first estimate: level at rest (imu) or the drivers' base
         imu: str = setting("str", "imu")                  # the [[sensors]] IMU it reads (on the base body)
         contacts: object = setting("strs", None)          # the [[sensors]] foot contacts it reads, one per foot
         contact_source: str = setting("str", "flag", choices=tuple(CONTACT_SOURCES))   # their flag or force
