@@ -388,16 +388,21 @@ class Estimator(StateEstimator, abc.ABC):
         return self.diag[D_CONTACT:D_CONTACT + self.n_feet]
 
     def warm(self, cycle=None) -> None:
-        """Before the hardware is activated: steps on copies (touch-down, stance, lift-off) reach every kernel
-        :meth:`update` calls; the estimate is started afresh after them."""
+        """Before the hardware is activated: a reset and steps on copies (touch-down, stance, lift-off; a start
+        from the IMU with and without the device's orientation) reach every kernel :meth:`update` calls; the
+        estimate is started afresh after them."""
         q = self.model.neutral_configuration() if cycle is None else cycle.state.q.copy()
         v = np.zeros(self.model.nv) if cycle is None else cycle.state.v.copy()
         imu = np.array([0.0, 0.0, 9.81, 0.0, 0.0, 0.0, np.nan, np.nan, np.nan, np.nan])
         contact = np.ones(self.n_feet)
+        on = self.options.contact_force_on if self.options.contact_source == "force" else 1.0
         saved = (self.fault_reason, self._t, self.lifecycle_state, self.error_reason)
-        self._started = False
-        for t, c in ((0.0, 1.0), (self.period, 1.0), (2 * self.period, 0.0)):
-            contact[:] = c * (self.options.contact_force_on if self.options.contact_source == "force" else 1.0)
-            self.step(t, imu, contact, q, v)
+        self.reset(q, v)
+        for orientation in (np.nan, 0.0):
+            imu[6:9], imu[9] = orientation, 1.0 if orientation == 0.0 else np.nan
+            self._started, self._t = False, math.nan
+            for t, c in ((0.0, on), (self.period, on), (2 * self.period, 0.0)):
+                contact[:] = c
+                self.step(t, imu, contact, q, v)
         self.fault_reason, self._t, self.lifecycle_state, self.error_reason = saved
         self._started = self._fresh_reset = False
