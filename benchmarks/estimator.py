@@ -2,8 +2,9 @@
 """The floating-base estimators' cost per cycle against the trot's own controller, and their errors over a long
 trot, estimate and truth side by side in one run (issue 33, item 5).
 
-Cost: the median microseconds per call of ``InvariantEKF.update`` and ``LegOdometryKF.update`` (the whole
-Python call: one compiled step each) and of the peer, the seed quadruped's computed-torque law
+Cost: the median microseconds per call of ``InvariantEKF.step`` and ``LegOdometryKF.step`` (the whole Python
+call, one compiled step each; the loop's ``update`` adds the look-up of the sensors' readings) and of the peer,
+the seed quadruped's computed-torque law
 (``LeggedComputedTorque.update``, the trot's controller, with its ground-contact model), timed in alternating
 batches over the same recorded cycles of the trot; as shares of the 1 ms period and as ratios to the peer.
 
@@ -181,9 +182,10 @@ def main(argv=None):
     print(f"trot simulated: {args.duration:g} s in {time.perf_counter() - start:.1f} s wall")
     medians, faults = cost(truth, meas, args.batches, args.calls)
     peer = medians["LeggedComputedTorque"]
-    print(f"\n{'per cycle':<24}{'median us':>12}{'share of 1 ms':>16}{'/ controller':>14}")
+    print(f"\n{'per cycle':<28}{'median us':>12}{'share of 1 ms':>16}{'/ controller':>14}")
     for name, us in medians.items():
-        print(f"{name + '.update':<24}{us:>12.2f}{us / 1000.0:>16.3f}{us / peer:>14.2f}")
+        method = ".update" if name == "LeggedComputedTorque" else ".step"
+        print(f"{name + method:<28}{us:>12.2f}{us / 1000.0:>16.3f}{us / peer:>14.2f}")
     if faults:
         print("faults while timing:", faults)
     rows, runs = figures(truth, meas)
