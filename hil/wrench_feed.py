@@ -145,7 +145,7 @@ class PlantWrenchFeed:
         self.plant, self.feed = plant, feed
         self.body, self.mount = sensor.body, sensor_mount(sensor)
         self.wrench = np.zeros(6)
-        if sensor.body < 0 or not plant.sensor_wrench(self.body, self.mount, self.wrench):
+        if not plant.sensor_wrench(self.body, self.mount, self.wrench):
             raise ValueError(f"{sensor.name}: the {type(plant).__name__} plant gives no wrench at frame "
                              f"{sensor.options.frame!r}")
         feed.write(plant.t, self.wrench)

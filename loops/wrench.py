@@ -24,6 +24,12 @@ sensor's first sample (its reading is NaN) ``w_c`` is zero.
 does: ``f_F = R_F^T R_s f``, ``n_F = R_F^T (R_s n + (p_s - p_F) x R_s f)``; with ``world_axes`` the axes stay
 the world's (the Cartesian impedance controller's convention, :mod:`rtctl.loops.impedance`). One compiled call
 (forward kinematics, load, compensation, the move) per :meth:`WrenchProcessing.update`, allocation-free.
+
+The joint torques of ``w_c`` (:meth:`WrenchProcessing.joint_torques`): a wrench ``w = [n; f]`` acting on the
+sensor's body about its origin ``p_s`` (world axes) loads the joints with ``tau = J_s(q)^T w``, ``J_s`` the
+world-aligned Jacobian ``[angular; linear]`` of that origin (virtual work; Siciliano, Sciavicco, Villani & Oriolo,
+"Robotics: Modelling, Planning and Control", Springer 2009, sec. 3.8, statics): what a momentum observer estimates
+of a contact beyond the sensor (:mod:`rtctl.loops.collision`).
 """
 from __future__ import annotations
 
@@ -31,7 +37,7 @@ import numpy as np
 from numba import njit
 
 from rtctl.dynamics import Dynamics
-from rtctl.dynamics.kernels import W_D, W_O, W_R, forward_kinematics
+from rtctl.dynamics.kernels import W_D, W_O, W_R, forward_kinematics, point_jacobian
 from rtctl.model import MF_MASS, ModelError
 
 # Rows of the processing's array (6 wide).
@@ -116,6 +122,22 @@ def process_wrench(mi, mf, ws, q, bodies, body, mount, tool, rows, target_body, 
             moved[3 + a] = t[a] * fw0 + t[3 + a] * fw1 + t[6 + a] * fw2
 
 
+@njit(cache=True)
+def joint_torques_of(mi, ws, body, mount, wrench, jac, out):
+    """``out`` (nv) = ``J_s^T wrench`` (module docstring): ``wrench`` [n; f] about the sensor's origin (``mount``'s
+    last 3 values, in ``body``), world axes; ``jac`` (6, nv) scratch. Uses the poses in ``ws``
+    (:func:`process_wrench` computes them). Zero for a sensor fixed to the world (``body < 0``)."""
+    if body < 0:
+        out[:] = 0.0
+        return
+    point_jacobian(mi, ws, body, mount[9], mount[10], mount[11], jac)
+    for c in range(jac.shape[1]):
+        s = 0.0
+        for r in range(6):
+            s += jac[r, c] * wrench[r]
+        out[c] = s
+
+
 def carried_bodies(model, body: int) -> np.ndarray:
     """``body`` and every body below it in the tree (what a sensor fixed in ``body`` carries)."""
     out = []
@@ -155,6 +177,8 @@ class WrenchProcessing:
                                                                                      P_MOVED))
         self._poses = np.zeros((2, 12))
         self._none = np.zeros(12)
+        self._own = (int(sensor.body), self.mount)    # the sensor's origin as a target, for joint_torques
+        self._jac = np.zeros((6, model.nv))
 
     def target(self, frame: str) -> tuple[int, np.ndarray]:
         """``(body, placement)`` of a link or frame of the model, for :meth:`update`."""
@@ -173,6 +197,13 @@ class WrenchProcessing:
         process_wrench(dyn.mi, dyn.mf, dyn.ws, q, self.bodies, self.sensor.body, self.mount, self.tool, self.rows,
                        body, frame, bool(world_axes), self._poses)
         return self.compensated
+
+    def joint_torques(self, q, out) -> np.ndarray:
+        """The compensated wrench as joint torques into ``out`` (nv; N m or N): ``J_s(q)^T w_c`` (module
+        docstring). :attr:`moved` is then ``w_c`` in world axes about the sensor's origin."""
+        self.update(q, self._own, world_axes=True)
+        joint_torques_of(self.dyn.mi, self.dyn.ws, self.sensor.body, self.mount, self.moved, self._jac, out)
+        return out
 
     def tare(self, q) -> None:
         """Take the present compensated reading as the bias: it reads zero now (no contact at this moment)."""

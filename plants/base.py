@@ -114,7 +114,10 @@ class Plant(abc.ABC):
         sensor, about the sensor's point and in its axes (``mount``: 12 values, the sensor's axes in the body
         frame row-major, then its point in the body frame), at the plant's state and the acceleration its last
         effort gives (:func:`rtctl.dynamics.kernels.transmitted_wrench`). Allocation-free. False (the default):
-        this plant cannot tell."""
+        this plant cannot tell. ``body`` -1 is the world: a tree plant answers False (nothing is transmitted across
+        a frame fixed to it); a parallel platform, whose moving platform is no body of its actuator-space model,
+        reads a sensor its model places on the platform (frames attached to the world where they are at the rest
+        pose, :meth:`rtctl.plants.jaw.plant.JawPlant.sensor_wrench`)."""
         return False
 
     def step_size_problem(self, dt: float) -> str:

@@ -500,8 +500,9 @@ class RigidBodyPlant(Plant):
 
     def sensor_wrench(self, body: int, mount: np.ndarray, out: np.ndarray) -> bool:
         """:meth:`Plant.sensor_wrench`, at the accelerations the last step's effort, friction and end stops give
-        (a plant with a ground contact model cannot tell: False)."""
-        if self.contact_model is not None:
+        (a plant with a ground contact model cannot tell, nor is anything transmitted across a frame fixed to the
+        world: False)."""
+        if self.contact_model is not None or body < 0:
             return False
         dyn = self.dynamics
         return _sensor_truth(dyn.mi, dyn.mf, dyn.ws, self.q, self.v, self.applied_effort, self._viscous,
