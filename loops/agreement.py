@@ -85,16 +85,18 @@ class Agreement:
         agreement_step(measured, estimate, self.decay, self.tolerance, self.rows.copy(), self.counts.copy(),
                        self.limit, True)
 
-    def plausible_cause(self, estimate, silent: bool = False) -> str:
+    def plausible_cause(self, estimate, silent: bool = False,
+                        unseen: str = "a contact between the base and the sensor") -> str:
         """Which of the module docstring's causes the sizes of the two sides point at (the slow path of a fault);
-        ``silent``: the sensor's raw reading is not even what its own load weighs (the caller knows)."""
+        ``silent``: the sensor's raw reading is not even what its own load weighs (the caller knows); ``unseen``:
+        a force the observer sees that does not pass through the sensor."""
         d = float(np.linalg.norm(self.difference))
         if silent:
             return ("the sensor reads almost nothing, not even the weight of what it carries: a broken or "
                     "disconnected sensor is plausible")
         if np.linalg.norm(self.lagged) < QUIET * d:
             return ("the sensor reads almost none of what the observer sees: a broken or disconnected sensor is "
-                    "plausible (or a contact between the base and the sensor, which it cannot see)")
+                    f"plausible (or {unseen}, which it cannot see)")
         if np.linalg.norm(estimate) < QUIET * d:
             return ("the observer sees almost none of what the sensor reads: a sensor bias or drift is plausible "
                     "(tare it), or a load on the sensor it is not told of")

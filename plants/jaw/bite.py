@@ -27,8 +27,16 @@ online -- both from the momentum observer of :mod:`rtctl.plants.jaw.observer` (n
   every sample again (it would otherwise never follow a patient whose impedance truly changed), so it
   recovers when the bolus is gone. Telemetry flags each coordinate (``patient_impedance_valid/*``, 1 or 0).
 
+* **Measured bite force** (``sensor``: a force-torque sensor in the mouthpiece, on the model's ``incisal`` or
+  ``platform`` frame, :mod:`rtctl.plants.jaw.bite_sensor`): the sensor's force in the base frame, beside the
+  estimate. Beyond ``force_limit`` it latches the safe state too, without the observer's lag; through that lag it
+  is held against the estimate axis by axis, and a disagreement beyond ``disagreement_tolerance`` (N) for longer
+  than ``disagreement_time`` latches the safe state with one line saying what is plausible (a broken sensor, a
+  bias, a force on the robot beside the mouthpiece, a model error).
+
 One :class:`BiteMonitor` is a loop hook (like :class:`rtctl.loops.collision.CollisionMonitor`), allocation-free
-per cycle; telemetry: the bite force, the limit trip flag, the published K and D and their validity.
+per cycle; telemetry (with units): the bite force, the limit trip flag, the published K and D and their validity;
+with a sensor the measured bite force, the norm of the lagged measurement less the estimate, and a flag.
 """
 from __future__ import annotations
 
@@ -41,7 +49,8 @@ from numba import njit
 from rtctl.options import setting
 from rtctl.plants.stewart.observer import PlatformObserverHook
 
-from .observer import jaw_observer
+from .bite_sensor import AXES, MouthpieceSensor
+from .observer import jaw_frames, jaw_observer
 
 COORDINATES = ("x", "y", "z", "psi", "theta", "phi")
 MAX_CORRELATION = 0.9            # of the two regressor columns over the window: beyond it K and D are not separable
@@ -138,6 +147,10 @@ class BiteMonitor(PlatformObserverHook):
         fit_tolerance: float = setting("float", 0.1, positive=True)    # RMS prediction error / RMS force, at most
         min_speed: float = setting("float", 5e-4, positive=True)       # m/s: least RMS rate of x, y, z to be valid
         min_angular_speed: float = setting("float", 5e-3, positive=True)   # rad/s: the same for psi, theta, phi
+        sensor: str = setting("str", None)       # a force_torque [[sensors]] in the mouthpiece: measure the force too
+        disagreement_tolerance: float = setting("float", None, positive=True)   # N per axis (0.1 force_limit)
+        disagreement_time: float = setting("float", None, positive=True)        # s beyond it: a fault (0.1)
+        tare_on_start: bool = setting("bool", None)   # the sensor reads zero at each run's second cycle (false)
 
     @classmethod
     def from_config(cls, options: dict, loop, mechanism):
@@ -147,11 +160,22 @@ class BiteMonitor(PlatformObserverHook):
         kwargs = {k: v for k, v in options.items() if k != "enabled" and v is not None}
         if "force_limit" not in kwargs:
             raise ValueError("[bite] force_limit is required when enabled (N, the therapist's limit on the bite force)")
-        return cls(mechanism, loop.safety, loop.period, **kwargs).attach(loop)
+        name = kwargs.get("sensor")
+        if name is not None:
+            sensors = {s.options.name: s for s in loop.sensors}
+            if name not in sensors:
+                raise ValueError(f"[bite] sensor: the robot has no sensor {name!r} (its sensors: {sorted(sensors)})")
+            kwargs["sensor"] = sensors[name]
+        try:
+            monitor = cls(mechanism, loop.safety, loop.period, **kwargs)
+        except ValueError as exc:
+            raise ValueError(f"[bite] {str(exc).removeprefix('bite: ')}") from None
+        return monitor.attach(loop)
 
     def __init__(self, mechanism, safety, dt: float, *, force_limit, gain=50.0, frame: str = "incisal",
                  forgetting: float = 0.9995, initial_covariance: float = 1e6, fit_window: float = 0.5,
-                 fit_tolerance: float = 0.1, min_speed: float = 5e-4, min_angular_speed: float = 5e-3):
+                 fit_tolerance: float = 0.1, min_speed: float = 5e-4, min_angular_speed: float = 5e-3, sensor=None,
+                 disagreement_tolerance=None, disagreement_time=None, tare_on_start=None):
         self.force_limit = _check_limit(force_limit, "force_limit")
         lam = float(forgetting) if isinstance(forgetting, (int, float)) else math.nan
         if not 0.0 < lam <= 1.0:
@@ -180,8 +204,35 @@ class BiteMonitor(PlatformObserverHook):
                                   + [f"patient_stiffness/{c}" for c in COORDINATES]
                                   + [f"patient_damping/{c}" for c in COORDINATES]
                                   + [f"patient_impedance_valid/{c}" for c in COORDINATES])
+        self.telemetry_units = (["N"] * 6 + ["N m"] * 3 + ["N"] * 3 + ["N", "1"] + ["N/m"] * 3 + ["N m/rad"] * 3
+                                + ["N s/m"] * 3 + ["N m s/rad"] * 3 + ["1"] * 6)
+        self.measurement = self._measurement(mechanism, sensor, disagreement_tolerance, disagreement_time,
+                                             tare_on_start)
         self.telemetry_values = np.zeros(len(self.telemetry_fields))
+        self.disagreements = 0
         self.reset_identification()
+
+    def _measurement(self, mechanism, sensor, tolerance, duration, tare_on_start):
+        """The sensor in the mouthpiece beside the observer (module docstring), or None without one."""
+        if sensor is None:
+            given = {"disagreement_tolerance": tolerance, "disagreement_time": duration, "tare_on_start": tare_on_start}
+            unused = [k for k, v in given.items() if v is not None]
+            if unused:
+                raise ValueError(f"bite: {unused[0]} applies to a measured bite force; name the sensor with sensor")
+            return None
+        name = sensor.options.name
+        if sensor.kind != "force_torque":
+            raise ValueError(f"bite: sensor: sensor {name!r} is of kind {sensor.kind!r}, not 'force_torque'")
+        frames = jaw_frames(mechanism)
+        if sensor.options.frame not in frames or sensor.body != -1:
+            raise ValueError(f"bite: sensor: sensor {name!r} is mounted on {sensor.options.frame!r}, not in the "
+                             f"mouthpiece: mount it on one of the platform's frames {sorted(frames)}")
+        tolerance = 0.1 * self.force_limit if tolerance is None else _check_limit(tolerance, "disagreement_tolerance")
+        duration = 0.1 if duration is None else _check_positive(duration, "disagreement_time", " s")
+        self.telemetry_fields += ["bite_force_measured", "bite_force_disagreement", "bite_sensor_disagrees"]
+        self.telemetry_units += ["N", "N", "1"]
+        return MouthpieceSensor(self.observer, sensor, tolerance=tolerance, duration=duration,
+                                tare_on_start=bool(tare_on_start))
 
     @property
     def rls_estimate(self) -> np.ndarray:
@@ -208,10 +259,15 @@ class BiteMonitor(PlatformObserverHook):
     def on_start(self) -> None:
         super().on_start()
         self._rls_first = True
+        if self.measurement is not None:
+            self.measurement.reset()
 
     def warm(self, cycle) -> None:
-        """The observer's kernels and the identification's step, on copies (:mod:`rtctl.rt.warmup`)."""
+        """The observer's kernels and the identification's step, on copies (:mod:`rtctl.rt.warmup`); with a sensor
+        its processing and comparison."""
         super().warm(cycle)
+        if self.measurement is not None:
+            self.measurement.warm(cycle.state.q)
         obs = self.observer
         rls_step(obs.residual.copy(), obs.x.copy(), obs.xd.copy(), self.x_rest, obs.decay, self.forgetting,
                  self._phi_prev.copy(), self._phi_f.copy(), self._theta.copy(), self._P.copy(), True, self.window,
@@ -235,10 +291,39 @@ class BiteMonitor(PlatformObserverHook):
         values[14:20] = self.stiffness
         values[20:26] = self.damping
         values[26:32] = self.valid
+        measurement, split = self.measurement, -1
+        if measurement is not None:
+            split = measurement.update(state.q)
+            values[32] = measurement.bite_force
+            d = measurement.agreement.difference
+            values[33] = math.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
+        if self.safety.tripped:
+            return
+        values[13] = 0.0
+        if measurement is not None and measurement.comparing:
+            values[34] = 0.0
+            if measurement.bite_force > self.force_limit:
+                self._trip(measurement.bite_force, f"measured by sensor '{measurement.name}'")
+            elif split >= 0:
+                self._disagree(split)
         if self.bite_force > self.force_limit and not self.safety.tripped:
-            self.trips += 1
-            values[13] = 1.0
-            self.safety.estop(f"bite force {self.bite_force:.3g} N above the therapist's limit "
-                              f"{self.force_limit:.3g} N (estimated at '{obs.frame}')")
-        elif not self.safety.tripped:
-            values[13] = 0.0
+            self._trip(self.bite_force, f"estimated at '{obs.frame}'")
+
+    def _trip(self, force: float, how: str) -> None:
+        """The slow path: the bite force is beyond the therapist's limit."""
+        self.trips += 1
+        self.telemetry_values[13] = 1.0
+        self.safety.estop(f"bite force {force:.3g} N above the therapist's limit {self.force_limit:.3g} N ({how})")
+
+    def _disagree(self, k: int) -> None:
+        """The slow path: the sensor and the observer have disagreed on axis k of the force for longer than the
+        tolerated time; latch the safe state."""
+        measurement = self.measurement
+        agreement = measurement.agreement
+        self.disagreements += 1
+        self.telemetry_values[34] = 1.0
+        self.safety.estop(
+            f"bite monitor: sensor '{measurement.name}' and the observer disagree on the force's {AXES[k]} axis for "
+            f"more than {agreement.duration:g} s: measured {agreement.lagged[k]:.3g} N (through the observer's lag), "
+            f"estimated {self.observer.platform_wrench[k]:.3g} N, tolerance {agreement.tolerance[k]:.3g} N; "
+            + agreement.plausible_cause(measurement.estimate, unseen="a force on the robot beside the mouthpiece"))

@@ -523,13 +523,20 @@ class JawRehabRobot:
     # ------------------------------------------------------------ the loop's model
     def actuator_model(self, name: str = "jaw"):
         """Six massless prismatic joints ``leg1..leg6`` = the robot's legs (stroke, velocity, force limits),
-        moving the robot and the jaw model as one closed chain."""
+        moving the robot and the jaw model as one closed chain. Its frames ``platform`` (the centre of {P}) and
+        ``incisal`` (the incisal point on the bite splint, the mouthpiece) are where they are at the rest pose,
+        attached to the world (:meth:`StewartPlatform.actuator_model`): a force-torque sensor in the mouthpiece
+        mounts on them (:meth:`rtctl.plants.jaw.plant.JawPlant.sensor_wrench`)."""
         chain = ClosedChain("masticatory rehabilitation robot of Kalani et al. (2018): the robot's "
                             "6-UPS platform and the jaw model's, joined at the bite splint",
                             self.robot.moving_parts("robot's platform", "robot's ")
                             + self.jaw.moving_parts("mandible", "jaw model's "),
                             "Gibbs-Appell inverse dynamics (appendix A-D), the jaw's legs passive")
-        return self.robot.actuator_model(name, chain)
+        return self.robot.actuator_model(name, chain, frames=self.platform_frames())
+
+    def platform_frames(self) -> dict:
+        """``{name: point in {P}}`` of the frames of the moving platform: its centre and the incisal point."""
+        return {"platform": np.zeros(3), "incisal": np.array(self.incisal_offset, dtype=float)}
 
     def forward_kinematics(self, lengths, guess=None) -> np.ndarray:
         """The pose from the robot's leg lengths (Newton-Raphson from ``guess``, default the rest pose)."""

@@ -31,7 +31,7 @@ def jaw_maps(skull_height: float) -> np.ndarray:
 
 
 def jaw_frames(mechanism) -> dict:
-    return {"platform": np.zeros(3), "incisal": np.array(mechanism.incisal_offset, dtype=float)}
+    return mechanism.platform_frames()
 
 
 def jaw_observer(mechanism, gain, dt: float, frame: str = "incisal", **options) -> PlatformObserver:

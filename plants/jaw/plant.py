@@ -20,7 +20,9 @@ by classical RK4 in one compiled, allocation-free call per step
 For plotting: :attr:`x`, :attr:`xd` (pose and rate), :attr:`patient_force`
 (Euler-space generalized force of the patient), :meth:`patient_wrench`
 ([force; moment] in {B}), :attr:`jaw_leg_lengths`, :attr:`incisal`
-(incisal displacement from occlusion, m), :attr:`bolus_force` (N).
+(incisal displacement from occlusion, m), :attr:`bolus_force` (N). A force-torque sensor in the mouthpiece
+(backend ``sim_force_torque`` on the model's frame ``incisal`` or ``platform``) reads the patient's wrench
+(:meth:`sensor_wrench`).
 
 :meth:`set_external_wrench` pushes the moving platform with a known wrench (at its centre or the
 incisal point): at the start of each step it becomes the robot leg forces ``J_C(x)^-T F`` that
@@ -36,6 +38,7 @@ import numpy as np
 from rtctl.plants.jaw import kernels as _jk
 from rtctl.plants.jaw import steps as _steps
 from rtctl.plants.jaw.model import STATUS_REASONS, JawRehabRobot, PatientImpedance
+from rtctl.plants.jaw.mouthpiece import mouthpiece_wrench
 from rtctl.plants.stewart import kernels as _sk
 from rtctl.plants.stewart.platform_plant import SixLegPlatformPlant
 from rtctl.model import Model
@@ -128,7 +131,8 @@ class JawPlant(SixLegPlatformPlant):
         self.patient_force = self._S[_jk.S_FP]
         self.incisal = self._S[_jk.S_INC, :3]
         self._W, self._V = np.zeros((_jk.NW, 6, 6)), np.zeros((_jk.NV, 6))
-        self.frames = {"platform": np.zeros(3), "incisal": np.array(m.incisal_offset, dtype=float)}
+        self.frames = m.platform_frames()
+        self._sensor_rotation = np.zeros((3, 3))
         self.reset_pose(self.home_pose())
 
     @property
@@ -141,6 +145,15 @@ class JawPlant(SixLegPlatformPlant):
     def set_external_wrench(self, frame: str | None = "incisal", wrench=None) -> None:
         """As :meth:`SixLegPlatformPlant.set_external_wrench`, about the incisal point by default."""
         super().set_external_wrench(frame, wrench)
+
+    def sensor_wrench(self, body: int, mount: np.ndarray, out: np.ndarray) -> bool:
+        """:meth:`Plant.sensor_wrench` of a force-torque sensor in the mouthpiece: the wrench the patient exerts on
+        it (:mod:`rtctl.plants.jaw.mouthpiece`). ``body`` -1 and ``mount`` at the rest pose: a frame of the
+        platform as the actuator-space model names it; the legs (that model's bodies) carry no sensor: False."""
+        if body != -1:
+            return False
+        return mouthpiece_wrench(self.x, self.patient_force, self.mechanism.rest_pose, mount, self._sensor_rotation,
+                                 out)
 
     @property
     def bolus_force(self) -> float:

@@ -368,10 +368,13 @@ class StewartPlatform:
         raise RuntimeError("no pose inside the workspace found")
 
     # ------------------------------------------------------------ the loop's model
-    def actuator_model(self, name: str = "stewart", closed_chain: ClosedChain | None = None):
+    def actuator_model(self, name: str = "stewart", closed_chain: ClosedChain | None = None, frames=None):
         """The loop's actuator-space model: six independent massless prismatic joints ``leg1..leg6``
         (q = leg lengths, v = rates, effort = leg forces) with the stroke, velocity and force limits; its
-        ``closed_chain`` (default :meth:`closed_chain`) says what they move."""
+        ``closed_chain`` (default :meth:`closed_chain`) says what they move. ``frames``: ``{name: point}`` of the
+        moving platform (m, in {P}), named in the model where they are at the home pose: the platform is the
+        closed chain's, no body of this tree, so they are attached to the world (body -1) at ``x_home + R_home
+        point`` with {P}'s axes there; the plant and the monitors that use them carry them with the platform."""
         from rtctl.model import ModelBuilder
 
         b = ModelBuilder(name)
@@ -379,6 +382,9 @@ class StewartPlatform:
             b.add_body(f"leg{i + 1}", -1, "prismatic", joint_name=f"leg{i + 1}", axis=(0, 0, 1),
                        lower=self.stroke[0], upper=self.stroke[1], velocity_limit=self.velocity_limit,
                        effort_limit=self.force_limit)
+        rotation = self.rotation(self.home)
+        for frame, point in (frames or {}).items():
+            b.add_frame(frame, -1, rotation, self.home[:3] + rotation @ np.asarray(point, dtype=float))
         model = b.build()
         model.closed_chain = closed_chain or self.closed_chain()
         return model
