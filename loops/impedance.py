@@ -251,7 +251,7 @@ class CartesianImpedance(Controller):
         task_inertia: object = setting("floats", None, positive=True)   # kg x3, kg m^2 x3: Lambda_d, with it
         tool_mass: float = setting("float", 0.0, low=0.0)   # kg the sensor carries that the model does not have
         tool_com: object = setting("floats", None)          # m, its centre of mass in the sensor's frame
-        tare_on_start: bool = setting("bool", False)        # the wrench reads zero at each run's first cycle
+        tare_on_start: bool = setting("bool", False)        # tared at each run's second cycle, zero before
 
     @classmethod
     def from_config(cls, options: dict, context) -> CartesianImpedance:
@@ -333,7 +333,7 @@ class CartesianImpedance(Controller):
     def _shaping(self, o) -> None:
         """The inverse task inertia of ``task_inertia`` (module docstring), used once a sensor is bound."""
         self.wrench_processing = None
-        self._tare_pending = False
+        self._tare_pending = 0      # cycles until the tare: the run's second (the first is read before any effort)
         if (o.wrench_sensor is None) != (o.task_inertia is None):
             raise ValueError(f"{self.name}: wrench_sensor and task_inertia go together (the measured wrench and "
                              "the inertia the frame shows with it)")
@@ -413,7 +413,7 @@ class CartesianImpedance(Controller):
     def on_activate(self) -> None:
         """The Cartesian reference restarts from the measured pose at the next cycle; a gain ramp completes."""
         self._anchor_pending = True
-        self._tare_pending = self.options.tare_on_start
+        self._tare_pending = 2 if self.options.tare_on_start else 0
         self.gains[G_K_FROM] = self.gains[G_K_TO]
         self.gains[G_D_FROM] = self.gains[G_D_TO]
         self.settings[S_ZETA] = self.settings[S_ZETA_FROM] = self.settings[S_ZETA_TO]
@@ -543,10 +543,14 @@ class CartesianImpedance(Controller):
         processing = self.wrench_processing
         if processing is not None:
             if self._tare_pending:
-                processing.tare(q)
-                self._tare_pending = False
-            processing.update(q, self._wrench_target, world_axes=True)
-            self._vec[V_FEXT, :6] = processing.moved
+                self._tare_pending -= 1
+                if not self._tare_pending:
+                    processing.tare(q)
+            if self._tare_pending:      # the run's first cycle, to be tared at the next: no wrench to close on
+                self._vec[V_FEXT, :6] = 0.0
+            else:
+                processing.update(q, self._wrench_target, world_axes=True)
+                self._vec[V_FEXT, :6] = processing.moved
         status = impedance_step(dyn.mi, dyn.mf, dyn.ws, self.idx, self.settings, self.gains, self.joint_gains,
                                 float(t), q, v, q_d, qd_d, qdd_d, self.desired, self._mass, self._jx, self._vec,
                                 effort)
