@@ -88,7 +88,7 @@ class CollisionMonitor(LoopHook):
         wrench_sensor: str = setting("str", None)    # a force_torque [[sensors]] name: detect on its wrench too
         tool_mass: float = setting("float", None, low=0.0)   # kg the sensor carries that the model lacks (0)
         tool_com: object = setting("floats", None)           # m, its centre of mass in the sensor's frame (0)
-        tare_on_start: bool = setting("bool", None)          # the sensor reads zero at each run's start (false)
+        tare_on_start: bool = setting("bool", None)          # tared at each run's second cycle (false)
         disagreement_tolerance: object = setting("floats", None, positive=True)  # N m (N); default: threshold
         disagreement_time: float = setting("float", None, positive=True)        # s beyond it: a fault (0.1)
 
