@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass, replace
 
 import numpy as np
+from numba import njit
 
 G0 = 9.80665
 DEG = math.pi / 180.0
@@ -69,38 +70,52 @@ GX5_25 = ImuDatasheet(
 )
 
 
+# An AxisErrors as the compiled kernel takes it (errors_row): one row per sensor kind.
+E_DENSITY, E_INSTABILITY, E_CORRELATION, E_WALK, E_RESOLUTION, E_RANGE = range(6)
+# SensorErrors.state: turn-on bias, Gauss-Markov bias and random walk, one row each.
+S_TURN_ON, S_GAUSS_MARKOV, S_RANDOM_WALK = range(3)
+DRAWS = 9       # standard normal draws per triad and sample: white noise, Gauss-Markov, random walk
+
+
+def errors_row(e: AxisErrors) -> np.ndarray:
+    return np.array([e.noise_density, e.bias_instability, e.correlation_time, e.random_walk, e.resolution, e.range])
+
+
+@njit(cache=True)
+def apply_errors(truth, dt, e, state, draws, out):
+    """``out`` (3) = the measurement over ``dt`` of the true ``truth`` (3, SI) with the errors ``e``
+    (:func:`errors_row`), the bias ``state`` (3 x 3, rows :data:`S_TURN_ON` ...) advanced by one sample, from
+    :data:`DRAWS` standard normal ``draws``."""
+    white = e[E_DENSITY] / math.sqrt(dt)
+    phi = math.exp(-dt / e[E_CORRELATION])
+    markov = e[E_INSTABILITY] / GAUSS_MARKOV_ALLAN_PEAK * math.sqrt(1.0 - phi * phi)
+    walk = e[E_WALK] * math.sqrt(dt)
+    for k in range(3):
+        state[S_GAUSS_MARKOV, k] = phi * state[S_GAUSS_MARKOV, k] + markov * draws[3 + k]
+        state[S_RANDOM_WALK, k] += walk * draws[6 + k]
+        y = truth[k] + state[S_TURN_ON, k] + state[S_GAUSS_MARKOV, k] + state[S_RANDOM_WALK, k] + white * draws[k]
+        if e[E_RESOLUTION] > 0.0:
+            y = np.rint(y / e[E_RESOLUTION]) * e[E_RESOLUTION]
+        out[k] = min(max(y, -e[E_RANGE]), e[E_RANGE])
+
+
 class SensorErrors:
     """The errors of a triad (3 axes) of one sensor kind; :meth:`apply` is one output sample."""
 
     def __init__(self, errors: AxisErrors, rng: np.random.Generator):
         self.e = errors
         self.rng = rng
-        self.turn_on = rng.normal(0.0, errors.initial_bias, 3) if errors.initial_bias > 0 else np.zeros(3)
-        self.gauss_markov = np.zeros(3)
-        self.random_walk = np.zeros(3)
-        self._noise = np.zeros(3)
+        self.row = errors_row(errors)
+        self.state = np.zeros((3, 3))
+        if errors.initial_bias > 0:
+            self.state[S_TURN_ON] = rng.normal(0.0, errors.initial_bias, 3)
+        self.turn_on, self.gauss_markov, self.random_walk = self.state
+        self._draws = np.zeros(DRAWS)
 
     def bias(self) -> np.ndarray:
         return self.turn_on + self.gauss_markov + self.random_walk
 
     def apply(self, truth, dt: float, out) -> None:
         """``out`` = the measurement over ``dt`` of the true ``truth`` (3 values, SI)."""
-        e, rng = self.e, self.rng
-        if e.bias_instability > 0:
-            sigma = e.bias_instability / GAUSS_MARKOV_ALLAN_PEAK
-            phi = math.exp(-dt / e.correlation_time)
-            self.gauss_markov *= phi
-            self.gauss_markov += rng.normal(0.0, sigma * math.sqrt(1.0 - phi * phi), 3)
-        if e.random_walk > 0:
-            self.random_walk += rng.normal(0.0, e.random_walk * math.sqrt(dt), 3)
-        rng.standard_normal(out=self._noise)
-        np.multiply(self._noise, e.noise_density / math.sqrt(dt), out=out)
-        out += truth
-        out += self.turn_on
-        out += self.gauss_markov
-        out += self.random_walk
-        if e.resolution > 0:
-            np.divide(out, e.resolution, out=out)
-            np.round(out, out=out)
-            out *= e.resolution
-        np.clip(out, -e.range, e.range, out=out)
+        self.rng.standard_normal(out=self._draws)
+        apply_errors(truth, dt, self.row, self.state, self._draws, out)

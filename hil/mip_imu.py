@@ -6,11 +6,15 @@ Run as::
 
 It opens a pty, prints ``PORT /dev/pts/N`` once ready, answers the base and 3DM commands as
 :mod:`hil.mip_device` says, and streams its IMU message on its own clock: base-rate ticks of the device's
-crystal (``--clock-drift-ppm`` from the host's monotonic clock), whatever the master sends or reads. A tick
-where a field of the message format is due samples the truth, applies the datasheet's errors
-(:mod:`hil.imu_noise`) and queues the packet, which leaves ``--latency`` s later. Bytes the master does not
-read fill the pty and are then dropped and counted, as a UART with no listener loses them. On SIGTERM,
-SIGHUP or SIGINT it prints one ``STATS {json}`` line and exits.
+crystal (``--clock-drift-ppm`` from the host's monotonic clock or, with ``--clock plant``, from the simulated
+plant's time the truth feed carries: :mod:`hil.device_clock` says why), whatever the master sends or reads. A
+tick where a field of the message format is due samples the truth (on the plant's clock, the plant step the
+tick falls on), applies the datasheet's errors (:mod:`hil.imu_noise`) and queues the packet, which leaves
+``--latency`` s later on the same clock. Bytes the master does not read fill the pty and are then dropped and
+counted, as a UART with no listener loses them. On SIGTERM, SIGHUP or SIGINT it prints one ``STATS {json}``
+line and exits; so it does, unlinking the truth block, once the process ``--parent`` names is gone (killed:
+it polls its parent's pid rather than asking for PR_SET_PDEATHSIG, which fires when the starting *thread*
+ends).
 
 The truth is a :class:`hil.truth_feed.TruthFeed` (``--truth NAME``: the sensor frame's pose, velocities and
 acceleration, written by the loop process each plant step), or without one a device at rest with the
@@ -32,7 +36,6 @@ import json
 import math
 import os
 import select
-import struct
 import subprocess
 import sys
 import time
@@ -41,28 +44,15 @@ import tty
 import numpy as np
 
 from rtctl.drivers.mip import protocol as P
-from rtctl.drivers.mip.driver import WORLD_FROM_NED
-from rtctl.model import quaternion_to_matrix, rpy_to_matrix
+from rtctl.model import rpy_to_matrix
 from rtctl.options import Parser, argument_type
 from rtctl.rt.signals import on_stop_signals
 
-from .imu_noise import G0, GX5_25, AxisErrors, ImuDatasheet, SensorErrors
-from .mip_device import Identity, MipDevice
-from .truth_feed import ACC, GRAVITY, OMEGA, QUAT, SIZE, TruthFeed
-
-IDLE_WAIT = 0.05    # s the loop sleeps at most when nothing is due
-MAX_LAG = 0.1       # s behind its clock after which the emulator skips ticks instead of bursting them out
-
-
-def _quat_mul(a, b):
-    """Hamilton product of (x, y, z, w) quaternions."""
-    ax, ay, az, aw = a
-    bx, by, bz, bw = b
-    return (aw * bx + ax * bw + ay * bz - az * by, aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw, aw * bw - ax * bx - ay * by - az * bz)
-
-
-NED_FROM_WORLD = (-WORLD_FROM_NED[0], -WORLD_FROM_NED[1], -WORLD_FROM_NED[2], WORLD_FROM_NED[3])
+from .device_clock import POLL, PlantTimeClock, WallClock
+from .imu_noise import DRAWS, G0, GX5_25, AxisErrors, ImuDatasheet, SensorErrors
+from .mip_device import IMU_FIELDS, Identity, MipDevice
+from .mip_sample import M_ACCEL, M_GYRO, M_SIZE, MAX_DATA_PACKET, NED_FROM_WORLD, measure, pack_data
+from .truth_feed import GRAVITY, OMEGA, QUAT, SIZE, TruthFeed
 
 
 class StaticTruth:
@@ -82,80 +72,85 @@ class StaticTruth:
 
 
 class ImuModel:
-    """Truth in, the device's measurements out (SI in the sensor frame, then MIP units)."""
+    """Truth in, the device's measurements out (SI in the sensor frame, then MIP units), compiled
+    (:mod:`hil.mip_sample`)."""
 
     def __init__(self, truth, datasheet: ImuDatasheet, seed: int = 0):
         self.truth = truth
-        rng = np.random.default_rng(seed)
-        self.accel = SensorErrors(datasheet.accel, rng)
-        self.gyro = SensorErrors(datasheet.gyro, rng)
+        self.rng = np.random.default_rng(seed)
+        self.accel = SensorErrors(datasheet.accel, self.rng)      # turn-on biases drawn: accelerometer first
+        self.gyro = SensorErrors(datasheet.gyro, self.rng)
         self._truth = np.zeros(SIZE)
-        self._f = np.zeros(3)
-        self._w = np.zeros(3)
-        self.accel_g = np.zeros(3)
-        self.gyro_rad_s = np.zeros(3)
-        self.quaternion_ned = (1.0, 0.0, 0.0, 0.0)
+        self._draws = np.zeros(2 * DRAWS)
+        self._force, self._rate = np.zeros(3), np.zeros(3)
+        self.measurement = np.zeros(M_SIZE)
+        self.accel_g = self.measurement[M_ACCEL:M_ACCEL + 3]
+        self.gyro_rad_s = self.measurement[M_GYRO:M_GYRO + 3]
+        self._packet = np.zeros(MAX_DATA_PACKET, dtype=np.uint8)
+        self._f32 = np.zeros(1, dtype=np.float32)
+        self._f64 = np.zeros(1, dtype=np.float64)
+        self._descriptors: dict[tuple, np.ndarray] = {}
         self.truth_misses = 0
 
-    def sample(self, dt: float) -> None:
-        """One measurement averaged over ``dt`` seconds, from the newest truth."""
+    def sample(self, dt: float, at: float | None = None) -> None:
+        """One measurement averaged over ``dt`` seconds, from the newest truth or, ``at`` a plant time, from the
+        plant step it falls on."""
         t = self._truth
-        if self.truth.read(t) < 0:
+        if (self.truth.read(t) if at is None else self.truth.read_at(at, t)) < 0:
             self.truth_misses += 1
-        q = t[QUAT:QUAT + 4]
-        r = quaternion_to_matrix(q)
-        np.dot(r.T, t[ACC:ACC + 3] - t[GRAVITY:GRAVITY + 3], out=self._f)
-        np.dot(r.T, t[OMEGA:OMEGA + 3], out=self._w)
-        self.accel.apply(self._f, dt, self.accel_g)
-        self.accel_g /= G0
-        self.gyro.apply(self._w, dt, self.gyro_rad_s)
-        x, y, z, w = _quat_mul(NED_FROM_WORLD, tuple(q))
-        self.quaternion_ned = (w, x, y, z) if w >= 0 else (-w, -x, -y, -z)
+        self.rng.standard_normal(out=self._draws)
+        measure(t, dt, NED_FROM_WORLD, self.accel.row, self.accel.state, self.gyro.row, self.gyro.state,
+                self._draws, self.measurement, self._force, self._rate)
 
-    def field(self, descriptor: int, dt: float, device_time: float) -> bytes:
-        if descriptor == P.SCALED_ACCEL:
-            return P.field(descriptor, struct.pack(">3f", *self.accel_g))
-        if descriptor == P.SCALED_GYRO:
-            return P.field(descriptor, struct.pack(">3f", *self.gyro_rad_s))
-        if descriptor == P.DELTA_THETA:
-            return P.field(descriptor, struct.pack(">3f", *(self.gyro_rad_s * dt)))
-        if descriptor == P.DELTA_VELOCITY:
-            return P.field(descriptor, struct.pack(">3f", *(self.accel_g * dt)))
-        if descriptor == P.COMP_QUATERNION:
-            return P.field(descriptor, struct.pack(">4f", *self.quaternion_ned))
+    def warm(self) -> None:
+        """Load the compiled sample and packet kernels (from numba's cache) on scratch copies, before the device
+        announces its port: the first sample of a run is not late by their loading."""
+        measure(np.zeros(SIZE), 0.002, NED_FROM_WORLD, self.accel.row, self.accel.state.copy(), self.gyro.row,
+                self.gyro.state.copy(), self._draws.copy(), np.zeros(M_SIZE), np.zeros(3), np.zeros(3))
+        f32, f64 = np.zeros(1, dtype=np.float32), np.zeros(1)
+        pack_data(np.array(IMU_FIELDS, dtype=np.int64), np.zeros(M_SIZE), 0.002, 0.0, 0,
+                  np.zeros(MAX_DATA_PACKET, dtype=np.uint8), f32, f32.view(np.uint32), f64, f64.view(np.uint64))
+
+    def packet(self, descriptors, dt: float, device_time: float) -> bytes:
+        """The IMU data packet of the newest measurement with the fields ``descriptors``."""
+        key = tuple(descriptors)
+        fields = self._descriptors.get(key)
+        if fields is None:
+            fields = self._descriptors[key] = np.array(key, dtype=np.int64)
         week, tow = divmod(device_time, P.SECONDS_PER_WEEK)
-        return P.field(P.GPS_TIMESTAMP, struct.pack(">dHH", tow, int(week), 0))
+        n = pack_data(fields, self.measurement, dt, tow, int(week), self._packet, self._f32,
+                      self._f32.view(np.uint32), self._f64, self._f64.view(np.uint64))
+        return self._packet[:n].tobytes()
 
 
 class Emulator:
-    """The device on the master side of a pty: command replies, and the stream on the device's clock."""
+    """The device on the master side of a pty: command replies, and the stream on the device's clock
+    (:mod:`hil.device_clock`: the host's, or the simulated plant's time)."""
 
-    def __init__(self, identity: Identity, imu: ImuModel, latency: float, clock_drift_ppm: float = 0.0,
-                 corrupt=(0, 0), nan_from: int = 0, capture=None):
+    def __init__(self, identity: Identity, imu: ImuModel, latency: float, clock=None, corrupt=(0, 0),
+                 nan_from: int = 0, capture=None):
         self.device = MipDevice(identity, self.poll)
         self.identity, self.imu, self.latency = identity, imu, latency
-        self.rate_scale = 1.0 + clock_drift_ppm * 1e-6     # device seconds per host second
+        self.clock = WallClock() if clock is None else clock
         self.corrupt_from, self.corrupt_count = corrupt
         self.nan_from = nan_from
         self.capture = capture
         self.splitter = P.PacketSplitter()
-        self.pending = collections.deque()                # (host time to send, bytes)
-        self.t0 = time.monotonic()
-        self.tick = 0
+        self.pending = collections.deque()                # (device time to send, bytes)
+        self.t0, self.cpu0 = time.monotonic(), time.process_time()
+        self.tick = None         # the newest base-rate tick, counted from power-on; None: the clock has not run
+        self.last_time = -math.inf
         self.stats = dict(commands=0, nacks=0, data_packets=0, corrupted=0, nan_packets=0, dropped_bytes=0,
-                          corrupt_commands=0, sent_bytes=0, lag_skips=0)
+                          corrupt_commands=0, sent_bytes=0, lag_skips=0, clock_restarts=0)
 
-    def device_time(self, host: float) -> float:
-        return (host - self.t0) * self.rate_scale
-
-    def host_time(self, tick: int) -> float:
-        return self.t0 + tick / self.identity.base_rate / self.rate_scale
+    def tick_time(self, tick: int) -> float:
+        return tick / self.identity.base_rate
 
     def poll(self, descriptors) -> bytes:
         dt = self._period()
-        self.imu.sample(dt)
-        now = self.device_time(time.monotonic())
-        return P.packet(P.SENSOR_DATA_SET, *(self.imu.field(d, dt, now) for d in descriptors))
+        now = self.clock.now() or 0.0
+        self.imu.sample(dt, self.clock.truth_time(now))
+        return self.imu.packet(descriptors, dt, now)
 
     def _period(self) -> float:
         fmt = self.device.settings.imu_format
@@ -170,25 +165,34 @@ class Emulator:
         self.stats["corrupt_commands"] += self.splitter.corrupt - before
         return out
 
+    def _start(self, now: float) -> None:
+        """The ticks start at ``now``: power-on, or a plant whose time went back (it was reset)."""
+        if self.tick is not None:
+            self.stats["clock_restarts"] += 1
+        self.tick = math.floor(now * self.identity.base_rate + 1e-6)
+        self.pending.clear()
+
     def due(self, now: float) -> None:
-        """Queue the data packets of every base-rate tick up to host time ``now``."""
+        """Queue the data packets of every base-rate tick up to device time ``now``."""
+        if self.tick is None or now < self.last_time - 1e-9:
+            self._start(now)
+        self.last_time = now
         base = self.identity.base_rate
-        behind = now - self.host_time(self.tick + 1)
-        if behind > MAX_LAG:          # the process was stopped or starved: those samples are lost
-            skipped = int(behind * base * self.rate_scale)
+        behind = now - self.tick_time(self.tick + 1)
+        if behind > self.clock.max_lag:          # the process was stopped or starved: those samples are lost
+            skipped = int(behind * base)
             self.tick += skipped
             self.stats["lag_skips"] += skipped
-        while self.host_time(self.tick + 1) <= now:
+        while self.tick_time(self.tick + 1) <= now + 1e-9:
             self.tick += 1
             if not self.device.streaming:
                 continue
             fields = [d for d, n in self.device.settings.imu_format if self.tick % n == 0]
             if fields:
                 dt = self._period()
-                self.imu.sample(dt)
-                device_time = self.tick / base
-                self.pending.append((self.host_time(self.tick) + self.latency, self._data_packet(fields, dt,
-                                                                                                 device_time)))
+                device_time = self.tick_time(self.tick)
+                self.imu.sample(dt, self.clock.truth_time(device_time))
+                self.pending.append((device_time + self.latency, self._data_packet(fields, dt, device_time)))
 
     def _data_packet(self, fields, dt: float, device_time: float) -> bytes:
         self.stats["data_packets"] += 1
@@ -196,14 +200,14 @@ class Emulator:
         if self.nan_from and k >= self.nan_from:
             self.imu.gyro_rad_s[0] = np.nan
             self.stats["nan_packets"] += 1
-        data = bytearray(P.packet(P.SENSOR_DATA_SET, *(self.imu.field(d, dt, device_time) for d in fields)))
+        data = bytearray(self.imu.packet(fields, dt, device_time))
         if self.corrupt_count and self.corrupt_from <= k < self.corrupt_from + self.corrupt_count:
             data[-1] ^= 0xFF
             self.stats["corrupted"] += 1
         return bytes(data)
 
     def next_event(self) -> float:
-        t = self.host_time(self.tick + 1)
+        t = self.tick_time((self.tick or 0) + 1)
         return min(t, self.pending[0][0]) if self.pending else t
 
     def _record(self, direction: str, data: bytes) -> None:
@@ -227,17 +231,21 @@ class Emulator:
 
     def report(self) -> dict:
         return dict(self.stats, commands=self.device.commands, nacks=self.device.nacks,
-                    truth_misses=self.imu.truth_misses, ticks=self.tick)
+                    truth_misses=self.imu.truth_misses, ticks=self.tick or 0,
+                    cpu_seconds=round(time.process_time() - self.cpu0, 4),       # serving, since it started
+                    wall_seconds=round(time.monotonic() - self.t0, 4))
 
 
 def serve(emulator: Emulator, master: int, stopping) -> None:
     """The emulator's loop until ``stopping()``: commands answered as they come, data on the device's clock."""
+    clock = emulator.clock
     while not stopping():
-        now = time.monotonic()
-        emulator.due(now)
-        while emulator.pending and emulator.pending[0][0] <= now:
-            emulator.send(master, emulator.pending.popleft()[1])
-        wait = min(max(0.0, emulator.next_event() - time.monotonic()), IDLE_WAIT)
+        now = clock.now()
+        if now is not None:
+            emulator.due(now)
+            while emulator.pending and emulator.pending[0][0] <= now + 1e-9:
+                emulator.send(master, emulator.pending.popleft()[1])
+        wait = clock.wait(emulator.next_event(), clock.now())
         try:
             readable = select.select((master,), (), (), wait)[0]
         except InterruptedError:
@@ -291,7 +299,15 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         ap.add_argument(f"--{kind}-resolution", type=number, default=e.resolution, help=unit)
         ap.add_argument(f"--{kind}-range", type=positive, default=e.range, help=unit)
     ap.add_argument("--latency", type=number, default=d.latency, help="s from sampling to sending")
-    ap.add_argument("--clock-drift-ppm", type=float, default=0.0, help="the device's clock against the host's")
+    ap.add_argument("--clock", choices=("wall", "plant"), default="wall",
+                    help="the device's crystal: the host's clock, or the simulated plant's time of --truth (a "
+                    "plant slower or faster than real time: one sample per device period of simulated time)")
+    ap.add_argument("--poll", type=positive, default=POLL, help="s between polls of the plant's time (--clock plant)")
+    ap.add_argument("--clock-drift-ppm", type=float, default=0.0,
+                    help="the device's clock against the host's (or the plant's)")
+    ap.add_argument("--parent", type=argument_type("int", positive=True), default=None,
+                    help="pid of the process that started it and wrote --truth: once it is gone, exit and unlink "
+                    "the truth block it can no longer unlink")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--corrupt-from", type=argument_type("int", low=1), default=1, help="1-based data packet")
     ap.add_argument("--corrupt-count", type=argument_type("int", low=0), default=0)
@@ -316,23 +332,31 @@ def main(argv=None) -> int:
         identity = Identity(args.model_name, args.model_number, args.serial_number, "", Identity().device_options,
                             args.firmware_version, args.base_rate)
         identity.info().encode()
+        if args.clock == "plant" and not args.truth:
+            raise ValueError("--clock plant needs the plant's time: give --truth")
         truth = TruthFeed(args.truth) if args.truth else StaticTruth(args.static_rpy, args.static_rate)
         imu = ImuModel(truth, datasheet_from(args), args.seed)
+        imu.warm()
         capture = open(args.capture, "w") if args.capture else None
     except (OSError, ValueError) as exc:
         ap.exit(1, f"{prog}: error: {type(exc).__name__}: {' '.join(str(exc).split())}\n")
-    emulator = Emulator(identity, imu, args.latency, args.clock_drift_ppm, (args.corrupt_from, args.corrupt_count),
-                        args.nan_from, capture)
+    clock = PlantTimeClock(truth, args.clock_drift_ppm, args.poll) if args.clock == "plant" \
+        else WallClock(args.clock_drift_ppm)
+    emulator = Emulator(identity, imu, args.latency, clock, (args.corrupt_from, args.corrupt_count), args.nan_from,
+                        capture)
     master, slave = os.openpty()
     tty.setraw(master)
     tty.setraw(slave)
     fcntl.fcntl(master, fcntl.F_SETFL, fcntl.fcntl(master, fcntl.F_GETFL) | os.O_NONBLOCK)
     stopping = []
     on_stop_signals(lambda *a: stopping.append(1))
+    orphaned = (lambda: os.getppid() != args.parent) if args.parent else (lambda: False)
     print(f"PORT {os.ttyname(slave)}", flush=True)
     try:
-        serve(emulator, master, lambda: bool(stopping))
+        serve(emulator, master, lambda: bool(stopping) or orphaned())
     finally:
+        if orphaned() and args.truth:     # its creator was killed: nobody else will remove the block
+            truth.close(unlink=True)
         print("STATS " + json.dumps(emulator.report()), flush=True)
         if capture is not None:
             capture.close()
@@ -342,21 +366,26 @@ def main(argv=None) -> int:
 class MipImuProcess:
     """Start ``python -m rtctl.hil.mip_imu`` and wait for its port; ``stop()`` returns its STATS."""
 
-    def __init__(self, *args: str, startup_timeout: float = 60.0):
+    def __init__(self, *args: str, startup_timeout: float = 60.0, new_session: bool = False):
+        """``new_session``: in a session of its own, out of reach of the signals a terminal sends to its
+        starter's process group (Ctrl-C): its starter stops it, in order."""
         self.proc = subprocess.Popen([sys.executable, "-m", "rtctl.hil.mip_imu", *args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+                                     stderr=subprocess.PIPE, text=True, start_new_session=new_session)
         deadline = time.monotonic() + startup_timeout
         self.port = None
-        while time.monotonic() < deadline:
+        while self.port is None and select.select((self.proc.stdout,), (), (),
+                                                  max(0.0, deadline - time.monotonic()))[0]:
             line = self.proc.stdout.readline()
             if not line:
                 break
             if line.startswith("PORT "):
                 self.port = line.split()[1]
-                break
         if self.port is None:
             self.proc.kill()
-            raise RuntimeError(f"MIP IMU emulator did not start: {self.proc.stderr.read()[-2000:]}")
+            self.proc.wait()
+            said = [line for line in self.proc.stderr.read().splitlines() if line.strip()]
+            raise RuntimeError("the MIP IMU emulator did not start" + (f": {said[-1].strip()}" if said else
+                                                                        f" within {startup_timeout:g} s"))
         self.stats = None
 
     def kill(self) -> None:

@@ -1,16 +1,20 @@
 """The simulated plant's truth at a sensor's frame, shared with the emulator processes that measure it.
 
 A :class:`TruthFeed` is one block of POSIX shared memory (``multiprocessing.shared_memory``): a sequence
-number and :data:`SIZE` float64 values -- the plant time, the sensor frame's world position, orientation
-(quaternion x, y, z, w), the velocity of its origin and its angular velocity (world axes), the linear
-acceleration of its origin and the model's gravity. The loop process writes it every plant step
-(:class:`TruthWriter`); an emulator reads it at its own rate (:meth:`TruthFeed.read`).
+number, the ring's depth and the last :data:`DEPTH` samples of :data:`SIZE` float64 values each -- the plant
+time, the sensor frame's world position, orientation (quaternion x, y, z, w), the velocity of its origin and
+its angular velocity (world axes), the linear acceleration of its origin and the model's gravity. The loop
+process writes it every plant step (:class:`TruthWriter`); an emulator reads the newest sample at its own rate
+(:meth:`TruthFeed.read`), or, on the plant's clock, the sample of the plant step its tick falls on
+(:meth:`TruthFeed.read_at`): the ring keeps the steps the emulator has not caught up with.
 
 A sequence lock keeps a reader from ever seeing a torn sample (Lamport, "Concurrent reading and writing",
-CACM 20(11), 1977; the Linux kernel's seqlock): the writer makes the sequence odd, writes, makes it even; a
-reader copies the values between two reads of the sequence and keeps the copy only when both were the same
-even number. Each store is its own NumPy call, so the interpreter performs them in program order, and x86-64
-keeps stores in that order for other cores (total store order); a weakly ordered CPU would need barriers.
+CACM 20(11), 1977; the Linux kernel's seqlock): the writer makes the sequence odd, writes the next slot, makes
+it even; the sequence is twice the number of whole writes. A reader copies a slot between two reads of the
+sequence and keeps the copy when the writer has not come round the ring to that slot in between, so it never
+waits for a write in progress (that one writes another slot). Each store is its own NumPy call, so the
+interpreter performs them in program order, and x86-64 keeps stores in that order for other cores (total store
+order); a weakly ordered CPU would need barriers.
 
 The block is created with mode 0600 under an unguessable name and ``O_EXCL`` (a name squatted by another
 user is an error, never a block someone else can write): only this user's processes can open it.
@@ -37,8 +41,10 @@ from rtctl.dynamics.spatial import matrix_quaternion
 
 T, POS, QUAT, VEL, OMEGA, ACC, GRAVITY = 0, 1, 4, 8, 11, 14, 17
 SIZE = 20
-_HEADER = 2       # uint64 words before the values: the sequence number and padding to 16 bytes
+_HEADER = 2       # uint64 words before the samples: the sequence number and the ring's depth
+DEPTH = 256       # samples kept: 25.6 ms of a 10 kHz plant's steps, 0.256 s of a 1 kHz plant's
 READ_TRIES = 1000
+TIME_SLACK = 1e-9   # s: a plant time summed step by step is some ulps off the same time as k / rate
 _CREATED: set[str] = set()   # blocks this process made (their tracking, for unlinking at exit, is kept)
 
 
@@ -46,9 +52,11 @@ class TruthFeed:
     """One sensor frame's truth in shared memory. ``TruthFeed.create()`` makes a new block (this process
     owns it: :meth:`close` with ``unlink``); ``TruthFeed(name)`` opens an existing one."""
 
-    def __init__(self, name: str, *, _create: bool = False):
+    def __init__(self, name: str, *, _create: bool = False, depth: int = DEPTH):
         if _create:
-            self.shm = shared_memory.SharedMemory(name=name, create=True, size=8 * (_HEADER + SIZE))
+            if not 1 <= depth <= 65536:
+                raise ValueError(f"a truth feed keeps 1 to 65536 samples, not {depth}")
+            self.shm = shared_memory.SharedMemory(name=name, create=True, size=8 * (_HEADER + depth * SIZE))
             os.fchmod(self.shm._fd, 0o600)
             _CREATED.add(self.shm.name)
         else:
@@ -58,18 +66,27 @@ class TruthFeed:
                 # at this process's exit, though it merely opened it
         self.name = self.shm.name
         self.owner = _create
-        words = np.ndarray((_HEADER + SIZE,), dtype=np.uint64, buffer=self.shm.buf)
-        self._seq = words[:1]
-        self.values = np.ndarray((_HEADER + SIZE,), dtype=np.float64, buffer=self.shm.buf)[_HEADER:]
+        words = np.ndarray((_HEADER,), dtype=np.uint64, buffer=self.shm.buf)
         if _create:
-            self._seq[0] = 0
-            self.values[:] = np.nan
+            words[:] = (0, depth)
+        self.depth = int(words[1])
+        if not 1 <= self.depth or self.shm.size < 8 * (_HEADER + self.depth * SIZE):
+            self.shm.close()
+            raise ValueError(f"shared memory {name!r} is not a truth feed (depth {self.depth}, "
+                             f"{self.shm.size} bytes)")
+        self._seq = words[:1]
+        self.ring = np.ndarray((self.depth, SIZE), dtype=np.float64, buffer=self.shm.buf, offset=8 * _HEADER)
+        self._slots = [self.ring[k] for k in range(self.depth)]    # views made once: a write makes none
+        if _create:
+            self.ring[:] = np.nan
+        self._next = (int(self._seq[0]) >> 1) % self.depth       # the slot of the next write
         self._one = np.uint64(1)
+        self._scratch = np.zeros(SIZE)
         self.torn_retries = 0
 
     @classmethod
-    def create(cls) -> "TruthFeed":
-        return cls(f"rtctl-truth-{secrets.token_hex(8)}", _create=True)
+    def create(cls, depth: int = DEPTH) -> "TruthFeed":
+        return cls(f"rtctl-truth-{secrets.token_hex(8)}", _create=True, depth=depth)
 
     def mode(self) -> int:
         """The block's permission bits (0o600)."""
@@ -79,30 +96,64 @@ class TruthFeed:
         """Publish ``values`` (:data:`SIZE` floats) as one sample. Allocation-free; one writer only."""
         seq = self._seq
         seq += self._one
-        np.copyto(self.values, values)
+        np.copyto(self._slots[self._next], values)
         seq += self._one
+        self._next = self._next + 1 if self._next + 1 < self.depth else 0
+
+    def _kept(self, m: int) -> bool:
+        """Write ``m`` (1-based) is still whole in its slot: the writer has not begun write ``m + depth``."""
+        return (int(self._seq[0]) + 1) >> 1 < m + self.depth
 
     def read(self, out) -> int:
-        """Copy the newest whole sample into ``out``; its sequence number (even; 0: nothing written yet), or -1
-        when every try met a write in progress (a writer that died mid-write)."""
-        seq = self._seq
+        """Copy the newest whole sample into ``out``; its sequence number (twice the writes so far; 0: nothing
+        written yet, ``out`` NaN), or -1 when the writer came round the ring during every try."""
         for _ in range(READ_TRIES):
-            before = int(seq[0])
-            if before & 1:
-                self.torn_retries += 1
-                continue
-            np.copyto(out, self.values)
-            if int(seq[0]) == before:
-                return before
+            n = int(self._seq[0]) >> 1
+            np.copyto(out, self._slots[(n - 1) % self.depth])
+            if self._kept(n):
+                return 2 * n
             self.torn_retries += 1
         return -1
 
+    def newest_time(self) -> float:
+        """The plant time of the newest whole sample (NaN: nothing written yet)."""
+        self.read(self._scratch)
+        return float(self._scratch[T])
+
+    def read_at(self, t: float, out) -> int:
+        """Copy into ``out`` the newest whole sample of plant time at most ``t`` (+ :data:`TIME_SLACK`): the
+        step a device's tick at plant time ``t`` falls on. Its sequence number; -1 when the ring no longer
+        holds (or never held) a sample that old: then ``out`` is the newest, as :meth:`read` gives it."""
+        n = int(self._seq[0]) >> 1
+        for m in range(n, max(n - self.depth, 0), -1):
+            slot = self._slots[(m - 1) % self.depth]
+            if slot[T] <= t + TIME_SLACK:
+                np.copyto(out, slot)
+                if self._kept(m):
+                    return 2 * m
+                break
+            if not self._kept(m):
+                break
+        self.read(out)
+        return -1
+
     def close(self, unlink: bool | None = None) -> None:
-        self.values = self._seq = None
+        """Unmap the block; unlink it too if this process created it (or ``unlink``): an opener unlinks a
+        block only when its creator is gone (an emulator whose loop process was killed)."""
+        self.ring = self._slots = self._seq = None
         self.shm.close()
-        if self.owner if unlink is None else unlink:
+        if not (self.owner if unlink is None else unlink):
+            return
+        tracked = self.owner or sys.version_info >= (3, 13)
+        if not tracked:      # unlink() tells the resource tracker, which must know the block (3.12 and older)
+            resource_tracker.register(self.shm._name, "shared_memory")
+        try:
             self.shm.unlink()
-            _CREATED.discard(self.shm.name)
+        except FileNotFoundError:
+            if self.owner:
+                raise
+            resource_tracker.unregister(self.shm._name, "shared_memory")    # someone else removed it first
+        _CREATED.discard(self.shm.name)
 
 
 @njit(cache=True)

@@ -144,3 +144,52 @@ def test_writing_a_step_keeps_no_memory(feed):
     grown = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
     assert grown < 2048, grown      # 5000 steps: nothing kept per step
+
+
+def test_read_at_gives_the_step_a_tick_falls_on_and_says_when_the_ring_lost_it():
+    """A plant stepped at 0.3 ms (its time summed step by step, some ulps off k h) and a device ticking at 500 Hz:
+    read_at(k / 500) is the newest step at or before the tick -- the step of time k/500 itself where one falls
+    on it -- for every tick the ring still holds; an older tick is -1 and gives the newest sample."""
+    feed = TruthFeed.create(depth=64)
+    try:
+        values, out, h, t = np.zeros(SIZE), np.zeros(SIZE), 3e-4, 0.0
+        times = []
+        for k in range(400):
+            values[:] = k
+            values[0] = t
+            feed.write(values)
+            times.append(t)
+            t += h
+        times = np.array(times)
+        kept = times[-64:]
+        for tick in range(int(kept[0] * 500) + 1, int(kept[-1] * 500) + 1):
+            at = tick / 500
+            step = np.flatnonzero(times <= at + 1e-9)[-1]
+            assert feed.read_at(at, out) == 2 * (step + 1) and out[1] == step, (tick, at, times[step])
+            if abs(times[step + 1] - at) < 1e-9 or abs(times[step] - at) < 1e-9:
+                assert abs(out[0] - at) < 1e-9      # a step on the tick is the one taken, never its neighbour
+        assert feed.read_at(kept[0] - h, out) == -1 and out[1] == 399     # lapped: the newest instead
+        assert feed.newest_time() == times[-1]
+    finally:
+        feed.close()
+
+
+def test_an_empty_feed_reads_nan_and_opening_a_foreign_block_is_refused():
+    feed = TruthFeed.create(depth=4)
+    out = np.zeros(SIZE)
+    try:
+        assert feed.read(out) == 0 and np.all(np.isnan(out)) and np.isnan(feed.newest_time())
+        assert feed.read_at(1.0, out) == -1
+    finally:
+        feed.close()
+    if not os.path.isdir("/dev/shm"):
+        return
+    name = f"rtctl-test-{os.getpid()}"       # made as a file, so that this process's resource tracker never knew it
+    fd = os.open(f"/dev/shm/{name}", os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    try:
+        os.write(fd, bytes(8) + (1 << 20).to_bytes(8, "little") + bytes(48))    # a "depth" far beyond 64 bytes
+        with pytest.raises(ValueError, match="not a truth feed"):
+            TruthFeed(name)
+    finally:
+        os.close(fd)
+        os.unlink(f"/dev/shm/{name}")

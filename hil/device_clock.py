@@ -1,0 +1,84 @@
+"""The crystal an emulated device runs on: the host's clock, or the simulated plant's time.
+
+An emulated sensor samples and sends on its own clock, whatever its master sends or reads (a real device
+does: the master cannot make it sample sooner, or wait for it). Both clocks give the device's time in
+seconds since it was powered on, counted by its crystal (``drift_ppm`` off the clock it derives from):
+
+* :class:`WallClock` -- the host's monotonic clock. Right for a run paced at wall-clock rate, and the only
+  clock a device has against real hardware.
+* :class:`PlantTimeClock` -- the simulated plant's time, as the loop process publishes it with the sensor
+  frame's truth (the ``T`` column of a :class:`hil.truth_feed.TruthFeed`). Hardware-in-the-loop against a
+  simulated plant that runs slower than real time (the stiff-ground legged plants step at 10 kHz, slower than
+  that in Python; any run with ``pace = false``) or faster (an offline arm): on the wall clock the device would
+  send many samples per simulated period, or few, and its latency would be wall time; on the plant's time it
+  sends one sample per device period of simulated time, each taken at the plant step its tick falls on
+  (:meth:`hil.truth_feed.TruthFeed.read_at`), and holds it for its latency in simulated time. It still does
+  not wait for its master: it follows the plant's time by polling the feed, every ``poll`` seconds while the
+  plant moves and every :data:`IDLE_POLL` once it has stood still for :data:`IDLE_AFTER`, so it costs little
+  when nothing changes and adds at most about ``poll`` of wall time (times the run's speed against real time,
+  in simulated time) to each sample.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+IDLE_WAIT = 0.05    # s the wall-clock device sleeps at most when nothing is due
+MAX_LAG = 0.1       # s behind its clock after which the wall-clock device skips ticks instead of bursting them out
+POLL = 2e-4         # s between polls of the plant's time while it moves
+IDLE_AFTER = 0.1    # s of wall time without a new plant time before the polls slow down
+IDLE_POLL = 2e-3    # s between polls of a plant standing still
+
+
+class WallClock:
+    """The host's monotonic clock, the crystal ``drift_ppm`` fast. ``max_lag``: seconds behind after which the
+    device skips ticks (its process was stopped or starved: those samples are lost, as a real device's)."""
+
+    max_lag = MAX_LAG
+
+    def __init__(self, drift_ppm: float = 0.0):
+        self.scale = 1.0 + drift_ppm * 1e-6      # device seconds per host second
+        self.t0 = time.monotonic()
+
+    def now(self) -> float:
+        """The device's time (s since it was powered on)."""
+        return (time.monotonic() - self.t0) * self.scale
+
+    def truth_time(self, device_time: float) -> float | None:
+        """The plant time to take the truth at for a sample at ``device_time``: None, the newest (the plant
+        runs on the same wall clock)."""
+        return None
+
+    def wait(self, until: float, now: float) -> float:
+        """Host seconds to sleep before ``until`` (device time) is due, at most :data:`IDLE_WAIT`."""
+        return min(max(0.0, (until - now) / self.scale), IDLE_WAIT)
+
+
+class PlantTimeClock:
+    """The simulated plant's time (the newest ``T`` of ``feed``), the crystal ``drift_ppm`` fast: device time
+    is plant time (times the drift). None until the loop process has written a first sample. No tick is ever
+    skipped: a device behind the plant in wall time is not behind it in the plant's time."""
+
+    max_lag = math.inf
+
+    def __init__(self, feed, drift_ppm: float = 0.0, poll: float = POLL):
+        self.feed = feed
+        self.scale = 1.0 + drift_ppm * 1e-6      # device seconds per plant second
+        self.poll = float(poll)
+        self._last = math.nan
+        self._changed = time.monotonic()
+
+    def now(self) -> float | None:
+        t = self.feed.newest_time()
+        if t != t:
+            return None
+        if t != self._last:
+            self._last, self._changed = t, time.monotonic()
+        return t * self.scale
+
+    def truth_time(self, device_time: float) -> float:
+        return device_time / self.scale
+
+    def wait(self, until: float, now: float | None) -> float:
+        """The next poll: soon while the plant moves, later once it has stood still a while."""
+        return IDLE_POLL if time.monotonic() - self._changed > IDLE_AFTER else self.poll
