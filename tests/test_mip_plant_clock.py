@@ -23,7 +23,7 @@ from rtctl.drivers.mip import stream as S
 from rtctl.drivers.mip.driver import WORLD_FROM_NED, imu_values
 from rtctl.dynamics.spatial import matrix_quaternion
 from rtctl.hil.dynamixel_emulator import dxl_arm2
-from rtctl.hil.imu_noise import G0, GX5_25, AxisErrors, SensorErrors
+from rtctl.hil.imu_noise import GX5_25, AxisErrors, SensorErrors
 from rtctl.hil.mip_device import IMU_FIELDS
 from rtctl.hil.mip_imu import MipImuProcess
 from rtctl.hil.mip_sample import M_SIZE, MAX_DATA_PACKET, NED_FROM_WORLD, body_truth, pack_data

@@ -1,0 +1,350 @@
+"""The ``mip_emulated`` sensor backend in whole runs: the mip backend configuring and reading an emulated
+3DM-GX5-25 in another process, which measures the simulated plant through the truth feed this process writes.
+
+Offline (the plant's clock) each sample is compared with the ``sim`` backend's ideal IMU on the same frame at the
+plant time of its stamp: the residual is the emulator's noise, its mean and variance bounded by the datasheet's
+density and the run's sample count (the turn-on bias and the bias instability are set to zero here: they are
+offsets, checked in tests/test_mip_driver.py). Paced (the wall clock) the sample's plant time is known only to a
+window derived from the run's own arrival lags, so each reading is checked against the truth over that window.
+No sample is lost on either clock; the latency the emulator adds in simulated time is measured. A loop process
+stopped by SIGTERM or killed by SIGKILL leaves no emulator and no shared block; an emulator that dies or stops
+faults the run within max_age, in one line, and the robot goes to its safe state.
+"""
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+
+import numpy as np
+import pytest
+
+from rtctl.config import DEMO_CONFIG, ConfigError, bundled_config_path, build, validate
+from rtctl.drivers.mip import DeviceError
+from rtctl.drivers.mip import stream as S
+from rtctl.hil.emulated_imu import EmulatedMipImu
+from rtctl.hil.imu_noise import GX5_25
+from rtctl.model import quaternion_to_matrix
+
+RATE = 500.0                       # Hz, the device's default stream
+MOUNT = {"mount_xyz": [0.0, 0.02, 0.05], "mount_rpy": [0.3, -0.2, 0.1]}
+NO_BIAS = {"accel_initial_bias": 0.0, "gyro_initial_bias": 0.0, "accel_bias_instability": 0.0,
+           "gyro_bias_instability": 0.0}
+SIGMA = np.repeat([GX5_25.accel.noise_density, GX5_25.gyro.noise_density], 3) * np.sqrt(RATE)   # per sample
+RESOLUTION = np.repeat([GX5_25.accel.resolution, GX5_25.gyro.resolution], 3)
+
+
+def config(raw: dict, frame: str, pace: bool, duration: float, mount=MOUNT, **imu) -> dict:
+    raw["loop"].update(pace=pace, duration=duration)
+    raw["sensors"] = [dict(name="truth", kind="imu", frame=frame, **mount),
+                      dict(name="imu", backend="mip_emulated", kind="imu", frame=frame, **mount, **NO_BIAS, **imu)]
+    return validate(raw, "imu.toml")
+
+
+def demo_raw() -> dict:
+    return tomllib.loads(DEMO_CONFIG.read_text())
+
+
+class Recorder:
+    """Per cycle: control time, wall time, the sim IMU's values, the emulated reading, its freshness, device
+    stamp and the count of samples parsed so far."""
+
+    def __init__(self, loop, duration: float):
+        n = int(round(loop.rate_hz * duration)) + 10
+        self.t, self.wall, self.fresh = np.full(n, np.nan), np.zeros(n), np.zeros(n, dtype=bool)
+        self.truth, self.imu, self.stamp, self.count = np.zeros((n, 10)), np.zeros((n, 10)), np.zeros(n), np.zeros(n)
+        self.sensor = loop.sensors[1]
+        self.cycles = 0
+        loop.hooks.append(self)
+
+    def __call__(self, cycle, t, state, command):
+        reading = state.sensors["imu"]
+        self.t[cycle], self.wall[cycle], self.fresh[cycle] = t, time.perf_counter(), reading.fresh
+        self.truth[cycle], self.imu[cycle] = state.sensors["truth"].values, reading.values
+        self.stamp[cycle], self.count[cycle] = reading.device_stamp, self.sensor.counters[S.C_SAMPLES]
+        self.cycles = cycle + 1
+
+    def trim(self):
+        n = self.cycles
+        for name in ("t", "wall", "fresh", "truth", "imu", "stamp", "count"):
+            setattr(self, name, getattr(self, name)[:n])
+        return self
+
+
+def run(cfg: dict):
+    loop = build(cfg)
+    assert isinstance(loop.sensors[1], EmulatedMipImu)
+    rec = Recorder(loop, cfg["loop"]["duration"])
+    try:
+        report = loop.run(duration=cfg["loop"]["duration"])
+    finally:
+        loop.sensors[1].close()
+    return loop, report, rec.trim()
+
+
+def residual_within_noise(rec, period: float) -> np.ndarray:
+    """Each fresh sample against the sim IMU at the plant time of its stamp (stamp = plant time on the plant's
+    clock); the residuals' mean within 5 standard errors and their variance within 5 of its own (chi-square)
+    of the datasheet's noise; the orientation within float32 of the truth. Returns the residuals."""
+    rows = np.flatnonzero(rec.fresh)
+    at = np.round(rec.stamp[rows] / period).astype(int)
+    assert np.allclose(at * period, rec.stamp[rows], atol=1e-9)       # every stamp is a step of the plant
+    assert np.allclose(rec.t[at], rec.stamp[rows], atol=1e-9)
+    residual = rec.imu[rows, :6] - rec.truth[at, :6]
+    n = len(rows)
+    expected = SIGMA ** 2 + RESOLUTION ** 2 / 12
+    assert np.all(np.abs(residual.mean(0)) < 5 * np.sqrt(expected / n)), (residual.mean(0), np.sqrt(expected / n))
+    ratio = residual.var(0) / expected
+    assert np.all(np.abs(ratio - 1) < 5 * np.sqrt(2 / n)), (ratio, n)
+    for k, row in zip(at, rows):
+        assert np.allclose(quaternion_to_matrix(rec.imu[row, 6:]), quaternion_to_matrix(rec.truth[k, 6:]), atol=2e-6)
+    return residual
+
+
+def added_latency(rec, speed: float, period: float, poll: float) -> np.ndarray:
+    """What the emulator adds to the device's latency in simulated time, at each fresh read: never negative,
+    its median within a loop period plus the run's speed (simulated per wall second) times a poll and a time
+    slice of the scheduler's."""
+    rows = np.flatnonzero(rec.fresh)
+    added = rec.t[rows] - rec.stamp[rows] - GX5_25.latency
+    assert added.min() > -1e-9
+    assert np.median(added) <= period + speed * (poll + 0.005), (np.median(added), speed)
+    return added
+
+
+def all_samples_counted(rec, duration: float) -> int:
+    """On the plant's clock the ticks start at plant time 0: the samples parsed up to the newest stamp are one
+    per device period of simulated time, none lost, none twice."""
+    rows = np.flatnonzero(rec.fresh)
+    last = rec.stamp[rows[-1]]
+    samples = int(rec.count[rows[-1]])
+    assert samples == round(last * RATE) and last > duration / 2, (samples, last)
+    return samples
+
+
+@pytest.mark.slow
+def test_the_demo_arm_offline_reads_the_truth_within_the_emulators_noise_one_sample_per_device_period(capsys):
+    """The demo arm for 1 s of simulated time with pace off (about 8 times faster than real time here), a
+    mip_emulated IMU on its wrist beside an ideal sim IMU: the plant's clock, every sample counted, the residual
+    the datasheet's noise, the latency the emulator adds measured. max_age is 0.5 s: at 8x real time a 60 ms
+    stall of the emulator by the scheduler of a busy machine is 0.48 s of simulated time."""
+    cfg = config(demo_raw(), "link7", pace=False, duration=1.0, max_age=0.5)
+    loop, report, rec = run(cfg)
+    imu = loop.sensors[1]
+    assert imu.clock == "plant" and not report.tripped, report.trip_reason
+    assert report.late_kernels == []         # the truth's kinematics were reached before activation
+    period = loop.period
+    samples = all_samples_counted(rec, 1.0)
+    residual = residual_within_noise(rec, period)
+    speed = rec.t[-1] / (rec.wall[-1] - rec.wall[0])
+    added = added_latency(rec, speed, period, imu.options.poll)
+    assert np.ptp(rec.truth[:, 3:6], axis=0).max() > 50 * SIGMA[3]      # the wrist turned: the check has teeth
+    stats = imu.emulation.stats
+    assert stats["truth_misses"] == 0 and stats["dropped_bytes"] == 0
+    with capsys.disabled():
+        print(f"\noffline demo arm at {speed:.1f}x real time: {samples} samples in {rec.stamp[rec.fresh][-1]:.3f} s "
+              f"of plant time, {len(residual)} read fresh; added latency median {np.median(added) * 1e3:.1f} ms, "
+              f"max {added.max() * 1e3:.1f} ms of simulated time; emulator CPU {stats['cpu_seconds']:.2f} s of "
+              f"{stats['wall_seconds']:.2f} s")
+
+
+@pytest.mark.slow
+def test_the_demo_arm_paced_at_1_khz_reads_the_truth_on_the_wall_clock(capsys):
+    """0.5 s paced: the wall clock; no sample lost between the first and the last read (device stamps against the
+    samples parsed), as many per second of control time as the device's rate within what the arrival lags
+    spread; each reading within the datasheet's noise of the truth somewhere in the window of plant times its
+    sample can have been taken at: from its tick (at the earliest the fastest arrival's lag, less the latency and
+    three periods, before its stamp's place in control time) to its arrival."""
+    cfg = config(demo_raw(), "link7", pace=True, duration=0.5, max_age=0.2)    # not the watchdog's test
+    loop, report, rec = run(cfg)
+    imu = loop.sensors[1]
+    assert imu.clock == "wall" and not report.tripped, report.trip_reason
+    period = loop.period
+    rows = np.flatnonzero(rec.fresh)
+    a, b = rows[0], rows[-1]
+    assert rec.count[b] - rec.count[a] == round((rec.stamp[b] - rec.stamp[a]) * RATE)
+    lag = rec.t[rows] - rec.stamp[rows]
+    spread = np.ptp(lag)
+    assert abs(rec.count[b] - rec.count[a] - RATE * (rec.t[b] - rec.t[a])) <= 1 + RATE * spread
+    bound = 5 * SIGMA + RESOLUTION
+    for row, own_lag in zip(rows, lag):
+        start = max(0, int(np.floor((rec.t[row] - (own_lag - lag.min()) - GX5_25.latency - 3 * period) / period)))
+        window = rec.truth[start:row + 1, :6]
+        inside = (rec.imu[row, :6] >= window.min(0) - bound) & (rec.imu[row, :6] <= window.max(0) + bound)
+        assert np.all(inside), (row, rec.imu[row, :6], window.min(0), window.max(0))
+    with capsys.disabled():
+        print(f"\npaced demo arm: {len(rows)} fresh reads, arrival lag spread {spread * 1e3:.1f} ms")
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            out += [int(c) for c in open(f"/proc/{pid}/task/{task}/children").read().split()]
+        except OSError:
+            pass
+    return out
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return open(f"/proc/{pid}/cmdline").read().split("\0")
+    except OSError:
+        return []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"    # a zombie has exited
+    except OSError:
+        return False
+
+
+def _find_emulator(loop_proc, timeout: float = 120.0) -> tuple[int, str]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and loop_proc.poll() is None:
+        for child in _children(loop_proc.pid):
+            args = _cmdline(child)
+            if "rtctl.hil.mip_imu" in args:
+                return child, args[args.index("--truth") + 1]
+        time.sleep(0.05)
+    raise AssertionError(f"no emulator started (run exited {loop_proc.poll()}: {loop_proc.stderr.read()[-2000:]})")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_a_stopped_or_killed_loop_process_leaves_no_emulator_and_no_shared_block(tmp_path, sig):
+    """`rtctl run` on the demo with a mip_emulated IMU, paced, the signal sent to its whole process group as a
+    terminal sends one: SIGTERM stops it in order (exit 143, the report printed, the device still streaming to
+    the end: the emulator, in a session of its own, did not get the signal) and its exit ends the emulator and
+    unlinks the block; SIGKILL kills its resource tracker too, which leaves both to the emulator: it sees its
+    parent gone, exits and unlinks the block."""
+    path = tmp_path / "imu.toml"
+    path.write_text(DEMO_CONFIG.read_text() + '\n[[sensors]]\nname = "imu"\nbackend = "mip_emulated"\n'
+                    'kind = "imu"\nframe = "link7"\n')
+    proc = subprocess.Popen([sys.executable, "-m", "rtctl.cli", "run", str(path), "--duration", "60"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            start_new_session=True)
+    try:
+        emulator, block = _find_emulator(proc)
+        shm = f"/dev/shm/{block}"
+        assert os.path.exists(shm) and _alive(emulator)
+        time.sleep(1.5)                                  # configured, activated, cycling
+        assert proc.poll() is None
+        os.killpg(proc.pid, sig)
+        out, err = proc.communicate(timeout=60)
+        if sig == signal.SIGTERM:
+            assert proc.returncode == 143 and "stopped by SIGTERM" in err and "ran " in out, (out, err)
+            assert "sensor 'imu'" not in out + err       # the device did not fault on the way out
+        else:
+            assert proc.returncode == -signal.SIGKILL
+        deadline = time.monotonic() + (0.0 if sig == signal.SIGTERM else 5.0)
+        while (_alive(emulator) or os.path.exists(shm)) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not _alive(emulator), "the emulator outlived the loop process"
+        assert not os.path.exists(shm), "the truth block was left in /dev/shm"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how, reason", [(signal.SIGKILL, "failed: Input/output error (the device is gone)"),
+                                         (signal.SIGSTOP, "stale: no sample for")], ids=["killed", "stopped"])
+def test_an_emulator_that_dies_or_stops_mid_run_faults_within_max_age_to_the_safe_state(how, reason):
+    """Paced at 1 kHz, the emulator killed (its pty closes: the next read fails) or stopped (its port open and
+    silent: the stale watchdog) at cycle 300: the run trips within max_age (0.1 s) of it, on one line naming the
+    sensor, and stays in its safe state."""
+    cfg = config(demo_raw(), "link7", pace=True, duration=0.6, max_age=0.1)
+    loop = build(cfg)
+    imu = loop.sensors[1]
+    at = {}
+
+    def strike(cycle, t, state, command):
+        if cycle == 300:
+            at["cycle"] = cycle
+            os.kill(imu.emulation.process.proc.pid, how)
+    loop.hooks.append(strike)
+    try:
+        report = loop.run(duration=0.6)
+    finally:
+        if how == signal.SIGSTOP:
+            os.kill(imu.emulation.process.proc.pid, signal.SIGCONT)
+        imu.close()
+    assert report.tripped and loop.safety.tripped and report.trip_history, report.trip_reason
+    trip_cycle, line, rearmed = report.trip_history[0]
+    assert rearmed == -1 and reason in line and "sensor 'imu': " in line and "\n" not in line, line
+    assert 0 <= (trip_cycle - at["cycle"]) * loop.period <= imu.options.max_age + 2 * loop.period, trip_cycle
+
+
+@pytest.mark.slow
+def test_the_seed_quadruped_offline_reads_its_trunks_rate_and_specific_force(capsys):
+    """The seed quadruped (10 kHz, slower than real time in Python) trotting for 0.6 s of simulated time, the
+    IMU on its trunk: the plant's clock, every sample counted, each the trunk's true angular rate and specific
+    force at its plant step within the datasheet's noise; the trunk rolls from 0.4 s on (diagonal support), its
+    acceleration and rates varying 5 to 90 times the sensors' noise, and the readings explain more than 90 % of
+    that variation."""
+    raw = tomllib.loads(bundled_config_path("legged_quadruped").read_text())
+    cfg = config(raw, "trunk", pace=False, duration=0.6, mount={})
+    loop, report, rec = run(cfg)
+    imu = loop.sensors[1]
+    assert imu.clock == "plant" and not report.tripped, report.trip_reason
+    all_samples_counted(rec, 0.6)
+    residual = residual_within_noise(rec, loop.period)
+    speed = rec.t[-1] / (rec.wall[-1] - rec.wall[0])
+    added = added_latency(rec, speed, loop.period, imu.options.poll)
+    truth = rec.truth[np.round(rec.stamp[rec.fresh] / loop.period).astype(int), :6]
+    moving = [0, 1, 2, 3, 4]     # the specific force and the roll and pitch rates vary 5 to 90 sigma (std) here
+    assert speed < 1.0 and np.all(truth[:, moving].std(0) > 5 * SIGMA[moving]), truth.std(0) / SIGMA
+    explained = 1 - residual.var(0) / truth.var(0)       # the share of the truth's variance the readings follow
+    assert np.all(explained[moving] > 0.9), explained
+    with capsys.disabled():
+        print(f"\noffline quadruped at {speed:.2f}x real time: {len(residual)} samples read; added latency median "
+              f"{np.median(added) * 1e3:.2f} ms, max {added.max() * 1e3:.2f} ms of simulated time")
+
+
+@pytest.mark.parametrize("table, said", [
+    ({"port": "/dev/ttyACM0"}, "port '/dev/ttyACM0': the emulated device's port is the pty its emulator opens"),
+    ({"clock": "sometimes"}, "clock"),
+])
+def test_a_port_or_an_unknown_clock_is_refused_in_one_line(table, said):
+    raw = demo_raw()
+    raw["sensors"] = [dict(name="imu", backend="mip_emulated", kind="imu", frame="link7", **table)]
+    with pytest.raises(ConfigError) as refused:
+        build(validate(raw, "imu.toml"))
+    message = str(refused.value)
+    assert message.startswith("imu.toml: [[sensors]] 0 ('imu')") and said in message and "\n" not in message
+
+
+@pytest.mark.slow
+def test_an_emulator_that_does_not_announce_its_port_in_time_is_one_line_at_configure():
+    raw = demo_raw()
+    raw["sensors"] = [dict(name="imu", backend="mip_emulated", kind="imu", frame="link7", startup_timeout=1e-3)]
+    imu = build(validate(raw, "imu.toml")).sensors[0]
+    with pytest.raises(DeviceError) as refused:
+        imu.configure()
+    assert str(refused.value) == "sensor 'imu': the MIP IMU emulator did not start within 0.001 s"
+    assert imu.emulation.process is None and imu.serial is None
+    imu.close()
+    assert imu.emulation.feed is None
+
+
+@pytest.mark.slow
+def test_the_emulator_and_its_block_go_with_the_sensor_when_it_is_collected():
+    """Nobody closes the sensor: once the loop and the sensor are collected, the emulator has stopped and the
+    truth block is unlinked (weakref.finalize; it runs at the interpreter's exit too)."""
+    raw = demo_raw()
+    raw["sensors"] = [dict(name="imu", backend="mip_emulated", kind="imu", frame="link7")]
+    loop = build(validate(raw, "imu.toml"))
+    loop.run(duration=0.05)
+    emulation = loop.sensors[0].emulation
+    pid, shm = emulation.process.proc.pid, f"/dev/shm/{emulation.feed.name}"
+    assert _alive(pid) and os.path.exists(shm)
+    del loop
+    gc.collect()
+    assert not _alive(pid) and not os.path.exists(shm) and emulation.stats["data_packets"] > 0
