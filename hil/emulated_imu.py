@@ -38,6 +38,7 @@ from rtctl.drivers.sim_sensors import MOTION_SIZE, sensor_motion
 from rtctl.dynamics import Dynamics
 from rtctl.options import setting
 
+from .device_clock import POLL
 from .imu_noise import G0
 from .mip_imu import MipImuProcess
 from .truth_feed import SIZE, TruthFeed, TruthWriter, truth_sample
@@ -80,19 +81,18 @@ class EmulatedMipImu(MipImu):
     @dataclass(frozen=True)
     class Options(MipImu.Options):
         port: str = setting("str", None)      # leave out: the emulator's pty, known once it has started
-        clock: str = setting("str", "auto", choices=CLOCKS)   # the device's crystal; auto: the plant's time when
-        # the loop is not paced, else the wall clock
+        # the device's crystal; auto: the plant's time when the loop is not paced, else the wall clock
+        clock: str = setting("str", "auto", choices=CLOCKS)
         seed: int = setting("int", 0, low=0)                  # the emulated errors' random draws
-        latency: float = setting("float", None, low=0.0, high=1.0)     # s from sampling to sending (default:
-        # the 3DM-GX5-25 datasheet's, as every error below)
+        # s from sampling to sending; this and each error below: the 3DM-GX5-25 datasheet's if left out
+        latency: float = setting("float", None, low=0.0, high=1.0)
         accel_noise_density: float = setting("float", None, low=0.0)   # m/s^2/sqrt(Hz)
         gyro_noise_density: float = setting("float", None, low=0.0)    # rad/s/sqrt(Hz)
         accel_initial_bias: float = setting("float", None, low=0.0)    # m/s^2, sigma of the turn-on bias
         gyro_initial_bias: float = setting("float", None, low=0.0)     # rad/s, sigma of the turn-on bias
         accel_bias_instability: float = setting("float", None, low=0.0)   # m/s^2
         gyro_bias_instability: float = setting("float", None, low=0.0)    # rad/s
-        poll: float = setting("float", 2e-4, positive=True, high=0.01)   # s between the plant-clocked
-        # emulator's polls of the plant's time
+        poll: float = setting("float", POLL, positive=True, high=0.01)   # s between polls of the plant's time
         startup_timeout: float = setting("float", 60.0, positive=True)   # s for the emulator to announce its pty
 
     @classmethod
