@@ -357,7 +357,10 @@ def main(argv=None) -> int:
     finally:
         if orphaned() and args.truth:     # its creator was killed: nobody else will remove the block
             truth.close(unlink=True)
-        print("STATS " + json.dumps(emulator.report()), flush=True)
+        try:
+            print("STATS " + json.dumps(emulator.report()), flush=True)
+        except BrokenPipeError:           # nobody reads it any more (a killed starter held the pipe)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         if capture is not None:
             capture.close()
     return 0
