@@ -15,8 +15,8 @@ seconds since it was powered on, counted by its crystal (``drift_ppm`` off the c
   (:meth:`hil.truth_feed.TruthFeed.read_at`), and holds it for its latency in simulated time. It still does
   not wait for its master: it follows the plant's time by polling the feed, every ``poll`` seconds while the
   plant moves and every :data:`IDLE_POLL` once it has stood still for :data:`IDLE_AFTER`, so it costs little
-  when nothing changes and adds at most about ``poll`` of wall time (times the run's speed against real time,
-  in simulated time) to each sample.
+  when nothing changes; to each sample's latency it adds a poll and whatever the scheduler delays it, in wall
+  time, which is that times the run's speed against real time in simulated time.
 """
 from __future__ import annotations
 
