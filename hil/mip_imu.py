@@ -351,19 +351,24 @@ def main(argv=None) -> int:
     stopping = []
     on_stop_signals(lambda *a: stopping.append(1))
     orphaned = (lambda: os.getppid() != args.parent) if args.parent else (lambda: False)
-    print(f"PORT {os.ttyname(slave)}", flush=True)
     try:
+        _say(f"PORT {os.ttyname(slave)}")
         serve(emulator, master, lambda: bool(stopping) or orphaned())
     finally:
         if orphaned() and args.truth:     # its creator was killed: nobody else will remove the block
             truth.close(unlink=True)
-        try:
-            print("STATS " + json.dumps(emulator.report()), flush=True)
-        except BrokenPipeError:           # nobody reads it any more (a killed starter held the pipe)
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _say("STATS " + json.dumps(emulator.report()))
         if capture is not None:
             capture.close()
     return 0
+
+
+def _say(line: str) -> None:
+    """One line to the starter, if it still reads: a killed starter took the pipe's other end with it."""
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 class MipImuProcess:

@@ -216,13 +216,15 @@ def _find_emulator(loop_proc, timeout: float = 120.0) -> tuple[int, str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
-def test_a_stopped_or_killed_loop_process_leaves_no_emulator_and_no_shared_block(tmp_path, sig):
+@pytest.mark.parametrize("sig, wait", [(signal.SIGTERM, 1.5), (signal.SIGKILL, 1.5), (signal.SIGKILL, 0.0)],
+                         ids=["SIGTERM", "SIGKILL", "SIGKILL-while-the-emulator-starts"])
+def test_a_stopped_or_killed_loop_process_leaves_no_emulator_and_no_shared_block(tmp_path, sig, wait):
     """`rtctl run` on the demo with a mip_emulated IMU, paced, the signal sent to its whole process group as a
     terminal sends one: SIGTERM stops it in order (exit 143, the report printed, the device still streaming to
     the end: the emulator, in a session of its own, did not get the signal) and its exit ends the emulator and
     unlinks the block; SIGKILL kills its resource tracker too, which leaves both to the emulator: it sees its
-    parent gone, exits and unlinks the block."""
+    parent gone, exits and unlinks the block -- also when the loop dies before the emulator has announced its
+    port (nobody reads that line any more)."""
     path = tmp_path / "imu.toml"
     path.write_text(DEMO_CONFIG.read_text() + '\n[[sensors]]\nname = "imu"\nbackend = "mip_emulated"\n'
                     'kind = "imu"\nframe = "link7"\n')
@@ -233,7 +235,7 @@ def test_a_stopped_or_killed_loop_process_leaves_no_emulator_and_no_shared_block
         emulator, block = _find_emulator(proc)
         shm = f"/dev/shm/{block}"
         assert os.path.exists(shm) and _alive(emulator)
-        time.sleep(1.5)                                  # configured, activated, cycling
+        time.sleep(wait)                                 # 1.5 s: configured, activated, cycling
         assert proc.poll() is None
         os.killpg(proc.pid, sig)
         out, err = proc.communicate(timeout=60)
@@ -287,8 +289,8 @@ def test_the_seed_quadruped_offline_reads_its_trunks_rate_and_specific_force(cap
     """The seed quadruped (10 kHz, slower than real time in Python) trotting for 0.6 s of simulated time, the
     IMU on its trunk: the plant's clock, every sample counted, each the trunk's true angular rate and specific
     force at its plant step within the datasheet's noise; the trunk rolls from 0.4 s on (diagonal support), its
-    acceleration and rates varying 5 to 90 times the sensors' noise, and the readings explain more than 90 % of
-    that variation."""
+    forward and lateral specific force and its roll rate varying 15 to 90 times the sensors' noise, and the
+    readings explain more than 90 % of that variation."""
     raw = tomllib.loads(bundled_config_path("legged_quadruped").read_text())
     cfg = config(raw, "trunk", pace=False, duration=0.6, mount={})
     loop, report, rec = run(cfg)
@@ -299,8 +301,8 @@ def test_the_seed_quadruped_offline_reads_its_trunks_rate_and_specific_force(cap
     speed = rec.t[-1] / (rec.wall[-1] - rec.wall[0])
     added = added_latency(rec, speed, loop.period, imu.options.poll)
     truth = rec.truth[np.round(rec.stamp[rec.fresh] / loop.period).astype(int), :6]
-    moving = [0, 1, 2, 3, 4]     # the specific force and the roll and pitch rates vary 5 to 90 sigma (std) here
-    assert speed < 1.0 and np.all(truth[:, moving].std(0) > 5 * SIGMA[moving]), truth.std(0) / SIGMA
+    moving = [0, 1, 3]      # the forward and lateral specific force and the roll rate: 15 to 90 sigma (std)
+    assert speed < 1.0 and np.all(truth[:, moving].std(0) > 10 * SIGMA[moving]), truth.std(0) / SIGMA
     explained = 1 - residual.var(0) / truth.var(0)       # the share of the truth's variance the readings follow
     assert np.all(explained[moving] > 0.9), explained
     with capsys.disabled():
