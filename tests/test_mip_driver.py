@@ -26,6 +26,7 @@ pytestmark = pytest.mark.slow     # each test starts an emulator process
 
 @contextlib.contextmanager
 def streaming(port: str, **options):
+    options.setdefault("max_age", 1.0)   # the stop test's subject; elsewhere a busy machine's pause must not trip it
     imu = MipImu(dxl_arm2(), MipImu.Options(name="imu", frame="link1", port=port, **options))
     imu.warm(None)
     imu.configure()
@@ -123,8 +124,9 @@ def test_the_truth_feed_reaches_the_reading_through_ned_and_back():
                                          ("SIGSTOP", "stale: no sample for")])
 def test_a_device_that_stops_faults_within_max_age(how, reason):
     """Killed, the emulator closes the pty: the next read fails; stopped (SIGSTOP), the port stays open and
-    silent: the stale watchdog trips. Either way within max_age of the last sample."""
-    with MipImuProcess() as emu, streaming(emu.port, rate=250.0, max_age=0.05) as imu:
+    silent: the stale watchdog trips. Either way within max_age (0.1 s) of the last sample, give or take a
+    scheduler's pause of this test's own reads (0.1 s at load 4.5 on two cores)."""
+    with MipImuProcess() as emu, streaming(emu.port, rate=250.0, max_age=0.1) as imu:
         times, _, _ = collect(imu, 0.5)
         assert len(times) and not imu.health.fault
         if how == "kill":
@@ -137,7 +139,7 @@ def test_a_device_that_stops_faults_within_max_age(how, reason):
         if how == "SIGSTOP":
             emu.proc.send_signal(signal.SIGCONT)
     assert imu.health.fault, imu.health
-    assert faulted - stopped < 0.05 + 0.05, (faulted - stopped, imu.health.fault_reason)
+    assert faulted - stopped < 0.1 + 0.1, (faulted - stopped, imu.health.fault_reason)
     assert imu.health.fault_reason.startswith("sensor 'imu': ") and reason in imu.health.fault_reason
     assert "\n" not in imu.health.fault_reason
 
