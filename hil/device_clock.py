@@ -35,6 +35,7 @@ class WallClock:
     device skips ticks (its process was stopped or starved: those samples are lost, as a real device's)."""
 
     max_lag = MAX_LAG
+    primes = False    # a resumed stream's first sample comes at the next tick, as a device's does
 
     def __init__(self, drift_ppm: float = 0.0):
         self.scale = 1.0 + drift_ppm * 1e-6      # device seconds per host second
@@ -60,6 +61,10 @@ class PlantTimeClock:
     skipped: a device behind the plant in wall time is not behind it in the plant's time."""
 
     max_lag = math.inf
+    # The plant's time stands still while the run is set up, the plant held at its initial state, and a robot's
+    # IMU streams long before its loop's first cycle: a stream resumed on the plant's clock sends the sample of
+    # its newest tick at once, so that the first cycle has a reading (as the sim backend's first read does).
+    primes = True
 
     def __init__(self, feed, drift_ppm: float = 0.0, poll: float = POLL):
         self.feed = feed

@@ -26,7 +26,10 @@ alone, which stops in order.
 """
 from __future__ import annotations
 
+import math
 import os
+import select
+import time
 import weakref
 from dataclasses import dataclass
 
@@ -151,8 +154,17 @@ class EmulatedMipImu(MipImu):
         self.options = self.options.replace(port=emulation.process.port)
 
     def on_activate(self) -> None:
+        """Resume the stream and wait for its first sample: the loop's first cycle has a reading (on the plant's
+        clock the device sends it at once, :attr:`~rtctl.hil.device_clock.PlantTimeClock.primes`)."""
         self.write_truth()
         super().on_activate()
+        timeout = self.options.command_timeout
+        deadline = time.monotonic() + timeout
+        while not MipImu.receive(self, self.reading, math.nan) and not self.health.fault:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise DeviceError(f"{self.name}: no sample from the emulated device within {timeout:g} s of resume")
+            select.select((self._fd,), (), (), min(remaining, 0.01))
 
     def close(self) -> None:
         """Close the port, stop the emulator and remove the truth block (after deactivate)."""

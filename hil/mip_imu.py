@@ -157,12 +157,17 @@ class Emulator:
         return (min(n for _, n in fmt) if fmt else 1) / self.identity.base_rate
 
     def on_bytes(self, data: bytes) -> list[bytes]:
+        """The packets to send for bytes from the master: the replies, then, when they (re)started the stream on
+        a clock that primes it, the stream's first sample (:meth:`_prime`)."""
         self._record("rx", data)
-        before = self.splitter.corrupt
+        before, streaming = self.splitter.corrupt, self.device.streaming
         out = []
         for descriptor_set, fields in self.splitter.feed(data):
             out.extend(self.device.handle(descriptor_set, fields))
         self.stats["corrupt_commands"] += self.splitter.corrupt - before
+        now = self.clock.now() if self.clock.primes and self.device.streaming and not streaming else None
+        if now is not None:
+            out.append(self._prime(now))
         return out
 
     def _start(self, now: float) -> None:
@@ -193,6 +198,21 @@ class Emulator:
                 device_time = self.tick_time(self.tick)
                 self.imu.sample(dt, self.clock.truth_time(device_time))
                 self.pending.append((device_time + self.latency, self._data_packet(fields, dt, device_time)))
+
+    def _prime(self, now: float) -> bytes:
+        """The data packet that (re)starts the stream on a clock that primes it, behind the command's reply: the
+        sample of its newest tick, of every field of the format, from the truth at ``now``, the plant's time when
+        the command came (it stands still until the master has the reply)
+        (:attr:`hil.device_clock.PlantTimeClock.primes` says why). The ticks up to ``now`` are passed."""
+        if self.tick is None or now < self.last_time - 1e-9:
+            self._start(now)
+        fmt = self.device.settings.imu_format
+        every = min(n for _, n in fmt)
+        tick = math.floor(now * self.identity.base_rate / every + 1e-6) * every
+        self.tick = max(self.tick, tick)
+        dt, device_time = self._period(), self.tick_time(tick)
+        self.imu.sample(dt, self.clock.truth_time(now))
+        return self._data_packet([d for d, _ in fmt], dt, device_time)
 
     def _data_packet(self, fields, dt: float, device_time: float) -> bytes:
         self.stats["data_packets"] += 1
@@ -260,8 +280,9 @@ def serve(emulator: Emulator, master: int, stopping) -> None:
                     time.sleep(wait)
                     continue
                 raise
-            for reply in emulator.on_bytes(data):
-                emulator.send(master, reply)
+            replies = emulator.on_bytes(data)
+            if replies:
+                emulator.send(master, b"".join(replies))     # one write: the master reads them together
 
 
 def _floats(n: int):

@@ -214,26 +214,39 @@ class MipImu(Sensor):
 
     def command(self, packet: bytes, descriptor_set: int, command: int, what: str) -> list[tuple[int, bytes]]:
         """Send a command packet and wait for its ACK/NACK field; the reply's other fields. DeviceError for a
-        NACK (naming its error code) or no reply within ``command_timeout``."""
+        NACK (naming its error code) or no reply within ``command_timeout``. Data packets that come with the
+        reply (a device that streams at once on Resume) are kept for the stream, as a read would have taken
+        them."""
         o = self.options
         os.write(self._fd, packet)
         splitter = P.PacketSplitter()
         deadline = time.monotonic() + o.command_timeout
-        while True:
+        reply = None
+        while reply is None:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not select.select((self._fd,), (), (), remaining)[0]:
                 raise DeviceError(f"{self.name}: no reply to {what} from {o.port} within {o.command_timeout:g} s")
             for reply_set, fields in splitter.feed(os.read(self._fd, 4096)):
-                if reply_set != descriptor_set:
-                    continue
-                ack = [d for desc, d in fields if desc == P.ACK_NACK and len(d) == 2 and d[0] == command]
-                if not ack:
-                    continue
-                if ack[0][1] != P.ACK_OK:
-                    code = ack[0][1]
-                    raise DeviceError(f"{self.name}: the device on {o.port} refused {what}: NACK 0x{code:02X} "
-                                      f"({P.NACK_NAMES.get(code, 'unknown error')})")
-                return [(desc, d) for desc, d in fields if desc != P.ACK_NACK]
+                if reply_set == P.SENSOR_DATA_SET:
+                    self._keep(P.packet(reply_set, *(P.field(desc, d) for desc, d in fields)))
+                elif reply is None and reply_set == descriptor_set:
+                    ack = [d for desc, d in fields if desc == P.ACK_NACK and len(d) == 2 and d[0] == command]
+                    if ack:
+                        reply = ack[0][1], fields
+        self._keep(bytes(splitter.buffer))     # the start of a packet that came behind the reply
+        code, fields = reply
+        if code != P.ACK_OK:
+            raise DeviceError(f"{self.name}: the device on {o.port} refused {what}: NACK 0x{code:02X} "
+                              f"({P.NACK_NAMES.get(code, 'unknown error')})")
+        return [(desc, d) for desc, d in fields if desc != P.ACK_NACK]
+
+    def _keep(self, data: bytes) -> None:
+        """Bytes of the stream that came with a command's reply: into the stream buffer and parsed, as
+        :meth:`receive` parses what it reads (command time only)."""
+        n = min(len(data), len(self._rx), len(self._buf) - self._fill)
+        if n:
+            self._rx[:n] = np.frombuffer(data[:n], dtype=np.uint8)
+            self._fill = append_and_scan(self._buf, self._fill, self._rx, n, self.sample, self.counters)
 
     def _reply_field(self, fields, descriptor: int, what: str) -> bytes:
         for desc, data in fields:
