@@ -21,6 +21,17 @@ compiled call per cycle. Gains as in the paper: ``kp = 49``, ``kd = 14``
 for computed torque). With ``kp = kd = 0`` the feed-forward law is the
 paper's "without control" run: the inverse-dynamics torques alone.
 
+Measured ground forces. With ``ground_force = "sensors"`` both laws take
+``w^F`` from force-torque sensors on the feet (``foot_sensors``, one per foot
+body; :mod:`rtctl.plants.legged.foot_sensors`) instead of the contact model
+(eqs. 17 and 20 of the paper, the spring-dashpot ground at the measured state):
+each reading, turned to the wrench on its body about the body's origin, goes
+into the same recursive inverse dynamics (eqs. 26-27). This is what a robot
+on an estimated base needs: the model's force on the 1e6 N/m ground changes by
+100 N for 0.1 mm of base height, the sensors' not at all. On the truth and
+noise-free sensors the two agree to rounding: the plant's last step leaves
+the contact model evaluated at the state the controller then measures.
+
 Ground. The paper gives no ground parameters. Its plan (B.1 without the
 legs' mass) walks the full 12 s only on a stiff, well-damped ground, and
 that ground, :data:`~rtctl.plants.legged.plant.PAPER_GROUND` (k = 1e6 N/m,
@@ -50,6 +61,7 @@ average 1.5 on 2 cores): trajectory sample + FF update + plant step 11 us per
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
@@ -58,8 +70,10 @@ from numba.core.errors import TypingError
 from rtctl.dynamics import Dynamics
 from rtctl.dynamics.contact import ContactModel, contact_wrenches
 from rtctl.dynamics.kernels import W_FEXT, all_finite, model_sizes
+from rtctl.options import setting
 from rtctl.plants.legged.gait import BipedGait, BipedWalk, QuadrupedGait, QuadrupedTrot, ipm_initial_state
 from rtctl.plants.legged.model import LEGGED_ROBOTS, LeggedRobot
+from rtctl.plants.legged.foot_sensors import measured_ground_wrenches
 from rtctl.plants.legged.plant import PAPER_GROUND
 
 from rtctl.loops.controllers import (
@@ -82,15 +96,14 @@ k = 1e6 N/m, d = 5000 N s/m."""
 
 
 # -- contact-aware controllers ----------------------------------------------------------------------------
-@njit(cache=True)
-def _legged_step(mode, mi, mf, ws, index, kp, kd, work, base_block, contact, q, v, q_d, qd_d, qdd_d, effort):
-    """Ground wrenches at the measured (q, v) into ``ws``, then the control law ``mode`` (one compiled call).
+_SENSOR_NOT_FINITE = 1000   # + k: foot sensor k's reading is not finite
+GROUND_FORCE = ("model", "sensors")
 
-    ``contact = (params, bodies, points, grf)``: the contact model and points of
-    :func:`~rtctl.dynamics.contact.contact_wrenches`; ``grf`` receives the
-    per-point ground reaction forces. Returns the status code of
-    :func:`~loops.controllers._control_step`.
-    """
+
+@njit(cache=True, inline="always")
+def _check_state(mi, q, v):
+    """``_OK`` or the status of :func:`~loops.controllers._control_step` for a measured state of the wrong
+    length or not finite."""
     nq, nv = model_sizes(mi)
     if q.shape[0] != nq:
         return _WRONG_LENGTH + 1
@@ -100,6 +113,21 @@ def _legged_step(mode, mi, mf, ws, index, kp, kd, work, base_block, contact, q, 
         return _NOT_FINITE + 1
     if not all_finite(v):
         return _NOT_FINITE + 2
+    return _OK
+
+
+@njit(cache=True)
+def _legged_step(mode, mi, mf, ws, index, kp, kd, work, base_block, contact, q, v, q_d, qd_d, qdd_d, effort):
+    """Ground wrenches at the measured (q, v) into ``ws``, then the control law ``mode`` (one compiled call).
+
+    ``contact = (params, bodies, points, grf)``: the contact model and points of
+    :func:`~rtctl.dynamics.contact.contact_wrenches`; ``grf`` receives the
+    per-point ground reaction forces. Returns the status code of
+    :func:`~loops.controllers._control_step`.
+    """
+    status = _check_state(mi, q, v)
+    if status != _OK:
+        return status
     params, bodies, points, grf = contact
     nb = mi.shape[0]
     for i in range(nb):
@@ -109,10 +137,44 @@ def _legged_step(mode, mi, mf, ws, index, kp, kd, work, base_block, contact, q, 
     return _control_step(mode, mi, mf, ws, index, kp, kd, work, base_block, q, v, q_d, qd_d, qdd_d, effort)
 
 
+@njit(cache=True)
+def _measured_step(mode, mi, mf, ws, index, kp, kd, work, base_block, feet, q, v, q_d, qd_d, qdd_d, effort):
+    """:func:`_legged_step` with the ground wrenches of K foot sensors, ``feet = (bodies, mounts, wrenches,
+    forces)``: their readings on their bodies at the measured configuration
+    (:func:`~rtctl.plants.legged.foot_sensors.measured_ground_wrenches`; ``forces`` receives each one's world
+    force). ``_SENSOR_NOT_FINITE + k`` when reading ``k`` is not finite."""
+    status = _check_state(mi, q, v)
+    if status != _OK:
+        return status
+    bodies, mounts, wrenches, forces = feet
+    for k in range(wrenches.shape[0]):
+        if not all_finite(wrenches[k]):
+            return _SENSOR_NOT_FINITE + k
+    nb = mi.shape[0]
+    for i in range(nb):
+        for j in range(6):
+            ws[i, W_FEXT + j] = 0.0
+    measured_ground_wrenches(mi, mf, ws, q, bodies, mounts, wrenches, ws[:nb, W_FEXT:W_FEXT + 6], forces)
+    return _control_step(mode, mi, mf, ws, index, kp, kd, work, base_block, q, v, q_d, qd_d, qdd_d, effort)
+
+
 class _LeggedController(_CompiledController):
-    """Contact-aware control step; ``robot`` defaults to the built-in robot named like the model."""
+    """Contact-aware control step; ``robot`` defaults to the built-in robot named like the model.
+
+    ``ground_force`` says where the foot-ground wrenches ``w^F`` of eq. 26 come from: ``"model"`` (the
+    default) evaluates the plant's compliant ground at the measured state, as the paper does; ``"sensors"``
+    takes them from the force-torque sensors ``foot_sensors`` (one per foot body; what a real robot measures:
+    :mod:`rtctl.plants.legged.foot_sensors`), which a state estimator's base cannot spoil: on the 1e6 N/m
+    ground 0.1 mm of estimated height is 100 N of modelled force, but the measured force does not depend on
+    where the base is thought to be, only the lever arms and axes do (the sensor's pose relative to its body).
+    """
 
     requires_model = ("planar_biped", "spatial_quadruped")
+
+    @dataclass(frozen=True)
+    class Options(_CompiledController.Options):
+        ground_force: str = setting("str", "model", choices=GROUND_FORCE)   # w^F from the ground model or sensors
+        foot_sensors: object = setting("strs", None)   # "sensors": the force_torque [[sensors]], one per foot body
 
     @classmethod
     def from_config(cls, options: dict, context):
@@ -122,7 +184,7 @@ class _LeggedController(_CompiledController):
             raise ValueError(f"type '{cls.name}' needs plant type 'legged'")
         return cls(context.dynamics, cls.Options(**options), contact=contact)
 
-    def __init__(self, dyn: Dynamics, options: "_CompiledController.Options | None" = None, *,
+    def __init__(self, dyn: Dynamics, options: "_LeggedController.Options | None" = None, *,
                  robot: LeggedRobot | None = None, contact: ContactModel | None = None):
         super().__init__(dyn, options)
         m = self.model
@@ -145,6 +207,67 @@ class _LeggedController(_CompiledController):
         self.grf = np.zeros((len(robot.contact_bodies), 3))  # ground reaction per contact point, last cycle
         self._contact = (contact.pack(), np.ascontiguousarray(robot.contact_bodies, dtype=np.int64),
                          np.ascontiguousarray(robot.contact_points, dtype=np.float64), self.grf)
+        o = self.options
+        if o.ground_force == "model" and o.foot_sensors is not None:
+            raise ValueError(f"{self.name}: foot_sensors is read with ground_force = 'sensors' only")
+        if o.ground_force == "sensors" and not o.foot_sensors:
+            raise ValueError(f"{self.name}: ground_force = 'sensors' needs foot_sensors, the force_torque "
+                             "[[sensors]] on the feet")
+        self.foot_sensors, self._readings = [], []
+        self.measured_forces = np.zeros((0, 3))   # "sensors": each foot sensor's force, world axes (N), last cycle
+        self._kernel, self._ground = _legged_step, self._contact   # the compiled step and its ground argument
+
+    def close_on_feet(self, sensors) -> None:
+        """Take the ground wrenches from ``sensors`` (force-torque :class:`~rtctl.drivers.sensor.Sensor`, one on
+        each body of the robot that has contact points) from the next update on. ValueError, one line naming
+        the sensor or the foot, for another kind, a body without contact points or a foot without a sensor."""
+        from rtctl.drivers.sensor import FORCE_TORQUE
+        from rtctl.drivers.sim_force_torque import sensor_mount
+
+        m, feet = self.model, set(int(b) for b in self.robot.contact_bodies)
+        bodies = []
+        for s in sensors:
+            if s.kind != FORCE_TORQUE:
+                raise ValueError(f"foot_sensors: sensor {s.options.name!r} is a {s.kind!r} sensor, not "
+                                 f"{FORCE_TORQUE!r}")
+            if s.body not in feet:
+                where = m.body_names[s.body] if s.body >= 0 else "the world"
+                raise ValueError(f"foot_sensors: sensor {s.options.name!r} is on {where!r}, which has no contact "
+                                 f"point (feet: {sorted(m.body_names[b] for b in feet)})")
+            bodies.append(s.body)
+        missing = sorted(m.body_names[b] for b in feet - set(bodies))
+        if missing:
+            raise ValueError(f"foot_sensors: no sensor on foot {missing[0]!r}: its ground force would be missing")
+        n = len(bodies)
+        self.foot_sensors = list(sensors)
+        self.measured_forces = np.zeros((n, 3))
+        wrenches = np.zeros((n, 6))
+        self._readings = [(wrenches[k], s.reading.wrench) for k, s in enumerate(sensors)]
+        self._kernel = _measured_step
+        self._ground = (np.array(bodies, dtype=np.int64), np.array([sensor_mount(s) for s in sensors]), wrenches,
+                        self.measured_forces)
+
+    def add_loop_hooks(self, loop) -> None:
+        """With ``ground_force = "sensors"``: close on the loop's sensors ``foot_sensors`` names."""
+        names = self.options.foot_sensors
+        if self.options.ground_force != "sensors":
+            return
+        sensors = {s.options.name: s for s in loop.sensors}
+        unknown = [n for n in names if n not in sensors]
+        if unknown:
+            raise ValueError(f"foot_sensors: the robot has no sensor {unknown[0]!r} (its sensors: "
+                             f"{sorted(sensors)})")
+        self.close_on_feet([sensors[n] for n in names])
+
+    def warm(self, cycle) -> None:
+        """:meth:`Controller.warm`, on zero foot wrenches: before the hardware is activated the sensors have no
+        sample (NaN), which :meth:`update` refuses in a run."""
+        saved = self._readings
+        self._readings = [(row, np.zeros(6)) for row, _ in saved]
+        try:
+            super().warm(cycle)
+        finally:
+            self._readings = saved
 
     def error_inertia(self, q) -> None:
         """None: the ground's wrenches take part in the error dynamics; no stability bound on the gains."""
@@ -152,11 +275,15 @@ class _LeggedController(_CompiledController):
 
     def update(self, t, dt, q, v, q_d, qd_d, qdd_d, effort) -> None:
         """Efforts (nv) for the measured state and the desired joint motion, with the ground wrenches of the
-        measured state in the model-based term; allocation-free."""
+        measured state (or the foot sensors' readings) in the model-based term; allocation-free."""
+        if self.foot_sensors:
+            for row, reading in self._readings:
+                np.copyto(row, reading)
+        elif self.options.ground_force == "sensors":
+            raise ValueError(f"{self.name}: ground_force = 'sensors' but no foot sensors bound (close_on_feet)")
         try:
-            status = _legged_step(self.mode, self.dyn.mi, self.dyn.mf, self.dyn.ws, self.index, self.kp,
-                                  self.kd, self._work, self._base_block, self._contact, q, v, q_d, qd_d, qdd_d,
-                                  effort)
+            status = self._kernel(self.mode, self.dyn.mi, self.dyn.mf, self.dyn.ws, self.index, self.kp, self.kd,
+                                  self._work, self._base_block, self._ground, q, v, q_d, qd_d, qdd_d, effort)
         except (TypeError, TypingError):  # inputs numba rejects: lists, other dtypes, strided views
             status = self._update_converted(q, v, q_d, qd_d, qdd_d, effort)
         if status != _OK:
@@ -166,8 +293,14 @@ class _LeggedController(_CompiledController):
 
     def _update_converted(self, q, v, q_d, qd_d, qdd_d, effort):
         args, kp, kd = self._converted_inputs(q, v, q_d, qd_d, qdd_d, effort)
-        return _legged_step(self.mode, self.dyn.mi, self.dyn.mf, self.dyn.ws, self.index, kp, kd, self._work,
-                            self._base_block, self._contact, *args, effort)
+        return self._kernel(self.mode, self.dyn.mi, self.dyn.mf, self.dyn.ws, self.index, kp, kd, self._work,
+                            self._base_block, self._ground, *args, effort)
+
+    def _raise(self, status):
+        if status >= _SENSOR_NOT_FINITE:
+            sensor = self.foot_sensors[status - _SENSOR_NOT_FINITE]
+            raise ValueError(f"{self.name}: foot sensor {sensor.options.name!r} reads NaN or inf")
+        super()._raise(status)
 
 
 class LeggedFeedForwardPD(_LeggedController):

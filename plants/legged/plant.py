@@ -64,6 +64,7 @@ from rtctl.model import FREE_FLYER, PRISMATIC, Model
 from rtctl.options import setting
 
 from ..base import Plant
+from .foot_sensors import foot_sensor_wrench
 from ..integrate import advance_with_rollback, inlined, rk4_advance
 from ..rigid_body import (_NO_STRIBECK, _W_TAU, DIVERGED, RK4, STOP_ROWS, WORK_ROWS, RigidBodyPlant, _derivative,
                           _normalise_after_step, _semi_implicit_euler_step, check_step)
@@ -354,6 +355,8 @@ class LeggedPlant(RigidBodyPlant):
         """Set the state (defaults: :meth:`standing_configuration`, rest), time and energy accounts to zero."""
         super().reset(self.standing_configuration() if q is None else q, v)
         self._energy[:] = 0.0
+        if np.all(np.isfinite(self.q)) and np.all(np.isfinite(self.v)):
+            self._refresh()   # foot_forces and the foot sensors read the ground at this state from the start
 
     def step(self, dt: float, effort) -> None:
         """Advance q, v (in place) and t by ``dt`` seconds with ``effort`` (nv generalized forces) held.
@@ -396,6 +399,22 @@ class LeggedPlant(RigidBodyPlant):
         """The ground reaction at each foot from the contact model's last evaluation (the last stage of the
         last step), world axes (N); allocation-free."""
         out[:] = self._grf
+
+    def sensor_wrench(self, body: int, mount: np.ndarray, out: np.ndarray) -> bool:
+        """:meth:`Plant.sensor_wrench` of a force-torque sensor on a foot: the ground reaction at the contact
+        points of ``body`` (:meth:`foot_forces`, the contact model at the current state) as the wrench the ground
+        exerts across the sensor, about its point and in its axes
+        (:func:`~rtctl.plants.legged.foot_sensors.foot_sensor_wrench`); allocation-free. Between sole and ground
+        the sensor carries nothing but the ground's force, so its reading needs no accelerations. False for the world (nothing is transmitted across it) and for a body
+        with no contact point (the trunk, a thigh): there the reading would be the wrench transmitted through
+        the leg, which needs the accelerations of everything beyond the cut under the ground's forces (the
+        rate function :class:`RigidBodyPlant` evaluates for a plant without ground); this plant does not
+        evaluate it for a sensor."""
+        if body < 0:
+            return False
+        dyn = self.dynamics
+        return foot_sensor_wrench(dyn.mi, dyn.mf, dyn.ws, self.q, self._grf, self.contact_bodies,
+                                  self.contact_points, body, mount, out)
 
     @property
     def ground_reaction(self) -> np.ndarray:
