@@ -16,7 +16,7 @@ from rtctl.loops import estimation
 from rtctl.loops.estimation import Estimator, InvariantEKF, LegOdometryKF
 from rtctl.model import ModelBuilder
 from rtctl.options import ConfigError
-from rtctl.plants.legged.model import QUADRUPED_LEGS, box_inertia, cylinder_inertia, planar_biped, spatial_quadruped
+from rtctl.plants.legged.model import QUADRUPED_LEGS, box_inertia, cylinder_inertia, spatial_quadruped
 from rtctl.registry import ESTIMATORS
 from rtctl.rt.lifecycle import LifecycleState
 
@@ -62,10 +62,13 @@ def test_configuration_mistakes_are_one_line(name):
         make(name, divergence_probability=0.9)
     with pytest.raises(ValueError, match="4 feet but 3 contacts"):
         make(name, contacts=["a", "b", "c"])
-    biped = planar_biped()
-    with pytest.raises(ValueError, match="writes a 'free_flyer' or 'euler' floating base, this model's base is "
-                                         "'planar'"):
-        make(name, biped.model, feet=["left_sole"])
+    b = ModelBuilder("arm")
+    inertia = np.diag([0.01, 0.01, 0.01])
+    link = b.add_body("link", -1, "revolute", axis=(0, 0, 1), mass=1.0, com=(0, 0, 0.1), inertia=inertia)
+    b.add_body("tip", link, "revolute", axis=(0, 1, 0), translation=(0, 0, 0.2), mass=1.0, inertia=inertia)
+    with pytest.raises(ValueError, match="writes a 'free_flyer', 'euler' or 'planar' floating base, this model's "
+                                         "base is 'fixed'"):
+        make(name, b.build(), feet=["tip"])
     est = make(name)
     with pytest.raises(ValueError, match="the IMU is on 'front_left_thigh'; the estimators need it on the base "
                                          "body 'trunk'"):

@@ -29,7 +29,7 @@ from rtctl.loops.estimation import lie
 from rtctl.loops.estimation.linalg import sparse_update
 from rtctl.loops.estimation.monitor import MIN_DOF, chi2_quantile
 from rtctl.model import ModelBuilder
-from rtctl.plants.legged.model import spatial_quadruped
+from rtctl.plants.legged.model import planar_biped, spatial_quadruped
 
 RNG = np.random.default_rng(7)
 
@@ -69,10 +69,12 @@ def free_flyer_model():
     return b.build()
 
 
-@pytest.mark.parametrize("which", ["euler", "free_flyer"])
+@pytest.mark.parametrize("which", ["euler", "free_flyer", "planar"])
 def test_base_coordinates_round_trip_and_agree_with_rtctl_kinematics(which):
-    model = spatial_quadruped().model if which == "euler" else free_flyer_model()
-    est = InvariantEKF(model, feet=["front_left_foot"] if which == "euler" else ["foot"])
+    model = {"euler": lambda: spatial_quadruped().model, "free_flyer": free_flyer_model,
+             "planar": lambda: planar_biped().model}[which]()
+    feet = {"euler": ["front_left_foot"], "free_flyer": ["foot"], "planar": ["left_sole"]}[which]
+    est = InvariantEKF(model, feet=feet)
     kind, axes = est.cfg_i[kin.CI_KIND], est.cfg_i[kin.CI_AXES:kin.CI_AXES + 6]
     dyn = Dynamics(model)
     body = model.n_base_bodies - 1
@@ -94,11 +96,16 @@ def test_base_coordinates_round_trip_and_agree_with_rtctl_kinematics(which):
         v2[:model.n_base_dofs] = 0.0
         if which == "euler":
             q2[3:6] = q[3:6] + 2 * np.pi * np.array([1, 0, -2]) + 1e-3   # yaw and roll kept near the previous ones
+        if which == "planar":
+            q2[2] = q[2] + 4 * np.pi + 1e-3                                # the pitch kept near the previous one
         kin.write_base(kind, axes, tuple(out[:9]), out[9:12], out[12:15], out[15:18], q2, v2)
         kin.read_base(kind, axes, q2, v2, back)
         np.testing.assert_allclose(back, out, atol=1e-9)
         if which == "euler":
             np.testing.assert_allclose(q2[:6], q[:6] + 2 * np.pi * np.array([0, 0, 0, 1, 0, -2]), atol=1e-9)
+        elif which == "planar":
+            np.testing.assert_allclose(q2[:3], q[:3] + np.array([0, 0, 4 * np.pi]), atol=1e-9)
+            np.testing.assert_allclose(v2[:3], v[:3], atol=1e-12)
         else:
             np.testing.assert_allclose(np.abs(q2[3:7] @ q[3:7]), 1.0, atol=1e-12)
 

@@ -3,8 +3,8 @@
 An :class:`Estimator` is the loop's ``[estimator]`` (:class:`rtctl.rt.estimation.StateEstimator`). Once per
 cycle, after the reads, the loop calls :meth:`Estimator.update`, which takes the IMU's reading and the feet's
 contact sensors from the loop's state and, with the measured joints, writes the base's coordinates of ``q``
-and ``v`` (a free flyer's or the Euler-angle chain's, :mod:`loops.estimation.kinematics`) from its estimate in
-one compiled, allocation-free call (:meth:`Estimator.step`, which takes the same as arrays). Its
+and ``v`` (a free flyer's, the Euler-angle chain's or the planar base's, :mod:`loops.estimation.kinematics`)
+from its estimate in one compiled, allocation-free call (:meth:`Estimator.step`, which takes the same as arrays). Its
 :attr:`~Estimator.covariance` is the filter's own and goes out as telemetry with the NIS and the slips
 (variances with their units). A divergence check (:mod:`loops.estimation.monitor`) or a bad input latches
 :attr:`~rtctl.rt.estimation.StateEstimator.fault_reason`, one line saying what, which the loop turns into its
@@ -36,13 +36,13 @@ from rtctl.rt.estimation import StateEstimator
 
 from .common import (BAD_CONTACT, BAD_IMU, BAD_JOINTS, BAD_SHAPE, BAD_STATE, CONTACT_SOURCES, D_CONTACT, D_DOF,
                      D_NIS, DIVERGED_NIS, DIVERGED_REJECTED, IMU_SIZE, UPDATE_FAILED)
-from .kinematics import (BASE_EULER, BASE_FREE_FLYER, CF_CONTACT, CF_MONITOR, CF_MOUNT, CF_NOISE, CF_POINTS,
-                         CI_AXES, CI_FEET, CI_KIND, CI_NBQ, CI_NBV, read_base)
+from .kinematics import (BASE_EULER, BASE_FREE_FLYER, BASE_PLANAR, CF_CONTACT, CF_MONITOR, CF_MOUNT, CF_NOISE,
+                         CF_POINTS, CI_AXES, CI_FEET, CI_KIND, CI_NBQ, CI_NBV, read_base)
 from .lie import rot_apply, rot_mul
 from .monitor import M_LAST_BOUND, M_SUM_DOF, M_SUM_NIS, monitor_reset, monitor_size
 from .mounts import sensor_mounts
 
-BASE_KINDS = {"free_flyer": BASE_FREE_FLYER, "euler": BASE_EULER}
+BASE_KINDS = {"free_flyer": BASE_FREE_FLYER, "euler": BASE_EULER, "planar": BASE_PLANAR}
 START = ("imu", "drivers")
 DIAG_FIELDS = ("nis", "nis_dof", "feet_in_contact", "feet_accepted", "feet_rejected", "slips")
 
@@ -58,11 +58,20 @@ def _unit_axis(axis, what: str) -> int:
 
 def base_layout(model) -> tuple[int, np.ndarray]:
     """(kind, axes) of the model's floating base for :func:`~loops.estimation.kinematics.write_base`; ValueError
-    for a base the estimators do not write (fixed, planar, an Euler chain with offsets or tilted axes)."""
+    for a base the estimators do not write (fixed, a chain with offsets or tilted axes)."""
     if model.base not in BASE_KINDS:
-        raise ValueError(f"model '{model.name}': a state estimator writes a 'free_flyer' or 'euler' floating base, "
-                         f"this model's base is {model.base!r}")
+        raise ValueError(f"model '{model.name}': a state estimator writes a 'free_flyer', 'euler' or 'planar' "
+                         f"floating base, this model's base is {model.base!r}")
     axes = np.zeros(6, dtype=np.int64)
+    if model.base == "planar":
+        for i in range(3):
+            if not (np.allclose(model.joint_rotation[i], np.eye(3)) and np.allclose(model.joint_translation[i], 0)):
+                raise ValueError(f"model '{model.name}': planar-base joint '{model.joint_names[i]}' has an offset "
+                                 "origin; the estimators need the base's joints at the base origin")
+            axes[i] = _unit_axis(model.axis[i], f"model '{model.name}': planar-base joint '{model.joint_names[i]}'")
+        if sorted(axes[:3]) != [0, 1, 2]:
+            raise ValueError(f"model '{model.name}': the planar base's prismatic joints must move along two "
+                             "coordinate axes and its revolute joint turn about the third")
     if model.base == "euler":
         for i in range(6):
             if not (np.allclose(model.joint_rotation[i], np.eye(3)) and np.allclose(model.joint_translation[i], 0)):

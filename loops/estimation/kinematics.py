@@ -19,7 +19,10 @@ world velocity of its origin, body angular velocity) into the model's base coord
 ``q = [p; quaternion xyzw]``, ``v = [R^T v_world; omega_body]`` (Pinocchio's convention, rtctl.model); for the
 Euler-angle chain (three prismatic joints along world axes, then three revolute joints about the body
 axes of ``sequence``), the Tait-Bryan angles of R nearest the previous ones and their rates
-``E(angles)^-1 omega_body``.
+``E(angles)^-1 omega_body``; for the planar base (two prismatic joints along world axes in the plane, then
+one revolute joint about its normal, the seed biped's x, z, pitch), the in-plane position and velocity, the
+angle of R about the normal (the 3D estimate projected on the plane: what leaves it, a roll or a yaw the
+sensors' noise gives the filter, is dropped) and the body rate about it.
 """
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ from rtctl.dynamics.kernels import W_O, W_R, forward_kinematics, point_jacobian
 from .lie import matrix_to_quaternion, quaternion_to_matrix, rot_apply, rot_apply_t, rot_mul
 from .linalg import inverse_quadratic3
 
-BASE_FREE_FLYER, BASE_EULER = 0, 1
+BASE_FREE_FLYER, BASE_EULER, BASE_PLANAR = 0, 1, 2
 FOOT_WIDTH = 15          # per foot: h (3), G = J J^T in the IMU frame (9), dh/dt (3)
 F_H, F_JJT, F_HDOT = 0, 3, 12
 # Integer configuration cfg_i: base kind, base coordinates in q and v, the Euler chain's axes (prismatic 0-2,
@@ -178,6 +181,15 @@ def write_base(kind, axes, r, p, vel, omega, q, v):
         v[0], v[1], v[2] = rot_apply_t(r, vel[0], vel[1], vel[2])
         v[3], v[4], v[5] = omega[0], omega[1], omega[2]
         return
+    if kind == BASE_PLANAR:
+        for k in range(2):
+            q[k] = p[axes[k]]
+            v[k] = vel[axes[k]]
+        j = axes[2]
+        a, b = (j + 1) % 3, (j + 2) % 3   # R_j(t): R[b][a] = sin t, R[a][a] = R[b][b] = cos t
+        q[2] = _nearest(math.atan2(r[3 * b + a] - r[3 * a + b], r[3 * a + a] + r[3 * b + b]), q[2])
+        v[2] = omega[j]
+        return
     for k in range(3):
         q[k] = p[axes[k]]
         v[k] = vel[axes[k]]
@@ -206,6 +218,14 @@ def read_base(kind, axes, q, v, out):
         p = (q[0], q[1], q[2])
         vel = rot_apply(r, v[0], v[1], v[2])
         omega = (v[3], v[4], v[5])
+    elif kind == BASE_PLANAR:
+        j = axes[2]
+        r = _axis_rotation(j, q[2])
+        u0, u1 = _unit(axes[0]), _unit(axes[1])
+        p = (u0[0] * q[0] + u1[0] * q[1], u0[1] * q[0] + u1[1] * q[1], u0[2] * q[0] + u1[2] * q[1])
+        vel = (u0[0] * v[0] + u1[0] * v[1], u0[1] * v[0] + u1[1] * v[1], u0[2] * v[0] + u1[2] * v[1])
+        u = _unit(j)
+        omega = (u[0] * v[2], u[1] * v[2], u[2] * v[2])
     else:
         i, j, k = axes[3], axes[4], axes[5]
         ra, rb, rc = _axis_rotation(i, q[3]), _axis_rotation(j, q[4]), _axis_rotation(k, q[5])
