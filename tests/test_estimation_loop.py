@@ -11,7 +11,7 @@ the device's orientation, which the sim IMU gives, its tilt is the truth's).
 (The seed quadruped's and biped's laws, legged_computed_torque and legged_ff_pd, cancel the ground force they
 compute from the measured base on a 1e6 N/m ground: 0.1 mm of height error is 100 N. Closed on the invariant
 EKF's estimate, within 0.1 mm and 0.1 mrad of the truth, the trotting quadruped pitched past 0.08 rad within
-0.1 s: those laws need the truth.) A sensor the table names but the config does not have is one
+0.1 s. On measured foot forces, ground_force = "sensors", they run on the estimate: tests/test_legged_estimated.py.) A sensor the table names but the config does not have is one
 line naming the file, the section and the sensor."""
 from __future__ import annotations
 
