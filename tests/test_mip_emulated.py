@@ -317,26 +317,17 @@ def test_solo12_on_mujoco_stands_closed_on_the_invariant_ekf_fed_by_the_emulated
     """Issue 33, item 4: Solo 12 on MuJoCo (1 kHz, standing and shifting its weight) closed on the invariant EKF's
     estimate of its base, which the emulated 3DM-GX5-25 on the base link feeds over MIP from its own process
     (the plant's clock: offline, slower than real time here), with the feet's contact sensors and the joint
-    encoders; the filter is told the datasheet's noise densities. The first cycle has a reading (the stream's
+    encoders; the filter is told the datasheet's noise densities (plants/mujoco/mujoco_solo12_estimated.toml). The first cycle has a reading (the stream's
     first sample came before it); the run does not trip, reaches no kernel late, and the estimate stays within
     0.5 deg of tilt, 1 cm and 0.05 m/s RMS of the simulator's truth kept beside it, the bounds
     tests/test_estimation_loop.py sets with the sim IMU."""
     pytest.importorskip("mujoco")
     from scipy.spatial.transform import Rotation
 
-    raw = tomllib.loads(bundled_config_path("mujoco_solo12").read_text())
+    raw = tomllib.loads(bundled_config_path("mujoco_solo12_estimated").read_text())   # the shipped config
     raw["loop"].update(pace=False, duration=2.0)
-    legs = ("FL", "FR", "HL", "HR")
-    raw["sensors"] = [{"name": "imu", "backend": "mip_emulated", "kind": "imu", "frame": "base_link", "max_age": 0.5}]
-    raw["sensors"] += [{"name": leg, "kind": "contact", "frame": f"{leg}_LOWER_LEG", "foot": f"{leg}_LOWER_LEG",
-                        "mount_xyz": [0.0, 0.008 if leg[1] == "L" else -0.008, -0.16], "threshold": 2.0}
-                       for leg in legs]
-    raw["estimator"] = {"type": "invariant_ekf", "start": "drivers", "imu": "imu", "contacts": list(legs),
-                        "encoder_noise": 2e-4, "foot_velocity_density": 2e-3,
-                        "gyro_noise_density": GX5_25.gyro.noise_density,
-                        "accel_noise_density": GX5_25.accel.noise_density}
     cfg = validate(raw, "solo_emulated_imu.toml")
-    cfg["_dir"] = str(bundled_config_path("mujoco_solo12").parent)
+    cfg["_dir"] = str(bundled_config_path("mujoco_solo12_estimated").parent)
     loop = build(cfg)
     first, truth, estimate = [], [], []
 
