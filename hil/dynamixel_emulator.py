@@ -57,8 +57,6 @@ import fcntl
 import json
 import os
 import select
-import signal
-import subprocess
 import sys
 import termios
 import time
@@ -79,6 +77,7 @@ from rtctl.options import Parser
 from rtctl.options import argument_type
 from rtctl.rt.signals import on_stop_signals
 from rtctl.hil.dynamixel_firmware import READ_ONLY, Firmware, Servo, parse_injection  # noqa: F401  (re-exported)
+from .emulator_child import EmulatorChild
 
 DEFAULT_ROBOT = "dxl_arm2"   # as a run config names it: [robot] model = "dxl_arm2"
 ADVANCE_SLICE = 2e-3     # s of wall time a wake-up may spend stepping the plant before it serves the port again
@@ -400,48 +399,14 @@ def main(argv=None) -> int:
     return 0
 
 
-class EmulatorProcess:
-    """Start ``python -m rtctl.hil.dynamixel_emulator`` and wait for its port; ``stop()`` returns its STATS."""
+class EmulatorProcess(EmulatorChild):
+    """``python -m rtctl.hil.dynamixel_emulator ARGS``: its pty is :attr:`port`."""
 
-    def __init__(self, *args: str, startup_timeout: float = 120.0):
-        self.proc = subprocess.Popen([sys.executable, "-m", "rtctl.hil.dynamixel_emulator", *args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + startup_timeout
-        self.port = None
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            if line.startswith("PORT "):
-                self.port = line.split()[1]
-                break
-        if self.port is None:
-            self.proc.kill()
-            raise RuntimeError(f"dynamixel emulator did not start: {self.proc.stderr.read()[-2000:]}")
-        self.stats = None
+    module, what, startup_timeout = "rtctl.hil.dynamixel_emulator", "the dynamixel emulator", 120.0
 
-    def kill(self) -> None:
-        """SIGKILL (the 'emulator died' fault); no STATS."""
-        self.proc.kill()
-
-    def stop(self, timeout: float = 10.0) -> dict | None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            out, _ = self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            out, _ = self.proc.communicate()
-        for line in (out or "").splitlines():
-            if line.startswith("STATS "):
-                self.stats = json.loads(line[6:])
-        return self.stats
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
+    def __init__(self, *args: str, **keywords):
+        super().__init__(*args, **keywords)
+        self.port = self.announced[0]
 
 
 if __name__ == "__main__":

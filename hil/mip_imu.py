@@ -36,7 +36,6 @@ import json
 import math
 import os
 import select
-import subprocess
 import sys
 import time
 import tty
@@ -53,6 +52,7 @@ from .imu_noise import DRAWS, G0, GX5_25, AxisErrors, ImuDatasheet, SensorErrors
 from .mip_device import IMU_FIELDS, Identity, MipDevice
 from .mip_sample import M_ACCEL, M_GYRO, M_SIZE, MAX_DATA_PACKET, NED_FROM_WORLD, measure, pack_data
 from .truth_feed import GRAVITY, OMEGA, QUAT, SIZE, TruthFeed
+from .emulator_child import EmulatorChild
 
 
 class StaticTruth:
@@ -392,54 +392,14 @@ def _say(line: str) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-class MipImuProcess:
-    """Start ``python -m rtctl.hil.mip_imu`` and wait for its port; ``stop()`` returns its STATS."""
+class MipImuProcess(EmulatorChild):
+    """``python -m rtctl.hil.mip_imu ARGS``: its pty is :attr:`port`."""
 
-    def __init__(self, *args: str, startup_timeout: float = 60.0, new_session: bool = False):
-        """``new_session``: in a session of its own, out of reach of the signals a terminal sends to its
-        starter's process group (Ctrl-C): its starter stops it, in order."""
-        self.proc = subprocess.Popen([sys.executable, "-m", "rtctl.hil.mip_imu", *args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, start_new_session=new_session)
-        deadline = time.monotonic() + startup_timeout
-        self.port = None
-        while self.port is None and select.select((self.proc.stdout,), (), (),
-                                                  max(0.0, deadline - time.monotonic()))[0]:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            if line.startswith("PORT "):
-                self.port = line.split()[1]
-        if self.port is None:
-            self.proc.kill()
-            self.proc.wait()
-            said = [line for line in self.proc.stderr.read().splitlines() if line.strip()]
-            raise RuntimeError("the MIP IMU emulator did not start" + (f": {said[-1].strip()}" if said else
-                                                                        f" within {startup_timeout:g} s"))
-        self.stats = None
+    module, what = "rtctl.hil.mip_imu", "the MIP IMU emulator"
 
-    def kill(self) -> None:
-        """SIGKILL: the device is gone (no STATS)."""
-        self.proc.kill()
-        self.proc.wait()
-
-    def stop(self, timeout: float = 10.0) -> dict | None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        try:
-            out, _ = self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            out, _ = self.proc.communicate()
-        for line in (out or "").splitlines():
-            if line.startswith("STATS "):
-                self.stats = json.loads(line[6:])
-        return self.stats
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
+    def __init__(self, *args: str, **keywords):
+        super().__init__(*args, **keywords)
+        self.port = self.announced[0]
 
 
 if __name__ == "__main__":

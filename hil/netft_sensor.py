@@ -37,8 +37,6 @@ import json
 import math
 import select
 import socket
-import signal
-import subprocess
 import sys
 import time
 from collections import deque
@@ -48,6 +46,7 @@ import numpy as np
 from rtctl.drivers.netft import protocol as P
 from rtctl.options import Parser, argument_type
 from rtctl.rt.signals import on_stop_signals
+from .emulator_child import EmulatorChild
 
 LOOPBACK = "127.0.0.1"
 # ATI Gamma, calibration SI-130-10 (ATI's Gamma specifications): Fx Fy Fz (N), Tx Ty Tz (N m).
@@ -306,48 +305,16 @@ def main(argv=None) -> int:
     return 0
 
 
-class NetFTProcess:
-    """``python -m rtctl.hil.netft_sensor ARGS`` started and waited for: ``rdt_port``, ``tcp_port``, ``pid``;
-    :meth:`stop` (SIGTERM) returns its STATS."""
+class NetFTProcess(EmulatorChild):
+    """``python -m rtctl.hil.netft_sensor ARGS``: its RDT (UDP) and calibration (TCP) ports are :attr:`rdt_port`
+    and :attr:`tcp_port`."""
 
-    def __init__(self, *args: str, startup_timeout: float = 60.0):
-        self.proc = subprocess.Popen([sys.executable, "-m", "rtctl.hil.netft_sensor", *args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.pid = self.proc.pid
-        deadline = time.monotonic() + startup_timeout
-        self.rdt_port = self.tcp_port = None
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            if line.startswith("PORT "):
-                fields = dict(item.split("=") for item in line.split()[1:])
-                self.rdt_port, self.tcp_port = int(fields["rdt"]), int(fields["tcp"])
-                break
-        if self.rdt_port is None:
-            self.proc.kill()
-            raise RuntimeError(f"netft-sensor did not start: {self.proc.stderr.read()[-2000:]}")
-        self.stats = None
+    module, what = "rtctl.hil.netft_sensor", "the Net F/T emulator"
 
-    def stop(self, timeout: float = 10.0) -> dict | None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)     # a test may have stopped it (SIGSTOP: a stalled device)
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            out, _ = self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            out, _ = self.proc.communicate()
-        for line in (out or "").splitlines():
-            if line.startswith("STATS "):
-                self.stats = json.loads(line[6:])
-        return self.stats
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
+    def __init__(self, *args: str, **keywords):
+        super().__init__(*args, **keywords)
+        fields = dict(item.split("=") for item in self.announced)
+        self.rdt_port, self.tcp_port = int(fields["rdt"]), int(fields["tcp"])
 
 
 if __name__ == "__main__":
