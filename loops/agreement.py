@@ -102,3 +102,25 @@ class Agreement:
                     "(tare it), or a load on the sensor it is not told of")
         return ("both see a force but not the same: a model error is plausible (masses, friction, the load the "
                 "sensor carries, its mount)")
+
+
+class SensorBesideObserver:
+    """A force-torque ``sensor`` read through ``processing`` (:class:`~rtctl.loops.wrench.WrenchProcessing`)
+    beside ``observer``'s estimate of the same force, held by ``agreement``. The comparison starts at a run's
+    second cycle: in simulation the first reading comes before the first effort reached the plant."""
+
+    def __init__(self, observer, sensor, processing, agreement: Agreement, tare_on_start: bool):
+        self.observer, self.sensor = observer, sensor
+        self.name = sensor.options.name
+        self.processing, self.agreement = processing, agreement
+        self.tare_on_start = bool(tare_on_start)
+        self.samples = 0          # cycles since the run started
+
+    @property
+    def comparing(self) -> bool:
+        return self.samples > 1
+
+    def reset(self) -> None:
+        """A run starts (the observer restarts with it): the comparison too, and the tare if asked for."""
+        self.agreement.reset()
+        self.samples = 0

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .agreement import QUIET, Agreement
+from .agreement import QUIET, Agreement, SensorBesideObserver
 from .wrench import WrenchProcessing
 
 
-class SensorComparison:
+class SensorComparison(SensorBesideObserver):
     """``sensor`` (a force-torque :class:`~rtctl.drivers.sensor.Sensor` on the observer's model) beside
     ``observer`` (a :class:`~rtctl.loops.observer.MomentumObserver`): after :meth:`update`, :attr:`joint_torque`
     (the measured external torque per actuated joint) and :attr:`agreement` (``tolerance`` per actuated joint,
@@ -30,24 +30,11 @@ class SensorComparison:
 
     def __init__(self, observer, sensor, *, tolerance, duration: float, tool_mass: float = 0.0,
                  tool_com=(0.0, 0.0, 0.0), tare_on_start: bool = False):
-        self.observer, self.sensor = observer, sensor
-        self.name = sensor.options.name
-        self.processing = WrenchProcessing(observer.model, sensor, tool_mass=tool_mass, tool_com=tool_com)
+        super().__init__(observer, sensor,
+                         WrenchProcessing(observer.model, sensor, tool_mass=tool_mass, tool_com=tool_com),
+                         Agreement(observer.decay[observer.v_index], tolerance, duration, observer.dt), tare_on_start)
         self.torque = np.zeros(observer.model.nv)          # J_s^T w_c over every DOF
         self.joint_torque = np.zeros(len(observer.v_index))
-        self.agreement = Agreement(observer.decay[observer.v_index], tolerance, duration, observer.dt)
-        self.tare_on_start = bool(tare_on_start)
-        self.samples = 0          # cycles since the run started
-
-    @property
-    def comparing(self) -> bool:
-        """From a run's second cycle on (module docstring)."""
-        return self.samples > 1
-
-    def reset(self) -> None:
-        """A run starts (the observer restarts with it): the comparison too, and the tare if asked for."""
-        self.agreement.reset()
-        self.samples = 0
 
     def update(self, q) -> int:
         """One cycle at ``q``, after the observer's: the measured joint torques and, from the run's second cycle

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from rtctl.loops.agreement import Agreement
+from rtctl.loops.agreement import Agreement, SensorBesideObserver
 from rtctl.loops.wrench import WrenchProcessing
 
 from .mouthpiece import base_force
@@ -24,35 +24,22 @@ from .mouthpiece import base_force
 AXES = ("x", "y", "z")
 
 
-class MouthpieceSensor:
+class MouthpieceSensor(SensorBesideObserver):
     """``sensor`` (a force-torque :class:`~rtctl.drivers.sensor.Sensor` on a platform frame of the jaw's
     actuator-space model) beside ``observer`` (the jaw's :class:`~rtctl.plants.stewart.observer.PlatformObserver`):
     after :meth:`update`, :attr:`force` (N, {B}), :attr:`bite_force` (N) and :attr:`agreement` (``tolerance`` N
     per axis, ``duration`` s)."""
 
     def __init__(self, observer, sensor, *, tolerance: float, duration: float, tare_on_start: bool = False):
-        self.observer, self.sensor = observer, sensor
-        self.name = sensor.options.name
-        self.processing = WrenchProcessing(sensor.model, sensor, model_load=False)
+        super().__init__(observer, sensor, WrenchProcessing(sensor.model, sensor, model_load=False),
+                         Agreement(observer.decay[:3], np.full(3, float(tolerance)), duration, observer.dt),
+                         tare_on_start)
         self.mount = np.ascontiguousarray(np.asarray(sensor.rotation, dtype=float).reshape(9))
         self.force = np.zeros(3)
         self.bite_force = 0.0
-        self.agreement = Agreement(observer.decay[:3], np.full(3, float(tolerance)), duration, observer.dt)
-        self.tare_on_start = bool(tare_on_start)
-        self.samples = 0
         self._R = np.zeros((3, 3))
         self._measured = self.processing.compensated[3:]      # views made once: none per cycle
         self.estimate = observer.platform_wrench[:3]
-
-    @property
-    def comparing(self) -> bool:
-        """From a run's second cycle on (module docstring)."""
-        return self.samples > 1
-
-    def reset(self) -> None:
-        """A run starts (the observer restarts with it): the comparison too, and the tare if asked for."""
-        self.agreement.reset()
-        self.samples = 0
 
     def update(self, q) -> int:
         """One cycle after the observer's (its pose ``x`` and force): the measured force and bite force and, from
