@@ -57,8 +57,8 @@ class SimForceTorque(Sensor):
             raise ValueError(f"{self.name}: the {type(plant).__name__} plant gives no force-torque reading "
                              "(sensor_wrench)")
         self.bias = np.zeros(6)
-        for key, part in (("torque_bias", slice(0, 3)), ("force_bias", slice(3, 6))):
-            value = getattr(self.options, key)
+        for key, part, value in (("torque_bias", slice(0, 3), self.options.torque_bias),
+                                 ("force_bias", slice(3, 6), self.options.force_bias)):
             if value is not None:
                 bias = np.asarray(value, dtype=float).reshape(-1)
                 if bias.shape != (3,) or not np.all(np.isfinite(bias)):

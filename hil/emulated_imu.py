@@ -127,8 +127,9 @@ class EmulatedMipImu(MipImu):
         o = self.options
         args = ["--truth", feed_name, "--clock", self.clock, "--parent", str(os.getpid()), "--seed", str(o.seed),
                 "--poll", repr(o.poll), "--accel-range", repr(o.accel_range * G0), "--gyro-range", repr(o.gyro_range)]
+        given = vars(o)
         for name in EMULATOR_OPTIONS:
-            value = getattr(o, name)
+            value = given[name]
             if value is not None:
                 args += ["--" + name.replace("_", "-"), repr(value)]
         return args

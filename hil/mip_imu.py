@@ -339,7 +339,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 def datasheet_from(args) -> ImuDatasheet:
     def errors(kind: str) -> AxisErrors:
-        return AxisErrors(*(getattr(args, f"{kind}_{k}") for k in ("noise_density", "bias_instability",
+        return AxisErrors(*(vars(args)[f"{kind}_{k}"] for k in ("noise_density", "bias_instability",
                                                                     "initial_bias", "resolution", "range",
                                                                     "random_walk")))
     return ImuDatasheet(name=args.model_name, accel=errors("accel"), gyro=errors("gyro"), latency=args.latency)
