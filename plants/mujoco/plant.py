@@ -256,10 +256,19 @@ class MujocoPlant(Plant):
         self._geom_foot = np.array([self.foot_names.index(names[b]) if names[b] in self.foot_names else -1
                                     for b in m.geom_bodyid], dtype=np.int64)
         self._contact_wrench = np.zeros(6)
+        self._feet = np.zeros((len(self.foot_names), 3))
+        self._feet_at = math.nan     # the plant time self._feet was summed at
 
     def foot_forces(self, out: np.ndarray) -> None:
         """The force of MuJoCo's contacts on each foot at the current state, world axes (N): each contact's
-        force in its frame (``mj_contactForce``, on the second geom) rotated to the world."""
+        force in its frame (``mj_contactForce``, on the second geom) rotated to the world. Computed once per
+        state (each foot's contact sensor asks in the same cycle)."""
+        if self._feet_at != self.t:
+            self._sum_foot_forces(self._feet)
+            self._feet_at = self.t
+        out[:] = self._feet
+
+    def _sum_foot_forces(self, out: np.ndarray) -> None:
         out[:] = 0.0
         data, wrench = self.mj_data, self._contact_wrench
         for k in range(data.ncon):
@@ -278,6 +287,7 @@ class MujocoPlant(Plant):
         super().reset(q, v)
         to_mujoco_state(self.q, self.v, self._free, self._qpos, self._qvel)
         self._mj_forward(self.mj_model, self.mj_data)
+        self._feet_at = math.nan
 
     def step(self, dt: float, effort) -> None:
         """Advance q, v (in place) and t by ``dt`` seconds with ``effort`` (nv generalized forces) held constant.
