@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from estimation_truth import PERIOD, Sensors, errors, nees, run_estimator, synthesize, trot_truth  # noqa: E402
+from estimation_truth import PERIOD, errors, monte_carlo_nees, run_estimator, synthesize, trot_truth  # noqa: E402
 from scipy.stats import chi2  # noqa: E402
 from rtctl.dynamics import Dynamics  # noqa: E402
 from rtctl.loops.estimation import InvariantEKF, LegOdometryKF  # noqa: E402
@@ -107,18 +107,9 @@ def figures(truth, meas):
 def consistency(truth, runs, dim=9):
     """(average NEES over the cycles, share of cycles inside the 95 % interval, the interval) of ``runs`` Monte
     Carlo runs of the invariant EKF whose biases and initial errors are drawn from its prior."""
-    o = make(InvariantEKF, truth).options
-    averaged = np.zeros(truth.n)
-    for seed in range(runs):
-        rng = np.random.default_rng(100 + seed)
-        sensors = Sensors(accel_bias=tuple(rng.normal(size=3) * o.initial_accel_bias_std),
-                          gyro_bias=tuple(rng.normal(size=3) * o.initial_gyro_bias_std))
-        initial = (rng.normal(size=3) * o.initial_orientation_std, rng.normal(size=3) * o.initial_velocity_std,
-                   rng.normal(size=3) * o.initial_position_std)
-        run = run_estimator(make(InvariantEKF, truth), truth, synthesize(truth, seed, sensors), initial_error=initial)
-        if run.fault:
-            return float("nan"), 0.0, (0.0, 0.0), run.fault
-        averaged += nees(run, truth, dim) / runs
+    averaged, fault = monte_carlo_nees(lambda: make(InvariantEKF, truth), truth, runs, dim)
+    if fault:
+        return float("nan"), 0.0, (0.0, 0.0), fault
     low, high = chi2.ppf(0.025, dim * runs) / runs, chi2.ppf(0.975, dim * runs) / runs
     inside = float(np.mean((averaged[1:] > low) & (averaged[1:] < high)))
     return float(averaged[1:].mean()), inside, (low, high), ""

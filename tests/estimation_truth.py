@@ -213,3 +213,22 @@ def nees(run: Run, truth: Truth, dim: int = 9) -> np.ndarray:
     xi = np.concatenate([_log(rel), truth.vel[:n] - np.einsum("nij,nj->ni", rel, run.vel),
                          truth.p[:n] - np.einsum("nij,nj->ni", rel, run.p)], axis=1)[:, :dim]
     return np.einsum("ni,ni->n", xi, np.linalg.solve(run.cov[:, :dim, :dim], xi[..., None])[..., 0])
+
+
+def monte_carlo_nees(make_estimator, truth: Truth, runs: int, dim: int = 9):
+    """``(averaged, fault)``: the NEES averaged over ``runs`` runs of fresh estimators from ``make_estimator()``,
+    each with biases drawn from the filter's bias prior, an initial error from its initial covariance and its
+    own sensor noise (per cycle; ``fault`` the first run's fault, "" if none faulted)."""
+    o = make_estimator().options
+    averaged = np.zeros(truth.n)
+    for seed in range(runs):
+        rng = np.random.default_rng(100 + seed)
+        sensors = Sensors(accel_bias=tuple(rng.normal(size=3) * o.initial_accel_bias_std),
+                          gyro_bias=tuple(rng.normal(size=3) * o.initial_gyro_bias_std))
+        initial = (rng.normal(size=3) * o.initial_orientation_std, rng.normal(size=3) * o.initial_velocity_std,
+                   rng.normal(size=3) * o.initial_position_std)
+        run = run_estimator(make_estimator(), truth, synthesize(truth, seed, sensors), initial_error=initial)
+        if run.fault:
+            return averaged, run.fault
+        averaged += nees(run, truth, dim) / runs
+    return averaged, ""

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from scipy.stats import chi2
 
-from estimation_truth import PERIOD, Sensors, errors, nees, run_estimator, synthesize, trot_truth
+from estimation_truth import PERIOD, errors, monte_carlo_nees, run_estimator, synthesize, trot_truth
 from rtctl.loops.estimation import InvariantEKF, LegOdometryKF
 
 DURATION = 6.0
@@ -79,19 +79,8 @@ def test_invariant_ekf_nees_within_chi_square_bounds(truth):
     covariance, and its own sensor noise. Measured: the average NEES inside the bounds at 99.97 % of the
     cycles, its mean 8.7 (9 expected)."""
     runs, dim = 8, 9
-    est0 = make("invariant_ekf", truth)
-    o = est0.options
-    averaged = np.zeros(truth.n)
-    for seed in range(runs):
-        rng = np.random.default_rng(100 + seed)
-        sensors = Sensors(accel_bias=tuple(rng.normal(size=3) * o.initial_accel_bias_std),
-                          gyro_bias=tuple(rng.normal(size=3) * o.initial_gyro_bias_std))
-        initial = (rng.normal(size=3) * o.initial_orientation_std, rng.normal(size=3) * o.initial_velocity_std,
-                   rng.normal(size=3) * o.initial_position_std)
-        run = run_estimator(make("invariant_ekf", truth), truth, synthesize(truth, seed, sensors),
-                            initial_error=initial)
-        assert run.fault_cycle == -1, run.fault
-        averaged += nees(run, truth, dim) / runs
+    averaged, fault = monte_carlo_nees(lambda: make("invariant_ekf", truth), truth, runs, dim)
+    assert fault == "", fault
     low, high = chi2.ppf(0.025, dim * runs) / runs, chi2.ppf(0.975, dim * runs) / runs
     inside = np.mean((averaged[1:] > low) & (averaged[1:] < high))
     assert inside >= 0.9, (inside, averaged.mean(), low, high)
