@@ -89,6 +89,7 @@ CORE_SCHEMA: dict[str, dict[str, Key]] = {
         "foxglove_backlog": Key("int", 1024, low=1, high=1_000_000),  # messages per client, oldest dropped
         "foxglove_allowed_origins": Key("strs", ["https://app.foxglove.dev"]),  # browser origins (not file://)
         "foxglove_max_clients": Key("int", 8, low=1, high=1000),
+        "foxglove_scene_rate": Key("float", 30.0, low=0.1, high=1000.0),  # Hz of the 3D view's /tf and force arrows
         "switch_interval": Key("float", 0.0002, low=0.0, high=0.1),   # s, thread publisher only; 0: leave it
         "publisher": Key("str", "process", choices=("process", "thread")),  # where samples are encoded and sent
         "publisher_nice": Key("int", 10, low=0, high=19),   # niceness the publisher process adds to the loop's

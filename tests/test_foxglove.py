@@ -32,8 +32,9 @@ from websockets.exceptions import ConnectionClosed
 from rtctl.operator import request
 from rtctl.telemetry import Telemetry
 from rtctl.operator.auth import TOKEN_ENV
-from rtctl.telemetry.foxglove import SAMPLES_ID, SUBPROTOCOL, FoxgloveSink, _Client, check_host
-from rtctl.telemetry.schema import (CHANNEL_EVENT, CHANNEL_META, CHANNEL_SAMPLES, OBJECT_JSON_SCHEMA,
+from rtctl.telemetry.foxglove import (CHANNEL_JOINTS, CHANNEL_SCENE, CHANNEL_TF, SAMPLES_ID, SUBPROTOCOL, FoxgloveSink,
+                                      _Client, check_host)
+from rtctl.telemetry.schema import (CHANNEL_EVENT, CHANNEL_META, CHANNEL_SAMPLES, meta_json_schema,
                                     SAMPLE_SCHEMA_NAME, TOPIC_SAMPLES, sample_json_schema)
 from rtctl.telemetry.jsonvalues import NONFINITE
 from rtctl.telemetry.tools import rows_of
@@ -60,7 +61,7 @@ async def handshake(url, origin=None):
     assert ws.subprotocol == SUBPROTOCOL
     info = json.loads(await asyncio.wait_for(ws.recv(), 5))
     channels = {}
-    while set(channels) != {CHANNEL_SAMPLES, CHANNEL_META, CHANNEL_EVENT}:
+    while not {CHANNEL_SAMPLES, CHANNEL_META, CHANNEL_EVENT} <= set(channels):
         msg = json.loads(await asyncio.wait_for(ws.recv(), 5))
         if msg.get("op") == "advertise":
             channels.update({c["topic"]: c for c in msg["channels"]})
@@ -119,7 +120,7 @@ def test_handshake_advertisement_and_data_equal_the_zeromq_stream():
         assert channels[topic]["encoding"] == "json" and channels[topic]["schemaEncoding"] == "jsonschema"
     assert channels[CHANNEL_SAMPLES]["schemaName"] == SAMPLE_SCHEMA_NAME
     assert channels[CHANNEL_SAMPLES]["schema"] == sample_json_schema().decode()
-    assert channels[CHANNEL_META]["schema"] == OBJECT_JSON_SCHEMA.decode()
+    assert channels[CHANNEL_META]["schema"] == meta_json_schema().decode()
     schema_props = json.loads(channels[CHANNEL_SAMPLES]["schema"])["properties"]
 
     assert len(samples) >= 300 and metas
@@ -168,7 +169,7 @@ def test_the_server_in_the_publisher_process_that_rtctl_run_uses_by_default():
     finally:
         stop(loop, tel, runner)
     assert info["op"] == "serverInfo" and info["name"] == "rtctl" and info["capabilities"] == []
-    assert set(channels) == {CHANNEL_SAMPLES, CHANNEL_META, CHANNEL_EVENT}
+    assert set(channels) == {CHANNEL_SAMPLES, CHANNEL_META, CHANNEL_EVENT, CHANNEL_TF, CHANNEL_SCENE, CHANNEL_JOINTS}
     assert channels[CHANNEL_SAMPLES]["schemaName"] == SAMPLE_SCHEMA_NAME
     assert channels[CHANNEL_SAMPLES]["schema"] == sample_json_schema().decode()
     samples = [json.loads(payload) for _, _, payload in frames]

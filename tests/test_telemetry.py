@@ -27,7 +27,8 @@ import zmq
 
 from rtctl.telemetry import EndpointError, SchemaVersionError, Telemetry, check_endpoint, decode
 from rtctl.telemetry.publisher import CHUNK_ROWS
-from rtctl.telemetry.schema import (CHANNEL_EVENT, CHANNEL_META, CHANNEL_SAMPLES, OBJECT_JSON_SCHEMA,
+from rtctl.telemetry.sinks import PublisherSink
+from rtctl.telemetry.schema import (CHANNEL_EVENT, CHANNEL_META, CHANNEL_SAMPLES, event_json_schema, meta_json_schema,
                                     SAMPLE_SCHEMA_NAME, TOPIC_EVENT, TOPIC_SAMPLES, JsonRows, Layout, SchemaError,
                                     envelope, pack, plotjuggler_objects, sample_json_schema)
 from rtctl.telemetry.recording import record
@@ -237,7 +238,8 @@ def test_record_replay_plot_echo_stats(tmp_path):
     encoding, sample_schema = by_topic[CHANNEL_SAMPLES]
     assert encoding == "json" and sample_schema.encoding == "jsonschema"
     assert (sample_schema.name, sample_schema.data) == (SAMPLE_SCHEMA_NAME, sample_json_schema())
-    assert by_topic[CHANNEL_META][1].data == OBJECT_JSON_SCHEMA
+    assert by_topic[CHANNEL_META][1].data == meta_json_schema()
+    assert by_topic[CHANNEL_EVENT][1].data == event_json_schema()
     assert loaded["samples"]["index"].tolist() == list(range(800))
 
     # replay as fast as possible; a subscriber decodes the original values exactly
@@ -353,7 +355,7 @@ def test_plotjuggler_stream_is_decimated_by_sample_index_and_exact():
     assert max(m["count"] for m in batches) <= CHUNK_ROWS  # a backlog is sent in bounded chunks
 
 
-class _BrokenSink:
+class _BrokenSink(PublisherSink):
     def __init__(self):
         self.closed = False
 

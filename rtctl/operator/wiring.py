@@ -19,6 +19,7 @@ def wire(loop, tel: dict, ctl: dict):
             sinks = []
             if tel.get("foxglove"):
                 from ..telemetry.foxglove import (DEFAULT_ALLOWED_ORIGINS, DEFAULT_BACKLOG, DEFAULT_MAX_CLIENTS, DEFAULT_PORT,
+                                       DEFAULT_SCENE_RATE,
                                        FoxgloveSink)
                 sinks.append(FoxgloveSink(host=tel.get("foxglove_host", "127.0.0.1"),
                                           port=tel.get("foxglove_port", DEFAULT_PORT),
@@ -27,6 +28,7 @@ def wire(loop, tel: dict, ctl: dict):
                                           allowed_origins=tel.get("foxglove_allowed_origins",
                                                                   DEFAULT_ALLOWED_ORIGINS),
                                           max_clients=tel.get("foxglove_max_clients", DEFAULT_MAX_CLIENTS),
+                                          scene_rate=tel.get("foxglove_scene_rate", DEFAULT_SCENE_RATE),
                                           allow_remote=tel["allow_remote"]))
             switch = tel.get("switch_interval", SWITCH_INTERVAL)
             telemetry = Telemetry(endpoint=tel["endpoint"], capacity=tel["capacity"],

@@ -69,6 +69,7 @@ CPU time under the GIL the loop thread shares).
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
 import itertools
 import json
@@ -81,8 +82,10 @@ import numpy as np
 
 from .endpoints import LOOPBACK_HOSTS, tcp_in_use
 from .jsonvalues import dumps
-from .schema import (CHANNEL_EVENT, CHANNEL_META, CHANNEL_SAMPLES, OBJECT_JSON_SCHEMA, OBJECT_SCHEMA_NAME,
-                     SAMPLE_SCHEMA_NAME, SCHEMA_VERSION, JsonRows, sample_json_schema, stamp_ns)
+from .scene import RobotScene, SceneSpec
+from .schema import (CHANNEL_EVENT, CHANNEL_META, CHANNEL_SAMPLES, EVENT_SCHEMA_NAME, META_SCHEMA_NAME,
+                     SAMPLE_SCHEMA_NAME, SCHEMA_VERSION, JsonRows, event_json_schema, header, meta_json_schema,
+                     sample_json_schema, stamp_ns)
 from .sinks import PublisherSink
 from .web import allowed_hosts, host_refusal, origin_refusal, url_host
 
@@ -104,7 +107,9 @@ MESSAGE_DATA = 0x01
 _HEADER = struct.Struct("<BIQ")  # opcode, subscription id, log time (ns)
 _UINT32 = 2 ** 32
 _MAX_NS = 2 ** 63 - 1
-SAMPLES_ID, META_ID, EVENT_ID = 1, 2, 3
+SAMPLES_ID, META_ID, EVENT_ID, TF_ID, SCENE_ID, JOINTS_ID = 1, 2, 3, 4, 5, 6
+CHANNEL_TF, CHANNEL_SCENE, CHANNEL_JOINTS = "/tf", "/rtctl/scene", "/joint_states"
+DEFAULT_SCENE_RATE = 30.0   # Hz of /tf and the force arrows: a screen's rate, not the loop's
 
 
 def check_host(host: str, allow_remote: bool = False) -> str:
@@ -165,12 +170,14 @@ class FoxgloveSink(PublisherSink):
     ``port`` 0 picks a free port (read :attr:`port` after :meth:`open`). ``decimation``: publish every
     k-th sample. ``backlog``: outgoing messages kept per client before the oldest are dropped.
     ``allowed_origins``: browser origins allowed to connect (clients sending no ``Origin`` always may).
-    ``max_clients``: connections at once.
+    ``max_clients``: connections at once. ``scene_rate``: Hz of ``/tf`` and the force arrows
+    (:mod:`rtctl.telemetry.scene`; the robot is drawn when the sink is attached to a loop).
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = DEFAULT_PORT, decimation: int = 1,
                  backlog: int = DEFAULT_BACKLOG, allow_remote: bool = False, name: str = "rtctl",
-                 allowed_origins=DEFAULT_ALLOWED_ORIGINS, max_clients: int = DEFAULT_MAX_CLIENTS):
+                 allowed_origins=DEFAULT_ALLOWED_ORIGINS, max_clients: int = DEFAULT_MAX_CLIENTS,
+                 scene_rate: float = DEFAULT_SCENE_RATE):
         if int(decimation) != decimation or decimation < 1:
             raise ValueError(f"foxglove_decimation must be an integer >= 1, got {decimation!r}")
         if int(port) != port or not 0 <= port < 65536:
@@ -179,7 +186,14 @@ class FoxgloveSink(PublisherSink):
             raise ValueError(f"foxglove backlog must be 1..1000000 messages, got {backlog!r}")
         if int(max_clients) != max_clients or not 1 <= max_clients <= 1000:
             raise ValueError(f"foxglove max_clients must be 1..1000, got {max_clients!r}")
+        if not 0 < scene_rate <= 1000:
+            raise ValueError(f"foxglove scene_rate must be in (0, 1000] Hz, got {scene_rate!r}")
         self.host = check_host(host, allow_remote)
+        self.scene_period = 1.0 / float(scene_rate)
+        self.scene_spec: SceneSpec | None = None   # the robot to draw, from attach()
+        self._scene: RobotScene | None = None
+        self._scene_due = 0.0
+        self._robot = b""
         self.port = int(port)
         self.decimation = int(decimation)
         self.backlog = int(backlog)
@@ -193,7 +207,7 @@ class FoxgloveSink(PublisherSink):
         self.inbox_dropped = 0  # messages dropped before the server's thread took them
         self.refused = 0        # connection requests answered 403 / 503
         self._clients: dict = {}
-        self._subscribers = [0, 0, 0, 0]  # per channel id: clients subscribed (written by the server thread)
+        self._subscribers = [0] * 7  # per channel id: clients subscribed (written by the server thread)
         self._inbox: collections.deque = collections.deque(maxlen=self.backlog)
         self._wake_pending = False
         self._last_meta: bytes | None = None
@@ -208,21 +222,37 @@ class FoxgloveSink(PublisherSink):
         return len(self._clients)
 
     # -- the publisher thread's side -----------------------------------------------------------------------
+    def attach(self, loop) -> None:
+        self.scene_spec = SceneSpec.of(loop)
+
     def open(self, telemetry) -> None:
         """Start the server thread (from the publisher thread); raises RuntimeError when it cannot bind."""
         layout = telemetry.layout
         self._encoder = JsonRows(layout, telemetry.joints, telemetry.extra_names, style="sample")
         self._stamp_col = layout.slices["stamp"].start
-        self._channels = {SAMPLES_ID: (CHANNEL_SAMPLES, SAMPLE_SCHEMA_NAME, sample_json_schema()),
-                          META_ID: (CHANNEL_META, OBJECT_SCHEMA_NAME, OBJECT_JSON_SCHEMA),
-                          EVENT_ID: (CHANNEL_EVENT, OBJECT_SCHEMA_NAME, OBJECT_JSON_SCHEMA)}
+        json_schema = "jsonschema"
+        self._channels = {SAMPLES_ID: (CHANNEL_SAMPLES, SAMPLE_SCHEMA_NAME, json_schema, sample_json_schema()),
+                          META_ID: (CHANNEL_META, META_SCHEMA_NAME, json_schema, meta_json_schema()),
+                          EVENT_ID: (CHANNEL_EVENT, EVENT_SCHEMA_NAME, json_schema, event_json_schema())}
+        if self.scene_spec is not None:
+            from foxglove import messages
+
+            self._scene = RobotScene(self.scene_spec, layout, telemetry.joints, telemetry.extra_names)
+            self._robot = self._scene.robot(time.time_ns())
+            for cid, topic, message in ((TF_ID, CHANNEL_TF, messages.FrameTransforms),
+                                        (SCENE_ID, CHANNEL_SCENE, messages.SceneUpdate),
+                                        (JOINTS_ID, CHANNEL_JOINTS, messages.JointStates)):
+                schema = message.get_schema()
+                self._channels[cid] = (topic, schema.name, schema.encoding, bytes(schema.data))
         self._server_info = json.dumps({"op": "serverInfo", "name": self.name, "capabilities": [],
                                         "metadata": {"rtctl_schema_version": str(SCHEMA_VERSION)},
                                         "sessionId": str(time.time_ns())})
         self._advertise = json.dumps({"op": "advertise", "channels": [
-            {"id": cid, "topic": topic, "encoding": "json", "schemaName": schema_name,
-             "schema": schema.decode(), "schemaEncoding": "jsonschema"}
-            for cid, (topic, schema_name, schema) in self._channels.items()]})
+            {"id": cid, "topic": topic, "encoding": "json" if encoding == "jsonschema" else encoding,
+             "schemaName": schema_name, "schemaEncoding": encoding,
+             # a binary schema (protobuf's FileDescriptorSet) goes base64-encoded (ws-protocol spec, advertise)
+             "schema": schema.decode() if encoding == "jsonschema" else base64.b64encode(schema).decode()}
+            for cid, (topic, schema_name, encoding, schema) in self._channels.items()]})
         ready = threading.Event()
         self._thread = threading.Thread(target=self._main, args=(ready,), name="rtctl-foxglove", daemon=True)
         self._thread.start()
@@ -236,7 +266,9 @@ class FoxgloveSink(PublisherSink):
         self.url = f"ws://{url_host(self.host)}:{self.port}"
 
     def write(self, rows: np.ndarray, first: int) -> None:
-        """Hand ``rows`` (sample ``first`` is row 0) to the server when a client is subscribed to the samples."""
+        """Hand ``rows`` (sample ``first`` is row 0) to the server for the channels a client is subscribed to."""
+        if self._scene is not None and rows.shape[0]:
+            self._write_scene(rows, first)
         if not self._subscribers[SAMPLES_ID]:
             return
         d = self.decimation
@@ -250,15 +282,37 @@ class FoxgloveSink(PublisherSink):
         self._post(SAMPLES_ID, ns, texts)
         self.sent += len(texts)
 
+    def _write_scene(self, rows: np.ndarray, first: int) -> None:
+        """``/joint_states`` for every decimated row, ``/tf`` and the force arrows at ``scene_rate``."""
+        subscribed = self._subscribers
+        if subscribed[JOINTS_ID]:
+            d = self.decimation
+            offset = (-first) % d
+            picked = rows[offset::d] if d > 1 else rows
+            stamps = [stamp_ns(s) for s in picked[:, self._stamp_col].tolist()]
+            self._post(JOINTS_ID, stamps, [self._scene.joint_states(r, ns) for r, ns in zip(picked, stamps)])
+        now = time.monotonic()
+        if (subscribed[TF_ID] or subscribed[SCENE_ID]) and now >= self._scene_due:
+            self._scene_due = max(self._scene_due + self.scene_period, now)   # the rate on average
+            ns = stamp_ns(rows[-1, self._stamp_col])
+            transforms, forces = self._scene.frame(rows[-1], ns)
+            if subscribed[TF_ID]:
+                self._post(TF_ID, [ns], [transforms])
+            if subscribed[SCENE_ID] and forces:
+                self._post(SCENE_ID, [ns], [forces])
+
     def meta(self, meta: dict) -> None:
+        now = time.time()
+        meta = {**meta, "header": header(now)}
         text = dumps(meta, default=str).encode()  # once per meta_period: kept for the next subscriber
         self._last_meta = text
         if self._subscribers[META_ID]:
-            self._post(META_ID, [time.time_ns()], [text])
+            self._post(META_ID, [stamp_ns(now)], [text])
 
     def event(self, event: dict) -> None:
         if self._subscribers[EVENT_ID]:
-            self._post(EVENT_ID, [stamp_ns(event.get("stamp", time.time()))], [dumps(event, default=str).encode()])
+            stamp = event.get("stamp", time.time())
+            self._post(EVENT_ID, [stamp_ns(stamp)], [dumps({**event, "header": header(stamp)}, default=str).encode()])
             self.events_sent += 1
 
     def _post(self, channel: int, stamps: list, payloads: list) -> None:
@@ -457,6 +511,8 @@ class FoxgloveSink(PublisherSink):
                 self._subscribers[channel] += 1
                 if channel == META_ID and self._last_meta is not None:
                     self._offer(client, _HEADER.pack(MESSAGE_DATA, sid, time.time_ns()) + self._last_meta)
+                if channel == SCENE_ID and self._robot:   # the robot's primitives, which stay in their frames
+                    self._offer(client, _HEADER.pack(MESSAGE_DATA, sid, time.time_ns()) + self._robot)
         if errors:
             self._status(client, f"subscribe: {len(errors)} subscription(s) ignored: {errors[0]}")
 

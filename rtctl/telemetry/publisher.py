@@ -65,12 +65,13 @@ from multiprocessing.connection import Connection
 import numpy as np
 import zmq
 
-from ..rt.hooks import LoopSink, TelemetrySource
+from ..rt.hooks import LoopSink
 from . import child
 from .endpoints import bind, check_endpoint, close
 from .schema import (JOINT_FIELDS, SCALAR_FIELDS, SCALAR_UNITS, TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, JsonRows,
                      Layout, envelope, pack)
 from .ring import HEADER_WORDS, handoff, map_shared, remove_shared, ring_views
+from .extras import gather_extras
 from .subscriptions import MAX_SUBSCRIPTIONS, SubscriptionGuard, publishing_socket
 
 CHUNK_ROWS = 50          # rows encoded between two GIL releases of the publisher thread
@@ -174,33 +175,13 @@ class Telemetry(LoopSink):
         else:
             self._ring = np.zeros((self.capacity, self.layout.width))
         self._kp_ref, self._kd_ref = ctl.kp, ctl.kd
+        for sink in self.sinks:
+            sink.attach(loop)
         loop.telemetry = self
         return self
 
     def _attach_extras(self, loop) -> None:
-        """The ``extra`` field: the ``telemetry_fields`` / ``telemetry_values`` of the controller, then of each
-        loop hook that has them (e.g. the collision monitor), of each sensor and of the estimator with the
-        base's truth beside it, in that order. One provider's array is handed off as it is; several are gathered each cycle into one
-        preallocated array."""
-        truth = (loop.base_truth,) if loop.estimator is not None else ()   # beside the estimate, to compare
-        providers = [p for p in (loop.controller, *loop.hooks, *loop.sensors, loop.estimator, *truth)
-                     if isinstance(p, TelemetrySource) and p.telemetry_fields]
-        self.extra_names, self.extra_units, parts, start = [], [], [], 0
-        for p in providers:
-            names, values = list(p.telemetry_fields), p.telemetry_values
-            if not isinstance(values, np.ndarray) or values.shape != (len(names),):
-                raise ValueError(f"{type(p).__name__}: telemetry_values must be an array matching its "
-                                 f"{len(names)} telemetry_fields")
-            self.extra_names += names
-            units = list(p.telemetry_units)
-            self.extra_units += units if len(units) == len(names) else [""] * len(names)
-            parts.append((slice(start, start + len(names)), values))
-            start += len(names)
-        if len(parts) == 1:
-            self._extra, self._extra_parts = parts[0][1], ()
-        else:
-            self._extra = np.zeros(start)
-            self._extra_parts = tuple((self._extra[s], values) for s, values in parts)
+        self.extra_names, self.extra_units, self._extra, self._extra_parts = gather_extras(loop)
 
     def metadata(self) -> dict:
         loop = self.loop

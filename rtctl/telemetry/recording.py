@@ -32,8 +32,9 @@ import time
 
 from ..rt.signals import in_force, stop_requests
 from .jsonvalues import dumps
-from .schema import (OBJECT_JSON_SCHEMA, OBJECT_SCHEMA_NAME, SAMPLE_SCHEMA_NAME, SCHEMA_VERSION, TOPIC_META,
-                     TOPIC_SAMPLES, SchemaError, decode, sample_json_schema, stamp_ns)
+from .schema import (EVENT_SCHEMA_NAME, META_SCHEMA_NAME, SAMPLE_SCHEMA_NAME, SCHEMA_VERSION, TOPIC_META,
+                     TOPIC_SAMPLES, SchemaError, decode, event_json_schema, header, meta_json_schema,
+                     sample_json_schema, stamp_ns)
 from .tools import CH_EVENT, CH_META, CH_SAMPLES, PublisherWait, StreamCounter, _subscriber, rows_of
 
 FLUSH_PERIOD = 1.0           # s: the longest a chunk stays open
@@ -94,12 +95,13 @@ class McapRecording:
         self.written = {CH_SAMPLES: 0, CH_META: 0, CH_EVENT: 0}
         self._busy = True            # a Writer call in progress: its state is then not to be trusted
         self.writer.start(profile="", library=f"rtctl telemetry v{SCHEMA_VERSION}")
-        obj = self.writer.register_schema(name=OBJECT_SCHEMA_NAME, encoding="jsonschema", data=OBJECT_JSON_SCHEMA)
+        meta = self.writer.register_schema(name=META_SCHEMA_NAME, encoding="jsonschema", data=meta_json_schema())
+        event = self.writer.register_schema(name=EVENT_SCHEMA_NAME, encoding="jsonschema", data=event_json_schema())
         sample = self.writer.register_schema(name=SAMPLE_SCHEMA_NAME, encoding="jsonschema",
                                              data=sample_json_schema())
         self.channels = {CH_SAMPLES: self.writer.register_channel(CH_SAMPLES, "json", sample),
-                         CH_META: self.writer.register_channel(CH_META, "json", obj),
-                         CH_EVENT: self.writer.register_channel(CH_EVENT, "json", obj)}
+                         CH_META: self.writer.register_channel(CH_META, "json", meta),
+                         CH_EVENT: self.writer.register_channel(CH_EVENT, "json", event)}
         self.writer.flush()          # magic and header on disk: a stop from here on leaves an MCAP file
         self._busy = False
         self._flushed = time.monotonic()
@@ -215,9 +217,11 @@ def _receive(sub, rec: McapRecording, counter, bar, waiting, stop, duration, sam
                 rec.add(CH_SAMPLES, stamp_ns(row["stamp"]), dumps(row))
             bar.update(msg["count"])
         elif topic == TOPIC_META:
-            rec.add(CH_META, time.time_ns(), dumps(msg, default=str))
+            now = time.time()
+            rec.add(CH_META, stamp_ns(now), dumps({**msg, "header": header(now)}, default=str))
         else:
-            rec.add(CH_EVENT, stamp_ns(msg.get("stamp", time.time())), dumps(msg, default=str))
+            stamp = msg.get("stamp", time.time())
+            rec.add(CH_EVENT, stamp_ns(stamp), dumps({**msg, "header": header(stamp)}, default=str))
 
 
 def _failure_line(path, exc, recovered, kept: int, received: int) -> str:

@@ -193,8 +193,53 @@ def plotjuggler_objects(layout: Layout, rows: np.ndarray, joints: list[str], ext
 # metadata and event maps.
 CHANNEL_SAMPLES, CHANNEL_META, CHANNEL_EVENT = "/rtctl/samples", "/rtctl/meta", "/rtctl/event"
 SAMPLE_SCHEMA_NAME = f"rtctl.telemetry.v{SCHEMA_VERSION}.Sample"
-OBJECT_SCHEMA_NAME = "rtctl.telemetry.Object"
-OBJECT_JSON_SCHEMA = b'{"type": "object"}'
+META_SCHEMA_NAME = f"rtctl.telemetry.v{SCHEMA_VERSION}.Meta"
+EVENT_SCHEMA_NAME = f"rtctl.telemetry.v{SCHEMA_VERSION}.Event"
+
+# Every JSON message carries ``header.stamp`` ({sec, nsec}, the wall clock of the sample or event, as ROS's
+# std_msgs/Header): Foxglove's plots can take it as their x axis ("header.stamp") instead of the receive time,
+# at which a live client gets the samples in 10 ms batches.
+HEADER_JSON_SCHEMA = {"type": "object", "description": "when the message's data was taken (wall clock)",
+                      "properties": {"stamp": {"type": "object", "properties": {
+                          "sec": {"type": "integer", "description": "s since the unix epoch"},
+                          "nsec": {"type": "integer", "description": "ns after sec"}}},
+                          "frame_id": {"type": "string"}}}
+
+
+def header(seconds) -> dict:
+    """The ``header`` of a JSON message stamped ``seconds`` (unix s; 0 when not a finite time)."""
+    ns = stamp_ns(seconds)
+    return {"stamp": {"sec": ns // 1_000_000_000, "nsec": ns % 1_000_000_000}, "frame_id": ""}
+
+
+def _schema(title: str, properties: dict) -> bytes:
+    return json.dumps({"title": title, "type": "object",
+                       "properties": {"header": HEADER_JSON_SCHEMA, **properties}}).encode()
+
+
+def meta_json_schema() -> bytes:
+    """The JSON Schema of a ``/rtctl/meta`` message (the module docstring's ``rtctl/meta``)."""
+    text = {"type": "string"}
+    number = {"type": "number"}
+    return _schema(META_SCHEMA_NAME, {
+        "schema": text, "version": {"type": "integer"}, "robot": text,
+        "joints": {"type": "array", "items": text, "description": "actuated joints, the order of q, qd, ..."},
+        "rate_hz": number, "period": {"type": "number", "description": "s"},
+        "batch_period": {"type": "number", "description": "s"},
+        "fields": {"type": "object", "description": "field name -> {shape, unit}"},
+        "extra": {"type": "array", "items": text, "description": "the names of the extra field's values"},
+        "controller": text, "trajectory": text, "started": {"type": "number", "description": "unix s"},
+        "capacity": {"type": "integer", "description": "rows of the publisher's ring"}})
+
+
+def event_json_schema() -> bytes:
+    """The JSON Schema of a ``/rtctl/event`` message (the module docstring's ``rtctl/event``)."""
+    return _schema(EVENT_SCHEMA_NAME, {
+        "schema": {"type": "string"}, "version": {"type": "integer"}, "seq": {"type": "integer"},
+        "kind": {"type": "string", "description": "control, safety or telemetry"},
+        "cycle": {"type": "integer"}, "t": {"type": "number", "description": "control time, s"},
+        "stamp": {"type": "number", "description": "unix s"}, "detail": {"type": "string"},
+        "request": {"type": "object", "description": "the accepted control request, without its token"}})
 
 
 NUMBER_NOTE = ("null where the value is not finite; the message's 'nonfinite' list then says which (NaN, "
@@ -205,7 +250,7 @@ def sample_json_schema() -> bytes:
     """The JSON Schema (bytes) of one ``/rtctl/samples`` message. A non-finite value is ``null`` and listed in
     ``nonfinite`` (:mod:`rtctl.telemetry.jsonvalues`); the fields keep ``"type": "number"``, the one type
     name Foxglove's JSON Schema reader accepts, and say so in their description."""
-    props = {"index": {"type": "integer"}}
+    props = {"index": {"type": "integer"}, "header": HEADER_JSON_SCHEMA}
     for name in SCALAR_FIELDS:
         props[name] = {"type": "integer" if name in INTEGER_FIELDS else "number",
                        "description": f"{SCALAR_UNITS[name]}; {NUMBER_NOTE}"}
@@ -236,6 +281,7 @@ class JsonRows:
             raise ValueError("JsonRows: joints/extra do not match the layout")
         self.style = style
         self.layout = layout
+        self._stamp_col = layout.slices["stamp"].start
         def key(name: str) -> str:
             return json.dumps(name).replace("%", "%%")
 
@@ -255,7 +301,8 @@ class JsonRows:
             conv = [fmt_int if c in ints else fmt_float for c in range(layout.width)]
             if style == "plotjuggler":  # every value a float, as plotjuggler_objects writes them
                 return "{" + ",".join(f"{key(n)}:{c}" for n, c in zip(flat_names, conv)) + "}"
-            parts = [f"{key('index')}:{fmt_int}"]
+            parts = [f"{key('index')}:{fmt_int}",
+                     f'{key("header")}:{{"stamp":{{"sec":{fmt_int},"nsec":{fmt_int}}},"frame_id":""}}']
             parts += [f"{key(name)}:{conv[layout.slices[name].start]}" for name in SCALAR_FIELDS]
             for name in ([*JOINT_FIELDS, "extra"] if layout.n_extra else JOINT_FIELDS):
                 sl = layout.slices[name]
@@ -273,10 +320,13 @@ class JsonRows:
         finite = np.isfinite(rows).all(axis=1)
         values = rows.tolist()
         if self.style == "sample":
+            ns = rows[:, self._stamp_col] * 1e9
+            ns = np.where(np.isfinite(ns) & (ns >= 0) & (ns < _MAX_NS), ns, 0.0).astype(np.int64)
+            sec, nsec = np.divmod(ns, 1_000_000_000)
             out = []
-            for i, (row, ok) in enumerate(zip(values, finite.tolist())):
+            for i, (row, ok, s, n) in enumerate(zip(values, finite.tolist(), sec.tolist(), nsec.tolist())):
                 index = first + i * step
-                out.append((tmpl % (index, *row)).encode() if ok else self._slow(row, index))
+                out.append((tmpl % (index, s, n, *row)).encode() if ok else self._slow(row, (index, s, n)))
             return out
         return [(tmpl % tuple(row)).encode() if ok else self._slow(row, None)
                 for row, ok in zip(values, finite.tolist())]
@@ -287,5 +337,5 @@ class JsonRows:
         listed = ",".join(f'{{"at":{self._pointers[c]},"value":"{spell(v)}"}}' for c, v in enumerate(row)
                           if not np.isfinite(v))
         if index is not None:
-            cells.insert(0, str(int(index)))
+            cells[:0] = [str(int(k)) for k in index]
         return ((self._null_template % tuple(cells))[:-1] + f',"{NONFINITE}":[{listed}]}}').encode()

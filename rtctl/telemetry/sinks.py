@@ -12,6 +12,10 @@ class PublisherSink:
 
     url = ""
 
+    def attach(self, loop) -> None:
+        """In the loop's process, when the telemetry is attached to ``loop`` (before any sample): take what the
+        sink needs of the loop (it may then be handed to the publisher process: keep it picklable)."""
+
     def open(self, telemetry) -> None:
         """Before the first sample: bind, and read the stream's layout from ``telemetry``."""
 

@@ -20,7 +20,7 @@ import numpy as np
 import zmq
 
 from .jsonvalues import dumps, restore
-from .schema import INTEGER_FIELDS, JOINT_FIELDS, SCHEMA_VERSION, TOPIC_SAMPLES, SchemaError, decode
+from .schema import INTEGER_FIELDS, JOINT_FIELDS, SCHEMA_VERSION, TOPIC_SAMPLES, SchemaError, decode, header
 from .subscriptions import MAX_STREAM_MESSAGE_BYTES
 
 CH_SAMPLES, CH_META, CH_EVENT = "/rtctl/samples", "/rtctl/meta", "/rtctl/event"
@@ -41,10 +41,14 @@ def _subscriber(endpoint: str, ctx=None, rcvhwm: int = 100_000):
 
 
 def rows_of(msg: dict):
-    """The rows of a decoded samples batch as dicts (schema field -> value), with ``index``."""
+    """The rows of a decoded samples batch as dicts (schema field -> value), with ``index`` and the ``header``
+    of the JSON messages (:func:`~.schema.header`)."""
     fields = msg["fields"]
+    stamps = fields.get("stamp")
     for i in range(msg["count"]):
         row = {"index": msg["first"] + i}
+        if stamps is not None:
+            row["header"] = header(stamps[i])
         for name, values in fields.items():
             row[name] = values[i]
         yield row
@@ -344,6 +348,8 @@ def _read_mcap_rows(path: str, progress: bool, out):
             topic = topics.get(record.channel_id)
             obj = _message(path, topic, record.data)
             if topic == CH_SAMPLES:
+                if isinstance(obj, dict):
+                    obj.pop("header", None)   # the stamp again, for plots: the sample's 'stamp' is the column
                 rows.append(obj)
                 stamps.append(record.log_time)
                 if len(rows) == COLUMN_BATCH:
