@@ -182,6 +182,7 @@ NOT_CONFIG_WORDS = {
     "nonfinite",                            # the JSON member listing a message's NaN and infinities
     "kill", "nohup",                        # the shell's commands that signal or shield rtctl
     "pymscl",                               # MicroStrain's Python package (MSCL)
+    "world",                                # the 3D view's root frame
 }
 
 
