@@ -70,6 +70,7 @@ from rtctl.dynamics.kernels import all_finite, crba, kinematics, point_accelerat
 from rtctl.dynamics.spatial import ldlt_factor
 from rtctl.model import ModelError
 from rtctl.options import OptionsBase, options_of, setting
+from rtctl.telemetry.scene import target_pose_fields
 
 from .base import Controller
 from .cartesian import CartesianReference, log_rotation
@@ -323,6 +324,9 @@ class CartesianImpedance(Controller):
             for row in (G_D_FROM, G_D_TO, G_D):
                 self.gains[row, :36] = damping_matrix.reshape(36)
         self.desired = np.zeros(D_WIDTH)
+        self.telemetry_values = self.desired[D_POSE:D_POSE + 12]   # the target pose, as the 3D view draws it
+        self.telemetry_fields = target_pose_fields(frame)
+        self.telemetry_units = ("1",) * 9 + ("m",) * 3
         self._mass = np.zeros((nv, nv))
         self._jx = np.zeros((2, 6, nv))
         self._vec = np.zeros((V_ROWS, max(nv, 12)))

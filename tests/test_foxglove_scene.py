@@ -177,3 +177,30 @@ def test_force_sensors_are_arrows_as_long_as_the_force():
     row[:] = np.nan
     update = SceneUpdate.FromString(scene.frame(row, 0)[1])
     assert all(not e.arrows for e in update.entities)      # not read yet: no arrow, never a NaN pose
+
+
+def test_the_impedance_target_is_the_frame_target_slash_frame_at_the_desired_pose():
+    from test_impedance import arm_loop
+
+    loop = arm_loop()
+    loop.run(cycles=50)                     # the controller has computed its target pose from the trajectory
+    scene, tel = scene_of(loop)
+    ctl = loop.controller
+    row = np.zeros(tel.layout.width)
+    row[tel.layout.slices["q"]] = loop.state.q
+    extra = tel.layout.slices["extra"].start
+    for k, name in enumerate(tel.extra_names):
+        if name.startswith(f"target/{ctl.frame}/"):
+            row[extra + k] = ctl.telemetry_values[ctl.telemetry_fields.index(name)]
+    poses = world_poses(decoder(scene.m.FrameTransforms).FromString(scene.frame(row, 0)[0]))
+    r, p = poses[f"target/{ctl.frame}"]
+    desired = ctl.desired[:12]
+    assert np.allclose(r, desired[:9].reshape(3, 3), atol=1e-12) and np.allclose(p, desired[9:], atol=1e-12)
+    assert abs(np.linalg.det(r) - 1.0) < 1e-9 and np.linalg.norm(p) > 0.1
+    # a desired pose from the trajectory's q_d is the frame's pose at q_d: independent, by Pinocchio
+    pmodel = pin.buildModelFromXML(model_to_urdf(loop.model))
+    pdata = pmodel.createData()
+    frame = loop.model.frame(ctl.frame)
+    pin.forwardKinematics(pmodel, pdata, loop.q_d)
+    body = pdata.oMi[pmodel.getJointId(loop.model.joint_names[frame.body])]
+    assert np.allclose(p, body.translation + body.rotation @ frame.translation, atol=1e-9)

@@ -9,7 +9,8 @@ The messages are Foxglove's well-known schemas, built and encoded by the officia
   its own, as robot_state_publisher does (the model's body names are the frame names); each sensor's frame
   under the body it is mounted on (``[[sensors]]`` ``frame``, ``mount_xyz``, ``mount_rpy``); for a floating
   base in simulation, the base as the drivers gave it (the simulator's truth) as ``truth/<base body>`` beside
-  the estimate the controller sees;
+  the estimate the controller sees; a Cartesian controller's target pose of its frame as ``target/<frame>``
+  (:func:`target_pose_fields`);
 * ``/rtctl/scene`` (SceneUpdate): the robot drawn with primitives locked to the body frames (a line from each
   body's origin to each child's joint, a sphere at each joint, each body's equivalent-inertia ellipsoid: the
   solid ellipsoid of the body's mass and principal moments), and arrows at the sensors for the measured
@@ -31,6 +32,7 @@ from ..rt.hooks import TelemetrySource
 
 WORLD = "world"
 TRUTH = "truth/"
+TARGET = "target/"
 STATE_FIELD = "state/q/{}"
 TRUTH_FIELD = "truth/q/{}"
 FORCE_SCALE = 0.002        # m of arrow per N: 500 N is a 1 m arrow
@@ -50,6 +52,12 @@ class Configuration(TelemetrySource):
         self.telemetry_values = loop.state.q
         self.telemetry_fields = tuple(STATE_FIELD.format(k) for k in range(loop.model.nq))
         self.telemetry_units = tuple(coordinate_units(loop.model))
+
+
+def target_pose_fields(frame: str) -> tuple:
+    """The telemetry names of a controller's target pose of ``frame`` (world rotation row-major, then origin):
+    drawn as the frame ``target/<frame>``."""
+    return tuple(f"{TARGET}{frame}/R/{k}" for k in range(9)) + tuple(f"{TARGET}{frame}/p/{a}" for a in "xyz")
 
 
 def coordinate_units(model) -> list[str]:
@@ -155,6 +163,9 @@ class RobotScene:
         self._truth_cols = self._columns(column, TRUTH_FIELD, nq_base) if model.n_base_bodies else None
         self._base_body = model.n_base_bodies - 1
         self._sensor_cols = {s.name: self._sensor_columns(column, s) for s in self.sensors}
+        self._targets = [(name[len(TARGET):-len("/R/0")], np.array([column[f] for f in target_pose_fields(
+            name[len(TARGET):-len("/R/0")])], dtype=np.int64)) for name in extra
+            if name.startswith(TARGET) and name.endswith("/R/0")]
         self.q = model.neutral_configuration().astype(float)
 
     @staticmethod
@@ -221,6 +232,10 @@ class RobotScene:
         for s in self.sensors:
             parent = WORLD if s.body < 0 else model.body_names[s.body]
             out.append(self._transform(stamp, parent, s.name, np.reshape(s.rotation, (3, 3)), s.translation))
+        for frame, cols in self._targets:
+            pose = row[cols]
+            if np.isfinite(pose).all():
+                out.append(self._transform(stamp, WORLD, TARGET + frame, pose[:9].reshape(3, 3), pose[9:]))
         if self._truth_cols is not None:
             truth = row[self._truth_cols]
             if np.isfinite(truth).all():
