@@ -17,11 +17,15 @@ seconds since it was powered on, counted by its crystal (``drift_ppm`` off the c
   plant moves and every :data:`IDLE_POLL` once it has stood still for :data:`IDLE_AFTER`, so it costs little
   when nothing changes; to each sample's latency it adds a poll and whatever the scheduler delays it, in wall
   time, which is that times the run's speed against real time in simulated time.
+
+An emulator takes its clock from the command line: :func:`add_clock_arguments` and :func:`clock_from`.
 """
 from __future__ import annotations
 
 import math
 import time
+
+from rtctl.options import argument_type
 
 IDLE_WAIT = 0.05    # s the wall-clock device sleeps at most when nothing is due
 MAX_LAG = 0.1       # s behind its clock after which the wall-clock device skips ticks instead of bursting them out
@@ -87,3 +91,25 @@ class PlantTimeClock:
     def wait(self, until: float, now: float | None) -> float:
         """The next poll: soon while the plant moves, later once it has stood still a while."""
         return IDLE_POLL if time.monotonic() - self._changed > IDLE_AFTER else self.poll
+
+
+def add_clock_arguments(parser, feed_option: str) -> None:
+    """``--clock``, ``--poll`` and ``--clock-drift-ppm``; the plant's time is the one of the feed
+    ``feed_option`` names."""
+    parser.add_argument("--clock", choices=("wall", "plant"), default="wall",
+                        help=f"the device's crystal: the host's clock, or the simulated plant's time of {feed_option} "
+                        "(a plant slower or faster than real time: one sample per device period of simulated time)")
+    parser.add_argument("--poll", type=argument_type("float", positive=True), default=POLL,
+                        help="s between polls of the plant's time (--clock plant)")
+    parser.add_argument("--clock-drift-ppm", type=float, default=0.0,
+                        help="the device's clock against the host's (or the plant's)")
+
+
+def clock_from(args, feed, feed_option: str):
+    """The clock :func:`add_clock_arguments` parsed into ``args``, on ``feed`` (None: the emulator has none);
+    ValueError for the plant's clock without a feed."""
+    if args.clock == "wall":
+        return WallClock(args.clock_drift_ppm)
+    if feed is None:
+        raise ValueError(f"--clock plant needs the plant's time: give {feed_option}")
+    return PlantTimeClock(feed, args.clock_drift_ppm, args.poll)

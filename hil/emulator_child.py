@@ -2,15 +2,45 @@
 
 The emulator announces where to reach it on a line ``PORT ...`` of its standard output once it is ready, and
 says its counters on a line ``STATS {json}`` when it stops (SIGTERM, as each emulator's ``main`` handles it).
+
+The emulator's side: :func:`say` writes those lines, :func:`add_parent_argument` and :func:`orphan_check` let
+an emulator started for a loop process (``--parent PID``) see that process gone -- killed, it can no longer
+stop the emulator or remove the shared block it writes the plant's truth into, so the emulator exits and
+removes it. It polls its parent's pid rather than asking for PR_SET_PDEATHSIG, which fires when the starting
+*thread* ends.
 """
 from __future__ import annotations
 
 import json
+import os
 import select
 import signal
 import subprocess
 import sys
 import time
+
+from rtctl.options import argument_type
+
+
+def say(line: str) -> None:
+    """One line to the starter, if it still reads: a killed starter took the pipe's other end with it."""
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def add_parent_argument(parser) -> None:
+    parser.add_argument("--parent", type=argument_type("int", positive=True), default=None,
+                        help="pid of the process that started it and writes its shared truth: once it is gone, "
+                        "exit and unlink the block it can no longer unlink")
+
+
+def orphan_check(parent: int | None):
+    """A callable: True once the process ``parent`` (None: none watched) is no longer this one's parent."""
+    if parent is None:
+        return lambda: False
+    return lambda: os.getppid() != parent
 
 
 class EmulatorChild:

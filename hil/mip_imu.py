@@ -12,9 +12,8 @@ tick where a field of the message format is due samples the truth (on the plant'
 tick falls on), applies the datasheet's errors (:mod:`hil.imu_noise`) and queues the packet, which leaves
 ``--latency`` s later on the same clock. Bytes the master does not read fill the pty and are then dropped and
 counted, as a UART with no listener loses them. On SIGTERM, SIGHUP or SIGINT it prints one ``STATS {json}``
-line and exits; so it does, unlinking the truth block, once the process ``--parent`` names is gone (killed:
-it polls its parent's pid rather than asking for PR_SET_PDEATHSIG, which fires when the starting *thread*
-ends).
+line and exits; so it does, unlinking the truth block, once the process ``--parent`` names is gone
+(:mod:`hil.emulator_child`).
 
 The truth is a :class:`hil.truth_feed.TruthFeed` (``--truth NAME``: the sensor frame's pose, velocities and
 acceleration, written by the loop process each plant step), or without one a device at rest with the
@@ -47,12 +46,12 @@ from rtctl.model import rpy_to_matrix
 from rtctl.options import Parser, argument_type
 from rtctl.rt.signals import on_stop_signals
 
-from .device_clock import POLL, PlantTimeClock, WallClock
+from .device_clock import WallClock, add_clock_arguments, clock_from
 from .imu_noise import DRAWS, G0, GX5_25, AxisErrors, ImuDatasheet, SensorErrors
 from .mip_device import IMU_FIELDS, Identity, MipDevice
 from .mip_sample import M_ACCEL, M_GYRO, M_SIZE, MAX_DATA_PACKET, NED_FROM_WORLD, measure, pack_data
 from .truth_feed import GRAVITY, OMEGA, QUAT, SIZE, TruthFeed
-from .emulator_child import EmulatorChild
+from .emulator_child import EmulatorChild, add_parent_argument, orphan_check, say
 
 
 class StaticTruth:
@@ -320,15 +319,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         ap.add_argument(f"--{kind}-resolution", type=number, default=e.resolution, help=unit)
         ap.add_argument(f"--{kind}-range", type=positive, default=e.range, help=unit)
     ap.add_argument("--latency", type=number, default=d.latency, help="s from sampling to sending")
-    ap.add_argument("--clock", choices=("wall", "plant"), default="wall",
-                    help="the device's crystal: the host's clock, or the simulated plant's time of --truth (a "
-                    "plant slower or faster than real time: one sample per device period of simulated time)")
-    ap.add_argument("--poll", type=positive, default=POLL, help="s between polls of the plant's time (--clock plant)")
-    ap.add_argument("--clock-drift-ppm", type=float, default=0.0,
-                    help="the device's clock against the host's (or the plant's)")
-    ap.add_argument("--parent", type=argument_type("int", positive=True), default=None,
-                    help="pid of the process that started it and wrote --truth: once it is gone, exit and unlink "
-                    "the truth block it can no longer unlink")
+    add_clock_arguments(ap, "--truth")
+    add_parent_argument(ap)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--corrupt-from", type=argument_type("int", low=1), default=1, help="1-based data packet")
     ap.add_argument("--corrupt-count", type=argument_type("int", low=0), default=0)
@@ -353,16 +345,14 @@ def main(argv=None) -> int:
         identity = Identity(args.model_name, args.model_number, args.serial_number, "", Identity().device_options,
                             args.firmware_version, args.base_rate)
         identity.info().encode()
-        if args.clock == "plant" and not args.truth:
-            raise ValueError("--clock plant needs the plant's time: give --truth")
-        truth = TruthFeed(args.truth) if args.truth else StaticTruth(args.static_rpy, args.static_rate)
+        feed = TruthFeed(args.truth) if args.truth else None
+        clock = clock_from(args, feed, "--truth")
+        truth = feed or StaticTruth(args.static_rpy, args.static_rate)
         imu = ImuModel(truth, datasheet_from(args), args.seed)
         imu.warm()
         capture = open(args.capture, "w") if args.capture else None
     except (OSError, ValueError) as exc:
         ap.exit(1, f"{prog}: error: {type(exc).__name__}: {' '.join(str(exc).split())}\n")
-    clock = PlantTimeClock(truth, args.clock_drift_ppm, args.poll) if args.clock == "plant" \
-        else WallClock(args.clock_drift_ppm)
     emulator = Emulator(identity, imu, args.latency, clock, (args.corrupt_from, args.corrupt_count), args.nan_from,
                         capture)
     master, slave = os.openpty()
@@ -371,25 +361,17 @@ def main(argv=None) -> int:
     fcntl.fcntl(master, fcntl.F_SETFL, fcntl.fcntl(master, fcntl.F_GETFL) | os.O_NONBLOCK)
     stopping = []
     on_stop_signals(lambda *a: stopping.append(1))
-    orphaned = (lambda: os.getppid() != args.parent) if args.parent else (lambda: False)
+    orphaned = orphan_check(args.parent)
     try:
-        _say(f"PORT {os.ttyname(slave)}")
+        say(f"PORT {os.ttyname(slave)}")
         serve(emulator, master, lambda: bool(stopping) or orphaned())
     finally:
-        if orphaned() and args.truth:     # its creator was killed: nobody else will remove the block
-            truth.close(unlink=True)
-        _say("STATS " + json.dumps(emulator.report()))
+        if orphaned() and feed is not None:     # its creator was killed: nobody else will remove the block
+            feed.close(unlink=True)
+        say("STATS " + json.dumps(emulator.report()))
         if capture is not None:
             capture.close()
     return 0
-
-
-def _say(line: str) -> None:
-    """One line to the starter, if it still reads: a killed starter took the pipe's other end with it."""
-    try:
-        print(line, flush=True)
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 class MipImuProcess(EmulatorChild):

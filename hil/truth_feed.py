@@ -1,12 +1,14 @@
 """The simulated plant's truth at a sensor's frame, shared with the emulator processes that measure it.
 
 A :class:`TruthFeed` is one block of POSIX shared memory (``multiprocessing.shared_memory``): a sequence
-number, the ring's depth and the last :data:`DEPTH` samples of :data:`SIZE` float64 values each -- the plant
-time, the sensor frame's world position, orientation (quaternion x, y, z, w), the velocity of its origin and
-its angular velocity (world axes), the linear acceleration of its origin and the model's gravity. The loop
-process writes it every plant step (:class:`TruthWriter`); an emulator reads the newest sample at its own rate
-(:meth:`TruthFeed.read`), or, on the plant's clock, the sample of the plant step its tick falls on
-(:meth:`TruthFeed.read_at`): the ring keeps the steps the emulator has not caught up with.
+number, the ring's depth, its samples' width and the last ``depth`` samples of ``width`` float64 values each,
+the plant time first. An IMU's (:data:`SIZE` values, the default) are the plant time, the sensor frame's world
+position, orientation (quaternion x, y, z, w), the velocity of its origin and its angular velocity (world
+axes), the linear acceleration of its origin and the model's gravity; a force-torque sensor's are the plant
+time and the wrench across the sensor (:mod:`rtctl.hil.wrench_feed`). The loop process writes it every plant
+step (:class:`TruthWriter`); an emulator reads the newest sample at its own rate (:meth:`TruthFeed.read`), or,
+on the plant's clock, the sample of the plant step its tick falls on (:meth:`TruthFeed.read_at`): the ring
+keeps the steps the emulator has not caught up with.
 
 A sequence lock keeps a reader from ever seeing a torn sample (Lamport, "Concurrent reading and writing",
 CACM 20(11), 1977; the Linux kernel's seqlock): the writer makes the sequence odd, writes the next slot, makes
@@ -17,7 +19,8 @@ interpreter performs them in program order, and x86-64 keeps stores in that orde
 order); a weakly ordered CPU would need barriers.
 
 The block is created with mode 0600 under an unguessable name and ``O_EXCL`` (a name squatted by another
-user is an error, never a block someone else can write): only this user's processes can open it.
+user is an error, never a block someone else can write): only this user's processes can open it. An opener
+refuses a block another user owns or others may open (one planted under the name it was given).
 
 :class:`TruthWriter` computes what is written with the ``sim`` sensor's
 :func:`~rtctl.drivers.sim_sensors.sensor_motion` (rtctl's kinematics kernels: the twist recursion of Shah, Saha
@@ -41,7 +44,7 @@ from rtctl.dynamics.spatial import matrix_quaternion
 
 T, POS, QUAT, VEL, OMEGA, ACC, GRAVITY = 0, 1, 4, 8, 11, 14, 17
 SIZE = 20
-_HEADER = 2       # uint64 words before the samples: the sequence number and the ring's depth
+_HEADER = 3       # uint64 words before the samples: the sequence number, the ring's depth and the samples' width
 DEPTH = 256       # samples kept: 25.6 ms of a 10 kHz plant's steps, 0.256 s of a 1 kHz plant's
 READ_TRIES = 1000
 TIME_SLACK = 1e-9   # s: a plant time summed step by step is some ulps off the same time as k / rate
@@ -52,11 +55,11 @@ class TruthFeed:
     """One sensor frame's truth in shared memory. ``TruthFeed.create()`` makes a new block (this process
     owns it: :meth:`close` with ``unlink``); ``TruthFeed(name)`` opens an existing one."""
 
-    def __init__(self, name: str, *, _create: bool = False, depth: int = DEPTH):
+    def __init__(self, name: str, *, _create: bool = False, depth: int = DEPTH, width: int = SIZE):
         if _create:
-            if not 1 <= depth <= 65536:
-                raise ValueError(f"a truth feed keeps 1 to 65536 samples, not {depth}")
-            self.shm = shared_memory.SharedMemory(name=name, create=True, size=8 * (_HEADER + depth * SIZE))
+            if not 1 <= depth <= 65536 or not 1 <= width <= 256:
+                raise ValueError(f"a truth feed keeps 1 to 65536 samples of 1 to 256 values, not {depth} of {width}")
+            self.shm = shared_memory.SharedMemory(name=name, create=True, size=8 * (_HEADER + depth * width))
             os.fchmod(self.shm._fd, 0o600)
             _CREATED.add(self.shm.name)
         else:
@@ -68,32 +71,42 @@ class TruthFeed:
         self.owner = _create
         words = np.ndarray((_HEADER,), dtype=np.uint64, buffer=self.shm.buf)
         if _create:
-            words[:] = (0, depth)
-        self.depth = int(words[1])
-        if not 1 <= self.depth or self.shm.size < 8 * (_HEADER + self.depth * SIZE):
+            words[:] = (0, depth, width)
+        self.depth, self.width = int(words[1]), int(words[2])
+        problem = self._foreign() if not _create else ""
+        if not problem and (not 1 <= self.depth or not 1 <= self.width
+                            or self.shm.size < 8 * (_HEADER + self.depth * self.width)):
+            problem = f"is not a truth feed (depth {self.depth}, width {self.width}, {self.shm.size} bytes)"
+        if problem:
             self.shm.close()
-            raise ValueError(f"shared memory {name!r} is not a truth feed (depth {self.depth}, "
-                             f"{self.shm.size} bytes)")
+            raise ValueError(f"shared memory {name!r} {problem}")
         self._seq = words[:1]
-        self.ring = np.ndarray((self.depth, SIZE), dtype=np.float64, buffer=self.shm.buf, offset=8 * _HEADER)
+        self.ring = np.ndarray((self.depth, self.width), dtype=np.float64, buffer=self.shm.buf, offset=8 * _HEADER)
         self._slots = [self.ring[k] for k in range(self.depth)]    # views made once: a write makes none
         if _create:
             self.ring[:] = np.nan
         self._next = (int(self._seq[0]) >> 1) % self.depth       # the slot of the next write
         self._one = np.uint64(1)
-        self._scratch = np.zeros(SIZE)
+        self._scratch = np.zeros(self.width)
         self.torn_retries = 0
 
+    def _foreign(self) -> str:
+        """Why an opened block is not this user's own (another user made it, or lets others in), or ""."""
+        st = os.fstat(self.shm._fd)
+        if st.st_uid != os.geteuid():
+            return f"is owned by uid {st.st_uid}, not {os.geteuid()}"
+        return f"has mode {stat.S_IMODE(st.st_mode):o}: it lets others in" if st.st_mode & 0o077 else ""
+
     @classmethod
-    def create(cls, depth: int = DEPTH) -> "TruthFeed":
-        return cls(f"rtctl-truth-{secrets.token_hex(8)}", _create=True, depth=depth)
+    def create(cls, depth: int = DEPTH, width: int = SIZE) -> "TruthFeed":
+        return cls(f"rtctl-truth-{secrets.token_hex(8)}", _create=True, depth=depth, width=width)
 
     def mode(self) -> int:
         """The block's permission bits (0o600)."""
         return stat.S_IMODE(os.fstat(self.shm._fd).st_mode)
 
     def write(self, values) -> None:
-        """Publish ``values`` (:data:`SIZE` floats) as one sample. Allocation-free; one writer only."""
+        """Publish ``values`` (``width`` floats) as one sample. Allocation-free; one writer only."""
         seq = self._seq
         seq += self._one
         np.copyto(self._slots[self._next], values)

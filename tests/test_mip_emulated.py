@@ -356,7 +356,7 @@ def test_solo12_on_mujoco_stands_closed_on_the_invariant_ekf_fed_by_the_emulated
 
 
 @pytest.mark.parametrize("table, said", [
-    ({"port": "/dev/ttyACM0"}, "port '/dev/ttyACM0': the emulated device's port is the pty its emulator opens"),
+    ({"port": "/dev/ttyACM0"}, "port '/dev/ttyACM0': the emulated device's port is the one its emulator announces"),
     ({"clock": "sometimes"}, "clock"),
 ])
 def test_a_port_or_an_unknown_clock_is_refused_in_one_line(table, said):

@@ -1,12 +1,13 @@
-"""The truth a force-torque emulator is fed (rtctl.hil.wrench_feed), and the whole chain: a simulated arm in the
-loop's process, its wrench at the sensor through shared memory to the Net F/T emulator in another process, RDT
-over loopback back to the netft backend in the loop.
+"""The truth a force-torque emulator is fed (rtctl.hil.wrench_feed, a truth feed of the plant time and the
+wrench), and the whole chain: a simulated arm in the loop's process, its wrench at the sensor through shared
+memory to the Net F/T emulator in another process, RDT over loopback back to the netft backend in the loop.
 
 * The sequence lock: a writer in another process publishing (i, [i] * 6) as fast as it can and a reader here:
   every copy read is one write's (all seven values equal), never half of two.
-* The block is 0600, and a uid-65534 child of the test (root in CI: fork + setuid) can neither read it, nor
-  write it, nor remove it; a block another user made under a feed's name is refused by the reader (owner), so
-  is one others may read (mode), a name that is not a feed's, and the writer never reuses a name that exists.
+* The block is 0600, and a uid-65534 child of the test (tests/other_user.py) can neither read it, nor write
+  it, nor remove it; a block another user made under a feed's name is refused by the reader (owner), so is one
+  others may read (mode), one that is no wrench feed (its width) and a name no block may have, and the writer
+  never reuses a name that exists.
 * End to end: arm7 held at rest by computed torque under a known wrench at its tool, paced at 1 kHz; the
   netft sensor's reading, compensated for the weight it carries and moved to the tool, is the applied wrench
   within 4 standard errors of the Gamma's noise (plus 2 counts); records taken and lost add up to at most
@@ -17,55 +18,49 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
+from contextlib import closing
+from multiprocessing import shared_memory
 
 import numpy as np
 import pytest
 
 from rtctl.config import build, validate
-from rtctl.hil import wrench_feed
+from rtctl.hil import truth_feed
 from rtctl.hil.netft_sensor import GAMMA_SI_130_10, NetFTProcess
-from rtctl.hil.wrench_feed import PlantWrenchFeed, WrenchFeed, WrenchFeedReader
+from rtctl.hil.truth_feed import TruthFeed
+from rtctl.hil.wrench_feed import WIDTH, PlantWrenchFeed, create_feed, open_feed
 from rtctl.loops.wrench import WrenchProcessing
 
-NOBODY = 65534
+from other_user import NOBODY, as_other_user
 
 
-def writer(feed, seconds):
+def writer(name, seconds):
+    feed = open_feed(name)
     end = time.monotonic() + seconds
-    value, i = np.zeros(6), 0
+    value, i = np.zeros(WIDTH), 0
     while time.monotonic() < end:
         i += 1
         value[:] = i
-        feed.write(float(i), value)
+        feed.write(value)
+    feed.close()
 
 
 def test_every_read_is_one_write_never_half_of_two():
-    with WrenchFeed() as feed:
-        reader = WrenchFeedReader(feed.name)
-        child = multiprocessing.get_context("fork").Process(target=writer, args=(feed, 0.5))
+    feed = create_feed()
+    try:
+        reader = open_feed(feed.name)
+        child = multiprocessing.get_context("fork").Process(target=writer, args=(feed.name, 0.5))
         child.start()
-        out, reads = np.zeros(6), 0
+        out, reads = np.zeros(WIDTH), 0
         while child.is_alive() or reads == 0:
-            t = reader.read(out)
-            if t == t:
+            if reader.read(out) > 0:
                 reads += 1
-                assert np.all(out == t), (t, out)
+                assert np.all(out == out[0]), out
         child.join()
         reader.close()
-    assert reads > 1000 and not os.path.exists(feed.path)
-
-
-def as_nobody(action) -> int:
-    """Run ``action()`` in a child with uid and gid 65534: its exit status (0: it returned True)."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            os._exit(0 if action() else 1)
-        except BaseException:
-            os._exit(2)
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    finally:
+        feed.close()
+    assert reads > 1000 and not os.path.exists(f"/dev/shm/{feed.name}")
 
 
 def refused(call) -> bool:
@@ -76,53 +71,68 @@ def refused(call) -> bool:
     return False
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="setuid needs root (CI runs as root)")
+def attack(name: str) -> list[bool]:
+    path = f"/dev/shm/{name}"
+    return [refused(lambda: os.open(path, os.O_RDONLY)), refused(lambda: os.open(path, os.O_RDWR)),
+            refused(lambda: os.unlink(path)), refused(lambda: shared_memory.SharedMemory(name=name))]
+
+
 def test_another_user_can_neither_read_nor_write_nor_remove_the_block():
-    with WrenchFeed() as feed:
-        assert os.stat(feed.path).st_mode & 0o777 == 0o600
-        assert as_nobody(lambda: refused(lambda: os.open(feed.path, os.O_RDONLY))
-                         and refused(lambda: os.open(feed.path, os.O_RDWR))
-                         and refused(lambda: os.unlink(feed.path))
-                         and refused(lambda: WrenchFeedReader(feed.name))) == 0
-        assert os.path.exists(feed.path)
+    feed = create_feed()
+    try:
+        assert feed.mode() == 0o600 and os.stat(f"/dev/shm/{feed.name}").st_mode & 0o777 == 0o600
+        assert as_other_user(attack, feed.name) == [True] * 4
+        assert os.path.exists(f"/dev/shm/{feed.name}")
+    finally:
+        feed.close()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="setuid needs root (CI runs as root)")
+def squat(name: str, mode: int, size: int) -> bool:
+    fd = os.open(f"/dev/shm/{name}", os.O_RDWR | os.O_CREAT | os.O_EXCL, mode)
+    os.fchmod(fd, mode)
+    os.ftruncate(fd, size)
+    os.close(fd)
+    return True
+
+
 def test_a_block_someone_else_made_is_refused_and_never_reused(monkeypatch):
-    name = wrench_feed.PREFIX + "ab" * 16
-    path = os.path.join(wrench_feed.DIRECTORY, name)
-
-    def squat():
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        os.ftruncate(fd, wrench_feed.SIZE)
-        os.close(fd)
-        return True
+    name = "rtctl-truth-" + "ab" * 8
+    size = create_feed_size()
     try:
-        assert as_nobody(squat) == 0
-        with pytest.raises(ValueError, match=f"wrench feed {name}: owned by uid {NOBODY}, not 0"):
-            WrenchFeedReader(name)
-        monkeypatch.setattr(wrench_feed.secrets, "token_hex", lambda n: "ab" * n)
+        assert as_other_user(squat, name, 0o666, size)
+        with pytest.raises(ValueError, match=f"shared memory '{name}' is owned by uid {NOBODY}, not {os.geteuid()}"):
+            open_feed(name)
+        monkeypatch.setattr(truth_feed.secrets, "token_hex", lambda n: "ab" * n)
         with pytest.raises(FileExistsError):
-            WrenchFeed()
+            create_feed()
     finally:
-        os.unlink(path)
+        os.unlink(f"/dev/shm/{name}")
 
 
-def test_a_block_others_may_read_and_a_name_not_a_feeds_are_refused():
-    name = wrench_feed.PREFIX + "cd" * 16
-    path = os.path.join(wrench_feed.DIRECTORY, name)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+def create_feed_size() -> int:
+    feed = create_feed()
+    size = feed.shm.size
+    feed.close()
+    return size
+
+
+def test_a_block_others_may_read_one_no_wrench_feed_and_a_name_no_block_has_are_refused():
+    name = "rtctl-truth-" + "cd" * 8
+    squat(name, 0o644, create_feed_size())
     try:
-        os.fchmod(fd, 0o644)
-        os.ftruncate(fd, wrench_feed.SIZE)
-        with pytest.raises(ValueError, match="mode 644 lets others in"):
-            WrenchFeedReader(name)
+        with pytest.raises(ValueError, match="has mode 644: it lets others in"):
+            open_feed(name)
     finally:
-        os.close(fd)
-        os.unlink(path)
-    for bad in ("../../etc/passwd", wrench_feed.PREFIX + "xyz", "rtctl-wrench-" + "0" * 31):
-        with pytest.raises(ValueError, match="is not one this module makes"):
-            WrenchFeedReader(bad)
+        os.unlink(f"/dev/shm/{name}")
+    imu = TruthFeed.create()
+    try:
+        with pytest.raises(ValueError, match="is not a wrench feed \\(20 values a sample, not 7\\)"):
+            open_feed(imu.name)
+    finally:
+        imu.close()
+    for bad in ("../../etc/passwd", "rtctl-truth-" + "0" * 15):
+        with pytest.raises(OSError):
+            open_feed(bad)
 
 
 Q0 = [0.1, 0.6, 0.0, -1.2, 0.1, 0.8, 0.2]
@@ -131,7 +141,7 @@ PUSH = np.array([0.2, -0.1, 0.3, 3.0, -5.0, 8.0])    # [n; f] about the tool fra
 
 @pytest.mark.slow
 def test_a_simulated_arms_wrench_reaches_the_loop_through_the_emulated_net_ft():
-    with WrenchFeed() as feed, NetFTProcess("--feed", feed.name, "--rate", "1000") as emulator:
+    with closing(create_feed()) as feed, NetFTProcess("--feed", feed.name, "--rate", "1000") as emulator:
         loop = build(validate({
             "robot": {"model": "arm7"},
             "plant": {"initial_position": Q0, "viscous_friction": 0.0, "coulomb_friction": 0.0},

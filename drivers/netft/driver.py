@@ -89,13 +89,13 @@ class NetFT(Sensor):
         else:
             force, torque = o.counts_per_force, o.counts_per_torque
         self._per_unit[:3], self._per_unit[3:] = force, torque
-        self.close()
+        self._close_socket()
         try:
             self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             self.sock.connect((o.host, o.rdt_port))
             self.sock.setblocking(False)
         except OSError as exc:
-            self.close()
+            self._close_socket()
             raise ValueError(f"{self.name}: RDT socket to {self.where}: {exc.strerror or exc}") from None
 
     def on_activate(self) -> None:
@@ -111,6 +111,9 @@ class NetFT(Sensor):
         self.health.extra.update(self.counters())
 
     def close(self) -> None:
+        self._close_socket()
+
+    def _close_socket(self) -> None:
         if self.sock is not None:
             self.sock.close()
             self.sock = None

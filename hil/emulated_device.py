@@ -1,0 +1,212 @@
+"""What the emulated sensor backends share: a device's backend reading its emulator, which measures the
+simulated plant from a process of its own, on its own clock.
+
+An emulated backend (``mip_emulated``, ``netft_emulated``) is its device's backend (``mip``, ``netft``) in every
+way but where the device is: :class:`EmulatedDevice` comes first among its bases and, at ``configure``, creates
+the shared block the plant's truth at the sensor goes through (a :class:`~rtctl.hil.truth_feed.TruthFeed`,
+0600), writes a first sample, starts the emulator (``python -m rtctl.hil.NAME``, :mod:`rtctl.hil.emulator_child`)
+on it with the table's options, takes the address the emulator announces, then lets the device's backend
+configure the device there as it would a real one. Every read first writes the truth for the plant's newest
+state and time (the sim driver's write stepped the plant once since the last read), then reads the device
+without blocking, as the device's backend does. The master's reads do not drive the device: it samples on its
+own clock, and what it sends reaches a later read. Activate waits for the resumed stream's first sample, so
+that the loop's first cycle has a reading (an estimator or a controller closing on it needs one).
+
+The device's clock (``clock``): ``"wall"``, the host's clock, for runs paced at wall-clock rate; ``"plant"``,
+the simulated plant's time, for runs that are not (:mod:`rtctl.hil.device_clock` says why); ``"auto"`` (the
+default) takes the plant's time when the loop that runs the sensor is not paced (``[loop] pace = false``,
+``--offline``), which the sensor learns from the loop before configure (:meth:`EmulatedDevice.warm`), and the
+wall clock otherwise (also when it is configured outside a loop).
+
+The emulator process and the shared block belong to the sensor: :meth:`EmulatedDevice.close` ends and removes
+them, and so does the sensor's collection or the interpreter's exit (``weakref.finalize``). A loop process
+killed outright leaves neither behind: the emulator notices its parent is gone (``--parent``), exits and
+unlinks the block. The emulator runs in a session of its own, so a Ctrl-C at the terminal reaches the loop
+alone, which stops in order.
+
+A backend built on it declares its extension points: the emulator's process wrapper (:attr:`process_class`),
+the device backend's options that say where the device is (:attr:`address_options`, the emulator's to give),
+the options handed to the emulator as they are (:attr:`passed_options`), the feed (:meth:`create_feed`), the
+truth written each read (:meth:`write_truth`), the emulator's own arguments (:meth:`device_arguments`), and
+what the announced address becomes (:meth:`attach`).
+"""
+from __future__ import annotations
+
+import math
+import os
+import select
+import time
+import weakref
+from dataclasses import dataclass
+
+from rtctl.options import OptionsBase, setting
+
+from .device_clock import POLL
+from .emulator_child import EmulatorChild
+
+CLOCKS = ("auto", "plant", "wall")
+STOP_TIMEOUT = 5.0     # s the emulator has to print its statistics and exit on SIGTERM
+
+
+class Emulation:
+    """One sensor's emulator process and truth block; :meth:`close` ends both, once. Holds no reference to the
+    sensor, so that ``weakref.finalize`` can close it when the sensor is collected."""
+
+    def __init__(self):
+        self.feed = None                             # the TruthFeed, once configured
+        self.process: EmulatorChild | None = None
+        self.stats: dict | None = None      # the emulator's STATS line, once it has stopped
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.proc.poll() is None
+
+    def stop_process(self) -> None:
+        process, self.process = self.process, None
+        if process is not None:
+            self.stats = process.stop(STOP_TIMEOUT)
+
+    def close(self) -> None:
+        self.stop_process()
+        feed, self.feed = self.feed, None
+        if feed is not None:
+            feed.close()
+
+
+@dataclass(frozen=True)
+class EmulatorOptions(OptionsBase):
+    """The keys an emulated backend adds to its device backend's (``class Options(EmulatorOptions,
+    Device.Options)``)."""
+
+    # the device's crystal; auto: the plant's time when the loop is not paced, else the wall clock
+    clock: str = setting("str", "auto", choices=CLOCKS)
+    seed: int = setting("int", 0, low=0)                             # the emulated errors' random draws
+    poll: float = setting("float", POLL, positive=True, high=0.01)   # s between polls of the plant's time
+    startup_timeout: float = setting("float", 60.0, positive=True)   # s for the emulator to announce itself
+
+
+class EmulatedDevice:
+    """The part of an emulated backend that is not its device's (module docstring); first among its bases:
+    ``class EmulatedMipImu(EmulatedDevice, MipImu)``."""
+
+    process_class: type = EmulatorChild   # the emulator, started with :meth:`emulator_arguments`
+    feed_option = "--truth"               # the emulator's argument naming the feed
+    address_options: tuple = ()           # the device backend's options saying where the device is: left out
+    passed_options: tuple = ()            # options given to the emulator as ``--name-with-dashes`` when set
+    device_error: type = RuntimeError     # what configure and activate raise when the emulator fails
+
+    @classmethod
+    def from_config(cls, options: dict, context):
+        return cls(context.model, cls.Options(**options), plant=context.plant)
+
+    def __init__(self, model, options=None, *, plant):
+        super().__init__(model, options)
+        given = vars(self.options)
+        for key in self.address_options:
+            if given[key] is not None:
+                raise ValueError(f"{self.name}: {key} {given[key]!r}: the emulated device's {key} is the one its "
+                                 f"emulator announces; leave {key} out")
+        if plant is None:
+            raise ValueError(f"{self.name}: backend '{self.backend}' measures a simulated plant, and there is none")
+        self.plant = plant
+        self.paced: bool | None = None      # the loop's pace, learned in warm (None: not run by a loop yet)
+        self.emulation = Emulation()
+        self._finalizer = weakref.finalize(self, self.emulation.close)
+
+    @property
+    def clock(self) -> str:
+        """The clock the emulator runs (or will run) on: ``plant`` or ``wall``."""
+        if self.options.clock != "auto":
+            return self.options.clock
+        return "plant" if self.paced is False else "wall"
+
+    def emulator_arguments(self, feed_name: str) -> list[str]:
+        o = self.options
+        args = [self.feed_option, feed_name, "--clock", self.clock, "--parent", str(os.getpid()), "--seed",
+                str(o.seed), "--poll", repr(o.poll), *self.device_arguments()]
+        given = vars(o)
+        for name in self.passed_options:
+            if given[name] is not None:
+                args += ["--" + name.replace("_", "-"), repr(given[name])]
+        return args
+
+    # -- extension points ---------------------------------------------------------------------------------
+    def create_feed(self):
+        """A new truth feed for this sensor (and whatever writes it: :meth:`write_truth`)."""
+        raise NotImplementedError
+
+    def forget_feed(self) -> None:
+        """The feed is gone: drop what writes it."""
+
+    def write_truth(self) -> None:
+        """The truth at the sensor for the plant's state and time, into the feed. Allocation-free; nothing
+        before :meth:`create_feed`."""
+
+    def device_arguments(self) -> list[str]:
+        """The emulator's arguments for this table beyond the common ones and :attr:`passed_options`."""
+        return []
+
+    def attach(self, process) -> None:
+        """Point the device backend's options at the address ``process`` announced."""
+
+    def detach(self) -> None:
+        """The emulator is gone: the address options left out again."""
+        self.options = self.options.replace(**{key: None for key in self.address_options})
+
+    def device_fd(self) -> int | None:
+        """A file descriptor that turns readable when the device sends (None: poll)."""
+        return None
+
+    # -- configuration (may block, may raise) -----------------------------------------------------------
+    def on_configure(self) -> None:
+        if not self.emulation.running():
+            self._start_emulator()
+        super().on_configure()
+
+    def _start_emulator(self) -> None:
+        emulation = self.emulation
+        emulation.stop_process()      # one that died: its statistics are kept, its address is gone
+        if emulation.feed is None:
+            emulation.feed = self.create_feed()
+        self.write_truth()            # a first sample before the device's first tick
+        try:
+            emulation.process = self.process_class(*self.emulator_arguments(emulation.feed.name),
+                                                    startup_timeout=self.options.startup_timeout, new_session=True)
+        except (OSError, RuntimeError) as exc:
+            raise self.device_error(f"{self.name}: {exc}") from None
+        self.attach(emulation.process)
+
+    def on_activate(self) -> None:
+        """Resume the stream and wait for its first sample: the loop's first cycle has a reading (on the plant's
+        clock the device sends it at once, the plant's time standing still until the first cycle)."""
+        self.write_truth()
+        super().on_activate()
+        timeout = self.options.startup_timeout
+        deadline = time.monotonic() + timeout
+        while not super().receive(self.reading, math.nan) and not self.health.fault:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self.device_error(f"{self.name}: no sample from the emulated device within {timeout:g} s "
+                                        "of resume")
+            fd = self.device_fd()
+            if fd is None:
+                time.sleep(min(remaining, 1e-3))
+            else:
+                select.select((fd,), (), (), min(remaining, 0.01))
+
+    def close(self) -> None:
+        """Close the device, stop the emulator and remove the truth block (after deactivate)."""
+        super().close()
+        self.emulation.close()
+        self.forget_feed()
+        self.detach()
+
+    # -- every cycle: never raises, never blocks ------------------------------------------------------------
+    def receive(self, reading, now: float) -> bool:
+        self.write_truth()
+        return super().receive(reading, now)
+
+    def warm(self, cycle) -> None:
+        """The device backend's kernels; and the loop's pace, which ``clock = "auto"`` follows (warm comes
+        before configure)."""
+        super().warm(cycle)
+        self.paced = bool(cycle.loop.pace)
