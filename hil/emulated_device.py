@@ -18,6 +18,16 @@ default) takes the plant's time when the loop that runs the sensor is not paced 
 ``--offline``), which the sensor learns from the loop before configure (:meth:`EmulatedDevice.warm`), and the
 wall clock otherwise (also when it is configured outside a loop).
 
+Lockstep (``lockstep``, on by default): an unpaced loop has no deadline to keep, and on the plant's clock the
+device's time is the plant's, so a device the host starves (its process waits for a CPU while the loop, in
+another, runs the plant at many times real time) falls behind the plant by as much simulated time as the run
+gains in that wall time -- seconds of it on a busy machine, which the stale watchdog would take for a dead
+device. So, on the plant's clock in an unpaced loop only, a read whose last sample is more than half ``max_age``
+old (simulated time) waits for the device's next sample, up to :data:`LOCKSTEP_TIMEOUT` of wall time, as a
+co-simulation in lockstep waits for its slowest member; a device that sends nothing in that time is let go
+(the loop runs on until the watchdog trips, ``max_age`` of simulated time after its last sample) until it
+sends again. A paced loop never waits: there the device runs on the wall clock.
+
 The emulator process and the shared block belong to the sensor: :meth:`EmulatedDevice.close` ends and removes
 them, and so does the sensor's collection or the interpreter's exit (``weakref.finalize``). A loop process
 killed outright leaves neither behind: the emulator notices its parent is gone (``--parent``), exits and
@@ -46,6 +56,7 @@ from .emulator_child import EmulatorChild
 
 CLOCKS = ("auto", "plant", "wall")
 STOP_TIMEOUT = 5.0     # s the emulator has to print its statistics and exit on SIGTERM
+LOCKSTEP_TIMEOUT = 1.0   # s of wall time a read in lockstep waits for the device's next sample at most
 
 
 class Emulation:
@@ -82,6 +93,7 @@ class EmulatorOptions(OptionsBase):
     seed: int = setting("int", 0, low=0)                             # the emulated errors' random draws
     poll: float = setting("float", POLL, positive=True, high=0.01)   # s between polls of the plant's time
     startup_timeout: float = setting("float", 60.0, positive=True)   # s for the emulator to announce itself
+    lockstep: bool = setting("bool", True)       # unpaced, on the plant's clock: wait for a device left behind
 
 
 class EmulatedDevice:
@@ -109,6 +121,10 @@ class EmulatedDevice:
             raise ValueError(f"{self.name}: backend '{self.backend}' measures a simulated plant, and there is none")
         self.plant = plant
         self.paced: bool | None = None      # the loop's pace, learned in warm (None: not run by a loop yet)
+        self.lockstep_waits = 0             # reads that waited for the device (lockstep)
+        self.lockstep_seconds = 0.0         # wall time they waited
+        self._fresh_at = math.nan           # loop time of the newest sample
+        self._in_lockstep = False
         self.emulation = Emulation()
         self._finalizer = weakref.finalize(self, self.emulation.close)
 
@@ -118,6 +134,11 @@ class EmulatedDevice:
         if self.options.clock != "auto":
             return self.options.clock
         return "plant" if self.paced is False else "wall"
+
+    @property
+    def waits_for_device(self) -> bool:
+        """Reads wait for a device left behind (module docstring): lockstep on, the plant's clock, unpaced."""
+        return self.options.lockstep and self.paced is False and self.clock == "plant"
 
     def emulator_arguments(self, feed_name: str) -> list[str]:
         o = self.options
@@ -181,17 +202,23 @@ class EmulatedDevice:
         self.write_truth()
         super().on_activate()
         timeout = self.options.startup_timeout
+        if not self._await_sample(self.reading, math.nan, timeout) and not self.health.fault:
+            raise self.device_error(f"{self.name}: no sample from the emulated device within {timeout:g} s of resume")
+        self._fresh_at, self._in_lockstep = math.nan, self.waits_for_device
+
+    def _await_sample(self, reading, now: float, timeout: float) -> bool:
+        """Read the device until it gives a sample (True) or ``timeout`` s have passed or it faulted (False)."""
         deadline = time.monotonic() + timeout
-        while not super().receive(self.reading, math.nan) and not self.health.fault:
+        while not super().receive(reading, now):
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise self.device_error(f"{self.name}: no sample from the emulated device within {timeout:g} s "
-                                        "of resume")
+            if remaining <= 0 or self.health.fault:
+                return False
             fd = self.device_fd()
             if fd is None:
                 time.sleep(min(remaining, 1e-3))
             else:
                 select.select((fd,), (), (), min(remaining, 0.01))
+        return True
 
     def close(self) -> None:
         """Close the device, stop the emulator and remove the truth block (after deactivate)."""
@@ -202,8 +229,22 @@ class EmulatedDevice:
 
     # -- every cycle: never raises, never blocks ------------------------------------------------------------
     def receive(self, reading, now: float) -> bool:
+        """The truth written, then the device read; in lockstep (module docstring), a device whose last sample is
+        more than half ``max_age`` old is waited for."""
         self.write_truth()
-        return super().receive(reading, now)
+        fresh = super().receive(reading, now)
+        if not fresh and self._in_lockstep and now - self._fresh_at > 0.5 * self.options.max_age:
+            start = time.monotonic()
+            fresh = self._await_sample(reading, now, LOCKSTEP_TIMEOUT)
+            self.lockstep_waits += 1
+            self.lockstep_seconds += time.monotonic() - start
+            self.health.extra.update(lockstep_waits=self.lockstep_waits,
+                                     lockstep_seconds=round(self.lockstep_seconds, 6))
+            self._in_lockstep = fresh
+        if fresh or self._fresh_at != self._fresh_at:
+            self._fresh_at = now
+            self._in_lockstep = self.waits_for_device
+        return fresh
 
     def warm(self, cycle) -> None:
         """The device backend's kernels; and the loop's pace, which ``clock = "auto"`` follows (warm comes

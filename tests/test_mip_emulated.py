@@ -15,8 +15,6 @@ from __future__ import annotations
 import gc
 import os
 import signal
-import subprocess
-import sys
 import time
 import tomllib
 
@@ -29,6 +27,8 @@ from rtctl.drivers.mip import stream as S
 from rtctl.hil.emulated_imu import EmulatedMipImu
 from rtctl.hil.imu_noise import GX5_25
 from rtctl.model import quaternion_to_matrix
+
+from emulator_processes import alive, signal_a_run
 
 RATE = 500.0                       # Hz, the device's default stream
 MOUNT = {"mount_xyz": [0.0, 0.02, 0.05], "mount_rpy": [0.3, -0.2, 0.1]}
@@ -182,79 +182,18 @@ def test_the_demo_arm_paced_at_1_khz_reads_the_truth_on_the_wall_clock(capsys):
         print(f"\npaced demo arm: {len(rows)} fresh reads, arrival lag spread {spread * 1e3:.1f} ms")
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        try:
-            out += [int(c) for c in open(f"/proc/{pid}/task/{task}/children").read().split()]
-        except OSError:
-            pass
-    return out
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        return open(f"/proc/{pid}/cmdline").read().split("\0")
-    except OSError:
-        return []
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"    # a zombie has exited
-    except OSError:
-        return False
-
-
-def _find_emulator(loop_proc, timeout: float = 120.0) -> tuple[int, str]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and loop_proc.poll() is None:
-        for child in _children(loop_proc.pid):
-            args = _cmdline(child)
-            if "rtctl.hil.mip_imu" in args:
-                return child, args[args.index("--truth") + 1]
-        time.sleep(0.05)
-    raise AssertionError(f"no emulator started (run exited {loop_proc.poll()}: {loop_proc.stderr.read()[-2000:]})")
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("sig, wait", [(signal.SIGTERM, 1.5), (signal.SIGKILL, 1.5), (signal.SIGKILL, 0.0)],
                          ids=["SIGTERM", "SIGKILL", "SIGKILL-while-the-emulator-starts"])
 def test_a_stopped_or_killed_loop_process_leaves_no_emulator_and_no_shared_block(tmp_path, sig, wait):
-    """`rtctl run` on the demo with a mip_emulated IMU, paced, the signal sent to its whole process group as a
-    terminal sends one: SIGTERM stops it in order (exit 143, the report printed, the device still streaming to
-    the end: the emulator, in a session of its own, did not get the signal) and its exit ends the emulator and
-    unlinks the block; SIGKILL kills its resource tracker too, which leaves both to the emulator: it sees its
-    parent gone, exits and unlinks the block -- also when the loop dies before the emulator has announced its
-    port (nobody reads that line any more)."""
+    """`rtctl run` on the demo with a mip_emulated IMU, paced, stopped by SIGTERM or killed by SIGKILL 1.5 s into
+    the run (configured, activated, cycling; tests/emulator_processes.signal_a_run): no emulator and no truth
+    block are left -- also when the loop dies before the emulator has announced its port (nobody reads that line
+    any more). SIGKILL kills the loop's resource tracker too, which leaves both to the emulator."""
     path = tmp_path / "imu.toml"
     path.write_text(DEMO_CONFIG.read_text() + '\n[[sensors]]\nname = "imu"\nbackend = "mip_emulated"\n'
                     'kind = "imu"\nframe = "link7"\n')
-    proc = subprocess.Popen([sys.executable, "-m", "rtctl.cli", "run", str(path), "--duration", "60"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                            start_new_session=True)
-    try:
-        emulator, block = _find_emulator(proc)
-        shm = f"/dev/shm/{block}"
-        assert os.path.exists(shm) and _alive(emulator)
-        time.sleep(wait)                                 # 1.5 s: configured, activated, cycling
-        assert proc.poll() is None
-        os.killpg(proc.pid, sig)
-        out, err = proc.communicate(timeout=60)
-        if sig == signal.SIGTERM:
-            assert proc.returncode == 143 and "stopped by SIGTERM" in err and "ran " in out, (out, err)
-            assert "sensor 'imu'" not in out + err       # the device did not fault on the way out
-        else:
-            assert proc.returncode == -signal.SIGKILL
-        deadline = time.monotonic() + (0.0 if sig == signal.SIGTERM else 5.0)
-        while (_alive(emulator) or os.path.exists(shm)) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert not _alive(emulator), "the emulator outlived the loop process"
-        assert not os.path.exists(shm), "the truth block was left in /dev/shm"
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    signal_a_run(path, tmp_path, sig, wait, "rtctl.hil.mip_imu", "--truth", "imu")
 
 
 @pytest.mark.slow
@@ -391,7 +330,7 @@ def test_the_emulator_and_its_block_go_with_the_sensor_when_it_is_collected():
     loop.run(duration=0.05)
     emulation = loop.sensors[0].emulation
     pid, shm = emulation.process.proc.pid, f"/dev/shm/{emulation.feed.name}"
-    assert _alive(pid) and os.path.exists(shm)
+    assert alive(pid) and os.path.exists(shm)
     del loop
     gc.collect()
-    assert not _alive(pid) and not os.path.exists(shm) and emulation.stats["data_packets"] > 0
+    assert not alive(pid) and not os.path.exists(shm) and emulation.stats["data_packets"] > 0
