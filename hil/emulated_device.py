@@ -227,7 +227,7 @@ class EmulatedDevice:
         self.forget_feed()
         self.detach()
 
-    # -- every cycle: never raises, never blocks ------------------------------------------------------------
+    # -- every cycle: never raises; waits only in lockstep, in a loop that is not paced -----------------------
     def receive(self, reading, now: float) -> bool:
         """The truth written, then the device read; in lockstep (module docstring), a device whose last sample is
         more than half ``max_age`` old is waited for."""

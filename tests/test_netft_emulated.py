@@ -272,3 +272,26 @@ def test_the_datasheet_options_reach_the_emulator_as_given():
         "--feed": "rtctl-truth-0", "--clock": "wall", "--seed": "7", "--rate": "2000.0", "--buffer": "3",
         "--latency": "0.002", "--noise-scale": "0.5"}
     assert int(given["--parent"]) == os.getpid()
+
+
+@pytest.mark.slow
+def test_a_cycle_with_the_emulated_sensor_keeps_nothing():
+    """Offline, streaming (the plant's clock, lockstep on): what the truth's writing, the device's reading and
+    the lockstep check keep from cycle to cycle is nothing (allocation_counter.retained_per_cycle)."""
+    import rtctl.drivers.netft.driver as netft
+    import rtctl.hil.emulated_device as emulated_device
+    import rtctl.hil.emulated_netft as emulated_netft
+    import rtctl.hil.truth_feed as truth_feed
+    import rtctl.hil.wrench_feed as wrench_feed
+
+    from allocation_counter import retained_per_cycle
+
+    loop = build(shipped(pace=False, duration=0.05))
+    wrist = loop.sensors[0]
+    try:
+        loop.run(duration=0.05)
+        wrist.activate()
+        assert retained_per_cycle(loop, [netft, emulated_device, emulated_netft, truth_feed, wrench_feed]) == []
+        assert not wrist.health.fault, wrist.health.fault_reason
+    finally:
+        wrist.close()

@@ -8,6 +8,8 @@ memory to the Net F/T emulator in another process, RDT over loopback back to the
   it, nor remove it; a block another user made under a feed's name is refused by the reader (owner), so is one
   others may read (mode), one that is no wrench feed (its width) and a name no block may have, and the writer
   never reuses a name that exists.
+* Any block under a feed's name -- its header words (sequence, depth, width) and size drawn at random -- is
+  either refused with one ValueError line or opened with its ring inside the block, and reads from it.
 * End to end: arm7 held at rest by computed torque under a known wrench at its tool, paced at 1 kHz; the
   netft sensor's reading, compensated for the weight it carries and moved to the tool, is the applied wrench
   within 4 standard errors of the Gamma's noise (plus 2 counts); records taken and lost add up to at most
@@ -23,6 +25,8 @@ from multiprocessing import shared_memory
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rtctl.config import build, validate
 from rtctl.hil import truth_feed
@@ -133,6 +137,30 @@ def test_a_block_others_may_read_one_no_wrench_feed_and_a_name_no_block_has_are_
     for bad in ("../../etc/passwd", "rtctl-truth-" + "0" * 15):
         with pytest.raises(OSError):
             open_feed(bad)
+
+
+@settings(max_examples=200, deadline=None)
+@given(header=st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 400) | st.integers(0, 2**64 - 1),
+                        st.just(WIDTH) | st.integers(0, 2**64 - 1)), extra=st.integers(0, 8 * WIDTH * 400))
+def test_a_block_with_any_header_is_refused_in_one_line_or_read_within_its_bounds(header, extra):
+    name = "rtctl-truth-" + os.urandom(8).hex()
+    fd = os.open(f"/dev/shm/{name}", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, np.array(header, dtype=np.uint64).tobytes() + bytes(extra))
+        try:
+            feed = open_feed(name)
+        except ValueError as exc:
+            assert "\n" not in str(exc) and name in str(exc)
+            return
+        try:
+            assert feed.width == WIDTH and 24 + feed.ring.nbytes <= feed.shm.size
+            out = np.zeros(WIDTH)
+            assert feed.read(out) >= -1 and feed.read_at(0.0, out) >= -1
+        finally:
+            feed.close()
+    finally:
+        os.close(fd)
+        os.unlink(f"/dev/shm/{name}")
 
 
 Q0 = [0.1, 0.6, 0.0, -1.2, 0.1, 0.8, 0.2]
