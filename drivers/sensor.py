@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from rtctl.model import ModelError, rpy_to_matrix
+from rtctl.model import ModelError
 from rtctl.options import OptionsBase, options_of, setting
 from rtctl.registry import SENSORS, RegisteredName
 from rtctl.rt.hooks import TelemetrySource
@@ -138,15 +138,14 @@ class Sensor(Lifecycle, TelemetrySource, abc.ABC):
             frame = model.frame(options.frame)
         except ModelError as exc:
             raise ValueError(f"{self.name}: frame: {exc}") from None
-        mount = {k: np.zeros(3) if v is None else np.asarray(v, dtype=float)
-                 for k, v in (("xyz", options.mount_xyz), ("rpy", options.mount_rpy))}
-        for k, v in mount.items():
-            if v.shape != (3,):
-                raise ValueError(f"{self.name}: mount_{k} needs 3 values, got {v.size}")
+        try:
+            mount = frame.mounted(options.name, options.mount_xyz, options.mount_rpy)
+        except ModelError as exc:
+            raise ValueError(f"{self.name}: {exc}") from None
         self.model = model
-        self.body = frame.body     # the body it moves with (-1: the world)
-        self.rotation = frame.rotation @ rpy_to_matrix(mount["rpy"])   # its axes in the body frame
-        self.translation = frame.translation + frame.rotation @ mount["xyz"]   # its origin in the body frame (m)
+        self.body = mount.body          # the body it moves with (-1: the world)
+        self.rotation = mount.rotation  # its axes in the body frame
+        self.translation = mount.translation   # its origin in the body frame (m)
         self.kind = options.kind
         self.reading = SensorReading(options.kind)
         self.telemetry_fields, self.telemetry_units = telemetry_names(options.name, self.reading.fields)

@@ -28,8 +28,10 @@ import zmq
 from rtctl.telemetry import EndpointError, SchemaVersionError, Telemetry, check_endpoint, decode
 from rtctl.telemetry.publisher import CHUNK_ROWS
 from rtctl.telemetry.sinks import PublisherSink
-from rtctl.telemetry.schema import (CHANNEL_EVENT, CHANNEL_META, CHANNEL_SAMPLES, event_json_schema, meta_json_schema,
-                                    SAMPLE_SCHEMA_NAME, TOPIC_EVENT, TOPIC_SAMPLES, JsonRows, Layout, SchemaError,
+from rtctl.telemetry.description import description_of_loop
+from rtctl.telemetry.schema import (CHANNEL_DESCRIPTION, CHANNEL_EVENT, CHANNEL_META, CHANNEL_SAMPLES,
+                                    DESCRIPTION_SCHEMA_NAME, event_json_schema, meta_json_schema, SAMPLE_SCHEMA_NAME,
+                                    TOPIC_DESCRIPTION, TOPIC_EVENT, TOPIC_SAMPLES, JsonRows, Layout, SchemaError,
                                     envelope, pack, plotjuggler_objects, sample_json_schema)
 from rtctl.telemetry.recording import record
 from rtctl.telemetry.playback import replay
@@ -234,7 +236,10 @@ def test_record_replay_plot_echo_stats(tmp_path):
     with open(path, "rb") as fh:
         summary = make_reader(fh).get_summary()
     by_topic = {c.topic: (c.message_encoding, summary.schemas[c.schema_id]) for c in summary.channels.values()}
-    assert set(by_topic) == {CHANNEL_SAMPLES, CHANNEL_META, CHANNEL_EVENT}
+    assert set(by_topic) == {CHANNEL_SAMPLES, CHANNEL_META, CHANNEL_EVENT, CHANNEL_DESCRIPTION}
+    # the robot description, once, though it is sent again to every subscriber when another joins
+    assert result["description"] == 1 and by_topic[CHANNEL_DESCRIPTION][1].name == DESCRIPTION_SCHEMA_NAME
+    assert loaded["description"]["data"] == description_of_loop(loop).urdf
     encoding, sample_schema = by_topic[CHANNEL_SAMPLES]
     assert encoding == "json" and sample_schema.encoding == "jsonschema"
     assert (sample_schema.name, sample_schema.data) == (SAMPLE_SCHEMA_NAME, sample_json_schema())
@@ -260,7 +265,9 @@ def test_record_replay_plot_echo_stats(tmp_path):
     ech = threading.Thread(target=lambda: echo(bound["ep"], count=3, timeout=10, out=echo_out))
     ech.start()
     rep.join(20)
-    collected = [r for topic, m in drain(sub) if topic == TOPIC_SAMPLES for r in rows_of(m)]
+    replayed = drain(sub)
+    collected = [r for topic, m in replayed if topic == TOPIC_SAMPLES for r in rows_of(m)]
+    assert [m["urdf"] for topic, m in replayed if topic == TOPIC_DESCRIPTION] == [loaded["description"]["data"]]
     ech.join(10)
     sub.close(linger=0)
     assert_rows_equal(spy.rows, collected)

@@ -74,6 +74,15 @@ class Frame:
     rotation: np.ndarray
     translation: np.ndarray
 
+    def mounted(self, name: str, xyz=None, rpy=None) -> "Frame":
+        """The frame ``name`` at ``xyz`` (m) with axes turned by ``rpy`` (rad, URDF's fixed-axis roll-pitch-yaw)
+        in this one, attached to the same body (a sensor's mount); ModelError when either is not 3 numbers."""
+        xyz, rpy = (np.zeros(3) if v is None else np.asarray(v, dtype=float) for v in (xyz, rpy))
+        for label, v in (("xyz", xyz), ("rpy", rpy)):
+            if v.shape != (3,):
+                raise ModelError(f"mount_{label} needs 3 values, got {v.size}")
+        return Frame(name, self.body, self.rotation @ rpy_to_matrix(rpy), self.translation + self.rotation @ xyz)
+
 
 @dataclass
 class _Body:

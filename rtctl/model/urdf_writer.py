@@ -1,6 +1,8 @@
 """Write a :class:`~rtctl.model.Model` as URDF text that :func:`rtctl.model.urdf.load_urdf` reads back."""
 from __future__ import annotations
 
+from xml.sax.saxutils import quoteattr
+
 import numpy as np
 
 from . import FREE_FLYER, PRISMATIC, REVOLUTE, Model
@@ -19,13 +21,13 @@ def model_to_urdf(model: Model) -> str:
     ``inf`` -- and revolute joints always as ``revolute``, so every joint keeps
     one position coordinate in other URDF readers too.
     """
-    lines = [f'<robot name="{model.name}">', '  <link name="world"/>']
+    lines = [f'<robot name={quoteattr(model.name)}>', '  <link name="world"/>']
     fmt = lambda v: " ".join(f"{x:.17g}" for x in v)  # noqa: E731
     for i in range(model.nbodies):
         c = model.com[i]
         inertia = model.inertia_com[i]
         lines += [
-            f'  <link name="{model.body_names[i]}">',
+            f'  <link name={quoteattr(model.body_names[i])}>',
             "    <inertial>",
             f'      <origin xyz="{fmt(c)}" rpy="0 0 0"/>',
             f'      <mass value="{model.mass[i]:.17g}"/>',
@@ -36,9 +38,9 @@ def model_to_urdf(model: Model) -> str:
         ]
 
     def joint(name, kind, parent, child, rotation, translation):
-        return [f'  <joint name="{name}" type="{kind}">',
-                f'    <parent link="{parent}"/>', f'    <child link="{child}"/>',
-                f'    <origin xyz="{fmt(translation)}" rpy="{fmt(_matrix_to_rpy(rotation))}"/>']
+        return [f'  <joint name={quoteattr(name)} type="{kind}">',
+                f'    <parent link={quoteattr(parent)}/>', f'    <child link={quoteattr(child)}/>',
+                f'    <origin xyz="{fmt(translation)}" rpy="{fmt(matrix_to_rpy(rotation))}"/>']
 
     for i in range(model.nbodies):
         p = model.parent[i]
@@ -58,7 +60,7 @@ def model_to_urdf(model: Model) -> str:
     for f in model.frames:
         if f.name == "world" or f.name in model.body_names:
             continue
-        lines.append(f'  <link name="{f.name}"/>')
+        lines.append(f'  <link name={quoteattr(f.name)}/>')
         parent = "world" if f.body < 0 else model.body_names[f.body]
         lines += joint(f"{f.name}_fixed", "fixed", parent, f.name, f.rotation, f.translation)
         lines.append("  </joint>")
@@ -74,11 +76,14 @@ def _dynamics_and_mimic(model: Model, body: int) -> list[str]:
     mimics = model.mimic.mimics if model.mimic is not None else []
     for m in mimics:
         if m.name == model.joint_names[body]:
-            lines.append(f'    <mimic joint="{m.leader}" multiplier="{m.multiplier:.17g}" offset="{m.offset:.17g}"/>')
+            lines.append(f'    <mimic joint={quoteattr(m.leader)} multiplier="{m.multiplier:.17g}" '
+                         f'offset="{m.offset:.17g}"/>')
     return lines
 
 
-def _matrix_to_rpy(r: np.ndarray) -> np.ndarray:
+def matrix_to_rpy(r: np.ndarray) -> np.ndarray:
+    """URDF's roll-pitch-yaw (rad, fixed axes: ``R = Rz(yaw) Ry(pitch) Rx(roll)``) of a rotation matrix;
+    :func:`rtctl.model.rpy_to_matrix` inverted (roll 0 at the pitch singularity)."""
     pitch = np.arctan2(-r[2, 0], np.hypot(r[0, 0], r[1, 0]))
     if abs(np.cos(pitch)) < 1e-12:
         return np.array([np.arctan2(-r[1, 2], r[1, 1]), pitch, 0.0])

@@ -27,8 +27,8 @@ def _record(args) -> int:
     before = f", {res['before_first']} published before the first one recorded" if res["before_first"] else ""
     stopped = f"; stopped by {res['stopped_by']}" if res["stopped_by"] else ""
     print(f"rtctl record: {res['samples']} samples ({res['lost']} lost by this subscriber{before}, "
-          f"{res['publisher_dropped']} dropped by the publisher), {res['meta']} metadata, {res['events']} events "
-          f"-> {res['path']}{stopped}")
+          f"{res['publisher_dropped']} dropped by the publisher), {res['meta']} metadata, {res['events']} events"
+          f"{', the robot description' if res['description'] else ''} -> {res['path']}{stopped}")
     return 0 if res["samples"] else 1
 
 

@@ -1,5 +1,6 @@
 """``rtctl replay``: a recording republished as the live telemetry stream (schema v1), at its recorded pace or
-faster; a stop signal (:mod:`rtctl.rt.signals`) ends it between two batches, and it says what it sent."""
+faster, its robot description sent once after the metadata; a stop signal (:mod:`rtctl.rt.signals`) ends it
+between two batches, and it says what it sent."""
 from __future__ import annotations
 
 import sys
@@ -9,7 +10,7 @@ import numpy as np
 import zmq
 
 from ..rt.signals import stop_requests
-from .schema import TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, envelope, pack
+from .schema import TOPIC_DESCRIPTION, TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, envelope, pack
 from .subscriptions import SubscriptionGuard, publishing_socket
 from .tools import read_recording, require_fields
 
@@ -56,6 +57,10 @@ def replay(path: str, endpoint: str, speed: float = 1.0, batch_period: float = 0
                 ready(bound)
             _sleep_until(time.monotonic() + connect_wait, stopped)  # let subscribers connect (PUB/SUB slow joiner)
             pub.send_multipart([TOPIC_META, pack(meta)])
+            described = rec["description"]
+            if isinstance(described, dict) and isinstance(described.get("data"), str):
+                pub.send_multipart([TOPIC_DESCRIPTION, pack(envelope(robot=meta.get("robot"), urdf=described["data"],
+                                                                     sensor_frames=described.get("sensor_frames")))])
             bar = tqdm(total=n, unit="sample", desc="replaying", disable=not progress, file=out or sys.stderr)
             wall0 = time.monotonic()
             while i < n and not stopped:

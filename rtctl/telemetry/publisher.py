@@ -67,6 +67,7 @@ import zmq
 
 from ..rt.hooks import LoopSink
 from . import child
+from .description import DescriptionTopic
 from .endpoints import bind, check_endpoint, close
 from .schema import (JOINT_FIELDS, SCALAR_FIELDS, SCALAR_UNITS, TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, JsonRows,
                      Layout, envelope, pack)
@@ -177,6 +178,7 @@ class Telemetry(LoopSink):
         self._kp_ref, self._kd_ref = ctl.kp, ctl.kd
         for sink in self.sinks:
             sink.attach(loop)
+        self.description = DescriptionTopic.of_loop(loop)   # rtctl/description, sent by the publisher thread
         loop.telemetry = self
         return self
 
@@ -253,8 +255,8 @@ class Telemetry(LoopSink):
                         sndbuf=self.sndbuf, allow_remote=True, plotjuggler_decimation=self.pj_decimation,
                         sinks=self.sinks)
         ring = self._ring_fd if self._ring_fd is not None else self._ring_path
-        spec = dict(settings=settings, ring=ring, n=self.layout.n, nice=self.publisher_nice,
-                    extra_names=self.extra_names, joints=self.joints, meta=self.metadata())
+        spec = dict(settings=settings, ring=ring, n=self.layout.n, nice=self.publisher_nice, joints=self.joints,
+                    extra_names=self.extra_names, meta=self.metadata(), description=self.description)
         reply = child.handshake(self._relay_conn, spec, RELAY_START_TIMEOUT)
         self._remove_ring_file()
         if not reply or "error" in reply:
@@ -434,7 +436,7 @@ class Telemetry(LoopSink):
             while True:
                 stopping = self._stop.wait(self.batch_period)
                 now = time.monotonic()
-                if self._read_subscriptions(guards):
+                if self.description.greet(pub, now, self._read_subscriptions(guards)):
                     meta_due = now
                 if now >= meta_due:
                     meta = self.metadata()
@@ -567,8 +569,6 @@ class Telemetry(LoopSink):
             self.events_sent += 1
             if self.sinks:
                 self._to_sinks(lambda sink: sink.event(msg))
-
-
 
 
 def public_numbers(sink) -> dict:

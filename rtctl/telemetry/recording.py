@@ -32,10 +32,11 @@ import time
 
 from ..rt.signals import in_force, stop_requests
 from .jsonvalues import dumps
-from .schema import (EVENT_SCHEMA_NAME, META_SCHEMA_NAME, SAMPLE_SCHEMA_NAME, SCHEMA_VERSION, TOPIC_META,
-                     TOPIC_SAMPLES, SchemaError, decode, event_json_schema, header, meta_json_schema,
-                     sample_json_schema, stamp_ns)
-from .tools import CH_EVENT, CH_META, CH_SAMPLES, PublisherWait, StreamCounter, _subscriber, rows_of
+from .schema import (DESCRIPTION_JSON_SCHEMA, DESCRIPTION_SCHEMA_NAME, EVENT_SCHEMA_NAME, META_SCHEMA_NAME,
+                     SAMPLE_SCHEMA_NAME, SCHEMA_VERSION, TOPIC_DESCRIPTION, TOPIC_META, TOPIC_SAMPLES, SchemaError,
+                     decode, event_json_schema, header, meta_json_schema, sample_json_schema, stamp_ns)
+from .tools import (CH_DESCRIPTION, CH_EVENT, CH_META, CH_SAMPLES, PublisherWait, StreamCounter, _subscriber,
+                    rows_of)
 
 FLUSH_PERIOD = 1.0           # s: the longest a chunk stays open
 CHUNK_BYTES = 1 << 20        # messages' bytes that close a chunk sooner
@@ -92,16 +93,19 @@ class McapRecording:
         self.path = str(path)
         self.fh = open(self.path, "wb")
         self.writer = Writer(self.fh, chunk_size=CHUNK_BYTES)
-        self.written = {CH_SAMPLES: 0, CH_META: 0, CH_EVENT: 0}
+        self.written = {CH_SAMPLES: 0, CH_META: 0, CH_EVENT: 0, CH_DESCRIPTION: 0}
         self._busy = True            # a Writer call in progress: its state is then not to be trusted
         self.writer.start(profile="", library=f"rtctl telemetry v{SCHEMA_VERSION}")
         meta = self.writer.register_schema(name=META_SCHEMA_NAME, encoding="jsonschema", data=meta_json_schema())
         event = self.writer.register_schema(name=EVENT_SCHEMA_NAME, encoding="jsonschema", data=event_json_schema())
         sample = self.writer.register_schema(name=SAMPLE_SCHEMA_NAME, encoding="jsonschema",
                                              data=sample_json_schema())
+        text = self.writer.register_schema(name=DESCRIPTION_SCHEMA_NAME, encoding="jsonschema",
+                                           data=DESCRIPTION_JSON_SCHEMA)
         self.channels = {CH_SAMPLES: self.writer.register_channel(CH_SAMPLES, "json", sample),
                          CH_META: self.writer.register_channel(CH_META, "json", meta),
-                         CH_EVENT: self.writer.register_channel(CH_EVENT, "json", event)}
+                         CH_EVENT: self.writer.register_channel(CH_EVENT, "json", event),
+                         CH_DESCRIPTION: self.writer.register_channel(CH_DESCRIPTION, "json", text)}
         self.writer.flush()          # magic and header on disk: a stop from here on leaves an MCAP file
         self._busy = False
         self._flushed = time.monotonic()
@@ -175,7 +179,8 @@ def record(endpoint: str, path: str, duration: float | None = None, samples: int
     held = closed["messages"]
     return {"samples": held[CH_SAMPLES], "received": counter.received, "lost": counter.lost,
             "before_first": counter.before_first, "publisher_dropped": counter.publisher_dropped,
-            "meta": held[CH_META], "events": held[CH_EVENT], "path": str(path), "stopped_by": stopped_by,
+            "meta": held[CH_META], "events": held[CH_EVENT], "description": held[CH_DESCRIPTION], "path": str(path),
+            "stopped_by": stopped_by,
             "failed": None if failure is None and closed["recovered"] is None else
             _failure_line(path, failure, closed["recovered"], held[CH_SAMPLES], counter.received)}
 
@@ -219,6 +224,10 @@ def _receive(sub, rec: McapRecording, counter, bar, waiting, stop, duration, sam
         elif topic == TOPIC_META:
             now = time.time()
             rec.add(CH_META, stamp_ns(now), dumps({**msg, "header": header(now)}, default=str))
+        elif topic == TOPIC_DESCRIPTION:
+            if not rec.written[CH_DESCRIPTION] and isinstance(msg.get("urdf"), str):   # once: it is sent to newcomers
+                rec.add(CH_DESCRIPTION, time.time_ns(),
+                        dumps({"data": msg["urdf"], "sensor_frames": msg.get("sensor_frames") or {}}, default=str))
         else:
             stamp = msg.get("stamp", time.time())
             rec.add(CH_EVENT, stamp_ns(stamp), dumps({**msg, "header": header(stamp)}, default=str))

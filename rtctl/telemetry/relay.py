@@ -34,6 +34,7 @@ def serve(conn: Connection) -> int:
             os.close(fd)
         tel.layout = Layout(spec["n"], len(spec["extra_names"]))
         tel.joints, tel.extra_names = spec["joints"], spec["extra_names"]
+        tel.description = spec["description"]
         tel._counter, tel._ring = ring_views(shared, tel.capacity, tel.layout.width)
         latest_meta = [spec["meta"]]
         tel.metadata = lambda: latest_meta[0]

@@ -55,6 +55,11 @@ accepted control-channel change; ``"safety"``: a trip, clamp or re-arm),
 ``cycle``, ``t`` (s), ``stamp`` (unix s), ``detail`` (text) and, for control
 events, ``request`` (the validated request, without the token).
 
+``rtctl/description`` -- the robot description (:mod:`rtctl.telemetry.description`): ``robot``, ``urdf``
+(the URDF text of the model the run controls, with primitive visuals and a link per sensor mount),
+``sensor_frames`` (sensor name -> its link). Sent at start and when a subscriber joins (after four sends, at
+most once a second however many join), never beyond 1 MiB.
+
 PlotJuggler stream (separate PUB endpoint): single-frame flat JSON objects,
 one per sample (optionally decimated), ``{"timestamp": t, "q/<joint>": ...,
 "q_d/<joint>": ..., "latency": ..., ...}`` -- see docs/telemetry.md.
@@ -74,7 +79,8 @@ SCHEMA_VERSION = 1
 TOPIC_META = b"rtctl/meta"
 TOPIC_SAMPLES = b"rtctl/samples"
 TOPIC_EVENT = b"rtctl/event"
-TOPICS = (TOPIC_META, TOPIC_SAMPLES, TOPIC_EVENT)
+TOPIC_DESCRIPTION = b"rtctl/description"
+TOPICS = (TOPIC_META, TOPIC_SAMPLES, TOPIC_EVENT, TOPIC_DESCRIPTION)
 
 SCALAR_FIELDS = ("t", "cycle", "stamp", "period", "latency", "compute", "overruns", "tripped", "fresh")
 INTEGER_FIELDS = ("cycle", "overruns", "tripped", "fresh")
@@ -190,8 +196,15 @@ def plotjuggler_objects(layout: Layout, rows: np.ndarray, joints: list[str], ext
 # (:mod:`rtctl.telemetry.foxglove`) use the same channels, JSON Schemas and messages: one JSON
 # message per loop sample on ``/rtctl/samples`` (the fields of one row plus ``index``, the sample
 # index), log time = the sample's ``stamp`` (unix ns); ``/rtctl/meta`` and ``/rtctl/event`` carry the
-# metadata and event maps.
+# metadata and event maps; ``/robot_description`` the robot description, once (``{"data": URDF,
+# "sensor_frames": {...}}``: a std_msgs/msg/String's field, which Foxglove's URDF layer reads from a topic).
 CHANNEL_SAMPLES, CHANNEL_META, CHANNEL_EVENT = "/rtctl/samples", "/rtctl/meta", "/rtctl/event"
+CHANNEL_DESCRIPTION = "/robot_description"
+DESCRIPTION_SCHEMA_NAME = "std_msgs/msg/String"
+DESCRIPTION_JSON_SCHEMA = json.dumps({
+    "title": DESCRIPTION_SCHEMA_NAME, "type": "object",
+    "properties": {"data": {"type": "string", "description": "the robot's URDF"},
+                   "sensor_frames": {"type": "object", "description": "sensor name -> its link in the URDF"}}}).encode()
 SAMPLE_SCHEMA_NAME = f"rtctl.telemetry.v{SCHEMA_VERSION}.Sample"
 META_SCHEMA_NAME = f"rtctl.telemetry.v{SCHEMA_VERSION}.Meta"
 EVENT_SCHEMA_NAME = f"rtctl.telemetry.v{SCHEMA_VERSION}.Event"

@@ -20,10 +20,12 @@ import numpy as np
 import zmq
 
 from .jsonvalues import dumps, restore
-from .schema import INTEGER_FIELDS, JOINT_FIELDS, SCHEMA_VERSION, TOPIC_SAMPLES, SchemaError, decode, header
+from .schema import (CHANNEL_DESCRIPTION, INTEGER_FIELDS, JOINT_FIELDS, SCHEMA_VERSION, TOPIC_SAMPLES, SchemaError,
+                     decode, header)
 from .subscriptions import MAX_STREAM_MESSAGE_BYTES
 
 CH_SAMPLES, CH_META, CH_EVENT = "/rtctl/samples", "/rtctl/meta", "/rtctl/event"
+CH_DESCRIPTION = CHANNEL_DESCRIPTION
 
 
 def _subscriber(endpoint: str, ctx=None, rcvhwm: int = 100_000):
@@ -221,7 +223,8 @@ COLUMN_BATCH = 4096              # samples parsed before they are turned into ar
 
 
 def read_recording(path: str, progress: bool = True, out=None) -> dict:
-    """Load an MCAP recording: ``{"meta": last meta, "events": [...], "samples": {field: array}}``.
+    """Load an MCAP recording: ``{"meta": last meta, "events": [...], "samples": {field: array}, "description":
+    the first /robot_description message or None}``.
 
     A file that is not a recording of ``rtctl record`` -- truncated, with lengths or chunk sizes beyond the
     file or beyond :data:`MAX_CHUNK_BYTES`, a compressed chunk that inflates past its declared size or the
@@ -233,7 +236,7 @@ def read_recording(path: str, progress: bool = True, out=None) -> dict:
     if os.path.getsize(path) == 0:
         raise ValueError(f"{path}: the file is empty (a recording that never started?)")
     try:
-        columns, events, meta = _read_mcap_rows(path, progress, out)
+        columns, events, meta, description = _read_mcap_rows(path, progress, out)
     except SchemaError:
         raise
     except (McapError, EOFError, struct.error, ValueError, MemoryError, OverflowError, RuntimeError) as exc:
@@ -241,7 +244,7 @@ def read_recording(path: str, progress: bool = True, out=None) -> dict:
                          f"{' '.join(str(exc).split())[:200]}); record one with `rtctl record FILE.mcap`") from None
     if columns is None:
         raise ValueError(f"{path}: the recording holds no telemetry samples")
-    return {"meta": meta, "events": events, "samples": columns}
+    return {"meta": meta, "events": events, "samples": columns, "description": description}
 
 
 class _FileBound:
@@ -304,7 +307,8 @@ def inflate_chunk(path: str, chunk) -> bytes:
 
 
 def _read_mcap_rows(path: str, progress: bool, out):
-    """(columns or None, events, meta) in log-time order, each message checked and bounded as it is read."""
+    """(columns or None, events, meta, description) in log-time order, each message checked and bounded as it is
+    read."""
     import dataclasses
 
     from mcap.reader import make_reader
@@ -314,12 +318,12 @@ def _read_mcap_rows(path: str, progress: bool, out):
 
     size = os.path.getsize(path)
     events, metas, batches, rows, stamps = [], [], [], [], []
-    names = None
+    names = description = None
     with open(path, "rb") as fh:
         summary = make_reader(_FileBound(fh, size)).get_summary()
         total = sum(summary.statistics.channel_message_counts.values()) if summary and summary.statistics else None
         if total is not None and not _sample_count(summary):
-            return None, events, None     # no samples: read_recording says so, with no progress bar before it
+            return None, events, None, None     # no samples: read_recording says so, with no progress bar before it
         fh.seek(0)
         bar = tqdm(total=total, unit="msg", desc=f"reading {path}", disable=not progress, file=out or sys.stderr)
         topics, inflated = {}, 0
@@ -361,6 +365,8 @@ def _read_mcap_rows(path: str, progress: bool, out):
                     raise SchemaError(f"{path}: recording has telemetry schema version {obj.get('version')!r}, "
                                       f"this rtctl reads version {SCHEMA_VERSION}")
                 metas.append((record.log_time, obj))
+            elif topic == CH_DESCRIPTION:
+                description = obj if description is None else description
             else:
                 events.append((record.log_time, obj))
             bar.update(1)
@@ -373,10 +379,10 @@ def _read_mcap_rows(path: str, progress: bool, out):
     meta = max(metas, key=lambda m: m[0])[1] if metas else None       # the last in log time
     events = [e for _, e in sorted(events, key=lambda e: e[0])]
     if not batches:
-        return None, events, meta
+        return None, events, meta, description
     order = np.argsort(np.asarray(stamps, dtype=np.uint64), kind="stable")
     columns = {name: np.concatenate([b[name] for b in batches])[order] for name in names}
-    return columns, events, meta
+    return columns, events, meta, description
 
 
 def _message(path: str, topic, data: bytes):
