@@ -251,6 +251,27 @@ def _cmd_identify(args) -> int:
     return identify_command(args)
 
 
+def _cmd_export(args) -> int:
+    """``rtctl export --ros2``: a recording as a rosbag2 (rtctl.telemetry.ros2), its robot described by the
+    recording or by ``--robot`` (a run config's model and sensor mounts, or a URDF / named model)."""
+    from .telemetry.description import robot_description
+    from .telemetry.ros2 import export_ros2
+
+    description = None
+    if args.robot is not None:
+        if Path(args.robot).suffix == ".toml":
+            from .config import load_config, robot_of
+            description = robot_description(*robot_of(load_config(args.robot)))
+        else:
+            description = robot_description(load_model(args.robot, args.floating_base))
+    res = export_ros2(args.recording, args.out, description, tf_rate=args.tf_rate, progress=not args.no_progress)
+    counts = ", ".join(f"{n} on {topic}" for topic, n in res["messages"].items())
+    print(f"rtctl export: {res['path']}: {counts}; base pose: {res['base']}")
+    for note in res["notes"]:
+        print(f"rtctl export: note: {note}")
+    return EXIT_OK
+
+
 def require_subcommand(parser: argparse.ArgumentParser, subparsers, what: str = "command") -> None:
     """``parser`` given none of its ``subparsers`` says so in one line, naming the ones there are (argparse's
     own ``required=True`` prints the usage block and the subparsers' ``dest``)."""
@@ -336,6 +357,20 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--pareto", nargs=2, metavar=("X", "Y"), default=["actuator_energy", "tracking_rms"],
                      help="the two metrics (both minimised) of the Pareto plot")
     rep.set_defaults(func=_cmd_sweep_report)
+    ex = sub.add_parser("export", help="convert a recording for other tools: --ros2 writes a rosbag2 (joint states, "
+                        "TF from rtctl's kinematics, IMU and wrench messages, the robot description)")
+    ex.add_argument("recording", help="MCAP recording (rtctl record)")
+    ex.add_argument("out", help="the bag to write: a new directory")
+    ex.add_mutually_exclusive_group(required=True).add_argument(
+        "--ros2", action="store_true", help="a rosbag2 (MCAP storage, CDR), written without ROS")
+    ex.add_argument("--robot", default=None, help="describe the robot by this run config (.toml: its model and "
+                    "sensor mounts), URDF, bundled model or robot model instead of the recording's description")
+    ex.add_argument("--floating-base", choices=["free_flyer", "euler", "planar"], default=None,
+                    help="with --robot URDF: the root link's floating base (default: fixed to the world)")
+    ex.add_argument("--tf-rate", type=argument_type("float", low=0.0), default=100.0,
+                    help="TF messages per second of control time (default 100; 0: one per sample)")
+    ex.add_argument("--no-progress", action="store_true")
+    ex.set_defaults(func=_cmd_export)
     ident = sub.add_parser("identify", help="fit a URDF's inertial parameters and joint friction to a recorded run "
                            "(rtctl record: measured q, commanded effort); write the identified URDF and a report")
     ident.add_argument("recording", help="MCAP recording of the run (an excitation trajectory moves every joint)")

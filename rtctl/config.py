@@ -33,7 +33,7 @@ from pathlib import Path
 
 from . import bundled_model_path
 from .options import (BuildContext, ConfigError, Key, check_number, check_table, did_you_mean,  # noqa: F401
-                      read_toml, schema_keys)  # read_toml: part of this module's API
+                      read_toml, schema_keys, show)  # read_toml: part of this module's API
 from .registry import CONTROLLERS, DRIVERS, PLANTS, ROBOTS, TRAJECTORIES
 from .sensing import build_estimator, build_sensors, validate_estimator, validate_sensors
 
@@ -345,6 +345,25 @@ def _robot_models(cfg: dict, context: BuildContext):
         return model, copy.deepcopy(model)
     except (ModelError, FileNotFoundError, ValueError, ImportError) as exc:
         raise ConfigError(f"{context.source}: [robot] model: {exc}") from None
+
+
+def robot_of(cfg: dict):
+    """A validated config's robot as its runs describe it (:mod:`rtctl.telemetry.description`): the controller's
+    model and its sensors' mounts (:class:`rtctl.telemetry.scene.SensorMount`), without building the plant,
+    drivers or sensors."""
+    from .model import ModelError
+    from .telemetry.description import sensor_mount
+
+    context = BuildContext(source=cfg.get("_source", "<config>"), base_dir=cfg.get("_dir"))
+    model = _robot_models(cfg, context)[0]
+    mounts = []
+    for k, table in enumerate(cfg.get("sensors", [])):
+        try:
+            mounts.append(sensor_mount(model, table["name"], table["kind"], table["frame"], table["mount_xyz"],
+                                       table["mount_rpy"]))
+        except ModelError as exc:
+            raise ConfigError(f"{context.source}: [[sensors]] {k} ({show(table['name'])}): {exc}") from None
+    return model, tuple(mounts)
 
 
 class _Section:

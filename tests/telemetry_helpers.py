@@ -221,3 +221,22 @@ def sample_rows(n=5):
              "compute": 1e-4, "overruns": 0, "tripped": 0, "fresh": 1, "q": [0.0], "v": [0.0], "q_d": [0.0],
              "qd_d": [0.0], "effort_cmd": [0.0], "effort": [0.0], "kp": [1.0], "kd": [1.0], "extra": []}
             for i in range(n)]
+
+
+def write_described_recording(path, description, joints, rows, extra=(), version=1):
+    """A recording as rtctl record writes it (its writer, channels and schemas): the metadata naming ``joints``
+    and ``extra``, the robot ``description`` (a rtctl.telemetry.description.Description, or None: a recording
+    made before rtctl published one) and one message per row, logged at its stamp."""
+    from rtctl.telemetry.recording import McapRecording
+    from rtctl.telemetry.schema import stamp_ns
+    from rtctl.telemetry.tools import CH_DESCRIPTION, CH_META, CH_SAMPLES
+
+    rec = McapRecording(str(path))
+    rec.add(CH_META, 1, json.dumps({"schema": "rtctl.telemetry", "version": version, "robot": "r",
+                                    "joints": list(joints), "extra": list(extra)}))
+    if description is not None:
+        rec.add(CH_DESCRIPTION, 1, json.dumps({"data": description.urdf, "sensor_frames": description.sensor_frames}))
+    for row in rows:
+        rec.add(CH_SAMPLES, stamp_ns(row["stamp"]), json.dumps(row))
+    rec.close()
+    return path

@@ -308,6 +308,38 @@ def test_the_urdf_walkthrough_of_the_readme_runs_as_written(tmp_path, monkeypatc
             assert "safety: armed throughout, no trips" in out, out
 
 
+def test_the_telemetry_pages_ros2_export_commands_run_as_written(tmp_path, monkeypatch, capsys):
+    """docs/telemetry.md's export lines, in a directory holding a recording with its robot description
+    (run.mcap), one made before rtctl published it (old.mcap) and the run's config (my_robot.toml: the demo arm
+    with a wrist IMU): each writes a bag that rosbags reads, with a joint state per sample and the IMU's frame."""
+    pytest.importorskip("rosbags")
+    from rosbags.rosbag2 import Reader
+
+    from rtctl.config import load_config, robot_of
+    from rtctl.telemetry.description import robot_description
+    from telemetry_helpers import write_described_recording
+
+    page = DOCS["docs/telemetry.md"]
+    section = page[page.index("## ROS 2 export"):]
+    lines = shell_lines(section[:section.index("\n## ")])
+    assert [shlex.split(line)[:3] for line in lines] == [["rtctl", "export", "--ros2"]] * 2
+    config = tmp_path / "my_robot.toml"
+    config.write_text(DEMO_CONFIG.read_text() + '\n[[sensors]]\nname = "wrist"\nkind = "imu"\nframe = "link7"\n')
+    description = robot_description(*robot_of(load_config(config)))
+    joints = [f"joint{k}" for k in range(1, 8)]
+    fields = [f"wrist/{f}/{a}" for f in ("specific_force", "angular_rate") for a in "xyz"]
+    rows = [{"t": k * 1e-3, "stamp": 1.7e9 + k * 1e-3, "q": [0.01 * k] * 7, "extra": [0.5] * 6} for k in range(50)]
+    write_described_recording(tmp_path / "run.mcap", description, joints, rows, fields)
+    write_described_recording(tmp_path / "old.mcap", None, joints, rows, fields)
+    monkeypatch.chdir(tmp_path)
+    for line in lines:
+        argv = shlex.split(line)
+        assert main([*argv[1:], "--no-progress"]) == 0, f"docs/telemetry.md: `{line}`: {capsys.readouterr().err}"
+        with Reader(tmp_path / argv[4]) as bag:
+            counts = {c.topic: c.msgcount for c in bag.connections}
+        assert counts["/joint_states"] == counts["/wrist/imu"] == 50 and counts["/robot_description"] == 1
+
+
 def test_the_sweep_pages_tls_commands_make_a_ca_and_a_certificate_it_signed(tmp_path):
     """docs/sweeps.md's openssl lines run as written and give a certificate the CA verifies; its dask lines name
     subcommands and options the installed distributed has, and the variable it exports is a Dask setting."""
