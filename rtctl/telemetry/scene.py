@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..dynamics.spatial import matrix_quaternion
 from ..rt.hooks import TelemetrySource
 
 WORLD = "world"
@@ -107,23 +108,6 @@ class SceneSpec:
                                      for s in loop.sensors))
 
 
-def quaternion_xyzw(r: np.ndarray) -> tuple:
-    """The unit quaternion (x, y, z, w) of rotation matrix ``r`` (Shepperd's method, largest pivot)."""
-    t = np.trace(r)
-    if t > 0:
-        s = 2.0 * np.sqrt(1.0 + t)
-        return ((r[2, 1] - r[1, 2]) / s, (r[0, 2] - r[2, 0]) / s, (r[1, 0] - r[0, 1]) / s, 0.25 * s)
-    i = int(np.argmax(np.diag(r)))
-    j, k = (i + 1) % 3, (i + 2) % 3
-    s = 2.0 * np.sqrt(1.0 + r[i, i] - r[j, j] - r[k, k])
-    q = [0.0, 0.0, 0.0, 0.0]
-    q[i] = 0.25 * s
-    q[j] = (r[j, i] + r[i, j]) / s
-    q[k] = (r[k, i] + r[i, k]) / s
-    q[3] = (r[k, j] - r[j, k]) / s
-    return tuple(q)
-
-
 def inertia_ellipsoid(mass: float, inertia: np.ndarray):
     """Diameters and principal axes of the uniform solid ellipsoid with ``mass`` and central ``inertia``:
     for semi-axes (a, b, c), I_a = m (b^2 + c^2) / 5, ... so a^2 = 5 (I_b + I_c - I_a) / (2 m). None for a
@@ -200,7 +184,7 @@ class RobotScene:
         return self.m.Vector3(x=float(v[0]), y=float(v[1]), z=float(v[2]))
 
     def _quaternion(self, rotation):
-        x, y, z, w = quaternion_xyzw(np.asarray(rotation))
+        x, y, z, w = matrix_quaternion(tuple(np.asarray(rotation, dtype=float).ravel().tolist()))
         return self.m.Quaternion(x=float(x), y=float(y), z=float(z), w=float(w))
 
     def _pose(self, rotation, translation):
