@@ -34,7 +34,7 @@ from rtctl.telemetry import Telemetry
 from rtctl.operator.auth import TOKEN_ENV
 from rtctl.telemetry.foxglove import (CHANNEL_JOINTS, CHANNEL_SCENE, CHANNEL_TF, SAMPLES_ID, SUBPROTOCOL, FoxgloveSink,
                                       _Client, check_host)
-from rtctl.telemetry.schema import (CHANNEL_EVENT, CHANNEL_META, CHANNEL_SAMPLES, meta_json_schema,
+from rtctl.telemetry.schema import (CHANNEL_DESCRIPTION, CHANNEL_EVENT, CHANNEL_META, CHANNEL_SAMPLES, meta_json_schema,
                                     SAMPLE_SCHEMA_NAME, TOPIC_SAMPLES, sample_json_schema)
 from rtctl.telemetry.jsonvalues import NONFINITE
 from rtctl.telemetry.tools import rows_of
@@ -169,7 +169,8 @@ def test_the_server_in_the_publisher_process_that_rtctl_run_uses_by_default():
     finally:
         stop(loop, tel, runner)
     assert info["op"] == "serverInfo" and info["name"] == "rtctl" and info["capabilities"] == []
-    assert set(channels) == {CHANNEL_SAMPLES, CHANNEL_META, CHANNEL_EVENT, CHANNEL_TF, CHANNEL_SCENE, CHANNEL_JOINTS}
+    assert set(channels) == {CHANNEL_SAMPLES, CHANNEL_META, CHANNEL_EVENT, CHANNEL_TF, CHANNEL_SCENE, CHANNEL_JOINTS,
+                             CHANNEL_DESCRIPTION}
     assert channels[CHANNEL_SAMPLES]["schemaName"] == SAMPLE_SCHEMA_NAME
     assert channels[CHANNEL_SAMPLES]["schema"] == sample_json_schema().decode()
     samples = [json.loads(payload) for _, _, payload in frames]

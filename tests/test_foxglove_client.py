@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from rtctl.telemetry.foxglove import CHANNEL_JOINTS, CHANNEL_SCENE, CHANNEL_TF
-from rtctl.telemetry.schema import CHANNEL_EVENT, CHANNEL_META, CHANNEL_SAMPLES
+from rtctl.model.urdf import load_urdf
+from rtctl.telemetry.schema import CHANNEL_DESCRIPTION, CHANNEL_EVENT, CHANNEL_META, CHANNEL_SAMPLES
 from test_foxglove import start_loop_with_foxglove, stop
 
 NODE_DIR = Path(__file__).parent / "node"
@@ -37,7 +38,8 @@ def test_foxglove_client_library_decodes_every_channel_with_the_published_schema
     info = next(x for x in lines if x["kind"] == "serverInfo")
     assert info["name"] == "rtctl" and info["capabilities"] == []
     advertised = {x["topic"]: x for x in lines if x["kind"] == "advertise"}
-    assert set(advertised) == {CHANNEL_SAMPLES, CHANNEL_META, CHANNEL_EVENT, CHANNEL_TF, CHANNEL_SCENE, CHANNEL_JOINTS}
+    assert set(advertised) == {CHANNEL_SAMPLES, CHANNEL_META, CHANNEL_EVENT, CHANNEL_TF, CHANNEL_SCENE, CHANNEL_JOINTS,
+                               CHANNEL_DESCRIPTION}
     assert {advertised[t]["schemaName"] for t in (CHANNEL_TF, CHANNEL_SCENE, CHANNEL_JOINTS)} == \
         {"foxglove.FrameTransforms", "foxglove.SceneUpdate", "foxglove.JointStates"}
     messages = [x for x in lines if x["kind"] == "message"]
@@ -54,6 +56,9 @@ def test_foxglove_client_library_decodes_every_channel_with_the_published_schema
     assert [e["frame_id"] for e in scene] == model.body_names and all(e["frame_locked"] for e in scene)
     joints = by_topic[CHANNEL_JOINTS]
     assert all([j["name"] for j in x["message"]["joints"]] == list(loop.controller.joint_names) for x in joints)
+    # the URDF, for Foxglove's URDF layer: the model the run controls, body for body
+    (description,) = by_topic[CHANNEL_DESCRIPTION]
+    assert load_urdf(description["message"]["data"]).body_names == model.body_names
     # every message stamped: the protobuf ones' timestamp, the JSON ones' header.stamp, both the log time
     for x in joints + by_topic[CHANNEL_TF]:
         stamp = x["message"]["timestamp"] if x["topic"] == CHANNEL_JOINTS else x["message"]["transforms"][0]["timestamp"]

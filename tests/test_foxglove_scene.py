@@ -204,3 +204,71 @@ def test_the_impedance_target_is_the_frame_target_slash_frame_at_the_desired_pos
     pin.forwardKinematics(pmodel, pdata, loop.q_d)
     body = pdata.oMi[pmodel.getJointId(loop.model.joint_names[frame.body])]
     assert np.allclose(p, body.translation + body.rotation @ frame.translation, atol=1e-9)
+
+
+def test_a_recording_holds_the_3d_view_as_the_live_server_sends_it(tmp_path):
+    """``rtctl record`` writes /tf, /rtctl/scene and /joint_states from the stream's description and metadata:
+    each recorded transform tree is Pinocchio's forward kinematics of the recorded sample at its stamp."""
+    import threading
+    import time
+
+    from mcap.reader import make_reader
+
+    from rtctl.telemetry.recording import record
+    from rtctl.telemetry.scene import CHANNEL_JOINTS, CHANNEL_SCENE, CHANNEL_TF
+    from rtctl.telemetry.tools import read_recording
+
+    loop = make_loop(telemetry={"enabled": True, "endpoint": "tcp://127.0.0.1:0", "meta_period": 0.1},
+                     loop={"pace": True, "rate_hz": 1000.0},
+                     trajectory={"type": "sinusoid", "center": [0.0] * 7, "amplitude": [0.3] * 7,
+                                 "frequency": [0.5] * 7})
+    tel = loop.telemetry
+    path = tmp_path / "run.mcap"
+    result = {}
+    rec = threading.Thread(target=lambda: result.update(record(tel.endpoint, str(path), samples=1500,
+                                                               idle_timeout=5.0, progress=False)))
+    try:
+        rec.start()
+        time.sleep(0.6)
+        loop.run(cycles=1500)
+        rec.join(20)
+    finally:
+        tel.close()
+    by_topic = {}
+    with open(path, "rb") as fh:
+        for schema, channel, message in make_reader(fh).iter_messages():
+            by_topic.setdefault(channel.topic, []).append((schema, channel, message))
+    assert {CHANNEL_TF, CHANNEL_SCENE, CHANNEL_JOINTS} <= set(by_topic)
+    schema, channel, _ = by_topic[CHANNEL_TF][0]
+    assert (schema.name, schema.encoding, channel.message_encoding) == ("foxglove.FrameTransforms", "protobuf",
+                                                                       "protobuf")
+    FrameTransforms, SceneUpdate, JointStates = (decoder(t) for t in (scene_messages().FrameTransforms,
+                                                                      scene_messages().SceneUpdate,
+                                                                      scene_messages().JointStates))
+    robot = SceneUpdate.FromString(by_topic[CHANNEL_SCENE][0][2].data)
+    assert [e.frame_id for e in robot.entities] == loop.model.body_names
+    samples = read_recording(str(path), progress=False)["samples"]
+    q_at = {int(round(s * 1e9)): q for s, q in zip(samples["stamp"], samples["q"])}
+    joints = [JointStates.FromString(m.data) for _, _, m in by_topic[CHANNEL_JOINTS]]
+    assert len(joints) >= 0.8 * len(samples["stamp"])       # from the description's arrival on, every sample
+    pmodel = pin.buildModelFromXML(model_to_urdf(loop.model))
+    pdata = pmodel.createData()
+    transforms = [(m.log_time, FrameTransforms.FromString(m.data)) for _, _, m in by_topic[CHANNEL_TF]]
+    assert len(transforms) >= 20
+    checked = 0
+    for log_time, message in transforms:
+        q = q_at.get(log_time)
+        if q is None:
+            continue
+        poses = world_poses(message)
+        pin.forwardKinematics(pmodel, pdata, np.asarray(q))
+        last = loop.model.body_names[-1]
+        joint = pmodel.getJointId(loop.model.joint_names[-1])
+        assert np.allclose(poses[last][1], pdata.oMi[joint].translation, atol=1e-12)
+        checked += 1
+    assert checked >= 20
+
+
+def scene_messages():
+    from foxglove import messages
+    return messages

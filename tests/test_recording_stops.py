@@ -37,7 +37,8 @@ from telemetry_helpers import SyntheticPublisher
 
 REPORT = re.compile(r"rtctl record: (\d+) samples .*, (\d+) metadata, (\d+) events -> .*; stopped by (SIG\w+)")
 FULL_LINE = re.compile(r"rtctl record: \S+: (the disk is full|the file size limit is reached) \(.+\); the recording "
-                       r"was closed at its last complete chunk: (\d+) of the (\d+) samples received are in it$")
+                       r"was closed at its last complete chunk(?:, without a summary \(no room for it\))?: (\d+) of the "
+                       r"(\d+) samples received are in it$")   # the summary is written when the disk has room for it
 
 
 def start_record(path, endpoint, preexec_fn=None):

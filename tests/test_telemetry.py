@@ -236,7 +236,8 @@ def test_record_replay_plot_echo_stats(tmp_path):
     with open(path, "rb") as fh:
         summary = make_reader(fh).get_summary()
     by_topic = {c.topic: (c.message_encoding, summary.schemas[c.schema_id]) for c in summary.channels.values()}
-    assert set(by_topic) == {CHANNEL_SAMPLES, CHANNEL_META, CHANNEL_EVENT, CHANNEL_DESCRIPTION}
+    assert set(by_topic) == {CHANNEL_SAMPLES, CHANNEL_META, CHANNEL_EVENT, CHANNEL_DESCRIPTION, "/tf", "/rtctl/scene",
+                             "/joint_states"}   # and the 3D view's (tests/test_foxglove_scene.py)
     # the robot description, once, though it is sent again to every subscriber when another joins
     assert result["description"] == 1 and by_topic[CHANNEL_DESCRIPTION][1].name == DESCRIPTION_SCHEMA_NAME
     assert loaded["description"]["data"] == description_of_loop(loop).urdf

@@ -78,12 +78,14 @@ import threading
 import time
 from urllib.parse import urlsplit
 
+import msgpack
 import numpy as np
 
 from .endpoints import LOOPBACK_HOSTS, tcp_in_use
 from .jsonvalues import dumps
-from .scene import RobotScene, SceneSpec
-from .schema import (CHANNEL_EVENT, CHANNEL_META, CHANNEL_SAMPLES, EVENT_SCHEMA_NAME, META_SCHEMA_NAME,
+from .scene import CHANNEL_JOINTS, CHANNEL_SCENE, CHANNEL_TF, DEFAULT_SCENE_RATE, RobotScene, SceneSpec
+from .schema import (CHANNEL_DESCRIPTION, CHANNEL_EVENT, CHANNEL_META, CHANNEL_SAMPLES, DESCRIPTION_JSON_SCHEMA,
+                     DESCRIPTION_SCHEMA_NAME, EVENT_SCHEMA_NAME, META_SCHEMA_NAME,
                      SAMPLE_SCHEMA_NAME, SCHEMA_VERSION, JsonRows, event_json_schema, header, meta_json_schema,
                      sample_json_schema, stamp_ns)
 from .sinks import PublisherSink
@@ -107,9 +109,7 @@ MESSAGE_DATA = 0x01
 _HEADER = struct.Struct("<BIQ")  # opcode, subscription id, log time (ns)
 _UINT32 = 2 ** 32
 _MAX_NS = 2 ** 63 - 1
-SAMPLES_ID, META_ID, EVENT_ID, TF_ID, SCENE_ID, JOINTS_ID = 1, 2, 3, 4, 5, 6
-CHANNEL_TF, CHANNEL_SCENE, CHANNEL_JOINTS = "/tf", "/rtctl/scene", "/joint_states"
-DEFAULT_SCENE_RATE = 30.0   # Hz of /tf and the force arrows: a screen's rate, not the loop's
+SAMPLES_ID, META_ID, EVENT_ID, TF_ID, SCENE_ID, JOINTS_ID, DESCRIPTION_ID = 1, 2, 3, 4, 5, 6, 7
 
 
 def check_host(host: str, allow_remote: bool = False) -> str:
@@ -194,6 +194,7 @@ class FoxgloveSink(PublisherSink):
         self._scene: RobotScene | None = None
         self._scene_due = 0.0
         self._robot = b""
+        self._description = b""
         self.port = int(port)
         self.decimation = int(decimation)
         self.backlog = int(backlog)
@@ -207,7 +208,7 @@ class FoxgloveSink(PublisherSink):
         self.inbox_dropped = 0  # messages dropped before the server's thread took them
         self.refused = 0        # connection requests answered 403 / 503
         self._clients: dict = {}
-        self._subscribers = [0] * 7  # per channel id: clients subscribed (written by the server thread)
+        self._subscribers = [0] * 8  # per channel id: clients subscribed (written by the server thread)
         self._inbox: collections.deque = collections.deque(maxlen=self.backlog)
         self._wake_pending = False
         self._last_meta: bytes | None = None
@@ -244,6 +245,12 @@ class FoxgloveSink(PublisherSink):
                                         (JOINTS_ID, CHANNEL_JOINTS, messages.JointStates)):
                 schema = message.get_schema()
                 self._channels[cid] = (topic, schema.name, schema.encoding, bytes(schema.data))
+        description = telemetry.description.payload if telemetry.description is not None else None
+        if description is not None:    # the URDF, for Foxglove's URDF layer (source: topic)
+            urdf = msgpack.unpackb(description, raw=False)
+            self._description = dumps({"data": urdf["urdf"], "sensor_frames": urdf.get("sensor_frames") or {}}).encode()
+            self._channels[DESCRIPTION_ID] = (CHANNEL_DESCRIPTION, DESCRIPTION_SCHEMA_NAME, json_schema,
+                                              DESCRIPTION_JSON_SCHEMA)
         self._server_info = json.dumps({"op": "serverInfo", "name": self.name, "capabilities": [],
                                         "metadata": {"rtctl_schema_version": str(SCHEMA_VERSION)},
                                         "sessionId": str(time.time_ns())})
@@ -513,6 +520,8 @@ class FoxgloveSink(PublisherSink):
                     self._offer(client, _HEADER.pack(MESSAGE_DATA, sid, time.time_ns()) + self._last_meta)
                 if channel == SCENE_ID and self._robot:   # the robot's primitives, which stay in their frames
                     self._offer(client, _HEADER.pack(MESSAGE_DATA, sid, time.time_ns()) + self._robot)
+                if channel == DESCRIPTION_ID:
+                    self._offer(client, _HEADER.pack(MESSAGE_DATA, sid, time.time_ns()) + self._description)
         if errors:
             self._status(client, f"subscribe: {len(errors)} subscription(s) ignored: {errors[0]}")
 

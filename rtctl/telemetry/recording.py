@@ -110,11 +110,20 @@ class McapRecording:
         self._busy = False
         self._flushed = time.monotonic()
 
-    def add(self, topic: str, ns: int, text: str) -> None:
+    def add(self, topic: str, ns: int, data: str | bytes) -> None:
         self._busy = True
-        self.writer.add_message(self.channels[topic], log_time=ns, publish_time=ns, data=text.encode())
+        self.writer.add_message(self.channels[topic], log_time=ns, publish_time=ns,
+                                data=data.encode() if isinstance(data, str) else data)
         self._busy = False
         self.written[topic] += 1
+
+    def channel(self, topic: str, schema_name: str, schema_encoding: str, schema: bytes, encoding: str) -> None:
+        """Add the channel ``topic`` (a later one: the 3D view's, :mod:`.scene_recording`)."""
+        self._busy = True
+        schema_id = self.writer.register_schema(name=schema_name, encoding=schema_encoding, data=schema)
+        self.channels[topic] = self.writer.register_channel(topic, encoding, schema_id)
+        self._busy = False
+        self.written[topic] = 0
 
     def tick(self, now: float) -> None:
         """Close the chunk in progress when it has been open :data:`FLUSH_PERIOD` s."""
@@ -195,6 +204,9 @@ def _open(path: str) -> McapRecording:
 
 
 def _receive(sub, rec: McapRecording, counter, bar, waiting, stop, duration, samples, idle_timeout) -> None:
+    from .scene_recording import RecordedScene
+
+    scene = RecordedScene(rec, say=bar.write)
     start = last_rx = time.monotonic()
     while stop.signum is None:
         now = time.monotonic()
@@ -220,11 +232,14 @@ def _receive(sub, rec: McapRecording, counter, bar, waiting, stop, duration, sam
             counter.add(msg)
             for row in rows_of(msg):
                 rec.add(CH_SAMPLES, stamp_ns(row["stamp"]), dumps(row))
+            scene.samples(msg)
             bar.update(msg["count"])
         elif topic == TOPIC_META:
+            scene.met(msg)
             now = time.time()
             rec.add(CH_META, stamp_ns(now), dumps({**msg, "header": header(now)}, default=str))
         elif topic == TOPIC_DESCRIPTION:
+            scene.described(msg)
             if not rec.written[CH_DESCRIPTION] and isinstance(msg.get("urdf"), str):   # once: it is sent to newcomers
                 rec.add(CH_DESCRIPTION, time.time_ns(),
                         dumps({"data": msg["urdf"], "sensor_frames": msg.get("sensor_frames") or {}}, default=str))

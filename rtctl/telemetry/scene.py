@@ -31,6 +31,8 @@ import numpy as np
 from ..dynamics.spatial import matrix_quaternion
 from ..rt.hooks import TelemetrySource
 
+CHANNEL_TF, CHANNEL_SCENE, CHANNEL_JOINTS = "/tf", "/rtctl/scene", "/joint_states"
+DEFAULT_SCENE_RATE = 30.0   # Hz of /tf and the force arrows: a screen's rate, not the loop's
 WORLD = "world"
 TRUTH = "truth/"
 TARGET = "target/"

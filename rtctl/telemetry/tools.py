@@ -342,14 +342,17 @@ def _read_mcap_rows(path: str, progress: bool, out):
 
         for record in records():
             if isinstance(record, Channel):
-                topics[record.id] = record.topic
+                if record.message_encoding == "json":   # the 3D view's protobuf channels are Foxglove's to read
+                    topics[record.id] = record.topic
                 continue
             if not isinstance(record, Message):
                 continue
             inflated += len(record.data)
             if inflated > MAX_RECORDING_BYTES:
                 break
-            topic = topics.get(record.channel_id)
+            if record.channel_id not in topics:
+                continue
+            topic = topics[record.channel_id]
             obj = _message(path, topic, record.data)
             if topic == CH_SAMPLES:
                 if isinstance(obj, dict):
