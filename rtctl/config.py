@@ -12,7 +12,8 @@ section as a keyword argument). Unknown keys and out-of-range values raise :clas
 file, section and key. Units are SI. A minimal config::
 
     [robot]
-    model = "arm7"            # bundled name, robot model name or URDF path (relative to the config file)
+    model = "arm7"            # bundled name, robot model name, URDF/MJCF path (relative to the config file)
+                              # or package://PACKAGE/PATH, a file of an installed Python package
 
     [controller]
     type = "computed_torque"
@@ -32,6 +33,7 @@ import os
 from pathlib import Path
 
 from . import bundled_model_path
+from .model.package_file import is_package_url, package_file
 from .options import (BuildContext, ConfigError, Key, check_number, check_table, did_you_mean,  # noqa: F401
                       read_toml, schema_keys, show)  # read_toml: part of this module's API
 from .registry import CONTROLLERS, DRIVERS, PLANTS, ROBOTS, TRAJECTORIES
@@ -41,7 +43,7 @@ DEMO_CONFIG = Path(__file__).parent / "data" / "configs" / "demo.toml"
 
 CORE_SCHEMA: dict[str, dict[str, Key]] = {
     "robot": {
-        "model": Key("str", "arm7"),  # bundled name, robot model name or URDF path (relative to the config)
+        "model": Key("str", "arm7"),  # bundled name, robot model name, file path (relative to the config), package://
         "floating_base": Key("str", "fixed", choices=("fixed", "free_flyer", "euler", "planar")),
         "inertia": Key("str", "warn", choices=("warn", "strict", "repair")),   # a URDF's inconsistent inertias
         "lock_joints": Key("strs", []),   # an MJCF's joints removed, their bodies welded (a gripper's fingers)
@@ -306,6 +308,10 @@ def bundled_configs() -> list[str]:
 
 
 def _resolve_model_path(spec: str, base_dir: str | None) -> Path:
+    """A ``package://`` URL's file (:mod:`rtctl.model.package_file`), a path (relative to ``base_dir``, the config
+    file's folder) or a bundled URDF's name."""
+    if is_package_url(spec):
+        return package_file(spec)
     candidate = Path(spec)
     if not candidate.is_absolute() and base_dir is not None:
         candidate = Path(base_dir) / candidate

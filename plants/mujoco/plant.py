@@ -34,6 +34,7 @@ import numpy as np
 from numba import njit
 
 from rtctl.model import Model, inertia_scale_factor
+from rtctl.model.package_file import is_package_url, package_file
 from rtctl.options import OptionsBase, options_of, setting, show, show_all
 from rtctl.rt.interfaces import actuated_indices
 
@@ -70,9 +71,15 @@ def solo12_model() -> Model:
 
 
 def resolve_model_file(spec: str, base_dir: str | None = None) -> Path:
-    """A bundled model name, or an MJCF/URDF path (relative to ``base_dir``, the config file's folder)."""
+    """A bundled model name, a ``package://`` URL's file (:mod:`rtctl.model.package_file`), or an MJCF/URDF path
+    (relative to ``base_dir``, the config file's folder)."""
     if spec in BUNDLED_MODELS:
         return bundled_model(spec)
+    if is_package_url(spec):
+        try:
+            return package_file(spec)
+        except (ValueError, FileNotFoundError) as exc:
+            raise MujocoModelError(f"model: {exc}") from None
     path = Path(spec)
     if not path.is_absolute() and base_dir is not None:
         path = Path(base_dir) / path
@@ -144,8 +151,8 @@ class MujocoPlant(Plant):
     class Options(OptionsBase):
         """``[plant]`` keys of the MuJoCo plant (SI units)."""
 
-        model: str = setting("str", None)   # MJCF/URDF path (relative to the config) or bundled name; default:
-        #                                      the [robot] model file
+        model: str = setting("str", None)   # MJCF/URDF path (relative to the config), package://PACKAGE/PATH or
+        #                                      bundled name; default: the [robot] model file
         floating_base: str = setting("str", "fixed", choices=("fixed", "free_flyer"))   # a URDF's root link
         substeps: int = setting("int", 1, low=1, high=1000)
         integrator: str = setting("str", None, choices=INTEGRATORS)    # default: the model's <option integrator>
