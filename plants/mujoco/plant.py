@@ -161,7 +161,8 @@ class MujocoPlant(Plant):
         mass_scale: float = setting("float", 1.0, positive=True, high=100.0)
         initial_position: object = setting("floats", None)   # actuated joints (default: the model's qpos0)
         initial_base_position: object = setting("floats", None)   # m, a free-flyer base's [x, y, z] (default: qpos0)
-        feet: object = setting("strs", None)   # bodies whose contacts are a foot's (default: a floating base's leaves)
+        # bodies whose contacts, and those of the bodies below them, are a foot's (default: a floating base's leaves)
+        feet: object = setting("strs", None)
 
     @classmethod
     def from_config(cls, options: dict, context) -> "MujocoPlant":
@@ -249,7 +250,8 @@ class MujocoPlant(Plant):
 
     def _feet_of_geoms(self, mujoco, feet) -> None:
         """:attr:`foot_names` (the given bodies, or the leaf bodies of a floating-base tree) and the foot each
-        of MuJoCo's geoms belongs to (-1: none)."""
+        of MuJoCo's geoms belongs to (-1: none): the nearest foot at or above its body, so that a lower leg named
+        as the foot takes the contacts of its collision mesh and of a foot body welded below it (Spot's)."""
         m = self.mj_model
         names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, b) or f"body{b}" for b in range(m.nbody)]
         if feet is None:
@@ -260,8 +262,11 @@ class MujocoPlant(Plant):
             raise ValueError(f"feet: {show_all(unknown)} are not bodies of {show(self.source)}; its bodies: "
                              f"{show_all(names[1:])}")
         self.foot_names = list(feet)
-        self._geom_foot = np.array([self.foot_names.index(names[b]) if names[b] in self.foot_names else -1
-                                    for b in m.geom_bodyid], dtype=np.int64)
+        foot_of_body = np.full(m.nbody, -1, dtype=np.int64)
+        for b in range(1, m.nbody):              # parents come before their children
+            own = self.foot_names.index(names[b]) if names[b] in self.foot_names else -1
+            foot_of_body[b] = own if own >= 0 else foot_of_body[m.body_parentid[b]]
+        self._geom_foot = foot_of_body[m.geom_bodyid]
         self._contact_wrench = np.zeros(6)
         self._feet = np.zeros((len(self.foot_names), 3))
         self._feet_at = math.nan     # the plant time self._feet was summed at
