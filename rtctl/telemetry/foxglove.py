@@ -15,14 +15,21 @@ the same JSON Schemas and messages (see :mod:`rtctl.telemetry.schema`):
   ``/rtctl/meta.joints``);
 * ``/rtctl/meta`` -- the metadata map, every ``meta_period`` s (a client
   subscribing gets the latest one at once);
-* ``/rtctl/event`` -- control and safety events.
+* ``/rtctl/event`` -- control and safety events;
+* ``/tf``, ``/rtctl/scene``, ``/joint_states`` -- the robot for Foxglove's 3D panel, in Foxglove's own
+  protobuf schemas (:mod:`rtctl.telemetry.scene`), when the sink is attached to a loop;
+* ``/robot_description`` -- the URDF (:mod:`rtctl.telemetry.description`), sent to each subscriber.
+
+Every JSON message carries ``header.stamp``, the sample's wall clock, for plots against it.
 
 The protocol as served. On connection: ``serverInfo`` (``name``, no
 ``capabilities``, ``metadata``, ``sessionId``), then one ``advertise`` of the
-three channels (``encoding`` ``json``, ``schemaEncoding`` ``jsonschema``, the
-schema as JSON text). A client sends ``subscribe`` / ``unsubscribe``; data goes
-out as binary Message Data frames: opcode ``0x01``, uint32 subscription id,
-uint64 log time (ns), the JSON payload, little-endian. Anything else a client
+channels (the JSON ones: ``encoding`` ``json``, ``schemaEncoding`` ``jsonschema``,
+the schema as JSON text; the protobuf ones: ``protobuf`` and the SDK's
+FileDescriptorSet, base64-encoded as the protocol asks for a binary schema). A
+client sends ``subscribe`` / ``unsubscribe``; data goes out as binary Message
+Data frames: opcode ``0x01``, uint32 subscription id, uint64 log time (ns), the
+payload, little-endian. Anything else a client
 sends (another op, binary, bad JSON, unknown channel, a reused id) gets a
 ``status`` message (level 2, error) and the connection stays up. No capability
 that takes data from a client is advertised (no client publish, services,
