@@ -136,6 +136,28 @@ def synthesize(truth: Truth, seed: int, sensors: Sensors = Sensors()) -> Measure
     return Measurements(imu=imu, q=q, v=v, contact=contact)
 
 
+def held_device(truth: Truth, every: int, seed: int, sensors: Sensors = Sensors()) -> tuple[Measurements, np.ndarray]:
+    """The readings of an IMU ``every`` times slower than the estimators' cycle, as a loop holds them, and which
+    cycles got a new sample. The device's sample at each cycle k that is a multiple of ``every`` is the mean
+    specific force over its period (its delta velocity over the period, divided by it) and the rotation over
+    it, Log(R_{k-every}^T R_k) / period, plus the biases of ``sensors`` and white noise of their densities at
+    the device's rate; it stays the reading until the next (the first, at k = 0, is the first period's).
+    Encoders and contact flags as :func:`synthesize` gives them."""
+    meas = synthesize(truth, seed, sensors)
+    rng = np.random.default_rng(seed + 1000)
+    period = every * PERIOD
+    ticks = np.arange(0, truth.n, every)
+    ends = np.maximum(ticks, every)
+    samples = np.zeros((ticks.size, 6))
+    for j, k in enumerate(ends):
+        samples[j, :3] = truth.imu[k - every + 1:k + 1, :3].mean(axis=0)
+        samples[j, 3:] = _log(truth.R[k - every].T @ truth.R[k]) / period
+    noise = np.repeat([sensors.accel_density, sensors.gyro_density], 3) / np.sqrt(period)
+    samples += np.r_[sensors.accel_bias, sensors.gyro_bias] + rng.normal(size=samples.shape) * noise
+    meas.imu[:, :6] = samples[np.arange(truth.n) // every]
+    return meas, np.arange(truth.n) % every == 0
+
+
 @dataclass
 class Run:
     """An estimator run over a truth: the written base state ``q``, ``v`` per cycle, the IMU-frame estimate
@@ -154,9 +176,10 @@ class Run:
 
 
 def run_estimator(est, truth: Truth, meas: Measurements, *, cycles: int | None = None, initial_error=None,
-                  nees_dim: int = 9) -> Run:
+                  nees_dim: int = 9, clock=None) -> Run:
     """``est`` (started here) over the measurements, started at the truth's first state (plus
-    ``initial_error`` = (rotation vector, velocity, position) of the IMU, world axes)."""
+    ``initial_error`` = (rotation vector, velocity, position) of the IMU, world axes); each cycle's step at the
+    time ``clock[k]`` (default the cycle's, k * PERIOD)."""
     n = truth.n if cycles is None else cycles
     nq, nv = truth.q.shape[1], truth.v.shape[1]
     run = Run(q=np.zeros((n, nq)), v=np.zeros((n, nv)), R=np.zeros((n, 3, 3)), vel=np.zeros((n, 3)),
@@ -177,7 +200,7 @@ def run_estimator(est, truth: Truth, meas: Measurements, *, cycles: int | None =
             q[:6], v[:6] = run.q[k - 1, :6], run.v[k - 1, :6]
         else:
             q[:6], v[:6] = q0[:6], v0[:6]
-        if not est.step(k * PERIOD, meas.imu[k], meas.contact[k], q, v):
+        if not est.step(k * PERIOD if clock is None else clock[k], meas.imu[k], meas.contact[k], q, v):
             run.fault_cycle, run.fault = k, est.fault_reason
             for name in ("q", "v", "R", "vel", "p", "cov", "nis"):
                 setattr(run, name, getattr(run, name)[:k])

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from scipy.stats import chi2
 
-from estimation_truth import PERIOD, errors, monte_carlo_nees, run_estimator, synthesize, trot_truth
+from estimation_truth import PERIOD, errors, held_device, monte_carlo_nees, run_estimator, synthesize, trot_truth
 from rtctl.loops.estimation import InvariantEKF, LegOdometryKF
 
 DURATION = 6.0
@@ -85,6 +85,35 @@ def test_invariant_ekf_nees_within_chi_square_bounds(truth):
     inside = np.mean((averaged[1:] > low) & (averaged[1:] < high))
     assert inside >= 0.9, (inside, averaged.mean(), low, high)
     assert low < averaged.mean() < high
+
+
+@pytest.mark.slow
+def test_an_imu_slower_than_the_cycle_is_propagated_over_each_cycle_with_its_held_sample(truth, clean):
+    """A 250 Hz IMU on the 1 kHz cycle (a MIP device streams at most at its base rate, the 3DM-GX5's 500 Hz, DCP
+    4.2.5, under a 10 kHz loop): each sample the mean over its 4 ms (its delta velocity over the period) with
+    its noise at 250 Hz, the reading holding it for the 4 cycles until the next (``fresh`` on the first). The
+    invariant EKF propagates every cycle over the cycle's dt with the reading it has, fresh or not: its estimate
+    is at the cycle's time, where the encoders are read, and each sample moves it by the sample's integral over
+    one period, one period late. It keeps the figures (no fault, roll and pitch RMS <= 0.5 deg, velocity RMS <=
+    0.05 m/s), its velocity error within 10 times the 1 kHz IMU's. Propagating only on a fresh sample, over its
+    own 4 ms, while the legs correct every cycle fuses encoders up to 4 ms ahead of the state: the divergence
+    check latches. Measured: held, roll/pitch 0.12/0.13 deg and velocity 20 mm/s (1 kHz IMU: 0.08/0.10 deg,
+    2.8 mm/s); fresh only, diverged at 0.49 s (no foot in contact agreed with the estimate for 0.2 s)."""
+    make_ekf = lambda: make("invariant_ekf", truth)   # noqa: E731
+    meas, fresh = held_device(truth, 4, seed=1)
+    assert fresh.sum() == (truth.n + 3) // 4 and np.all(meas.imu[1:4, :6] == meas.imu[0, :6])
+    run = run_estimator(make_ekf(), truth, meas)
+    assert run.fault_cycle == -1, run.fault
+    e, fine = errors(run, truth), errors(clean["invariant_ekf"], truth)
+    assert max(e["roll_rms"], e["pitch_rms"]) <= np.radians(0.5) and e["velocity_rms"] <= 0.05, e
+    assert e["velocity_rms"] <= 10 * fine["velocity_rms"], (e, fine)
+    print(f"held 250 Hz IMU: roll/pitch {np.degrees(e['roll_rms']):.3f}/{np.degrees(e['pitch_rms']):.3f} deg, "
+          f"velocity {e['velocity_rms'] * 1e3:.1f} mm/s (1 kHz IMU: {np.degrees(fine['roll_rms']):.3f}/"
+          f"{np.degrees(fine['pitch_rms']):.3f} deg, {fine['velocity_rms'] * 1e3:.1f} mm/s)")
+    sample_time = np.flatnonzero(fresh)[np.arange(truth.n) // 4] * PERIOD
+    stale = run_estimator(make_ekf(), truth, meas, clock=sample_time)
+    assert stale.fault_cycle > 0 and "diverged" in stale.fault, stale.fault
+    print(f"fresh-only propagation: {stale.fault} at {stale.fault_cycle * PERIOD:.2f} s")
 
 
 @pytest.mark.slow

@@ -12,6 +12,15 @@ safe state; the next run (:meth:`Estimator.on_start`) starts the estimate again,
 state in simulation (``start = "drivers"``: the base the simulator's driver read) or from the first IMU
 sample.
 
+An IMU slower than the loop (a MIP device streams at most at its base rate, the 3DM-GX5's 500 Hz, under a
+10 kHz loop) leaves its reading as it was on the cycles without a new sample (``fresh`` False), and every cycle
+propagates over its own dt with the reading it has: the estimate stays at the cycle's time, where the joints
+are read and the legs correct it, and each sample, the device's mean over its period, moves it by its
+integral over one period, one period late. Propagating only on a fresh sample, over its own period, while the
+legs correct every cycle would fuse encoders read up to a period after the state's time: on the trot with a
+250 Hz IMU that diverges within 0.5 s, where holding the sample keeps 0.13 deg and 20 mm/s RMS
+(tests/test_estimation_filters.py).
+
 The estimators are found by name (:data:`rtctl.registry.ESTIMATORS`, entry-point group ``rtctl.estimators``):
 ``invariant_ekf`` (:class:`loops.estimation.invariant_ekf_estimator.InvariantEKF`) and ``leg_odometry_kf``
 (:class:`loops.estimation.leg_odometry.LegOdometryKF`). The contact input is each foot's contact sensor
