@@ -15,20 +15,17 @@ pitch), velocity RMS 6.8 and 7.6 mm/s.
 """
 from __future__ import annotations
 
-import tomllib
-
 import numpy as np
 import pytest
 
-from rtctl.config import ConfigError, bundled_config_path, build, validate
+from legged_runs import Run, attitude, estimate_errors, seed_run, shipped_raw, stays_up
+from rtctl.config import ConfigError, build, validate
 from rtctl.drivers.sim_force_torque import SimForceTorque
 from rtctl.dynamics import Dynamics
 from rtctl.plants.legged.control import LeggedComputedTorque, LeggedFeedForwardPD, make_walk
 from rtctl.plants.legged.foot_sensors import measured_ground_wrenches
 
-DURATION = 2.0
 CONFIGS = {"planar_biped": "legged_biped_estimated", "spatial_quadruped": "legged_quadruped_estimated"}
-SEED = {"planar_biped": "legged_biped", "spatial_quadruped": "legged_quadruped"}
 
 
 def rotation(rpy):
@@ -156,10 +153,7 @@ def test_the_controller_on_sensors_allocates_nothing_and_names_a_bad_reading():
 
 
 def raw_config(robot_name, **controller):
-    path = bundled_config_path(CONFIGS[robot_name])
-    raw = tomllib.loads(path.read_text())
-    raw["loop"].update(pace=False, duration=DURATION)
-    raw["trajectory"]["duration"] = DURATION
+    raw, path = shipped_raw(CONFIGS[robot_name])
     raw["controller"].update(controller)
     return raw, path
 
@@ -193,57 +187,9 @@ def test_a_foot_sensor_on_the_trunk_is_refused():
 
 
 # -- closed on the estimate --------------------------------------------------------------------------------------
-class Run:
-    """A 2 s run of a config: the base (truth and what the controller saw) and the joints every 1 ms."""
-
-    def __init__(self, raw, path):
-        cfg = validate(raw, path.name)
-        cfg["_dir"] = str(path.parent)
-        self.loop = loop = build(cfg)
-        nb = loop.model.n_base_dofs
-        self.seen, self.truth, self.joints = [], [], []
-
-        def record(cycle, t, state, command):
-            if cycle % 10 == 0:
-                self.seen.append(np.r_[state.q[:nb], state.v[:nb]])
-                truth = (loop.base_truth.q, loop.base_truth.v) if loop.estimator else (state.q[:nb], state.v[:nb])
-                self.truth.append(np.r_[truth])
-                self.joints.append(state.q[nb:].copy())
-
-        loop.hooks.append(record)
-        self.report = loop.run(duration=DURATION)
-        self.seen, self.truth, self.joints = map(np.array, (self.seen, self.truth, self.joints))
-
-
-def seed_run(robot_name):
-    path = bundled_config_path(SEED[robot_name])
-    raw = tomllib.loads(path.read_text())
-    raw["loop"].update(pace=False, duration=DURATION)
-    raw["trajectory"]["duration"] = DURATION
-    return Run(raw, path)
-
-
 @pytest.fixture(scope="module")
 def on_the_truth():
     return {name: seed_run(name) for name in CONFIGS}
-
-
-def attitude(robot_name, base):
-    """Roll and pitch (rad) of the quadruped's Euler chain (x, y, z, yaw, pitch, roll), the biped's pitch."""
-    return base[:, [5, 4]] if robot_name == "spatial_quadruped" else base[:, [2]]
-
-
-def stays_up(robot_name, run, seed):
-    """The walking tests' criteria (tests/test_legged_walking.py) on the truth of ``run``, relative to ``seed``."""
-    truth = run.truth
-    if robot_name == "planar_biped":
-        assert np.abs(truth[:, 1] - 0.96).max() < 5e-3
-        assert np.abs(truth[:, 2]).max() < 0.02
-    else:
-        assert np.abs(truth[:, 2] - 0.5).max() < 0.01
-        assert np.abs(truth[:, 3:6]).max() < 0.08
-        assert np.abs(truth[:, 1]).max() < 0.03
-    assert truth[-1, 0] - truth[0, 0] == pytest.approx(seed.truth[-1, 0] - seed.truth[0, 0], rel=0.02)
 
 
 @pytest.mark.slow
@@ -274,14 +220,10 @@ def test_closed_on_the_estimate_it_walks_as_on_the_truth(robot_name, on_the_trut
     assert run.report.tracking_max.max() < 2.0 * seed.report.tracking_max.max() + 1e-3
     tilt, seed_tilt = attitude(robot_name, run.truth), attitude(robot_name, seed.truth)
     assert np.abs(tilt).max() < 2.0 * np.abs(seed_tilt).max() + 5e-3
-    nb = run.loop.model.n_base_dofs
-    error = run.seen - run.truth
-    tilt_rms = np.sqrt(np.mean(attitude(robot_name, error) ** 2, axis=0))
-    assert np.degrees(tilt_rms).max() <= 0.5
-    linear = [0, 1, 2] if nb == 6 else [0, 1]
-    velocity_rms = np.sqrt(np.mean(np.sum(error[:, nb + np.array(linear)] ** 2, axis=1)))
+    tilt_rms, velocity_rms = estimate_errors(robot_name, run)
+    assert tilt_rms.max() <= 0.5
     assert velocity_rms <= 0.05
     print(f"{robot_name}: tracking max {run.report.tracking_max.max():.2e} rad (truth "
           f"{seed.report.tracking_max.max():.2e}), attitude max {np.abs(tilt).max():.2e} rad (truth "
-          f"{np.abs(seed_tilt).max():.2e}), estimate roll/pitch RMS {np.degrees(tilt_rms)} deg, velocity RMS "
+          f"{np.abs(seed_tilt).max():.2e}), estimate roll/pitch RMS {tilt_rms} deg, velocity RMS "
           f"{velocity_rms:.4f} m/s")
