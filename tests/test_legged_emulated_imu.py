@@ -28,8 +28,8 @@ def test_the_walk_closed_on_the_emulated_imu_walks_as_on_the_truth(capsys):
     within twice its largest plus 5 mrad, no trip and no kernel late; the estimate within 0.5 deg of pitch and
     0.05 m/s of velocity RMS of the truth. The first cycle has a sample; the device sent one per 2 ms of
     simulated time, and no read came more than 5 ms (half max_age) after the last new sample: lockstep waited
-    for a device left behind. Measured (load 5 to 6 on 2 cores, seven runs): pitch 0.02 to 0.10 deg and
-    velocity 4 to 12 mm/s RMS, joint tracking 0.064 mrad (truth 0.069); 79 to 94 % of the samples reach the
+    for a device left behind. Measured (load 3.5 to 6 on 2 cores, eight runs): pitch 0.02 to 0.10 deg and
+    velocity 4 to 12 mm/s RMS, joint tracking 0.064 mrad (truth 0.069); 76 to 94 % of the samples reach the
     filter, the others come two to a read (the emulator starved for a while) and the newer one is taken, which
     is what varies from run to run."""
     seed = seed_run("planar_biped")
