@@ -27,10 +27,19 @@
    round). The load average before and after is printed: other processes on the
    machine count. ``--realtime-priority N`` runs the loop thread under SCHED_FIFO
    priority N (``[loop] realtime_priority``, as on a control PC; needs the
-   privilege), every case alike.
+   privilege), every case alike. "plotjuggler, per sample" is the PlotJuggler case with
+   ``plotjuggler_format = "object"`` (one message per sample) instead of the default array per batch.
+5. The PlotJuggler stream's two forms (:mod:`rtctl.telemetry.plotjuggler`), alternated over
+   ``--rounds`` rounds in one run: ``--pj-samples`` samples of the arm7's 1 kHz run, in batches of 10 (a
+   1 kHz loop's 10 ms ``batch_period``), encoded and sent one JSON object per sample ("object") or one
+   JSON array per batch ("array") to a reader process that receives and parses every message. Reported:
+   messages, bytes per sample, the publisher's CPU per sample (encoding, ZeroMQ sends), the reader's
+   (receive, ``json.loads``; PlotJuggler itself is not run), each form's best round; and the samples a
+   reader that stalls until all were sent still gets (ZeroMQ's high-water marks count messages: the
+   publisher's ``sndhwm``, and ZeroMQ's default on the reader's side, which PlotJuggler leaves); array / object.
 
-Usage: python benchmarks/telemetry.py [--seconds 3] [--burst 2] [--rounds 2] [--only-sinks]
-                                      [--cases "off;all;all, nice 0"] [--realtime-priority N]
+Usage: python benchmarks/telemetry.py [--seconds 3] [--burst 2] [--rounds 2] [--only-sinks | --only-plotjuggler]
+                                      [--cases "off;all;all, nice 0"] [--realtime-priority N] [--pj-samples N]
 """
 from __future__ import annotations
 
@@ -163,14 +172,14 @@ def jitter(mode: str, seconds: float):
 
 
 PJ_READER = r"""
-import sys, zmq
+import json, sys, zmq
 s = zmq.Context().socket(zmq.SUB)
 s.connect(sys.argv[1]); s.setsockopt(zmq.SUBSCRIBE, b"")
 print("ready", flush=True)
-s.recv()  # the stream has no metadata: wait for its first message however long the set-up takes
-n = 1
+samples = lambda m: len(m) if isinstance(m, list) else 1   # an array per batch, or an object per sample
+n = samples(json.loads(s.recv()))  # the stream has no metadata: wait for its first message however long it takes
 while s.poll(3000):
-    s.recv(); n += 1
+    n += samples(json.loads(s.recv()))
 print(n, 0, flush=True)
 """
 
@@ -225,7 +234,7 @@ res = record(sys.argv[1], sys.argv[2], progress=False, idle_timeout=3.0)
 print(res["samples"], res["lost"], flush=True)
 """
 
-SINK_CASES = ("off", "pub", "plotjuggler", "foxglove", "dashboard", "record", "all", "all, nice 0", "all, thread",
+SINK_CASES = ("off", "pub", "plotjuggler", "plotjuggler, per sample", "foxglove", "dashboard", "record", "all", "all, nice 0", "all, thread",
               "all, thread, 5 ms", "off, kernel slice", "all, kernel slice", "all, no readers")
 
 
@@ -251,13 +260,14 @@ def sink_case(case: str, seconds: float, tmp: str):
     procs = []
     if case != "off":
         every = case.startswith("all")
-        pj = every or case == "plotjuggler"
+        pj = every or case.startswith("plotjuggler")
         fox = every or case == "foxglove"
         tel = Telemetry(endpoint="tcp://127.0.0.1:0", plotjuggler_endpoint="tcp://127.0.0.1:0" if pj else None,
                         sinks=[FoxgloveSink(port=0)] if fox else [],
                         switch_interval=None if "5 ms" in case else SWITCH_INTERVAL,
                         process="thread" not in case,
-                        publisher_nice=0 if "nice 0" in case else PUBLISHER_NICE).attach(loop).start()
+                        publisher_nice=0 if "nice 0" in case else PUBLISHER_NICE,
+                        plotjuggler_format="object" if "per sample" in case else "array").attach(loop).start()
         if readers and (every or case == "pub"):
             procs.append(spawn(tel.endpoint, "reader"))
         if readers and pj:
@@ -291,7 +301,7 @@ def sinks_table(seconds: float, rounds: int, cases=SINK_CASES):
     print(f"   load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"   loop thread: {REALTIME or 'normal scheduling'}; publisher: a process, except the 'thread' cases")
     print("   publisher CPU: ms of publisher-thread CPU per s of loop; longest flush: wall ms")
-    print(f"   {'case':<18}{'overruns per round':>22}{'compute p99':>13}{'latency p99':>13}{'latency max':>13}"
+    print(f"   {'case':<24}{'overruns per round':>16}{'compute p99':>13}{'latency p99':>13}{'latency max':>13}"
           f"{'publisher CPU':>15}{'longest flush':>15}  readers got (of {int(seconds * 1000)})")
     for case, runs in results.items():
         over = ", ".join(str(rep.overruns) for rep, _, _ in runs)
@@ -301,8 +311,94 @@ def sinks_table(seconds: float, rounds: int, cases=SINK_CASES):
         cpu = max(c[0] for _, _, c in runs)
         longest = max(c[1] for _, _, c in runs)
         got = "; ".join(",".join(str(n) for n, _ in rec) for _, rec, _ in runs) or "-"
-        print(f"   {case:<18}{over:>22}{cp99:>13.1f}{lp99:>13.1f}{lmax:>13.0f}{cpu:>15.1f}{longest:>15.2f}  {got}")
+        print(f"   {case:<24}{over:>16}{cp99:>13.1f}{lp99:>13.1f}{lmax:>13.0f}{cpu:>15.1f}{longest:>15.2f}  {got}")
     return results
+
+
+PJ_BATCH_READER = r"""
+import json, sys, time, zmq
+s = zmq.Context().socket(zmq.SUB)
+if sys.argv[2] == "reader":
+    s.setsockopt(zmq.RCVHWM, 0)
+s.connect(sys.argv[1]); s.setsockopt(zmq.SUBSCRIBE, b"")
+print("ready", flush=True)
+if sys.argv[2] == "stalled":
+    sys.stdin.readline()   # stalls (ZeroMQ's default receive high-water mark, as PlotJuggler's) until told
+messages = samples = 0
+s.poll()
+c0 = time.process_time()
+while s.poll(1000):
+    decoded = json.loads(s.recv())
+    messages += 1
+    samples += len(decoded) if isinstance(decoded, list) else 1
+    c1 = time.process_time()
+print(samples, messages, c1 - c0, flush=True)
+"""
+
+
+def arm_rows(n: int):
+    """``n`` ring rows of the arm7's 1 kHz run (sinusoid), with the telemetry that names their columns."""
+    loop = make_loop(False)
+    tel = Telemetry(endpoint="tcp://127.0.0.1:0", capacity=n).attach(loop)
+    for k in range(n):
+        loop.step(k * loop.period)
+    rows, first = tel._take()
+    return rows, first, tel
+
+
+def plotjuggler_round(form: str, rows, first: int, tel, mode: str, batch: int = 10):
+    """Send ``rows`` in ``form`` to a reader process (``mode``: "reader" reads at once, no high-water mark on
+    either side; "stalled" reads once everything was sent, the high-water marks left at ``Telemetry``'s and
+    ZeroMQ's defaults). Returns (messages, bytes, publisher CPU s, samples the reader got, its CPU s)."""
+    from rtctl.telemetry.plotjuggler import PlotJugglerStream
+    stream = PlotJugglerStream(format=form)
+    stream.open(tel.layout, tel.joints, tel.extra_names)
+    pub = zmq.Context.instance().socket(zmq.PUB)
+    pub.setsockopt(zmq.SNDHWM, 0 if mode == "reader" else tel.sndhwm)
+    endpoint = f"tcp://127.0.0.1:{pub.bind_to_random_port('tcp://127.0.0.1')}"
+    reader = spawn_script(PJ_BATCH_READER, endpoint, mode)
+    time.sleep(0.5)  # the subscription in place (PUB/SUB slow joiner)
+    messages = size = 0
+    c0 = time.thread_time()
+    for start in range(0, rows.shape[0], batch):
+        for message in stream.messages(rows[start:start + batch], first + start):
+            pub.send(message, flags=zmq.NOBLOCK)
+            messages += 1
+            size += len(message)
+    cpu = time.thread_time() - c0
+    if mode == "stalled":
+        time.sleep(0.5)
+        reader.stdin.write("go\n")
+        reader.stdin.flush()
+    got, _, reader_cpu = reader.stdout.readline().split()
+    reader.wait(15)
+    pub.close(linger=0)
+    return messages, size, cpu, int(got), float(reader_cpu)
+
+
+def plotjuggler_table(samples: int, rounds: int):
+    rows, first, tel = arm_rows(samples)
+    print(f"5. PlotJuggler stream, {samples} samples (arm7, {rows.shape[1]} values each) in batches of 10, "
+          f"{rounds} rounds alternated; load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    best, kept = {}, {}
+    for r in range(rounds):
+        for form in (("object", "array") if r % 2 == 0 else ("array", "object")):
+            res = plotjuggler_round(form, rows, first, tel, "reader")
+            if res[3] != samples:
+                raise SystemExit(f"the reader got {res[3]} of {samples} samples in the {form} form")
+            if form not in best or res[2] + res[4] < best[form][2] + best[form][4]:
+                best[form] = res
+            kept.setdefault(form, []).append(plotjuggler_round(form, rows, first, tel, "stalled")[3])
+    print(f"   load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; CPU in us per sample, best "
+          f"round; kept: samples a reader stalled until the end still got (sndhwm {tel.sndhwm}), every round")
+    print(f"   {'form':<8}{'messages':>10}{'bytes/sample':>14}{'publisher CPU':>15}{'reader CPU':>12}  kept")
+    for form, (messages, size, cpu, _, reader_cpu) in best.items():
+        print(f"   {form:<8}{messages:>10}{size / samples:>14.1f}{cpu / samples * 1e6:>15.2f}"
+              f"{reader_cpu / samples * 1e6:>12.2f}  {', '.join(str(k) for k in kept[form])}")
+    (m0, b0, c0, _, r0), (m1, b1, c1, _, r1) = best["object"], best["array"]
+    print(f"   array / object: messages {m1 / m0:.3f}, bytes {b1 / b0:.3f}, publisher CPU {c1 / c0:.2f}, "
+          f"reader CPU {r1 / r0:.2f}, kept {'>= ' * (min(kept['array']) == samples)}"
+          f"{min(kept['array']) / max(min(kept['object']), 1):.1f} (fewest of each)")
 
 
 def chosen_cases(text: str):
@@ -319,6 +415,8 @@ def main():
     ap.add_argument("--burst", type=float, default=2.0)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--only-sinks", action="store_true", help="run section 4 only")
+    ap.add_argument("--only-plotjuggler", action="store_true", help="run section 5 only")
+    ap.add_argument("--pj-samples", type=int, default=20000, help="section 5's samples per round")
     ap.add_argument("--cases", default=";".join(SINK_CASES), help="section 4's cases, separated by ';'")
     ap.add_argument("--realtime-priority", type=int, default=0, help="SCHED_FIFO priority of the loop thread")
     args = ap.parse_args()
@@ -330,6 +428,9 @@ def main():
           f"Python {platform.python_version()}, pyzmq {zmq.__version__} (libzmq {zmq.zmq_version()})\n")
     if args.only_sinks:
         sinks_table(args.seconds, args.rounds, chosen_cases(args.cases))
+        return
+    if args.only_plotjuggler:
+        plotjuggler_table(args.pj_samples, args.rounds)
         return
     med, p99, empty = handoff_cost()
     print(f"1. hand-off (Telemetry.sample, arm7, {20000} calls): median {med:.2f} us, p99 {p99:.2f} us "
@@ -347,6 +448,8 @@ def main():
               f"{tel.dropped:>12}{lost:>17}")
     print()
     sinks_table(args.seconds, args.rounds, chosen_cases(args.cases))
+    print()
+    plotjuggler_table(args.pj_samples, args.rounds)
 
 
 if __name__ == "__main__":

@@ -79,6 +79,7 @@ CORE_SCHEMA: dict[str, dict[str, Key]] = {
         "plotjuggler": Key("bool", False),  # flat JSON for PlotJuggler
         "plotjuggler_endpoint": Key("str", "tcp://127.0.0.1:5556"),
         "plotjuggler_decimation": Key("int", 1, low=1, high=1000),  # every Nth sample
+        "plotjuggler_format": Key("str", "array", choices=("array", "object")),  # per batch (3.16+) / per sample
         "capacity": Key("int", 4096, low=16, high=10_000_000),  # ring rows
         "batch_period": Key("float", 0.01, positive=True, high=1.0),  # s between published batches
         "meta_period": Key("float", 1.0, positive=True, high=60.0),  # s between rtctl/meta messages

@@ -330,11 +330,12 @@ def test_json_rows_equal_the_reference_encoders_value_for_value():
 
 
 
+@pytest.mark.parametrize("form", ["array", "object"])
 @pytest.mark.slow
-def test_plotjuggler_stream_is_decimated_by_sample_index_and_exact():
+def test_plotjuggler_stream_is_decimated_by_sample_index_and_exact(form):
     loop = make_loop()
     tel = Telemetry(endpoint="tcp://127.0.0.1:0", plotjuggler_endpoint="tcp://127.0.0.1:0",
-                    plotjuggler_decimation=3, meta_period=0.05).attach(loop).start()
+                    plotjuggler_decimation=3, plotjuggler_format=form, meta_period=0.05).attach(loop).start()
     pj = zmq.Context.instance().socket(zmq.SUB)
     pj.setsockopt(zmq.LINGER, 0)
     pj.connect(tel.plotjuggler_endpoint)
@@ -349,7 +350,8 @@ def test_plotjuggler_stream_is_decimated_by_sample_index_and_exact():
         tel.close()
         got = []
         while pj.poll(500):
-            got.append(json.loads(pj.recv()))
+            message = json.loads(pj.recv())
+            got += message if form == "array" else [message]
         batches = [m for topic, m in drain(sub) if topic == TOPIC_SAMPLES]
     finally:
         tel.close()

@@ -34,6 +34,7 @@ def wire(loop, tel: dict, ctl: dict):
             telemetry = Telemetry(endpoint=tel["endpoint"], capacity=tel["capacity"],
                                   plotjuggler_endpoint=tel["plotjuggler_endpoint"] if tel["plotjuggler"] else None,
                                   plotjuggler_decimation=tel["plotjuggler_decimation"],
+                                  plotjuggler_format=tel["plotjuggler_format"],
                                   batch_period=tel["batch_period"], meta_period=tel["meta_period"],
                                   sndhwm=tel["sndhwm"], allow_remote=tel["allow_remote"], sinks=sinks,
                                   switch_interval=switch if switch else None,

@@ -4,7 +4,7 @@
 * :mod:`.publisher` -- :class:`Telemetry`: the per-cycle sink, the publisher thread or process (:mod:`.relay`).
 * :mod:`.recording`, :mod:`.playback`, :mod:`.recover`, :mod:`.tools` -- record (MCAP), replay, recover, echo,
   stats, plot.
-* :mod:`.foxglove` -- the Foxglove WebSocket server.
+* :mod:`.foxglove` -- the Foxglove WebSocket server; :mod:`.plotjuggler` -- the PlotJuggler stream's two forms.
 
 The operator's surfaces (control channel, dashboard, their clients) are an application layer above this one:
 :mod:`rtctl.operator`. The names in ``__all__`` are importable from here, each at its first use.

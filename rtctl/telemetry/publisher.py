@@ -69,8 +69,9 @@ from ..rt.hooks import LoopSink
 from . import child
 from .description import DescriptionTopic
 from .endpoints import bind, check_endpoint, close
-from .schema import (JOINT_FIELDS, SCALAR_FIELDS, SCALAR_UNITS, TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, JsonRows,
-                     Layout, envelope, pack)
+from .plotjuggler import PlotJugglerStream
+from .schema import (JOINT_FIELDS, SCALAR_FIELDS, SCALAR_UNITS, TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, Layout,
+                     envelope, pack)
 from .ring import HEADER_WORDS, handoff, map_shared, remove_shared, ring_views
 from .extras import gather_extras
 from .subscriptions import MAX_SUBSCRIPTIONS, SubscriptionGuard, publishing_socket
@@ -90,7 +91,7 @@ class Telemetry(LoopSink):
     ``endpoint``: PUB bind address (loopback by default; ``:0`` picks a free port,
     read the bound one from :attr:`endpoint` after :meth:`start`).
     ``plotjuggler_endpoint``: None, or the PlotJuggler JSON PUB bind address;
-    ``plotjuggler_decimation`` sends every k-th sample there.
+    ``plotjuggler_decimation`` sends every k-th sample there, ``plotjuggler_format`` as :mod:`.plotjuggler` says.
     ``sinks``: extra sinks run by the publisher thread (:class:`~rtctl.telemetry.sinks.PublisherSink`), e.g.
     :class:`~rtctl.telemetry.foxglove.FoxgloveSink`.
     ``switch_interval``: the interpreter switch interval (s) while running, None to leave it alone.
@@ -104,15 +105,13 @@ class Telemetry(LoopSink):
                  capacity: int = 4096, batch_period: float = 0.01, meta_period: float = 1.0,
                  sndhwm: int = 1000, sndbuf: int = 0, allow_remote: bool = False, plotjuggler_decimation: int = 1,
                  context: zmq.Context | None = None, sinks=(), switch_interval: float | None = SWITCH_INTERVAL,
-                 process: bool = False, publisher_nice: int = PUBLISHER_NICE):
+                 process: bool = False, publisher_nice: int = PUBLISHER_NICE, plotjuggler_format: str = "array"):
         if int(capacity) != capacity or capacity < 2:
             raise ValueError(f"telemetry capacity must be an integer >= 2, got {capacity!r}")
         if not (0 < batch_period <= 1.0):
             raise ValueError(f"batch_period must be in (0, 1] s, got {batch_period!r}")
         if not (0 < meta_period <= 60.0):
             raise ValueError(f"meta_period must be in (0, 60] s, got {meta_period!r}")
-        if int(plotjuggler_decimation) != plotjuggler_decimation or plotjuggler_decimation < 1:
-            raise ValueError(f"plotjuggler_decimation must be an integer >= 1, got {plotjuggler_decimation!r}")
         if switch_interval is not None and not (1e-5 <= switch_interval <= 0.1):
             raise ValueError(f"switch_interval must be in [1e-5, 0.1] s or None, got {switch_interval!r}")
         if int(publisher_nice) != publisher_nice or not 0 <= publisher_nice <= 19:
@@ -126,7 +125,7 @@ class Telemetry(LoopSink):
         self.batch_period = float(batch_period)
         self.meta_period = float(meta_period)
         self.sndhwm, self.sndbuf = int(sndhwm), int(sndbuf)
-        self.pj_decimation = int(plotjuggler_decimation)
+        self._pj_stream = PlotJugglerStream(plotjuggler_decimation, plotjuggler_format)
         self._ctx = context or zmq.Context.instance()
         self.endpoint = ""
         self.plotjuggler_endpoint = ""
@@ -252,8 +251,8 @@ class Telemetry(LoopSink):
         self._relay_conn = Connection(mine.detach())
         settings = dict(endpoint=self._bind, plotjuggler_endpoint=self._pj_bind, capacity=self.capacity,
                         batch_period=self.batch_period, meta_period=self.meta_period, sndhwm=self.sndhwm,
-                        sndbuf=self.sndbuf, allow_remote=True, plotjuggler_decimation=self.pj_decimation,
-                        sinks=self.sinks)
+                        sndbuf=self.sndbuf, allow_remote=True, plotjuggler_decimation=self._pj_stream.decimation,
+                        plotjuggler_format=self._pj_stream.format, sinks=self.sinks)
         ring = self._ring_fd if self._ring_fd is not None else self._ring_path
         spec = dict(settings=settings, ring=ring, n=self.layout.n, nice=self.publisher_nice, joints=self.joints,
                     extra_names=self.extra_names, meta=self.metadata(), description=self.description)
@@ -415,7 +414,7 @@ class Telemetry(LoopSink):
             if self._pj_bind:
                 pj = publishing_socket(self._ctx, self.sndhwm)
                 self.plotjuggler_endpoint = bind(pj, self._pj_bind)
-                self._pj_json = JsonRows(self.layout, self.joints, self.extra_names, style="plotjuggler")
+                self._pj_stream.open(self.layout, self.joints, self.extra_names)
             for sink in self.sinks:
                 sink.open(self)
                 opened.append(sink)
@@ -535,11 +534,8 @@ class Telemetry(LoopSink):
                 self._to_sinks(lambda sink: sink.write(chunk, first + start))
 
     def _plotjuggler(self, pj, rows, first: int) -> None:
-        d = self.pj_decimation
-        offset = (-first) % d  # samples whose index is a multiple of d, whatever the batch boundaries
-        picked = rows[offset::d] if d > 1 else rows
-        for text in self._pj_json.encode(picked):
-            pj.send(text, flags=zmq.NOBLOCK)
+        for message in self._pj_stream.messages(rows, first):
+            pj.send(message, flags=zmq.NOBLOCK)
 
     def _collect_safety_events(self) -> None:
         """Queue the loop's safety events not queued yet (none without a loop: the publisher process)."""

@@ -60,9 +60,10 @@ events, ``request`` (the validated request, without the token).
 ``sensor_frames`` (sensor name -> its link). Sent at start and when a subscriber joins (after four sends, at
 most once a second however many join), never beyond 1 MiB.
 
-PlotJuggler stream (separate PUB endpoint): single-frame flat JSON objects,
-one per sample (optionally decimated), ``{"timestamp": t, "q/<joint>": ...,
-"q_d/<joint>": ..., "latency": ..., ...}`` -- see docs/telemetry.md.
+PlotJuggler stream (separate PUB endpoint): single-frame flat JSON objects
+(optionally decimated), ``{"timestamp": t, "q/<joint>": ..., "q_d/<joint>": ...,
+"latency": ..., ...}``, one JSON array of them per batch or one object per sample
+-- see :mod:`rtctl.telemetry.plotjuggler` and docs/telemetry.md.
 """
 from __future__ import annotations
 
