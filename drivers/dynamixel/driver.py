@@ -133,7 +133,8 @@ class DynamixelDriver(ActuatorDriver):
         self.rtt_count = 0
         self.saturated_cycles = 0
         self.health.extra.update(missing_packets=0, io_errors=0, status_errors=0, hardware_alerts=0,
-                                 unexpected_packets=0, late_bytes=0, write_errors=0, watchdog_checks=0)
+                                 unexpected_packets=0, late_bytes=0, late_packets=0, write_errors=0,
+                                 watchdog_checks=0)
 
     def _servo_ids(self, ids, n: int) -> list[int]:
         ids = list(range(1, n + 1)) if ids is None else [int(i) for i in np.atleast_1d(ids)]
@@ -223,21 +224,27 @@ class DynamixelDriver(ActuatorDriver):
             return False
 
     def _drain(self) -> bool:
-        """Discard bytes that arrived outside a transaction (late replies); False on an I/O error."""
-        self.health.extra["late_bytes"] += len(self.decoder.buf)    # decoded after the last transaction ended
-        self.decoder.clear()
-        self.decoder.junk = 0
+        """Discard what arrived outside a transaction (late replies), counted in bytes and in the valid packets
+        among them (a corrupt one is counted as corrupt); False on an I/O error."""
+        dec, extra = self.decoder, self.health.extra
+        extra["late_bytes"] += len(dec.buf)    # decoded after the last transaction ended
         try:
             while select.select((self._fd,), (), (), 0)[0]:
                 chunk = os.read(self._fd, 4096)
                 if not chunk:
                     raise OSError(errno.EIO, "port closed by peer")
-                self.health.extra["late_bytes"] += len(chunk)
+                extra["late_bytes"] += len(chunk)
+                dec.feed(chunk)
             return True
         except (OSError, ValueError) as exc:
-            self.health.extra["io_errors"] += 1
-            self.health.extra["last_io_error"] = f"{type(exc).__name__}: {exc}"
+            extra["io_errors"] += 1
+            extra["last_io_error"] = f"{type(exc).__name__}: {exc}"
             return False
+        finally:
+            while dec.pop() is not None:
+                extra["late_packets"] += 1
+            dec.clear()
+            dec.junk = 0
 
     def _receive(self, deadline: float, want: int, on_packet) -> int:
         """Read until ``want`` accepted packets or ``deadline``; returns accepted count, -1 on I/O error."""
