@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from rtctl.drivers.mip import DeviceError, MipImu
 from rtctl.hil.dynamixel_emulator import dxl_arm2
@@ -70,30 +71,39 @@ def test_readings_are_si_in_the_world_with_the_devices_stamps():
     assert np.allclose(values[:, 6:], [1, 0, 0, 0], atol=1e-7)
 
 
-def allan_variance_at_period(y):
-    """Allan variance at the sample period from non-overlapping pairs (independent for white noise), and the
-    number of pairs."""
-    m = len(y) // 2
-    d = y[1:2 * m:2] - y[0:2 * m:2]
-    return 0.5 * np.mean(d * d, axis=0), m
+def allan_variance_at_period(y, first):
+    """Allan variance at the sample period, half the mean of ``(y[i + 1] - y[i])^2`` over the indices ``first``
+    (``i`` and ``i + 1`` consecutive device samples), and its equivalent degrees of freedom for white noise.
+
+    Two adjacent differences share a sample: for white noise of variance s^2 a squared difference has variance
+    8 s^4 and two adjacent ones a covariance 2 s^4, so the estimate's relative variance is (2M + A) / M^2 for M
+    differences of which A pairs are adjacent -- 3/M when all are (the edf 2M/3 that Howe, Allan and Barnes,
+    "Properties of signal sources and measurement methods", 1981, give for white FM noise at m = 1), not the 2/M
+    of independent pairs."""
+    d = y[first + 1] - y[first]
+    m = len(first)
+    adjacent = int(np.count_nonzero(np.diff(first) == 1))
+    return 0.5 * np.mean(d * d, axis=0), 2.0 * m * m / (2 * m + adjacent)
 
 
 def test_emulated_noise_has_the_datasheets_density():
     """White noise of density N sampled over 1/f has Allan variance N^2 f at tau = 1/f (IEEE Std 952-1997,
-    Annex C), plus the resolution's res^2/12 (the bias instability moves by far less in a second). Each pair is
-    an independent chi-square(1) draw, so the estimate's relative standard deviation is sqrt(2 / pairs): the
-    bound is 5 of those for this run's pairs."""
+    Annex C), plus the resolution's res^2/12 (the bias instability moves by far less in a second). The estimate
+    over this run's differences of consecutive device samples (the reader misses some on a busy machine: their
+    stamps say which) is chi-square distributed with the equivalent degrees of freedom of
+    :func:`allan_variance_at_period`, divided by them: the bounds are its quantiles at 5 normal sigmas."""
     rate = 500.0
     with MipImuProcess("--seed", "7") as emu, streaming(emu.port, rate=rate) as imu:
         times, values, stamps = collect(imu, 2.5)
     steps = np.round(np.diff(stamps) * rate).astype(int)
     keep = np.flatnonzero(steps == 1)            # consecutive device samples only
-    avar, pairs = allan_variance_at_period(np.stack([values[keep], values[keep + 1]], 1).reshape(-1, 10)[:, :6])
-    assert pairs > 200
-    tolerance = 5 * math.sqrt(2 / pairs)
+    assert len(keep) > 200
+    avar, edf = allan_variance_at_period(values[:, :6], keep)
+    tail = stats.norm.sf(5.0)
+    low, high = stats.chi2.ppf(tail, edf) / edf, stats.chi2.isf(tail, edf) / edf
     for k, e in enumerate([GX5_25.accel] * 3 + [GX5_25.gyro] * 3):
         expected = e.noise_density ** 2 * rate + e.resolution ** 2 / 12
-        assert abs(avar[k] / expected - 1) < tolerance, (k, avar[k], expected, tolerance)
+        assert low < avar[k] / expected < high, (k, avar[k], expected, edf, low, high)
 
 
 def test_the_truth_feed_reaches_the_reading_through_ned_and_back():
