@@ -344,10 +344,10 @@ def test_the_measured_state_goes_through_the_sim_drivers_sensor_model():
 
 
 def test_the_benchmarks_solo12_row_runs_a_whole_batch():
-    """``python benchmarks/mujoco.py`` steps each plant 500 times from standing under zero effort, so the
+    """``python benchmarks/mujoco_plant.py`` steps each plant 500 times from standing under zero effort, so the
     Solo 12 folds onto the ground: its legged plant's ground must hold that (the paper's 1e6 N/m and
     5000 N s/m diverged on the light feet at 8 sub-steps of 1 ms, and the script crashed)."""
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "mujoco.py"
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "mujoco_plant.py"
     spec = importlib.util.spec_from_file_location("benchmark_mujoco", script)
     benchmark = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(benchmark)

@@ -18,7 +18,7 @@ includes its conversions (effort in, state out), and the ``mj_step`` row is MuJo
 * the planar biped of Shah, Saha & Dutt, 2012 (9 DOF) standing on both grounds, 0.1 ms steps (one sub-step
   each), as the walking examples run.
 
-Ratio: rtctl's time / MuJoCo's (below 1: rtctl is faster). Usage: python benchmarks/mujoco.py [--batches 15]
+Ratio: rtctl's time / MuJoCo's (below 1: rtctl is faster). Usage: python benchmarks/mujoco_plant.py [--batches 15]
 [--steps 500]
 """
 from __future__ import annotations
