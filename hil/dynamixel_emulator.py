@@ -41,7 +41,8 @@ at ``--dt 1e-9``, 0.06 at the default, on 2 cores at load 7).
 Fault injection: ``--drop-rate p`` (each status packet lost with probability
 p), ``--corrupt-rate p`` (CRC byte flipped), ``--delay-sync-read N --delay-ms D``
 (the replies to the N-th SYNC_READ are sent D ms late, without stalling the
-emulator), all from a seeded RNG; ``--inject-error ID:KIND:SECONDS`` latches a hardware error
+emulator), all from a seeded RNG; ``--late-read N`` (the status packet of the N-th READ goes out once more
+just before the reply to the next instruction packet: a late reply, as to a READ that timed out and was re-sent); ``--inject-error ID:KIND:SECONDS`` latches a hardware error
 (overload, overheating, input_voltage, electrical_shock, encoder) that long after the first packet.
 ``--supply-voltage`` and ``--temperature`` set what the servos measure. The port's bit rate (as the
 master set it on the pty) is compared with each servo's Baud Rate item: a servo at another rate hears
@@ -124,7 +125,7 @@ class ServoChain(Firmware):
 
     def __init__(self, model, ids=None, servo_model: str = "XM430-W350", viscous_friction: float = 0.02,
                  initial=None, dt: float = 5e-4, drop_rate: float = 0.0, corrupt_rate: float = 0.0,
-                 delay_sync_read: int = 0, delay_ms: float = 0.0, seed: int = 0, inject=(),
+                 delay_sync_read: int = 0, delay_ms: float = 0.0, seed: int = 0, inject=(), late_read: int = 0,
                  supply_voltage: float = 12.0, temperature: float = 30.0, plant=None, baudrate: int = 57600):
         """``plant``: the simulation the servos drive (default: the rigid-body plant of ``model`` with
         ``viscous_friction``), e.g. a :class:`~rtctl.plants.mujoco.plant.MujocoPlant`; ``model`` is then its own.
@@ -144,7 +145,8 @@ class ServoChain(Firmware):
         if code is None:
             raise ValueError(f"baud rate {baudrate} is none of the X-series' {sorted(BAUD_RATES.values())}")
         super().__init__([Servo(i, spec) for i in ids], drop_rate=drop_rate, corrupt_rate=corrupt_rate,
-                         delay_sync_read=delay_sync_read, delay_ms=delay_ms, seed=seed, inject=inject)
+                         delay_sync_read=delay_sync_read, delay_ms=delay_ms, seed=seed, inject=inject,
+                         late_read=late_read)
         for s in self.servos:
             s.set("baud_rate", code)
         self.supply_units, self.temperature = int(round(supply_voltage * 10)), int(round(temperature))
@@ -355,6 +357,8 @@ def main(argv=None) -> int:
     ap.add_argument("--corrupt-rate", type=argument_type("float", low=0.0, high=1.0), default=0.0)
     ap.add_argument("--delay-sync-read", type=int, default=0, help="1-based SYNC_READ whose replies are late")
     ap.add_argument("--delay-ms", type=argument_type("float", low=0.0), default=0.0)
+    ap.add_argument("--late-read", type=argument_type("int", low=0), default=0,
+                    help="1-based READ whose status packet is sent again before the next instruction's reply")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--inject-error", type=_injection, action="append", default=[], metavar="ID:KIND:SECONDS",
                     help="latch a hardware error (overload, overheating, input_voltage, electrical_shock, encoder)")
@@ -378,7 +382,7 @@ def main(argv=None) -> int:
         chain = ServoChain(model, ids=args.ids, servo_model=args.servo_model, viscous_friction=friction,
                            initial=args.initial, dt=args.dt, drop_rate=args.drop_rate, corrupt_rate=args.corrupt_rate,
                            delay_sync_read=args.delay_sync_read, delay_ms=args.delay_ms, seed=args.seed,
-                           inject=args.inject_error, supply_voltage=args.supply_voltage, temperature=args.temperature,
+                           late_read=args.late_read, inject=args.inject_error, supply_voltage=args.supply_voltage, temperature=args.temperature,
                            plant=plant, baudrate=args.baudrate)
         chain._torques()
         chain.plant.step(1e-6, chain.effort)    # load the compiled plant kernel before announcing the port

@@ -55,20 +55,23 @@ class Firmware:
     """The servos of one bus: instruction packets in, status packets out (``pending``: (send time, bytes)).
 
     Fault injection: ``drop_rate`` / ``corrupt_rate`` (each status packet lost / its CRC flipped with that
-    probability), ``delay_sync_read``/``delay_ms`` (the replies to that SYNC READ are late), ``inject``
-    ((seconds after the first instruction packet, servo id, hardware error bits) to latch then)."""
+    probability), ``delay_sync_read``/``delay_ms`` (the replies to that SYNC READ are late), ``late_read`` (the
+    status packet of that READ, 1-based, goes out once more just before the reply to the next instruction packet:
+    a late reply, as the first reply to a READ the master timed out on and re-sent), ``inject`` ((seconds after
+    the first instruction packet, servo id, hardware error bits) to latch then)."""
 
     def __init__(self, servos, drop_rate: float = 0.0, corrupt_rate: float = 0.0, delay_sync_read: int = 0,
-                 delay_ms: float = 0.0, seed: int = 0, inject=()):
+                 delay_ms: float = 0.0, seed: int = 0, inject=(), late_read: int = 0):
         self.servos = list(servos)
         self.rng = random.Random(seed)
         self.drop_rate, self.corrupt_rate = drop_rate, corrupt_rate
         self.delay_sync_read, self.delay_s = delay_sync_read, delay_ms * 1e-3
         self.inject = sorted(inject)
+        self.late_read, self._held = late_read, None
         self.stats = {k: 0 for k in ("packets", "replies", "dropped", "corrupted", "delayed", "sync_reads",
                                       "sync_writes", "fast_reads", "bad_instruction", "steps", "lag_skips", "crc_errors_in",
                                       "refused_writes", "watchdog_expiries", "hardware_errors",
-                                      "factory_resets_refused")}
+                                      "factory_resets_refused", "reads", "late_replies")}
         self.watchdog_events: list[dict] = []
         self.torque_events: list[list] = []      # [time, servo id, "torque on" | "torque off"] as it changes
         self._torque_was = [s.torque_on() for s in self.servos]
@@ -150,6 +153,10 @@ class Firmware:
         if self.t_first is None:
             self.t_first = now
         self._last_reply = None
+        if self._held is not None:
+            self.pending.append((now, self._held))
+            self._held, self._last_reply = None, now
+            self.stats["late_replies"] += 1
         servos = self.by_id
         targets = list(servos.values()) if pkt.id == P.BROADCAST_ID else \
             ([servos[pkt.id]] if pkt.id in servos else [])
@@ -191,6 +198,9 @@ class Firmware:
             return
         error, data = s.read(params[0] | params[1] << 8, params[2] | params[3] << 8)
         self._reply(s, P.READ, error, data, now)
+        self.stats["reads"] += 1
+        if self.stats["reads"] == self.late_read:
+            self._held = P.encode_status(s.id, s.status_error(error), data)
 
     def _write(self, pkt, servos, targets, now) -> None:
         params = pkt.params
