@@ -284,37 +284,38 @@ class DynamixelDriver(ActuatorDriver):
             self.decoder.corrupt = 0
 
     # -- configuration-time transactions (may raise BusError) ---------------------------
-    def transact(self, packet: bytes, dxl_id: int, attempts: int | None = None) -> P.Packet:
-        """Send ``packet`` to one servo and return its status packet (retrying); raises :class:`BusError`."""
+    def transact(self, packet: bytes, dxl_id: int, reply_params: int, what: str,
+                 attempts: int | None = None) -> P.Packet:
+        """Send ``packet`` (``what`` it asks, for messages) to servo ``dxl_id`` and return its status packet,
+        retrying; raises :class:`BusError` in one line naming servo, request and what came instead.
+
+        What is on the port before each attempt is drained and counted (``late_packets``): a late reply to an
+        earlier request. Within the attempt's timeout only the status packet :class:`~.protocol.ReplyFilter`
+        takes (ID ``dxl_id``, ``reply_params`` parameters) is the reply; any other is counted
+        (``unexpected_packets``) and skipped."""
         attempts = self.retries + 2 if attempts is None else attempts
-        last = "no reply"
+        timeout = max(self.read_timeout, 0.02)
+        reply = P.ReplyFilter(dxl_id, reply_params)
         for attempt in range(attempts):
             if attempt:
                 self.health.retries += 1
-            box = []
-
-            def accept(pkt):
-                if pkt.instruction == P.STATUS and pkt.id == dxl_id:
-                    box.append(pkt)
-                    return True
-                return False
-
             if not self._drain() or not self._send(packet):
                 raise BusError(f"{self.name}: {self.port}: {self.health.extra.get('last_io_error')}")
-            got = self._receive(self._clock() + max(self.read_timeout, 0.02), 1, accept)
+            got = self._receive(self._clock() + timeout, 1, reply)
             self._count_corrupt()
             if got < 0:
                 raise BusError(f"{self.name}: {self.port}: {self.health.extra.get('last_io_error')}")
             if got == 1:
-                pkt = box[0]
+                pkt = reply.packet
                 if pkt.error & 0x7F:
                     self.health.extra["status_errors"] += 1
-                    raise BusError(f"{self.name}: servo {dxl_id}: {P.describe_error(pkt.error)}")
+                    raise BusError(f"{self.name}: servo {dxl_id}: {what}: {P.describe_error(pkt.error)}")
                 return pkt
             self.health.timeouts += 1
             self.health.extra["missing_packets"] += 1
-            last = f"no reply from servo {dxl_id} within {max(self.read_timeout, 0.02) * 1e3:.0f} ms"
-        raise NoReply(f"{self.name}: {last} on {self.port} at {self.baudrate} bps after {attempts} attempts")
+        came = f"; came instead: {P.describe_packets(reply.skipped)}" if reply.skipped else ""
+        raise NoReply(f"{self.name}: {what}: no reply from servo {dxl_id} within {timeout * 1e3:.0f} ms on "
+                      f"{self.port} at {self.baudrate} bps after {attempts} attempts{came}")
 
     def _answering_rate(self, dxl_id: int) -> str:
         """Where a servo silent at ``baudrate`` answers: one PING at each other X-series rate (e-manual, Baud
@@ -324,7 +325,7 @@ class DynamixelDriver(ActuatorDriver):
             for rate in sorted(set(BAUD_RATES.values()) - {self.baudrate}, key=lambda r: (r != 57600, r)):
                 try:
                     self._ser.baudrate = rate
-                    self.transact(P.ping_packet(dxl_id), dxl_id, attempts=1)
+                    self.transact(P.ping_packet(dxl_id), dxl_id, 3, "PING", attempts=1)
                 except (NoReply, ValueError, OSError):      # silent there, or a rate this port cannot set
                     continue
                 except BusError:                            # an error status: it answered
@@ -340,28 +341,32 @@ class DynamixelDriver(ActuatorDriver):
                 f"(address 8) to {self.baudrate} bps")
 
     def ping(self, dxl_id: int) -> int:
-        pkt = self.transact(P.ping_packet(dxl_id), dxl_id)
-        if len(pkt.params) != 3:
-            raise BusError(f"{self.name}: servo {dxl_id}: PING reply has {len(pkt.params)} parameters, expected 3")
+        pkt = self.transact(P.ping_packet(dxl_id), dxl_id, 3, "PING")
         return pkt.params[0] | (pkt.params[1] << 8)
 
+    def read_fields(self, k: int, *names: str) -> list[int]:
+        """Items ``names`` (ascending addresses) of servo ``k``, in one READ of the block they span."""
+        address, size = self.servos[k].span(names[0], names[-1])
+        what = f"read {' .. '.join(dict.fromkeys((names[0], names[-1])))} (address {address}, {size} bytes)"
+        pkt = self.transact(P.read_packet(self.servo_ids[k], address, size), self.servo_ids[k], size, what)
+        fields = [self.servos[k][name] for name in names]
+        return [P.from_bytes(pkt.params[f.address - address:f.address - address + f.size], f.signed) for f in fields]
+
     def read_field(self, k: int, name: str) -> int:
-        f = self.servos[k][name]
-        pkt = self.transact(P.read_packet(self.servo_ids[k], f.address, f.size), self.servo_ids[k])
-        if len(pkt.params) != f.size:
-            raise BusError(f"{self.name}: servo {self.servo_ids[k]}: read {name} returned {len(pkt.params)} bytes")
-        return P.from_bytes(pkt.params, f.signed)
+        return self.read_fields(k, name)[0]
 
     def write_field(self, k: int, name: str, value: int) -> None:
         f = self.servos[k][name]
-        self.transact(P.write_packet(self.servo_ids[k], f.address, P.to_bytes(int(value), f.size)), self.servo_ids[k])
+        self.transact(P.write_packet(self.servo_ids[k], f.address, P.to_bytes(int(value), f.size)), self.servo_ids[k],
+                      0, f"write {name} = {int(value)} (address {f.address})")
 
     def _read_quiet(self, k: int, name: str) -> int | None:
         """``read_field`` in the cycle: one attempt, None instead of raising."""
         try:
             f = self.servos[k][name]
-            pkt = self.transact(P.read_packet(self.servo_ids[k], f.address, f.size), self.servo_ids[k], attempts=1)
-            return P.from_bytes(pkt.params, f.signed) if len(pkt.params) == f.size else None
+            pkt = self.transact(P.read_packet(self.servo_ids[k], f.address, f.size), self.servo_ids[k], f.size,
+                                f"read {name}", attempts=1)
+            return P.from_bytes(pkt.params, f.signed)
         except BusError:
             return None
 
@@ -382,10 +387,12 @@ class DynamixelDriver(ActuatorDriver):
             self.write_field(k, "torque_enable", 0)          # EEPROM writes need torque off
             self._check_hardware_error(k)
             self.write_field(k, "bus_watchdog", 0)           # off, and clears an expiry of an earlier run
-            if self.return_delay_time is not None and self.read_field(k, "return_delay_time") != \
-                    self.return_delay_time:
+            # Consecutive reads differ in length (1, 3, 2, 8 bytes, PING 3 between servos): a late reply to one
+            # can never pass for the next (see transact).
+            delay, mode = self.read_fields(k, "return_delay_time", "operating_mode")
+            if self.return_delay_time is not None and delay != self.return_delay_time:
                 self.write_field(k, "return_delay_time", self.return_delay_time)
-            if self.read_field(k, "operating_mode") != operating:
+            if mode != operating:
                 self.write_field(k, "operating_mode", operating)
             if self.mode == POSITION_MODE and self.position_gains is not None:
                 p, i, d = self.position_gains
@@ -393,8 +400,7 @@ class DynamixelDriver(ActuatorDriver):
                 self.write_field(k, "position_i_gain", i)
                 self.write_field(k, "position_d_gain", d)
             self._current_limit[k] = self.read_field(k, "current_limit")
-            self._pos_min[k] = self.read_field(k, "min_position_limit")
-            self._pos_max[k] = self.read_field(k, "max_position_limit")
+            self._pos_max[k], self._pos_min[k] = self.read_fields(k, "max_position_limit", "min_position_limit")
         self._armed = False
 
     def _check_hardware_error(self, k: int) -> None:

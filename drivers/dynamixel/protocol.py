@@ -260,6 +260,37 @@ class Packet(NamedTuple):
     params: bytes       # unstuffed
 
 
+class ReplyFilter:
+    """Takes the status packet that can answer one request (an ``on_packet`` callback); keeps the others.
+
+    A status packet names its servo but not the instruction it answers (e-manual, Protocol 2.0, Status Packet:
+    Header, ID, Length, Instruction 0x55, Error, Parameters), so a late reply could pass for the next request's.
+    The reply to a request to ``dxl_id`` is a status packet from ``dxl_id`` with ``params`` parameters, i.e.
+    Length = ``params`` + 4 (Instruction Details: READ returns the requested length, WRITE none, PING three:
+    model number and firmware version) -- or one with an error (bits 0-6 of the error byte) and no parameters,
+    which fails the request and never passes for a value."""
+
+    def __init__(self, dxl_id: int, params: int):
+        self.dxl_id, self.params = dxl_id, params
+        self.packet: Packet | None = None
+        self.skipped: list[Packet] = []
+
+    def __call__(self, pkt: Packet) -> bool:
+        if pkt.instruction == STATUS and pkt.id == self.dxl_id and (
+                len(pkt.params) == self.params or (pkt.error & 0x7F and not pkt.params)):
+            self.packet = pkt
+            return True
+        self.skipped.append(pkt)
+        return False
+
+
+def describe_packets(packets, at_most: int = 3) -> str:
+    """``status from ID 1 (ok, 3 parameter bytes), ...``: what came, for an error message."""
+    text = ", ".join(f"{'status' if p.instruction == STATUS else f'instruction 0x{p.instruction:02x}'} from ID {p.id} "
+                     f"({describe_error(p.error)}, {len(p.params)} parameter bytes)" for p in packets[:at_most])
+    return text + (f" and {len(packets) - at_most} more" if len(packets) > at_most else "")
+
+
 def decode(data) -> Packet:
     """Decode exactly one packet; raises :class:`ProtocolError` on any defect."""
     dec = StreamDecoder()
