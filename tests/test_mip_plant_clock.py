@@ -79,6 +79,7 @@ def test_the_sample_is_the_truth_in_the_sensor_frame_and_its_attitude_comes_back
         raw[S.S_PRESENT] = S.P_ACCEL | S.P_GYRO | S.P_QUAT
         raw[S.S_ACCEL:S.S_ACCEL + 6] = 0.0
         raw[S.S_QUAT:S.S_QUAT + 4] = sample[6:10]
+        S.merge_packet(raw)
         assert sample[6] >= 0
         assert imu_values(raw, values, False, 0.002, 8.0, 5.0, np.array(WORLD_FROM_NED)) == -1
         assert np.allclose(quaternion_to_matrix(values[6:]), r, atol=1e-12)
@@ -124,7 +125,7 @@ def test_one_sample_per_device_period_of_plant_time_each_of_its_own_step(speed):
     feed, values = TruthFeed.create(), np.zeros(SIZE)
     _truth(0.0, values)
     feed.write(values)
-    stamps, rates, added = [], [], []
+    stamps, rates, merged, added = [], [], [], []
     try:
         with MipImuProcess("--truth", feed.name, "--clock", "plant", *EXACT, new_session=True) as emu:
             imu = MipImu(dxl_arm2(), MipImu.Options(name="imu", frame="link1", port=emu.port, rate=RATE, max_age=60))
@@ -140,6 +141,7 @@ def test_one_sample_per_device_period_of_plant_time_each_of_its_own_step(speed):
                 if imu.read(t):
                     stamps.append(imu.reading.device_stamp)
                     rates.append(imu.reading.angular_rate[0])
+                    merged.append(int(imu.sample[S.S_MERGED]))
                     added.append(t - imu.reading.device_stamp - LATENCY)
                 wake = start + k * STEP / speed
                 if speed < 1:
@@ -151,6 +153,7 @@ def test_one_sample_per_device_period_of_plant_time_each_of_its_own_step(speed):
             if imu.read(steps * STEP):
                 stamps.append(imu.reading.device_stamp)
                 rates.append(imu.reading.angular_rate[0])
+                merged.append(int(imu.sample[S.S_MERGED]))
             samples = int(imu.counters[S.C_SAMPLES])
             imu.deactivate()
             imu.close()
@@ -163,7 +166,14 @@ def test_one_sample_per_device_period_of_plant_time_each_of_its_own_step(speed):
     assert stamps[-1] == pytest.approx(last_due, abs=1e-12) and samples == round(last_due * RATE) + 1, \
         (stamps[-1], samples)
     assert np.all(np.diff(stamps) > 0) and np.allclose(stamps * RATE, np.round(stamps * RATE), atol=1e-9)
-    assert np.array_equal(rates, (1.0 + stamps).astype(np.float32).astype(float))    # the step on the tick
+    # the step on the tick; a read that found several samples gives their mean, each the step on its tick
+    assert sum(merged) == samples
+    due = [np.float32(1.0 + stamp - j / RATE) for stamp, n in zip(stamps, merged) for j in range(n - 1, -1, -1)]
+    means, first = [], 0
+    for n in merged:
+        means.append(sum(float(r) for r in due[first:first + n]) / n)
+        first += n
+    assert np.array_equal(rates, means), np.flatnonzero(rates != np.array(means))
     assert added.min() >= -1e-9                                                      # never before its latency
     measured_speed = steps * STEP / wall
     bound = STEP + measured_speed * (2e-4 + 0.005)      # a loop cycle, then the emulator's poll and a time slice

@@ -230,8 +230,9 @@ PARSE_SCRIPT = textwrap.dedent("""
         bad = 0
         fill = 0
         for _ in range(n):
-            fill = append_and_scan(buf, fill, rx, rx.shape[0], sample, counters)
+            fill = append_and_scan(buf, fill, rx, rx.shape[0], sample, counters)   # three merged each read
             bad += imu_values(sample, values, False, 0.002, 8.0, 5.0, q) + 1
+            bad += imu_values(sample, values, True, 0.002, 8.0, 5.0, q) + 1
         return bad
 
     fields = [P.field(d, struct.pack(">3f", 0.1, -0.2, -1.0)) for d in (4, 5, 7, 8)]

@@ -11,7 +11,11 @@ Datastream Control (0x0C,0x11) enabling the stream. ``activate`` sends Resume (0
 starts; ``deactivate`` sends Set to Idle.
 
 Every cycle :meth:`MipImu.receive` reads what the port holds without blocking (FIONREAD, then ``os.readv``
-into a preallocated buffer) and :func:`.stream.scan` parses it; nothing is allocated per packet. Units are
+into a preallocated buffer) and :func:`.stream.scan` parses it; nothing is allocated per packet. No packet's
+motion is lost when several arrived since the last read (the loop outran the device's stream, or the device
+sent a burst): the reading is made of them all (:func:`imu_values`: the mean rate and specific force over
+their span), stamped as the newest, and ``health.extra["merged_packets"]`` counts the packets that reached a
+reading with a newer one. Units are
 converted here and only here: g to m/s^2 (9.80665), and the attitude, which MIP gives in the NED frame
 (``p_sensor = q^-1 p_ned q``), to rtctl's z-up world through :data:`WORLD_FROM_NED` (world x = north,
 y = west, z = up: a half turn about north). Vectors stay in the device's own axes, which are the sensor
@@ -20,7 +24,7 @@ delta velocity over the message period (coning- and sculling-integrated on the d
 scaled samples.
 
 Faults (one line each, latched): ``max_corrupt_burst`` consecutive packets failing their checksum; a
-non-finite or saturated (at ``accel_range`` / ``gyro_range``) value in a data packet; a port error; the base
+non-finite or saturated (at ``accel_range`` / ``gyro_range``) value in any data packet, the newest or not; a port error; the base
 class adds the stale watchdog (``max_age``).
 """
 from __future__ import annotations
@@ -47,6 +51,7 @@ RAW_NAMES = ("scaled accel x", "scaled accel y", "scaled accel z", "scaled gyro 
              "scaled gyro z", "delta theta x", "delta theta y", "delta theta z", "delta velocity x",
              "delta velocity y", "delta velocity z", "quaternion w", "quaternion x", "quaternion y", "quaternion z")
 SATURATED = 100   # imu_values' status for a saturated value: SATURATED + its index in the sample
+MISSING = 200     # imu_values' status for a batch without the fields the reading is made of
 AT_RANGE = 1.0 - 1e-6   # share of the range a value reaches when clipped there (float32 rounds it by 6e-8)
 
 
@@ -63,31 +68,37 @@ def quaternion_product(ax, ay, az, aw, bx, by, bz, bw):
 
 @njit(cache=True)
 def imu_values(sample, values, use_deltas, period, accel_limit, gyro_limit, world_from_ned):
-    """The newest sample (MIP units, NED attitude) as the reading's ``values``: specific force (m/s^2), angular
-    rate (rad/s), orientation (x, y, z, w) in the z-up world, NaN without a quaternion. Returns -1, or the
-    sample index of the first non-finite value, or :data:`SATURATED` plus that of the first value at its range."""
-    present = np.int64(sample[S.S_PRESENT])
+    """The batch of ``sample`` (every data packet since the last reading, :func:`.stream.merge_packet`) as the
+    reading's ``values``, and the batch taken: specific force (m/s^2) and angular rate (rad/s) over the batch's
+    span, orientation (x, y, z, w) in the z-up world from the newest packet, NaN without a quaternion.
+
+    With ``use_deltas`` the rates are the summed delta velocity and delta theta (3DM-GX5 DCP 5.1.6 and 5.1.5,
+    0x80,0x08 and 0x80,0x07: each the integral over the interval the message format sets, ``period``) over the
+    summed intervals: the mean specific force and rate over the batch's span, exactly. Else the mean of the
+    packets' scaled accel and gyro (DCP 5.1.1 and 5.1.2, 0x80,0x04 and 0x80,0x05: instantaneous). Returns -1; or :data:`MISSING` when a packet lacked a
+    field the reading needs; or the sample index of the batch's first non-finite value; or :data:`SATURATED` plus
+    that of the first accel or gyro axis some packet put at its range."""
+    sample[S.S_TAKEN] = 1.0
+    merged = sample[S.S_MERGED]
+    every = np.int64(sample[S.S_ALL_PRESENT])
     need = (S.P_DTHETA | S.P_DVEL) if use_deltas else (S.P_ACCEL | S.P_GYRO)
-    if present & need != need:
-        return S.S_DTHETA if use_deltas else S.S_ACCEL
-    for at, bit, n in ((S.S_ACCEL, S.P_ACCEL, 3), (S.S_GYRO, S.P_GYRO, 3), (S.S_DTHETA, S.P_DTHETA, 3),
-                       (S.S_DVEL, S.P_DVEL, 3), (S.S_QUAT, S.P_QUAT, 4)):
-        if present & bit:
-            for k in range(at, at + n):
-                if not np.isfinite(sample[k]):
-                    return k
+    if merged < 1.0 or every & need != need:
+        return MISSING
+    if sample[S.S_BAD] >= 0.0:
+        return np.int64(sample[S.S_BAD])
     for k in range(6):
         limit = accel_limit if k < 3 else gyro_limit
-        if abs(sample[S.S_ACCEL + k]) >= limit * AT_RANGE and present & (S.P_ACCEL if k < 3 else S.P_GYRO):
+        if abs(sample[S.S_PEAK + k]) >= limit * AT_RANGE and every & (S.P_ACCEL if k < 3 else S.P_GYRO):
             return SATURATED + S.S_ACCEL + k
+    span = merged * period
     for k in range(3):
         if use_deltas:
-            values[k] = sample[S.S_DVEL + k] * P.STANDARD_GRAVITY / period
-            values[3 + k] = sample[S.S_DTHETA + k] / period
+            values[k] = sample[S.S_SUM + S.S_DVEL + k] / span * P.STANDARD_GRAVITY
+            values[3 + k] = sample[S.S_SUM + S.S_DTHETA + k] / span
         else:
-            values[k] = sample[S.S_ACCEL + k] * P.STANDARD_GRAVITY
-            values[3 + k] = sample[S.S_GYRO + k]
-    if present & S.P_QUAT:
+            values[k] = sample[S.S_SUM + S.S_ACCEL + k] / merged * P.STANDARD_GRAVITY
+            values[3 + k] = sample[S.S_SUM + S.S_GYRO + k] / merged
+    if np.int64(sample[S.S_PRESENT]) & S.P_QUAT:
         w, x, y, z = sample[S.S_QUAT], sample[S.S_QUAT + 1], sample[S.S_QUAT + 2], sample[S.S_QUAT + 3]
         qx, qy, qz, qw = quaternion_product(world_from_ned[0], world_from_ned[1], world_from_ned[2],
                                             world_from_ned[3], x, y, z, w)
@@ -136,6 +147,11 @@ class MipImu(Sensor):
         max_corrupt_burst: int = setting("int", 5, low=1)       # consecutive bad checksums -> fault
         command_timeout: float = setting("float", 0.5, positive=True, high=10.0)   # s per configure command
 
+    @property
+    def sample_period(self) -> float:
+        """The message period (s): ``1 / rate``, the base rate's divisor over it once configured."""
+        return self.period
+
     def __init__(self, model, options: "MipImu.Options | None" = None):
         super().__init__(model, options)
         self.serial = None
@@ -148,6 +164,7 @@ class MipImu(Sensor):
         self.sample = S.new_sample()
         self.counters = S.new_counters()
         self._samples_seen = 0
+        self.health.extra["merged_packets"] = 0   # packets that reached a reading with a newer one (imu_values)
         self._world_from_ned = np.array(WORLD_FROM_NED)
         self.device_info: P.DeviceInfo | None = None
         self.descriptors: list[int] = []
@@ -192,6 +209,8 @@ class MipImu(Sensor):
         self._fill = 0
         self.counters[:] = 0
         self._samples_seen = 0
+        self.sample[S.S_TAKEN] = 1.0          # nothing from before the stream resumed goes into a reading
+        self.health.extra["merged_packets"] = 0
         self.command(P.resume(), P.BASE_CMD_SET, P.RESUME, "resume")
 
     def on_deactivate(self) -> None:
@@ -366,21 +385,24 @@ class MipImu(Sensor):
         if status >= 0:
             self._bad_sample(status)
             return False
+        merged = int(self.sample[S.S_MERGED]) - 1
+        if merged:
+            self.health.extra["merged_packets"] += merged
         reading.device_stamp = device_seconds(self.sample)
         return True
 
     def _bad_sample(self, status: int) -> None:
         self.health.corrupt += 1
-        if status >= SATURATED:
+        if status == MISSING:
+            self.health.set_fault(f"{self.name}: a data packet without the fields configured")
+        elif status >= SATURATED:
             k = status - SATURATED
             limit = f"{self.options.accel_range:g} g" if k < 3 else f"{self.options.gyro_range:g} rad/s"
-            self.health.set_fault(f"{self.name}: {RAW_NAMES[k]} saturated: {self.sample[k]:g} at the range "
-                                  f"+-{limit}")
-        elif not int(self.sample[S.S_PRESENT]) & (S.P_ACCEL | S.P_GYRO | S.P_DTHETA | S.P_DVEL):
-            self.health.set_fault(f"{self.name}: a data packet without the fields configured")
+            self.health.set_fault(f"{self.name}: {RAW_NAMES[k]} saturated: {self.sample[S.S_PEAK + k]:g} at the "
+                                  f"range +-{limit}")
         else:
-            self.health.set_fault(f"{self.name}: {RAW_NAMES[status]} is {self.sample[status]} in a data packet "
-                                  f"from {self.options.port}")
+            self.health.set_fault(f"{self.name}: {RAW_NAMES[status]} is {self.sample[S.S_BAD_VALUE]} in a data "
+                                  f"packet from {self.options.port}")
 
     def warm(self, cycle) -> None:
         """Compile the parse and conversion kernels on a packet made here (the port is not touched)."""

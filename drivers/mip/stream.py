@@ -1,8 +1,9 @@
 """The streaming side of MIP: whole packets out of the bytes read so far, compiled and allocation-free.
 
 :func:`scan` walks a byte buffer the driver reads into, checks each packet's Fletcher-16 checksum (DCP 6.3-6.4),
-decodes the IMU data set's fields (DCP 5.1; mip_sdk ``data_sensor.h``) into a sample vector and moves an
-incomplete packet's bytes to the front for the next read. A packet whose checksum fails is counted and the
+decodes the IMU data set's fields (DCP 5.1; mip_sdk ``data_sensor.h``) into a sample vector, merges each data
+packet into the batch the next reading is made of (:func:`merge_packet`) and moves an incomplete packet's bytes
+to the front for the next read. A packet whose checksum fails is counted and the
 search resumes one byte after its sync pair, so a corrupt length byte costs no packet: it holds the packets
 behind it only until its claimed length (at most 261 bytes) has arrived, then they are parsed. Every step
 advances, so no input can make it loop. Floats are decoded from their
@@ -32,10 +33,15 @@ from .protocol import (
 
 BUFFER_BYTES = 8192   # what one read may hold: 85 packets of 96 bytes (every field the driver asks for)
 
-# The sample vector: the newest data packet's fields as sent (g, rad/s, rad, g s, quaternion w x y z)
+# The sample vector: the newest data packet's fields as sent (g, rad/s, rad, g s, quaternion w x y z) ...
 S_ACCEL, S_GYRO, S_DTHETA, S_DVEL, S_QUAT = 0, 3, 6, 9, 12
 S_TOW, S_WEEK, S_TIME_FLAGS, S_REFERENCE_NS, S_PRESENT = 16, 17, 18, 19, 20
-SAMPLE_SIZE = 21
+# ... then the batch, every data packet since the reading was last taken: the sums of the accel, gyro, delta
+# theta and delta velocity fields (laid out as S_ACCEL to S_DVEL + 2), per accel and gyro axis the value of the
+# largest magnitude, the packets merged, the bits of S_PRESENT every one of them had, the first non-finite
+# value (its index in the sample, -1 for none) and whether the batch was taken (the next packet starts anew)
+S_SUM, S_PEAK, S_MERGED, S_ALL_PRESENT, S_BAD, S_BAD_VALUE, S_TAKEN = 21, 33, 39, 40, 41, 42, 43
+SAMPLE_SIZE = 44
 # Bits of sample[S_PRESENT]: which fields the newest data packet held
 P_ACCEL, P_GYRO, P_DTHETA, P_DVEL, P_QUAT, P_GPS_TIME, P_REFERENCE_TIME = 1, 2, 4, 8, 16, 32, 64
 
@@ -51,6 +57,8 @@ def new_counters() -> np.ndarray:
 def new_sample() -> np.ndarray:
     s = np.full(SAMPLE_SIZE, np.nan)
     s[S_PRESENT] = 0.0
+    s[S_MERGED] = 0.0
+    s[S_TAKEN] = 1.0
     return s
 
 
@@ -148,9 +156,40 @@ def decode_sensor_fields(buf, start, end, sample, counters):
 
 
 @njit(cache=True)
+def merge_packet(sample):
+    """The newest data packet (``sample[:S_PRESENT + 1]``) into the batch; a taken batch is emptied first.
+    Every packet's values count: the sums carry them all, and a non-finite value or a peak of any packet stays
+    in the batch until it is taken."""
+    if sample[S_TAKEN] != 0.0:
+        for k in range(12):
+            sample[S_SUM + k] = 0.0
+        for k in range(6):
+            sample[S_PEAK + k] = 0.0
+        sample[S_MERGED] = 0.0
+        sample[S_ALL_PRESENT] = float(P_ACCEL | P_GYRO | P_DTHETA | P_DVEL | P_QUAT | P_GPS_TIME | P_REFERENCE_TIME)
+        sample[S_BAD] = -1.0
+        sample[S_BAD_VALUE] = 0.0
+        sample[S_TAKEN] = 0.0
+    present = np.int64(sample[S_PRESENT])
+    sample[S_MERGED] += 1.0
+    sample[S_ALL_PRESENT] = float(np.int64(sample[S_ALL_PRESENT]) & present)
+    for at, bit, n in ((S_ACCEL, P_ACCEL, 3), (S_GYRO, P_GYRO, 3), (S_DTHETA, P_DTHETA, 3), (S_DVEL, P_DVEL, 3),
+                       (S_QUAT, P_QUAT, 4)):
+        if present & bit:
+            for k in range(at, at + n):
+                value = sample[k]
+                if not np.isfinite(value) and sample[S_BAD] < 0.0:
+                    sample[S_BAD], sample[S_BAD_VALUE] = float(k), value
+                if k < S_QUAT:
+                    sample[S_SUM + k] += value
+                if k < S_DTHETA and abs(value) > abs(sample[S_PEAK + k]):
+                    sample[S_PEAK + k] = value
+
+
+@njit(cache=True)
 def scan(buf, fill, sample, counters):
-    """Every whole packet of ``buf[:fill]``: IMU data packets decoded into ``sample`` (the newest wins) and
-    counted in ``C_SAMPLES``; other well-formed packets in ``C_OTHER``; checksum failures in ``C_CORRUPT`` and
+    """Every whole packet of ``buf[:fill]``: IMU data packets decoded into ``sample`` (the newest's fields),
+    merged into its batch (:func:`merge_packet`) and counted in ``C_SAMPLES``; other well-formed packets in ``C_OTHER``; checksum failures in ``C_CORRUPT`` and
     ``C_CORRUPT_RUN`` (consecutive, reset by a good packet). The bytes of a trailing incomplete packet are moved
     to the front; returns how many remain."""
     k = 0
@@ -172,6 +211,7 @@ def scan(buf, fill, sample, counters):
         counters[C_CORRUPT_RUN] = 0
         if buf[k + 2] == SENSOR_DATA_SET:
             if decode_sensor_fields(buf, k + HEADER_LENGTH, end, sample, counters):
+                merge_packet(sample)
                 counters[C_SAMPLES] += 1
             else:
                 counters[C_BAD_FIELDS] += 1
