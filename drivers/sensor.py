@@ -111,6 +111,9 @@ class Sensor(Lifecycle, TelemetrySource, abc.ABC):
 
     backend = RegisteredName(SENSORS, "abstract")   # its entry point's name
     kinds: tuple = KINDS    # the kinds this backend can be
+    # s between the samples of a device that samples on its own clock (a reading is their mean over it, an
+    # estimator's noise per reading follows from it); None: one sample per read, at the loop's period
+    sample_period: float | None = None
 
     @dataclass(frozen=True)
     class Options(OptionsBase):

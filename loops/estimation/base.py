@@ -131,15 +131,18 @@ class Estimator(StateEstimator, abc.ABC):
     @classmethod
     def from_config(cls, options: dict, context) -> "Estimator":
         """Built from its ``[estimator]`` table over ``context.model`` at the loop period, on the sensors it
-        names (``context.sensors``)."""
+        names (``context.sensors``); a reading of its IMU spans the device's sample period or the loop's, the
+        longer (:attr:`~rtctl.drivers.sensor.Sensor.sample_period`)."""
         options = cls.Options(**options)
         feet, points, imu = sensor_mounts(context.model, context.sensors, options, cls.name)
-        est = cls(context.model, options, feet=feet, foot_points=points, period=context.period)
+        device_period = context.sensors[options.imu].sample_period or context.period
+        est = cls(context.model, options, feet=feet, foot_points=points, period=context.period,
+                  imu_period=max(device_period, context.period))
         est.mount_imu(*imu)
         return est
 
     def __init__(self, model, options: "Estimator.Options | None" = None, *, feet, foot_points=None,
-                 period: float = 1e-3):
+                 period: float = 1e-3, imu_period: float | None = None):
         super().__init__()
         self.options = options = options_of(self, options)
         if options.contact_force_off > options.contact_force_on:
@@ -147,6 +150,9 @@ class Estimator(StateEstimator, abc.ABC):
                              f"contact_force_on ({options.contact_force_on} N)")
         self.model = model
         self.period = float(period)
+        self.imu_period = self.period if imu_period is None else float(imu_period)
+        if not self.imu_period > 0:
+            raise ValueError(f"{self.name}: imu_period must be > 0 s, got {imu_period}")
         kind, axes = base_layout(model)
         self.foot_names = list(feet)
         n = self.n_feet = len(self.foot_names)

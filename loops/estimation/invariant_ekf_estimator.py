@@ -49,7 +49,7 @@ class InvariantEKF(Estimator):
         self.par[PAR_GATE] = chi2.ppf(1.0 - o.slip_probability, 3)
         self.par[PAR_SLIP_SPEED] = o.slip_speed
         self.par[PAR_JOINT_VELOCITY] = o.joint_velocity_noise ** 2
-        self.par[PAR_RATE_NOISE] = o.gyro_noise_density ** 2 / self.period   # a sample's rate variance
+        self.par[PAR_RATE_NOISE] = o.gyro_noise_density ** 2 / self.imu_period   # a reading's rate variance
         self._kernel = ready_kernel(ekf_step, SIG_STEP)
 
     @property

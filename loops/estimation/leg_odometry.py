@@ -302,7 +302,7 @@ class LegOdometryKF(Estimator):
         self.par[PAR_Q_V] = o.velocity_process_density ** 2
         self.par[PAR_Q_FOOT], self.par[PAR_Q_SWING] = o.foot_velocity_density ** 2, o.swing_foot_density ** 2
         self.par[PAR_JOINT_VELOCITY] = o.joint_velocity_noise ** 2
-        self.par[PAR_RATE_NOISE] = o.gyro_noise_density ** 2 / self.period   # a sample's rate variance
+        self.par[PAR_RATE_NOISE] = o.gyro_noise_density ** 2 / self.imu_period   # a reading's rate variance
         self.par[PAR_SLIP_SPEED] = o.slip_speed
         self.par[PAR_GATE] = chi2.ppf(1.0 - o.slip_probability, 3)
         self.par[PAR_GX:PAR_GX + 3] = m.gravity
