@@ -43,7 +43,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=7)
     args = ap.parse_args()
     print(f"load average at start: {os.getloadavg()[0]:.2f}")
-    print(f"| robot | bodies | JSON sample (us) | /tf + arrows / JSON sample | /joint_states / JSON sample |")
+    print("| robot | bodies | JSON sample (us) | /tf + arrows / JSON sample | /joint_states / JSON sample |")
     print("|---|---|---|---|---|")
     rng = np.random.default_rng(0)
     for name in ROBOTS:
