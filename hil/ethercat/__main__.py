@@ -1,0 +1,5 @@
+import sys
+
+from .emulator import main
+
+sys.exit(main())

@@ -1,0 +1,135 @@
+"""A line of emulated slaves a frame passes through, each processing every datagram in turn (ETG.1000.4, the
+DL protocol's addressing and working counter; ETG.1000.3, the DL services).
+
+Per datagram and slave: auto-increment commands (APRD, APWR, APRW, ARMW) address the slave that sees ADP 0
+and every slave increments ADP; configured-address commands (FPRD, FPWR, FPRW, FRMW) address the slave whose
+station address (or alias, if enabled) is ADP; broadcast commands address every slave, each incrementing ADP,
+BRD and BRW OR-ing what they read into the data; logical commands (LRD, LWR, LRW) go through each slave's
+FMMUs. A read increments the working counter by 1, a write by 1, a read-write by 1 for the read and 2 for the
+write; ARMW / FRMW: the addressed slave reads (+1), every other writes what it read (+1).
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from .esc import OP, Esc
+from .frame import AUTO_INCREMENT, BROADCAST, CONFIGURED, LOGICAL, READ_WRITES, READS, WRITES, Command, datagrams
+from .sii import SiiLayout, SlaveIdentity, cia402_layout
+
+
+class LoopbackAxis:
+    """The stand-in behind the minimal CiA 402 process image until the drive model is wired in: the
+    position actual value (0x6064) is the last target position (0x607A) received in OP, the statusword
+    (0x6041) "operation enabled" (0x0237) while the controlword (0x6040) commands enable operation (low
+    nibble 0xF), else "switch on disabled" (0x0250)."""
+
+    def __init__(self):
+        self.controlword = 0
+        self.target = 0
+        self.received = 0
+
+    def outputs(self, state: int, data: bytes) -> None:
+        self.controlword, self.target = struct.unpack_from("<Hi", data)
+        self.received += 1
+
+    def inputs(self, state: int) -> bytes:
+        enabled = state == OP and self.controlword & 0x0F == 0x0F
+        return struct.pack("<Hi", 0x0237 if enabled else 0x0250, self.target)
+
+    def summary(self) -> dict:
+        return {"controlword": self.controlword, "target_position": self.target, "outputs_received": self.received}
+
+
+@dataclass
+class ChainCounters:
+    frames: int = 0
+    datagrams: int = 0
+    malformed: int = 0
+
+
+class EscChain:
+    """``slaves``: the ESCs in line order. :meth:`process` runs a frame (EtherCAT header onward) through
+    them in place, :meth:`tick` lets their PDIs run between frames."""
+
+    def __init__(self, slaves: list[Esc]):
+        self.slaves = slaves
+        self.counters = ChainCounters()
+
+    @classmethod
+    def cia402(cls, n: int, identity: SlaveIdentity, now: float = 0.0, layout: SiiLayout | None = None):
+        """``n`` drives with the minimal CiA 402 process image, serial numbers 1..n."""
+        slaves = []
+        for k in range(n):
+            ident = SlaveIdentity(identity.vendor_id, identity.product_code, identity.revision, k + 1,
+                                  identity.name, identity.group)
+            slaves.append(Esc(k, k == n - 1, layout or cia402_layout(ident), LoopbackAxis(), now))
+        return cls(slaves)
+
+    def process(self, frame: bytearray, now: float) -> bool:
+        """Run ``frame`` through the line; False (and the frame untouched) if it is not a well-formed
+        EtherCAT frame."""
+        try:
+            dgrams = datagrams(frame)
+        except ValueError:
+            self.counters.malformed += 1
+            return False
+        self.counters.frames += 1
+        self.counters.datagrams += len(dgrams)
+        for esc in self.slaves:
+            esc.now = now
+            for d in dgrams:
+                self._datagram(esc, d, now)
+            esc.exchange(now)
+        return True
+
+    def tick(self, now: float) -> None:
+        for esc in self.slaves:
+            esc.now = now
+            esc.exchange(now)
+
+    @staticmethod
+    def _datagram(esc: Esc, d, now: float) -> None:
+        command = d.command
+        if command in LOGICAL:
+            d.wkc = d.wkc + esc.logical(command, d.logical_address, d.data, now)
+            return
+        if command in AUTO_INCREMENT or command in BROADCAST:
+            adp = d.adp
+            d.adp = adp + 1
+            addressed = command in BROADCAST or adp == 0
+        elif command in CONFIGURED:
+            addressed = esc.matches_configured(d.adp)
+        else:
+            return                                            # NOP, or a command this ESC does not know
+        if command in (Command.ARMW, Command.FRMW):
+            if addressed:
+                d.data[:] = esc.read(d.ado, d.length)
+            else:
+                esc.write(d.ado, bytes(d.data))
+            d.wkc = d.wkc + 1
+            return
+        if not addressed:
+            return
+        data = d.data
+        if command in READS:
+            _read_into(data, esc.read(d.ado, d.length), command == Command.BRD)
+            d.wkc = d.wkc + 1
+        elif command in WRITES:
+            esc.write(d.ado, bytes(data))
+            d.wkc = d.wkc + 1
+        elif command in READ_WRITES:
+            _read_into(data, esc.read_write(d.ado, bytes(data)), command == Command.BRW)
+            d.wkc = d.wkc + 3
+
+    def summary(self) -> dict:
+        return {"frames": self.counters.frames, "datagrams": self.counters.datagrams,
+                "malformed": self.counters.malformed,
+                "slaves": [dict(esc.summary(), **esc.application.summary()) for esc in self.slaves]}
+
+
+def _read_into(data: memoryview, value: bytes, bitwise_or: bool) -> None:
+    if bitwise_or:
+        data[:] = bytes(a | b for a, b in zip(data, value))
+    else:
+        data[:] = value

@@ -1,0 +1,97 @@
+"""The emulated slave line as a process on one end of a network link: a raw ``AF_PACKET`` socket bound to
+EtherType 0x88A4 on ``--interface``, each EtherCAT frame that arrives run through the line and sent back out
+of the same interface, as the last slave's closed port 1 returns it to the master (ETG.1000.4: the frame
+processed on its way out, forwarded unchanged on its way back). The returned frame's source address has bit 1
+of its first byte set (locally administered), as an ESC's port 0 marks it, so a master tells it from its own.
+
+Run: ``python -m rtctl.hil.ethercat --interface IFACE --slaves N`` (root or CAP_NET_RAW; see ``--help``). It
+prints ``READY`` once the socket is bound and runs until SIGTERM, SIGHUP or Ctrl-C (within one poll, 5 ms),
+then prints ``STATS {json}``: frame counters and each slave's state, AL status code and last outputs.
+"""
+from __future__ import annotations
+
+import json
+import select
+import socket
+import sys
+import threading
+import time
+
+from rtctl.options import Parser, argument_type
+from rtctl.rt.signals import on_stop_signals
+
+from .chain import EscChain
+from .frame import ETHERTYPE
+from .sii import SlaveIdentity
+
+ETHERNET_HEADER = 14
+PACKET_OUTGOING = 4
+LOCALLY_ADMINISTERED = 0x02
+POLL_S = 0.005
+
+
+def open_socket(interface: str) -> socket.socket:
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETHERTYPE))
+    sock.bind((interface, ETHERTYPE))
+    sock.setblocking(False)
+    return sock
+
+
+def serve(sock: socket.socket, chain: EscChain, stop: threading.Event, poll: float = POLL_S,
+          clock=time.monotonic) -> None:
+    """Answer frames on ``sock`` until ``stop`` is set; the slaves' PDIs run between frames too."""
+    while not stop.is_set():
+        ready, _, _ = select.select([sock], [], [], poll)
+        now = clock()
+        if not ready:
+            chain.tick(now)
+            continue
+        while True:
+            try:
+                raw, address = sock.recvfrom(2048)
+            except BlockingIOError:
+                break
+            if address[2] == PACKET_OUTGOING or len(raw) < ETHERNET_HEADER + 2:
+                continue
+            frame = bytearray(raw)
+            if int.from_bytes(frame[12:14], "big") != ETHERTYPE:
+                continue
+            payload = frame[ETHERNET_HEADER:]
+            if not chain.process(payload, now):
+                continue
+            frame[ETHERNET_HEADER:] = payload
+            frame[6] |= LOCALLY_ADMINISTERED
+            sock.send(frame)
+
+
+def main(argv=None, prog="python -m rtctl.hil.ethercat") -> int:
+    p = Parser(prog=prog, description=__doc__.split("\n")[0])
+    p.add_argument("--interface", required=True, help="the network interface the master's frames arrive on")
+    p.add_argument("--slaves", type=argument_type("int", positive=True), default=1, help="slaves in the line")
+    p.add_argument("--vendor-id", type=lambda s: int(s, 0), default=0x00000F3E, help="SII vendor id")
+    p.add_argument("--product-code", type=lambda s: int(s, 0), default=0x00000402, help="SII product code")
+    p.add_argument("--revision", type=lambda s: int(s, 0), default=0x00010000, help="SII revision number")
+    p.add_argument("--name", default="rtctl emulated CiA 402 drive", help="the device name (SII string 1)")
+    args = p.parse_args(argv)
+    if not args.name.isascii() or len(args.name) > 255:
+        p.error(f"--name must be ASCII of at most 255 characters, not {args.name!r}")
+    identity = SlaveIdentity(args.vendor_id, args.product_code, args.revision, 0, args.name)
+    chain = EscChain.cia402(args.slaves, identity, time.monotonic())
+    try:
+        sock = open_socket(args.interface)
+    except OSError as exc:
+        p.exit(1, f"{prog}: error: cannot open a raw socket on interface {args.interface!r} (needs root or "
+                  f"CAP_NET_RAW and an existing interface): {exc}\n")
+    stop = threading.Event()
+    on_stop_signals(lambda *_: stop.set())
+    print("READY", flush=True)
+    try:
+        serve(sock, chain, stop)
+    finally:
+        sock.close()
+        print("STATS " + json.dumps(chain.summary()), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
