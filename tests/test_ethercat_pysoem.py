@@ -1,0 +1,171 @@
+"""A third-party master brings the emulated EtherCAT line up over a veth pair: SOEM (pysoem) scans it, reads
+each slave's SII identity, maps the PDOs from the SII categories, takes the line INIT -> PRE-OP -> SAFE-OP ->
+OP and exchanges process data with the working counter it expects (ETG.1000.4 working counter of LRW: 3 per
+slave with an output and an input FMMU; ETG.1000.6 AL state machine). A raw socket checks a frame's bytes as
+they come back through the veth pair. Everything runs in a network namespace the test makes and deletes."""
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import time
+
+import pytest
+
+import ethercat_netns as netns
+from rtctl.hil.ethercat.frame import ETHERTYPE, Command as C, build_frame, datagrams, station
+
+pysoem = pytest.importorskip("pysoem")
+pytestmark = pytest.mark.slow
+WHY_NOT = netns.unavailable()
+if WHY_NOT:
+    pytest.skip(WHY_NOT, allow_module_level=True)
+
+N = 3
+IDENTITY = ("--vendor-id", "0x00001337", "--product-code", "0x00000402", "--revision", "0x00020001",
+            "--name", "Test drive")
+RECEIVE_TIMEOUT_US = 200_000      # generous: the line is a Python process on a shared machine
+STATE_TIMEOUT_US = 2_000_000
+
+
+@pytest.fixture
+def emulated_line():
+    """(namespace, emulator process, STATS reader) with N slaves on the veth pair."""
+    with netns.veth_namespace() as ns:
+        assert ns is not None
+        proc = netns.start_emulator(ns, "--slaves", str(N), *IDENTITY)
+        stats = {}
+
+        def stop() -> dict:
+            if not stats:
+                out = netns.stop_emulator(proc)
+                stats.update(json.loads(out.split("STATS ", 1)[1]))
+            return stats
+        try:
+            yield ns, stop
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def open_master(ns: str):
+    master = pysoem.Master()
+    with netns.inside(ns):
+        master.open(netns.MASTER_END)
+    return master
+
+
+def test_soem_scans_maps_and_exchanges_process_data(emulated_line):
+    ns, stop = emulated_line
+    master = open_master(ns)
+    try:
+        assert master.config_init() == N
+        for k, slave in enumerate(master.slaves):
+            assert (slave.man, slave.id, slave.rev, slave.name) == (0x1337, 0x402, 0x00020001, "Test drive")
+            assert slave.state == pysoem.PREOP_STATE or master.read_state() >= pysoem.PREOP_STATE
+        io_bytes = master.config_map()
+        assert io_bytes == N * (6 + 6)                   # controlword + target out, statusword + actual in
+        assert master.expected_wkc == 3 * N              # per slave: output FMMU +2, input FMMU +1
+        assert master.state_check(pysoem.SAFEOP_STATE, STATE_TIMEOUT_US) == pysoem.SAFEOP_STATE
+        master.state = pysoem.OP_STATE
+        master.send_processdata()
+        master.receive_processdata(RECEIVE_TIMEOUT_US)
+        master.write_state()
+        assert master.state_check(pysoem.OP_STATE, STATE_TIMEOUT_US) == pysoem.OP_STATE
+        targets = [-250_000, 7, 2**31 - 1]
+        wkcs = []
+        for cycle in range(20):
+            for slave, target in zip(master.slaves, targets):
+                slave.output = struct.pack("<Hi", 0x000F, target - cycle)
+            master.send_processdata()
+            wkcs.append(master.receive_processdata(RECEIVE_TIMEOUT_US))
+        assert wkcs[-1] == master.expected_wkc and wkcs.count(master.expected_wkc) >= 18
+        # the inputs answer the previous cycle's outputs (the slave's PDI runs after the frame)
+        for slave, target in zip(master.slaves, targets):
+            assert struct.unpack("<Hi", slave.input) == (0x0237, target - 18)
+        master.state = pysoem.INIT_STATE
+        master.write_state()
+        assert master.state_check(pysoem.INIT_STATE, STATE_TIMEOUT_US) == pysoem.INIT_STATE
+    finally:
+        master.close()
+    stats = stop()
+    assert [(s["controlword"], s["target_position"], s["state"]) for s in stats["slaves"]] == [
+        (0x000F, t - 19, "INIT") for t in targets]
+    assert [s["station"] for s in stats["slaves"]] == [0x1001, 0x1002, 0x1003]   # SOEM's node offset
+    assert all(s["outputs_received"] >= 20 for s in stats["slaves"])
+
+
+def test_refused_transition_names_its_al_status_code(emulated_line):
+    ns, stop = emulated_line
+    master = open_master(ns)
+    try:
+        assert master.config_init() == N
+        assert master.state_check(pysoem.PREOP_STATE, STATE_TIMEOUT_US) == pysoem.PREOP_STATE
+        slave = master.slaves[1]
+        slave.state = pysoem.OP_STATE                    # PRE-OP -> OP skips SAFE-OP
+        slave.write_state()
+        slave.state_check(pysoem.OP_STATE, 200_000)
+        master.read_state()
+        assert slave.state == pysoem.PREOP_STATE | pysoem.STATE_ERROR
+        assert slave.al_status == 0x0011
+        assert "invalid requested state change" in pysoem.al_status_code_to_string(slave.al_status).lower()
+        assert master.slaves[0].state == pysoem.PREOP_STATE and master.slaves[0].al_status == 0
+    finally:
+        master.close()
+    assert stop()["slaves"][1]["refusals"] == 1
+
+
+def test_master_gone_the_sm_watchdog_drops_op_to_safeop(emulated_line):
+    """The master stops exchanging process data in OP: each slave's SM watchdog (100 ms) takes it to SAFE-OP
+    with AL status code 0x001B, as a killed master's slaves do."""
+    ns, stop = emulated_line
+    master = open_master(ns)
+    try:
+        master.config_init()
+        master.config_map()
+        assert master.state_check(pysoem.SAFEOP_STATE, STATE_TIMEOUT_US) == pysoem.SAFEOP_STATE
+        master.state = pysoem.OP_STATE
+        master.send_processdata()
+        master.receive_processdata(RECEIVE_TIMEOUT_US)
+        master.write_state()
+        assert master.state_check(pysoem.OP_STATE, STATE_TIMEOUT_US) == pysoem.OP_STATE
+        silent = time.monotonic()
+        deadline = silent + 5.0
+        while time.monotonic() < deadline:
+            master.read_state()
+            if all(s.state == pysoem.SAFEOP_STATE | pysoem.STATE_ERROR for s in master.slaves):
+                break
+            time.sleep(0.01)
+        waited = time.monotonic() - silent
+        assert [(s.state, s.al_status) for s in master.slaves] == \
+            [(pysoem.SAFEOP_STATE | pysoem.STATE_ERROR, 0x001B)] * N
+        assert waited >= 0.1 - 0.01                        # not before the watchdog time (one poll early at most)
+    finally:
+        master.close()
+    assert all(s["watchdog_expiries"] == 1 for s in stop()["slaves"])
+
+
+def test_raw_frame_round_trip_exact_bytes(emulated_line):
+    """A BRD of the type register and an APWR to the second slave, sent by hand: back with ADP advanced by
+    each slave, the types OR-ed, the working counters N and 1, and the source address marked by port 0."""
+    ns, _ = emulated_line
+    with netns.inside(ns):
+        sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETHERTYPE))
+    try:
+        sock.bind((netns.MASTER_END, ETHERTYPE))
+        sock.settimeout(5.0)
+        body = build_frame([(C.BRD, 0x11, station(0, 0x0000), 2),
+                            (C.APWR, 0x12, station(0xFFFF, 0x0010), b"\x34\x12")])
+        source = bytes.fromhex("000000000001")
+        sock.send(b"\xff" * 6 + source + struct.pack(">H", ETHERTYPE) + body)
+        reply = sock.recv(2048)
+    finally:
+        sock.close()
+    assert reply[:6] == b"\xff" * 6 and reply[6:12] == bytes.fromhex("020000000001")   # bit 1 set
+    echoed = bytearray(reply[14:14 + len(body)])
+    assert bytes(echoed) == bytes.fromhex(
+        "1c10"                                    # 28 bytes of datagrams, type 1
+        "07" "11" "0300" "0000" "0280" "0000" "9001" "0300"      # BRD: ADP 0 + 3, type | revision, WKC 3
+        "02" "12" "0200" "1000" "0200" "0000" "3412" "0100")     # APWR: ADP 0xFFFF + 3, WKC 1
+    assert [d.wkc for d in datagrams(echoed)] == [N, 1]
