@@ -7,6 +7,7 @@ Subcommands::
     rtctl-hil dynamixel-emulator ...                       # emulated Dynamixel chain on a pty (see --help)
     rtctl-hil mip-imu ...                                  # emulated MicroStrain MIP IMU on a pty (see --help)
     rtctl-hil netft-sensor ...                             # emulated ATI Net F/T over RDT on loopback (see --help)
+    rtctl-hil ethercat-slaves --interface IFACE ...        # emulated EtherCAT slaves on a raw socket (see --help)
 
 ``can-bus`` serves python-can-remote's websocket server on 127.0.0.1 only (port 0, the default, takes a
 free port), to programs on this machine: no files, no web page (see :func:`_server_classes`); every client
@@ -205,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="rtctl-hil", description="Hardware-in-the-loop tools: a loopback CAN bus server and the "
                                                "emulated CAN and Dynamixel actuators, MIP IMU and ATI Net F/T sensor.")
     sub = p.add_subparsers(dest="command", required=True,
-                           metavar="{can-bus,can-emulator,dynamixel-emulator,mip-imu,netft-sensor}",
+                           metavar="{can-bus,can-emulator,dynamixel-emulator,mip-imu,netft-sensor,ethercat-slaves}",
                            parser_class=Parser)
     bus = sub.add_parser("can-bus", help="loopback CAN bus server (python-can-remote on 127.0.0.1)",
                          description="Serve a CAN bus to processes on this machine: python-can-remote's websocket "
@@ -221,6 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
                    add_help=False)
     sub.add_parser("netft-sensor", help="emulated ATI Net F/T force-torque sensor over RDT (args: see --help)",
                    add_help=False)
+    sub.add_parser("ethercat-slaves", help="emulated EtherCAT slaves (CiA 402 drives) on a network interface "
+                   "(args: see --help)", add_help=False)
     return p
 
 
@@ -239,6 +242,9 @@ def main(argv=None) -> int:
     if argv and argv[0] == "netft-sensor":
         from .netft_sensor import main as netft_main
         return netft_main(argv[1:]) or 0
+    if argv and argv[0] == "ethercat-slaves":
+        from .ethercat.emulator import main as ethercat_main
+        return ethercat_main(argv[1:], prog="rtctl-hil ethercat-slaves") or 0
     args = build_parser().parse_args(argv)
     return _can_bus(args)
 

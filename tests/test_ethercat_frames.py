@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from rtctl.hil.ethercat import esc as E
@@ -181,3 +182,18 @@ def test_any_frame_is_processed_or_rejected_never_raises(parts, flips, tail):
     if not chain.process(frame, 0.0):
         assert bytes(frame) == before
     assert len(frame) == len(before)
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["--interface", "no-such-interface0"], "interface 'no-such-interface0'"),
+    (["--interface", "x", "--vendor-id", "0xZZ"], "--vendor-id"),
+    (["--interface", "x", "--drop", "1.5"], "--drop"),
+    (["--interface", "x", "--slaves", "2", "--refuse-op", "2", "0x1A"], "slave position 2"),
+    (["--interface", "x", "--refuse-op", "0", "0x10000"], "AL status code 0x10000"),
+    (["--interface", "x", "--name", "Ä"], "--name")])
+def test_emulator_command_line_mistakes_are_one_line(argv, named, capsys):
+    from rtctl.hil.cli import main
+    with pytest.raises(SystemExit) as exc:
+        main(["ethercat-slaves", *argv])
+    err = capsys.readouterr().err
+    assert exc.value.code in (1, 2) and err.count("\n") == 1 and named in err and "Traceback" not in err, err

@@ -5,6 +5,7 @@ slave with an output and an input FMMU; ETG.1000.6 AL state machine). A raw sock
 they come back through the veth pair. Everything runs in a network namespace the test makes and deletes."""
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import struct
@@ -29,24 +30,29 @@ STATE_TIMEOUT_US = 2_000_000
 
 
 @pytest.fixture
-def emulated_line():
-    """(namespace, emulator process, STATS reader) with N slaves on the veth pair."""
-    with netns.veth_namespace() as ns:
-        assert ns is not None
-        proc = netns.start_emulator(ns, "--slaves", str(N), *IDENTITY)
-        stats = {}
+def emulator_with():
+    """A function starting the emulator with N slaves and extra arguments on a veth pair in a fresh namespace:
+    returns (namespace, stop), ``stop()`` its STATS; the emulator is killed and the namespace deleted after
+    the test."""
+    with contextlib.ExitStack() as stack:
+        def start(*args: str):
+            ns = stack.enter_context(netns.veth_namespace())
+            assert ns is not None
+            proc = netns.start_emulator(ns, "--slaves", str(N), *IDENTITY, *args)
+            stack.callback(lambda: (proc.poll() is None and proc.kill(), proc.wait()))
+            stats = {}
 
-        def stop() -> dict:
-            if not stats:
-                out = netns.stop_emulator(proc)
-                stats.update(json.loads(out.split("STATS ", 1)[1]))
-            return stats
-        try:
-            yield ns, stop
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            def stop() -> dict:
+                if not stats:
+                    stats.update(json.loads(netns.stop_emulator(proc).split("STATS ", 1)[1]))
+                return stats
+            return ns, stop
+        yield start
+
+
+@pytest.fixture
+def emulated_line(emulator_with):
+    return emulator_with()
 
 
 def open_master(ns: str):
@@ -169,3 +175,61 @@ def test_raw_frame_round_trip_exact_bytes(emulated_line):
         "07" "11" "0300" "0000" "0280" "0000" "9001" "0300"      # BRD: ADP 0 + 3, type | revision, WKC 3
         "02" "12" "0200" "1000" "0200" "0000" "3412" "0100")     # APWR: ADP 0xFFFF + 3, WKC 1
     assert [d.wkc for d in datagrams(echoed)] == [N, 1]
+
+
+def bring_to_safeop(master) -> None:
+    assert master.config_init() == N
+    master.config_map()
+    assert master.state_check(pysoem.SAFEOP_STATE, STATE_TIMEOUT_US) == pysoem.SAFEOP_STATE
+    master.state = pysoem.OP_STATE
+    master.send_processdata()
+    master.receive_processdata(RECEIVE_TIMEOUT_US)
+    master.write_state()
+
+
+def test_fault_a_slave_stuck_in_safeop_with_its_al_status_code(emulator_with):
+    ns, _ = emulator_with("--refuse-op", "2", "0x001A")          # 0x001A: synchronization error
+    master = open_master(ns)
+    try:
+        bring_to_safeop(master)
+        for _ in range(30):                     # process data kept flowing: no SM watchdog in the others
+            master.send_processdata()
+            master.receive_processdata(RECEIVE_TIMEOUT_US)
+            if master.read_state() == pysoem.SAFEOP_STATE | pysoem.STATE_ERROR and master.slaves[1].state == 8:
+                break
+            time.sleep(0.005)
+        assert [(s.state, s.al_status) for s in master.slaves] == [
+            (pysoem.OP_STATE, 0), (pysoem.OP_STATE, 0), (pysoem.SAFEOP_STATE | pysoem.STATE_ERROR, 0x001A)]
+    finally:
+        master.close()
+
+
+def test_fault_frames_lost_and_working_counters_wrong(emulator_with):
+    """--drop 0.5: about half of the process data frames never come back (pysoem answers -1), the others with
+    the expected working counter; a second line with --wkc-offset 1 answers them with one more."""
+    ns, stop = emulator_with("--drop", "0.5", "--seed", "3")
+    master = open_master(ns)
+    try:
+        bring_to_safeop(master)
+        wkcs = []
+        for _ in range(100):
+            master.send_processdata()
+            wkcs.append(master.receive_processdata(50_000))
+    finally:
+        master.close()
+    lost = wkcs.count(-1)
+    assert 20 <= lost <= 80 and wkcs.count(master.expected_wkc) == 100 - lost, wkcs
+    # every frame dropped is lost (one more may have been the bring-up's); a late answer is lost too
+    assert stop()["dropped"] - 1 <= lost
+
+    ns, _ = emulator_with("--wkc-offset", "1")
+    master = open_master(ns)
+    try:
+        bring_to_safeop(master)
+        wkcs = []
+        for _ in range(5):
+            master.send_processdata()
+            wkcs.append(master.receive_processdata(RECEIVE_TIMEOUT_US))
+    finally:
+        master.close()
+    assert wkcs == [3 * N + 1] * 5

@@ -11,6 +11,7 @@ then prints ``STATS {json}``: frame counters and each slave's state, AL status c
 from __future__ import annotations
 
 import json
+import random
 import select
 import socket
 import sys
@@ -21,7 +22,7 @@ from rtctl.options import Parser, argument_type
 from rtctl.rt.signals import on_stop_signals
 
 from .chain import EscChain
-from .frame import ETHERTYPE
+from .frame import ETHERTYPE, LOGICAL, datagrams
 from .sii import SlaveIdentity
 
 ETHERNET_HEADER = 14
@@ -37,9 +38,41 @@ def open_socket(interface: str) -> socket.socket:
     return sock
 
 
+class FrameFaults:
+    """Faults on request: ``drop`` -- the probability that a process data frame (one with a logical command)
+    is lost, never answered (bring-up frames are not: the line can be brought up first);
+    ``wkc_offset`` -- added to the working counter of each logical datagram answered (process data miscounted)."""
+
+    def __init__(self, drop: float = 0.0, wkc_offset: int = 0, seed: int = 0):
+        self.drop = drop
+        self.wkc_offset = wkc_offset
+        self.random = random.Random(seed)
+        self.dropped = 0
+
+    def lose(self, payload: bytearray) -> bool:
+        if self.drop and _has_logical(payload) and self.random.random() < self.drop:
+            self.dropped += 1
+            return True
+        return False
+
+    def miscount(self, payload: bytearray) -> None:
+        if self.wkc_offset:
+            for d in datagrams(payload):
+                if d.command in LOGICAL:
+                    d.wkc = d.wkc + self.wkc_offset
+
+
+def _has_logical(payload: bytearray) -> bool:
+    try:
+        return any(d.command in LOGICAL for d in datagrams(payload))
+    except ValueError:
+        return False
+
+
 def serve(sock: socket.socket, chain: EscChain, stop: threading.Event, poll: float = POLL_S,
-          clock=time.monotonic) -> None:
+          clock=time.monotonic, faults: FrameFaults | None = None) -> None:
     """Answer frames on ``sock`` until ``stop`` is set; the slaves' PDIs run between frames too."""
+    faults = faults or FrameFaults()
     while not stop.is_set():
         ready, _, _ = select.select([sock], [], [], poll)
         now = clock()
@@ -57,26 +90,46 @@ def serve(sock: socket.socket, chain: EscChain, stop: threading.Event, poll: flo
             if int.from_bytes(frame[12:14], "big") != ETHERTYPE:
                 continue
             payload = frame[ETHERNET_HEADER:]
-            if not chain.process(payload, now):
+            if faults.lose(payload) or not chain.process(payload, now):
                 continue
+            faults.miscount(payload)
             frame[ETHERNET_HEADER:] = payload
             frame[6] |= LOCALLY_ADMINISTERED
             sock.send(frame)
+
+
+def integer(text: str) -> int:
+    """A command-line integer, decimal or 0x-prefixed hexadecimal (as vendor ids are written)."""
+    return int(text, 0)
 
 
 def main(argv=None, prog="python -m rtctl.hil.ethercat") -> int:
     p = Parser(prog=prog, description=__doc__.split("\n")[0])
     p.add_argument("--interface", required=True, help="the network interface the master's frames arrive on")
     p.add_argument("--slaves", type=argument_type("int", positive=True), default=1, help="slaves in the line")
-    p.add_argument("--vendor-id", type=lambda s: int(s, 0), default=0x00000F3E, help="SII vendor id")
-    p.add_argument("--product-code", type=lambda s: int(s, 0), default=0x00000402, help="SII product code")
-    p.add_argument("--revision", type=lambda s: int(s, 0), default=0x00010000, help="SII revision number")
+    p.add_argument("--vendor-id", type=integer, default=0x00000F3E, help="SII vendor id")
+    p.add_argument("--product-code", type=integer, default=0x00000402, help="SII product code")
+    p.add_argument("--revision", type=integer, default=0x00010000, help="SII revision number")
     p.add_argument("--name", default="rtctl emulated CiA 402 drive", help="the device name (SII string 1)")
+    p.add_argument("--drop", type=argument_type("float", low=0.0, high=1.0), default=0.0,
+                   help="fault: probability that a process data frame is lost")
+    p.add_argument("--wkc-offset", type=int, default=0, help="fault: added to each process data working counter")
+    p.add_argument("--refuse-op", nargs=2, type=integer, default=None, metavar=("POSITION", "CODE"),
+                   help="fault: the slave at POSITION (0 first) stays in SAFE-OP, refusing OP with AL status CODE")
+    p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     if not args.name.isascii() or len(args.name) > 255:
         p.error(f"--name must be ASCII of at most 255 characters, not {args.name!r}")
     identity = SlaveIdentity(args.vendor_id, args.product_code, args.revision, 0, args.name)
     chain = EscChain.cia402(args.slaves, identity, time.monotonic())
+    if args.refuse_op:
+        position, code = args.refuse_op
+        if not 0 <= position < args.slaves:
+            p.error(f"--refuse-op: slave position {position} is not in the line (0..{args.slaves - 1})")
+        if not 0 < code <= 0xFFFF:
+            p.error(f"--refuse-op: AL status code {code:#x} is not in 0x0001..0xFFFF")
+        chain.slaves[position].refuse_op_code = code
+    faults = FrameFaults(args.drop, args.wkc_offset, args.seed)
     try:
         sock = open_socket(args.interface)
     except OSError as exc:
@@ -86,10 +139,10 @@ def main(argv=None, prog="python -m rtctl.hil.ethercat") -> int:
     on_stop_signals(lambda *_: stop.set())
     print("READY", flush=True)
     try:
-        serve(sock, chain, stop)
+        serve(sock, chain, stop, faults=faults)
     finally:
         sock.close()
-        print("STATS " + json.dumps(chain.summary()), flush=True)
+        print("STATS " + json.dumps(dict(chain.summary(), dropped=faults.dropped)), flush=True)
     return 0
 
 

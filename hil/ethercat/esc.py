@@ -100,6 +100,7 @@ class Esc:
         self.last_output_write = now
         self.watchdog_expiries = 0
         self.refusals = 0
+        self.refuse_op_code = AL_NO_ERROR   # a fault on request: SAFE-OP -> OP refused with this code
 
     # -- addressing -------------------------------------------------------------------------------------------
 
@@ -260,6 +261,8 @@ class Esc:
             self.state = requested                            # down (or stay) is always allowed
         elif (self.state, requested) in ((INIT, PREOP), (PREOP, SAFEOP), (SAFEOP, OP)):
             code = self._process_data_ok() if requested == SAFEOP else AL_NO_ERROR
+            if requested == OP and self.refuse_op_code:
+                code = self.refuse_op_code
             if code:
                 self._refuse_or_drop(self.state, code)
             else:
