@@ -16,7 +16,7 @@ import struct
 
 import pytest
 
-import ethercat_netns as netns
+from rtctl.hil.ethercat import netns
 
 kickcat = pytest.importorskip("kickcat")
 pytestmark = pytest.mark.slow

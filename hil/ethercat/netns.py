@@ -1,5 +1,5 @@
-"""A network namespace with a veth pair in it, for the EtherCAT tests: the emulated slaves on one end, the
-master on the other, no frame leaving the namespace. Creating it needs root and ``ip`` (iproute2);
+"""A network namespace with a veth pair in it, for EtherCAT tests and benchmarks: the emulated slaves on one
+end, the master on the other, no frame leaving the namespace. Creating it needs root and ``ip`` (iproute2);
 :func:`unavailable` says why it cannot be made here, for a skip. The namespace is deleted on exit, also when
 the test fails (deleting it deletes the veth pair in it)."""
 from __future__ import annotations
