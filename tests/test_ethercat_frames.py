@@ -4,6 +4,7 @@ addressing and the working counter; ETG.1000.3, the DL services), the SII EEPROM
 access, ETG.2010 the image) and the AL state machine with its status codes (ETG.1000.6)."""
 from __future__ import annotations
 
+import errno
 import struct
 
 import pytest
@@ -12,7 +13,9 @@ from hypothesis import given, settings, strategies as st
 from rtctl.hil.ethercat import esc as E
 from rtctl.hil.ethercat.chain import EscChain
 from rtctl.hil.ethercat.frame import Command as C, build_frame, datagrams, station
+from rtctl.hil.ethercat.emulator import open_socket
 from rtctl.hil.ethercat.sii import OUTPUTS_START, INPUTS_START, SlaveIdentity, crc8
+from other_user import as_other_user
 
 IDENTITY = SlaveIdentity(0x00001337, 0x00000402, 0x00020001, 0, "Test drive")
 
@@ -141,6 +144,7 @@ def test_lrw_through_the_fmmus_and_the_sm_watchdog():
     assert bytes(chain.slaves[0].memory[OUTPUTS_START:OUTPUTS_START + 6]) == out
     _, (d,) = run(chain, [(C.LRD, 0, 6, 6)], now=0.02)
     assert d.wkc == 1 and struct.unpack("<Hi", d.data) == (0x0237, -123456)   # the axis answered
+    assert chain.slaves[0].application.received == 1        # handed over once: the LRD wrote no outputs
     _, (d,) = run(chain, [(C.LWR, 0, 100, 4)], now=0.03)
     assert d.wkc == 0                                      # no FMMU there
     # 100 ms SM watchdog (divider 2498, time 1000) from the last output write (the LRW at 0.01; the LRD and
@@ -197,3 +201,17 @@ def test_emulator_command_line_mistakes_are_one_line(argv, named, capsys):
         main(["ethercat-slaves", *argv])
     err = capsys.readouterr().err
     assert exc.value.code in (1, 2) and err.count("\n") == 1 and named in err and "Traceback" not in err, err
+
+
+def _raw_socket_errno() -> int:
+    try:
+        open_socket("lo").close()
+        return 0
+    except OSError as exc:
+        return exc.errno
+
+
+def test_another_local_user_cannot_put_frames_on_the_line():
+    """The line answers on a raw socket only root (CAP_NET_RAW) opens: another user can neither run it nor
+    send it frames (the tests' line is in a namespace of its own besides)."""
+    assert as_other_user(_raw_socket_errno) == errno.EPERM

@@ -97,6 +97,7 @@ class Esc:
         self.error = False
         self._publish_al_status()
         self.now = now                     # the chain's time of the frame being processed
+        self.outputs_fresh = False         # written through an FMMU since the PDI last took them
         self.last_output_write = now
         self.watchdog_expiries = 0
         self.refusals = 0
@@ -164,6 +165,7 @@ class Esc:
             self._copy_bits(f, lo, hi, address, incoming, to_frame=False)
             did_write = True
             self.last_output_write = now
+            self.outputs_fresh = True
         if command == Command.LRW:
             return did_read + 2 * did_write
         return int(did_read or did_write)
@@ -204,12 +206,14 @@ class Esc:
         return (start, length) if activate & 0x01 else (0, 0)
 
     def exchange(self, now: float) -> None:
-        """The PDI's turn after a frame: outputs to the application in OP, its inputs written in SAFE-OP and
-        OP; the SM watchdog checked (it expires in OP without an output write for its time)."""
+        """The PDI's turn after a frame: outputs written since its last turn to the application in OP (a
+        buffered sync manager hands over a buffer once written), its inputs written in SAFE-OP and OP; the SM
+        watchdog checked (it expires in OP without an output write for its time)."""
         out_sm, in_sm = self._pdo_sync_managers()
+        fresh, self.outputs_fresh = self.outputs_fresh, False
         if self.state == OP:
             start, length = self._sm_area(out_sm)
-            if length:
+            if length and fresh:
                 self.application.outputs(self.state, bytes(self.memory[start:start + length]))
             if self._watchdog_expired(now):
                 self.watchdog_expiries += 1
