@@ -111,10 +111,10 @@ def al(chain, control, now=0.0):
 
 def configure_process_data(chain):
     """What a master writes for the minimal CiA 402 image: SM2 / SM3 and an output and an input FMMU at
-    logical 0 (6 bytes out) and 6 (6 bytes in) for the one slave."""
-    sm = struct.pack("<HHBBBB", OUTPUTS_START, 6, 0x64, 0, 1, 0) + struct.pack("<HHBBBB", INPUTS_START, 6, 0x20, 0, 1, 0)
-    fmmu = (struct.pack("<IHBBHBBBBH", 0, 6, 0, 7, OUTPUTS_START, 0, 2, 1, 0, 0)
-            + struct.pack("<IHBBHBBBBH", 6, 6, 0, 7, INPUTS_START, 0, 1, 1, 0, 0))
+    logical 0 (7 bytes out) and 7 (7 bytes in) for the one slave."""
+    sm = struct.pack("<HHBBBB", OUTPUTS_START, 7, 0x64, 0, 1, 0) + struct.pack("<HHBBBB", INPUTS_START, 7, 0x20, 0, 1, 0)
+    fmmu = (struct.pack("<IHBBHBBBBH", 0, 7, 0, 7, OUTPUTS_START, 0, 2, 1, 0, 0)
+            + struct.pack("<IHBBHBBBBH", 7, 7, 0, 7, INPUTS_START, 0, 1, 1, 0, 0))
     run(chain, [(C.BWR, 0, station(0, E.REG_SM + 2 * E.SM_SIZE), sm), (C.BWR, 0, station(0, E.REG_FMMU), fmmu)])
 
 
@@ -138,12 +138,12 @@ def test_lrw_through_the_fmmus_and_the_sm_watchdog():
     configure_process_data(chain)
     for state in (E.PREOP, E.SAFEOP, E.OP):
         assert al(chain, state, now=0.0)[0] == state
-    out = struct.pack("<Hi", 0x000F, -123456)
-    _, (d,) = run(chain, [(C.LRW, 0, 0, out + bytes(6))], now=0.01)
+    out = struct.pack("<Hib", 0x000F, -123456, 8)
+    _, (d,) = run(chain, [(C.LRW, 0, 0, out + bytes(7))], now=0.01)
     assert d.wkc == 3                                      # read (+1) and write (+2)
-    assert bytes(chain.slaves[0].memory[OUTPUTS_START:OUTPUTS_START + 6]) == out
-    _, (d,) = run(chain, [(C.LRD, 0, 6, 6)], now=0.02)
-    assert d.wkc == 1 and struct.unpack("<Hi", d.data) == (0x0237, -123456)   # the axis answered
+    assert bytes(chain.slaves[0].memory[OUTPUTS_START:OUTPUTS_START + 7]) == out
+    _, (d,) = run(chain, [(C.LRD, 0, 7, 7)], now=0.02)
+    assert d.wkc == 1 and struct.unpack("<Hib", d.data) == (0x0237, -123456, 8)   # the axis answered
     assert chain.slaves[0].application.received == 1        # handed over once: the LRD wrote no outputs
     _, (d,) = run(chain, [(C.LWR, 0, 100, 4)], now=0.03)
     assert d.wkc == 0                                      # no FMMU there

@@ -68,18 +68,18 @@ def test_kickcat_brings_the_line_to_op_and_exchanges_process_data():
         assert [s.address for s in slaves] == [1001, 1002, 1003]         # KickCAT's station addresses
         assert all(bus.get_state(s) == kickcat.State.PREOP for s in slaves)
         bus.create_mapping()
-        assert [(s.output_size, s.input_size) for s in slaves] == [(6, 6)] * N
+        assert [(s.output_size, s.input_size) for s in slaves] == [(7, 7)] * N
         bus.request_state(kickcat.State.SAFE_OP)
         bus.wait_for_state(kickcat.State.SAFE_OP, STATE_TIMEOUT_S)
         for k, s in enumerate(slaves):
-            s.set_output_bytes(struct.pack("<Hi", 0x000F, -1000 * (k + 1)))
+            s.set_output_bytes(struct.pack("<Hib", 0x000F, -1000 * (k + 1), 8))
         bus.process_data()
         bus.request_state(kickcat.State.OPERATIONAL)
         bus.wait_for_state(kickcat.State.OPERATIONAL, STATE_TIMEOUT_S, lambda: bus.process_data())
         for _ in range(3):
             bus.process_data()
-        inputs = [struct.unpack("<Hi", bytes(s.input_data)) for s in slaves]
-        assert inputs == [(0x0237, -1000 * (k + 1)) for k in range(N)]
+        inputs = [struct.unpack("<Hib", bytes(s.input_data)) for s in slaves]
+        assert inputs == [(0x0237, -1000 * (k + 1), 8) for k in range(N)]
         stats = stop()
         assert [(s["state"], s["target_position"]) for s in stats["slaves"]] == [
             ("OP", -1000 * (k + 1)) for k in range(N)]

@@ -77,7 +77,7 @@ def test_soem_scans_maps_and_exchanges_process_data(emulated_line):
             assert (slave.man, slave.id, slave.rev, slave.name) == (0x1337, 0x402, 0x00020001, "Test drive")
             assert slave.state == pysoem.PREOP_STATE or master.read_state() >= pysoem.PREOP_STATE
         io_bytes = master.config_map()
-        assert io_bytes == N * (6 + 6)                   # controlword + target out, statusword + actual in
+        assert io_bytes == N * (7 + 7)                   # controlword, target, mode out; statusword, actual, mode in
         assert master.expected_wkc == 3 * N              # per slave: output FMMU +2, input FMMU +1
         assert master.state_check(pysoem.SAFEOP_STATE, STATE_TIMEOUT_US) == pysoem.SAFEOP_STATE
         master.state = pysoem.OP_STATE
@@ -89,13 +89,13 @@ def test_soem_scans_maps_and_exchanges_process_data(emulated_line):
         wkcs = []
         for cycle in range(20):
             for slave, target in zip(master.slaves, targets):
-                slave.output = struct.pack("<Hi", 0x000F, target - cycle)
+                slave.output = struct.pack("<Hib", 0x000F, target - cycle, 8)
             master.send_processdata()
             wkcs.append(master.receive_processdata(RECEIVE_TIMEOUT_US))
         assert wkcs[-1] == master.expected_wkc and wkcs.count(master.expected_wkc) >= 18
         # the inputs answer the previous cycle's outputs (the slave's PDI runs after the frame)
         for slave, target in zip(master.slaves, targets):
-            assert struct.unpack("<Hi", slave.input) == (0x0237, target - 18)
+            assert struct.unpack("<Hib", slave.input) == (0x0237, target - 18, 8)
         master.state = pysoem.INIT_STATE
         master.write_state()
         assert master.state_check(pysoem.INIT_STATE, STATE_TIMEOUT_US) == pysoem.INIT_STATE

@@ -18,27 +18,34 @@ from .frame import AUTO_INCREMENT, BROADCAST, CONFIGURED, LOGICAL, READ_WRITES, 
 from .sii import SiiLayout, SlaveIdentity, cia402_layout
 
 
+PROCESS_IMAGE = struct.Struct("<Hib")     # controlword / statusword, target / actual position, mode
+
+
 class LoopbackAxis:
-    """The stand-in behind the minimal CiA 402 process image until the drive model is wired in: the
-    position actual value (0x6064) is the last target position (0x607A) received in OP, the statusword
-    (0x6041) "operation enabled" (0x0237) while the controlword (0x6040) commands enable operation (low
-    nibble 0xF), else "switch on disabled" (0x0250)."""
+    """The stand-in behind the minimal CiA 402 process image without a plant: the position actual value
+    (0x6064) is the last target position (0x607A) received in OP, the modes of operation display (0x6061)
+    the last mode (0x6060), the statusword (0x6041) "operation enabled" (0x0237) while the controlword
+    (0x6040) commands enable operation (low nibble 0xF), else "switch on disabled" (0x0250). The slave
+    application interface: ``outputs(state, data, now)`` in OP when new outputs arrived, ``inputs(state,
+    now) -> bytes`` in SAFE-OP and OP, ``summary()``."""
 
     def __init__(self):
         self.controlword = 0
         self.target = 0
+        self.mode = 0
         self.received = 0
 
-    def outputs(self, state: int, data: bytes) -> None:
-        self.controlword, self.target = struct.unpack_from("<Hi", data)
+    def outputs(self, state: int, data: bytes, now: float) -> None:
+        self.controlword, self.target, self.mode = PROCESS_IMAGE.unpack_from(data)
         self.received += 1
 
-    def inputs(self, state: int) -> bytes:
+    def inputs(self, state: int, now: float) -> bytes:
         enabled = state == OP and self.controlword & 0x0F == 0x0F
-        return struct.pack("<Hi", 0x0237 if enabled else 0x0250, self.target)
+        return PROCESS_IMAGE.pack(0x0237 if enabled else 0x0250, self.target, self.mode)
 
     def summary(self) -> dict:
-        return {"controlword": self.controlword, "target_position": self.target, "outputs_received": self.received}
+        return {"controlword": self.controlword, "target_position": self.target, "mode": self.mode,
+                "outputs_received": self.received}
 
 
 @dataclass

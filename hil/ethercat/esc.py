@@ -72,8 +72,8 @@ class Fmmu:
 
 class Esc:
     """One slave: ``position`` in the chain (0 first), ``last`` for the end of the line (port 1 closed),
-    the SII ``layout``, and ``application``: an object with ``outputs(state, data)`` and ``inputs(state)
-    -> bytes`` that the ESC calls after each frame (the PDI side; see :mod:`.chain`)."""
+    the SII ``layout``, and ``application``: the slave's side of the PDI, called after each frame (see
+    :class:`.chain.LoopbackAxis`)."""
 
     def __init__(self, position: int, last: bool, layout: SiiLayout, application, now: float = 0.0):
         self.position = position
@@ -214,14 +214,14 @@ class Esc:
         if self.state == OP:
             start, length = self._sm_area(out_sm)
             if length and fresh:
-                self.application.outputs(self.state, bytes(self.memory[start:start + length]))
+                self.application.outputs(self.state, bytes(self.memory[start:start + length]), now)
             if self._watchdog_expired(now):
                 self.watchdog_expiries += 1
                 self._refuse_or_drop(SAFEOP, AL_SM_WATCHDOG)
         if self.state in (SAFEOP, OP):
             start, length = self._sm_area(in_sm)
             if length:
-                self.memory[start:start + length] = self.application.inputs(self.state)[:length]
+                self.memory[start:start + length] = self.application.inputs(self.state, now)[:length]
 
     def _watchdog_expired(self, now: float) -> bool:
         ticks = struct.unpack_from("<H", self.memory, REG_WD_SM_TIME)[0]

@@ -164,12 +164,15 @@ INPUTS_START = 0x1180
 
 def cia402_layout(identity: SlaveIdentity) -> SiiLayout:
     """The minimal cyclic-synchronous-position process image of a CiA 402 drive: RxPDO 0x1600 (controlword
-    0x6040, target position 0x607A) on SM2, TxPDO 0x1A00 (statusword 0x6041, position actual 0x6064) on SM3;
-    no mailbox (SM0 / SM1 unused) -- the master maps the PDOs from these SII categories."""
+    0x6040, target position 0x607A, modes of operation 0x6060) on SM2, TxPDO 0x1A00 (statusword 0x6041,
+    position actual 0x6064, modes of operation display 0x6061) on SM3, 7 bytes each; no mailbox (SM0 / SM1
+    unused) -- the master maps the PDOs from these SII categories."""
     rx = Pdo(0x1600, 2, (PdoEntry(0x6040, 0, 16, UNSIGNED16, "Controlword"),
-                         PdoEntry(0x607A, 0, 32, INTEGER32, "Target position")), "RxPDO 1")
+                         PdoEntry(0x607A, 0, 32, INTEGER32, "Target position"),
+                         PdoEntry(0x6060, 0, 8, INTEGER8, "Modes of operation")), "RxPDO 1")
     tx = Pdo(0x1A00, 3, (PdoEntry(0x6041, 0, 16, UNSIGNED16, "Statusword"),
-                         PdoEntry(0x6064, 0, 32, INTEGER32, "Position actual value")), "TxPDO 1")
+                         PdoEntry(0x6064, 0, 32, INTEGER32, "Position actual value"),
+                         PdoEntry(0x6061, 0, 8, INTEGER8, "Modes of operation display")), "TxPDO 1")
     sms = (SyncManagerSetting(0, 0, 0, 0, SM_UNUSED), SyncManagerSetting(0, 0, 0, 0, SM_UNUSED),
            SyncManagerSetting(OUTPUTS_START, rx.bits // 8, SM_CONTROL_OUTPUTS, 1, SM_OUTPUTS),
            SyncManagerSetting(INPUTS_START, tx.bits // 8, SM_CONTROL_INPUTS, 1, SM_INPUTS))
