@@ -101,6 +101,11 @@ class Cia402Emulator:
         for k, d in enumerate(self.drives):
             d.measure(theta[k], omega[k])
 
+    def sample(self, now: float) -> None:
+        """The plant advanced to ``now`` and each drive's actual values measured: a SYNC's work, for a bus
+        whose frames carry no SYNC (the EtherCAT slaves sample at each process data frame)."""
+        self._sample(now, frame=True)
+
     def poll(self, timeout: float) -> None:
         now = time.monotonic()
         self._sample(now)

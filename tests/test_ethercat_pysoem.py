@@ -37,14 +37,15 @@ STATE_TIMEOUT_US = 2_000_000
 
 @pytest.fixture
 def emulator_with():
-    """A function starting the emulator with N slaves and extra arguments on a veth pair in a fresh namespace:
-    returns (namespace, stop), ``stop()`` its STATS; the emulator is killed and the namespace deleted after
+    """A function starting the emulator (N slaves, or --robot's) with extra arguments on a veth pair in a fresh
+    namespace: returns (namespace, stop), ``stop()`` its STATS; the emulator is killed and the namespace deleted after
     the test."""
     with contextlib.ExitStack() as stack:
         def start(*args: str):
             ns = stack.enter_context(netns.veth_namespace())
             assert ns is not None
-            proc = netns.start_emulator(ns, "--slaves", str(N), *IDENTITY, *args)
+            line = () if "--robot" in args else ("--slaves", str(N))      # a robot: one slave per joint
+            proc = netns.start_emulator(ns, *line, *IDENTITY, *args)
             stack.callback(lambda: (proc.poll() is None and proc.kill(), proc.wait()))
             stats = {}
 
@@ -183,8 +184,9 @@ def test_raw_frame_round_trip_exact_bytes(emulated_line):
     assert [d.wkc for d in datagrams(echoed)] == [N, 1]
 
 
-def bring_to_safeop(master) -> None:
-    assert master.config_init() == N
+def bring_to_safeop(master, slaves: int = N) -> None:
+    """config_init finds ``slaves``, config_map, SAFE-OP; one process data exchange, then OP requested."""
+    assert master.config_init() == slaves
     master.config_map()
     assert master.state_check(pysoem.SAFEOP_STATE, STATE_TIMEOUT_US) == pysoem.SAFEOP_STATE
     master.state = pysoem.OP_STATE
@@ -272,3 +274,37 @@ def test_the_hardware_pages_emulator_commands_run_as_written():
             emulator.kill()
             emulator.wait()
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def test_the_can_emulators_drive_model_behind_the_ethercat_slaves(emulator_with):
+    """``--robot can_arm2``: one slave per joint, each the CAN emulator's CiA 402 drive on the shared plant.
+    Through process data alone: the CiA 402 state machine (statusword 0x6041 per CiA 402-2 6.2: switch on
+    disabled, ready to switch on, switched on, operation enabled, with bit 9 remote and bit 12 following the
+    command in CSP), the mode 8 echoed in 0x6061, the drives powered, making at most their max torque (3 N m at
+    the motor)."""
+    ns, stop = emulator_with("--robot", "can_arm2")
+    master = open_master(ns)
+    seen = []
+    try:
+        bring_to_safeop(master, 2)
+
+        def cycle(controlword, targets, n):
+            for _ in range(n):
+                for slave, target in zip(master.slaves, targets):
+                    slave.output = struct.pack("<Hib", controlword, target, 8)
+                master.send_processdata()
+                master.receive_processdata(RECEIVE_TIMEOUT_US)
+                time.sleep(0.001)
+            return [struct.unpack("<Hib", s.input) for s in master.slaves]
+
+        start = [p for _, p, _ in cycle(0x0000, [0, 0], 20)]
+        for controlword in (0x0000, 0x0006, 0x0007, 0x000F):
+            seen.append([sw & 0x127F for sw, _, _ in cycle(controlword, start, 5)])
+        last = cycle(0x000F, start, 100)
+    finally:
+        master.close()
+    assert seen == [[0x0240] * 2, [0x0231] * 2, [0x0233] * 2, [0x1237] * 2]
+    assert [mode for _, _, mode in last] == [8, 8]
+    for s, target in zip(stop()["slaves"], start):
+        assert s["drive_state"] == "OPERATION ENABLED" and s["mode"] == 8 and s["target_position"] == target
+        assert 0 < abs(s["torque"]) <= 3.0 + 1e-9         # powered, within the max torque 0x6072

@@ -25,7 +25,7 @@ class LoopbackAxis:
     """The stand-in behind the minimal CiA 402 process image without a plant: the position actual value
     (0x6064) is the last target position (0x607A) received in OP, the modes of operation display (0x6061)
     the last mode (0x6060), the statusword (0x6041) "operation enabled" (0x0237) while the controlword
-    (0x6040) commands enable operation (low nibble 0xF), else "switch on disabled" (0x0250). The slave
+    (0x6040) commands enable operation (low nibble 0xF), else "switch on disabled" (0x0240). The slave
     application interface: ``outputs(state, data, now)`` in OP when new outputs arrived, ``inputs(state,
     now) -> bytes`` in SAFE-OP and OP, ``summary()``."""
 
@@ -41,7 +41,7 @@ class LoopbackAxis:
 
     def inputs(self, state: int, now: float) -> bytes:
         enabled = state == OP and self.controlword & 0x0F == 0x0F
-        return PROCESS_IMAGE.pack(0x0237 if enabled else 0x0250, self.target, self.mode)
+        return PROCESS_IMAGE.pack(0x0237 if enabled else 0x0240, self.target, self.mode)
 
     def summary(self) -> dict:
         return {"controlword": self.controlword, "target_position": self.target, "mode": self.mode,
@@ -64,13 +64,16 @@ class EscChain:
         self.counters = ChainCounters()
 
     @classmethod
-    def cia402(cls, n: int, identity: SlaveIdentity, now: float = 0.0, layout: SiiLayout | None = None):
-        """``n`` drives with the minimal CiA 402 process image, serial numbers 1..n."""
+    def cia402(cls, n: int, identity: SlaveIdentity, now: float = 0.0, layout: SiiLayout | None = None,
+               applications: list | None = None):
+        """``n`` drives with the minimal CiA 402 process image, serial numbers 1..n; behind each its
+        application (default: a :class:`LoopbackAxis`)."""
+        applications = applications or [LoopbackAxis() for _ in range(n)]
         slaves = []
         for k in range(n):
             ident = SlaveIdentity(identity.vendor_id, identity.product_code, identity.revision, k + 1,
                                   identity.name, identity.group)
-            slaves.append(Esc(k, k == n - 1, layout or cia402_layout(ident), LoopbackAxis(), now))
+            slaves.append(Esc(k, k == n - 1, layout or cia402_layout(ident), applications[k], now))
         return cls(slaves)
 
     def process(self, frame: bytearray, now: float) -> bool:

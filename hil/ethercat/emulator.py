@@ -106,7 +106,12 @@ def integer(text: str) -> int:
 def main(argv=None, prog="python -m rtctl.hil.ethercat") -> int:
     p = Parser(prog=prog, description=__doc__.split("\n")[0])
     p.add_argument("--interface", required=True, help="the network interface the master's frames arrive on")
-    p.add_argument("--slaves", type=argument_type("int", positive=True), default=1, help="slaves in the line")
+    p.add_argument("--slaves", type=argument_type("int", positive=True), default=None,
+                   help="slaves in the line (default 1; with --robot one per actuated joint)")
+    p.add_argument("--robot", default=None, help="drive this robot (as [robot] model names it, e.g. can_arm2) "
+                   "with the CAN emulator's CiA 402 drive model; without it each slave follows its target")
+    p.add_argument("--ratio", type=argument_type("float", positive=True), default=10.0,
+                   help="with --robot: gear ratio, motor turns per joint turn (the drives declare it in 0x6091)")
     p.add_argument("--vendor-id", type=integer, default=0x00000F3E, help="SII vendor id")
     p.add_argument("--product-code", type=integer, default=0x00000402, help="SII product code")
     p.add_argument("--revision", type=integer, default=0x00010000, help="SII revision number")
@@ -121,7 +126,17 @@ def main(argv=None, prog="python -m rtctl.hil.ethercat") -> int:
     if not args.name.isascii() or len(args.name) > 255:
         p.error(f"--name must be ASCII of at most 255 characters, not {args.name!r}")
     identity = SlaveIdentity(args.vendor_id, args.product_code, args.revision, 0, args.name)
-    chain = EscChain.cia402(args.slaves, identity, time.monotonic())
+    axes = None
+    if args.robot:
+        from .drive_axis import drive_axes
+        try:
+            axes = drive_axes(args.robot, args.ratio)
+        except Exception as exc:  # noqa: BLE001  (a bad robot or model file: one line)
+            p.exit(1, f"{prog}: error: robot {args.robot!r}: {type(exc).__name__}: {' '.join(str(exc).split())}\n")
+        if args.slaves not in (None, len(axes)):
+            p.error(f"--slaves {args.slaves}: robot {args.robot!r} has {len(axes)} actuated joints, one slave each")
+    args.slaves = len(axes) if axes else args.slaves or 1
+    chain = EscChain.cia402(args.slaves, identity, time.monotonic(), applications=axes)
     if args.refuse_op:
         position, code = args.refuse_op
         if not 0 <= position < args.slaves:
