@@ -10,15 +10,13 @@ write; ARMW / FRMW: the addressed slave reads (+1), every other writes what it r
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
+from .dictionary import PROCESS_IMAGE
 from .esc import OP, Esc
 from .frame import AUTO_INCREMENT, BROADCAST, CONFIGURED, LOGICAL, READ_WRITES, READS, WRITES, Command, datagrams
 from .sii import SiiLayout, SlaveIdentity, cia402_layout
 
-
-PROCESS_IMAGE = struct.Struct("<Hib")     # controlword / statusword, target / actual position, mode
 
 
 class LoopbackAxis:
@@ -122,6 +120,8 @@ class EscChain:
         if not addressed:
             return
         data = d.data
+        if esc.refuses(d.ado, d.length, command in WRITES):
+            return
         if command in READS:
             _read_into(data, esc.read(d.ado, d.length), command == Command.BRD)
             d.wkc = d.wkc + 1

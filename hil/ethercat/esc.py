@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import struct
 
+from .coe import SdoServer
+from .dictionary import ObjectDictionary
 from .frame import Command
+from .mailbox import MAILBOX_HEADER, TYPE_COE, Mailbox
 from .sii import SiiLayout
 
 INIT, PREOP, BOOT, SAFEOP, OP = 1, 2, 3, 4, 8
@@ -58,6 +61,8 @@ _WRITABLE = ((0x0010, 0x0014), (0x0100, 0x0104), (0x0120, 0x0122), (0x0200, 0x02
 _WRITABLE_MASK = bytearray(MEMORY)
 for _lo, _hi in _WRITABLE:
     _WRITABLE_MASK[_lo:_hi] = b"\x01" * (_hi - _lo)
+for _n in range(SYNC_MANAGERS):                      # a sync manager's status and PDI control: the ESC's own
+    _WRITABLE_MASK[REG_SM + _n * SM_SIZE + 5] = _WRITABLE_MASK[REG_SM + _n * SM_SIZE + 7] = 0
 
 
 class Fmmu:
@@ -92,6 +97,10 @@ class Esc:
         struct.pack_into("<H", m, REG_WD_DIVIDER, 2498)     # (2498 + 2) x 40 ns = 100 us
         struct.pack_into("<H", m, REG_WD_SM_TIME, 1000)     # 1000 x 100 us = 100 ms
         struct.pack_into("<H", m, REG_EEP_CONTROL, EEP_READ_8_BYTES)
+        self.dictionary = ObjectDictionary(layout)
+        mailbox = layout.mailbox()
+        self.sdo = SdoServer(self.dictionary, (mailbox[0].length if mailbox else 0) - MAILBOX_HEADER.size)
+        self.mailbox = Mailbox(self.memory, {TYPE_COE: self.sdo}) if mailbox else None
         self.state = INIT
         self.status_code = AL_NO_ERROR
         self.error = False
@@ -115,7 +124,15 @@ class Esc:
 
     def read(self, ado: int, n: int) -> bytes:
         end = min(ado + n, MEMORY)
-        return bytes(self.memory[ado:end]) + bytes(n - (end - ado))
+        data = bytes(self.memory[ado:end]) + bytes(n - (end - ado))
+        if self.mailbox:
+            self.mailbox.read_done(ado, end)
+        return data
+
+    def refuses(self, ado: int, n: int, write: bool) -> bool:
+        """True for an access the ESC does not take (no working counter): a mailbox sync manager's, see
+        :meth:`.mailbox.Mailbox.refuses`."""
+        return bool(self.mailbox) and self.mailbox.refuses(ado, n, write)
 
     def write(self, ado: int, data: bytes) -> None:
         """The master's write of ``data`` at ``ado``: read-only bytes keep their value, then the registers
@@ -129,6 +146,8 @@ class Esc:
             self._al_request(m[REG_AL_CONTROL])
         if ado <= REG_EEP_CONTROL + 1 < end:
             self._eeprom_command()
+        if self.mailbox:
+            self.mailbox.written(ado, end)
 
     def read_write(self, ado: int, data: bytes) -> bytes:
         old = self.read(ado, len(data))
@@ -214,14 +233,16 @@ class Esc:
         if self.state == OP:
             start, length = self._sm_area(out_sm)
             if length and fresh:
-                self.application.outputs(self.state, bytes(self.memory[start:start + length]), now)
+                self.dictionary.unpack(out_sm, self.memory[start:start + length])
+                self.application.outputs(self.state, self.dictionary.application_outputs(), now)
             if self._watchdog_expired(now):
                 self.watchdog_expiries += 1
                 self._refuse_or_drop(SAFEOP, AL_SM_WATCHDOG)
         if self.state in (SAFEOP, OP):
             start, length = self._sm_area(in_sm)
             if length:
-                self.memory[start:start + length] = self.application.inputs(self.state, now)[:length]
+                self.dictionary.store_inputs(self.application.inputs(self.state, now))
+                self.memory[start:start + length] = self.dictionary.pack(in_sm)[:length].ljust(length, b"\0")
 
     def _watchdog_expired(self, now: float) -> bool:
         ticks = struct.unpack_from("<H", self.memory, REG_WD_SM_TIME)[0]
@@ -238,13 +259,13 @@ class Esc:
         return self.layout.rx_pdos[0].sync_manager, self.layout.tx_pdos[0].sync_manager
 
     def _process_data_ok(self) -> int:
-        """AL_NO_ERROR if SM2 / SM3 are enabled at the PDOs' lengths, else the status code naming which not."""
+        """AL_NO_ERROR if SM2 / SM3 are enabled at the lengths of the PDOs assigned (0x1C12 / 0x1C13), else the
+        status code naming which not."""
         out_sm, in_sm = self._pdo_sync_managers()
-        for n, pdos, code in ((out_sm, self.layout.rx_pdos, AL_INVALID_OUTPUT_CONFIGURATION),
-                              (in_sm, self.layout.tx_pdos, AL_INVALID_INPUT_CONFIGURATION)):
+        for n, code in ((out_sm, AL_INVALID_OUTPUT_CONFIGURATION), (in_sm, AL_INVALID_INPUT_CONFIGURATION)):
             declared = self.layout.sync_managers[n]
             start, length, _, activate = self.sync_manager(n)
-            need = (sum(p.bits for p in pdos) + 7) // 8
+            need = self.dictionary.mapped_bytes(n)
             if need and (not activate & 0x01 or length != need or start != declared.start):
                 return code
         return AL_NO_ERROR
@@ -286,6 +307,9 @@ class Esc:
         m = self.memory
         struct.pack_into("<H", m, REG_AL_STATUS, self.state | (ERROR_INDICATION if self.error else 0))
         struct.pack_into("<H", m, REG_AL_STATUS_CODE, self.status_code)
+        self.dictionary.state = self.state
+        if self.mailbox:
+            self.mailbox.set_active(self.state in (PREOP, SAFEOP, OP))
 
     # -- SII EEPROM interface ---------------------------------------------------------------------------------
 
@@ -313,7 +337,8 @@ class Esc:
         return {"position": self.position, "station": struct.unpack_from("<H", self.memory, REG_STATION)[0],
                 "state": STATE_NAMES.get(self.state, hex(self.state)), "error": self.error,
                 "al_status_code": self.status_code, "refusals": self.refusals,
-                "watchdog_expiries": self.watchdog_expiries}
+                "watchdog_expiries": self.watchdog_expiries, "sdo": dict(self.sdo.transfers),
+                "mailbox": self.mailbox.summary() if self.mailbox else {}}
 
 
 def dl_status(last: bool) -> int:

@@ -32,6 +32,12 @@ INTEGER8, INTEGER16, INTEGER32, UNSIGNED8, UNSIGNED16, UNSIGNED32 = 0x02, 0x03, 
 # ECAT reads (inputs); an AL event on each access; outputs also trigger the SM watchdog (bit 6).
 SM_CONTROL_OUTPUTS = 0x64
 SM_CONTROL_INPUTS = 0x20
+# Mailbox sync managers: mailbox mode; SM0 ECAT writes, SM1 ECAT reads; an AL event on each access.
+SM_CONTROL_MAILBOX_OUT = 0x26
+SM_CONTROL_MAILBOX_IN = 0x22
+MAILBOX_PROTOCOL_COE = 0x0004        # SII word 0x001C
+# CoE details (the general category's byte 5, ETG.2010): SDO, PDO assignment and configuration, complete access.
+COE_SDO, COE_SDO_INFO, COE_PDO_ASSIGN, COE_PDO_CONFIG, COE_COMPLETE_ACCESS = 0x01, 0x02, 0x04, 0x08, 0x20
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,7 @@ class SiiLayout:
     sync_managers: tuple[SyncManagerSetting, ...]
     station_alias: int = 0
     size_bytes: int = 2048
+    coe_details: int = 0
     strings: tuple[str, ...] = field(init=False)
 
     def __post_init__(self):
@@ -99,6 +106,13 @@ class SiiLayout:
     def string_index(self, text: str) -> int:
         return self.strings.index(text) + 1
 
+    def mailbox(self) -> tuple[SyncManagerSetting, SyncManagerSetting] | None:
+        """SM0 (mailbox out) and SM1 (mailbox in) if the slave has a mailbox."""
+        sms = self.sync_managers
+        if len(sms) > 1 and (sms[0].kind, sms[1].kind) == (SM_MAILBOX_OUT, SM_MAILBOX_IN):
+            return sms[0], sms[1]
+        return None
+
     def image(self) -> bytes:
         """The EEPROM's bytes: ``size_bytes`` long, 0xFF after the end category (an erased EEPROM)."""
         head = bytearray(0x80)
@@ -106,6 +120,11 @@ class SiiLayout:
         head[0x07 * 2] = crc8(bytes(head[:14]))
         i = self.identity
         struct.pack_into("<IIII", head, 0x08 * 2, i.vendor_id, i.product_code, i.revision, i.serial)
+        mailbox = self.mailbox()
+        if mailbox:
+            out, in_ = mailbox
+            words = (out.start, out.length, in_.start, in_.length)
+            struct.pack_into("<8HH", head, 0x14 * 2, *words, *words, MAILBOX_PROTOCOL_COE)
         struct.pack_into("<H", head, 0x3E * 2, self.size_bytes * 8 // 1024 - 1)
         struct.pack_into("<H", head, 0x3F * 2, 1)
         body = bytearray(head)
@@ -128,6 +147,7 @@ class SiiLayout:
         general[0] = self.string_index(self.identity.group)   # group
         general[2] = self.string_index(self.identity.name)    # order (device type)
         general[3] = self.string_index(self.identity.name)    # name
+        general[5] = self.coe_details if self.mailbox() else 0
         general[9] = 1                                         # CiA 402 (DS402) channels
         yield CATEGORY_GENERAL, general
         yield CATEGORY_FMMU, bytearray([FMMU_OUTPUTS, FMMU_INPUTS])
@@ -158,6 +178,7 @@ def crc8(data: bytes) -> int:
     return crc
 
 
+MAILBOX_OUT_START, MAILBOX_IN_START, MAILBOX_SIZE = 0x1000, 0x1080, 128
 OUTPUTS_START = 0x1100
 INPUTS_START = 0x1180
 
@@ -165,15 +186,18 @@ INPUTS_START = 0x1180
 def cia402_layout(identity: SlaveIdentity) -> SiiLayout:
     """The minimal cyclic-synchronous-position process image of a CiA 402 drive: RxPDO 0x1600 (controlword
     0x6040, target position 0x607A, modes of operation 0x6060) on SM2, TxPDO 0x1A00 (statusword 0x6041,
-    position actual 0x6064, modes of operation display 0x6061) on SM3, 7 bytes each; no mailbox (SM0 / SM1
-    unused) -- the master maps the PDOs from these SII categories."""
+    position actual 0x6064, modes of operation display 0x6061) on SM3, 7 bytes each; the mailbox on SM0 / SM1
+    (128 bytes each) with CoE: a master reads the PDO assignment and mapping by SDO (complete access), or
+    from these SII categories."""
     rx = Pdo(0x1600, 2, (PdoEntry(0x6040, 0, 16, UNSIGNED16, "Controlword"),
                          PdoEntry(0x607A, 0, 32, INTEGER32, "Target position"),
                          PdoEntry(0x6060, 0, 8, INTEGER8, "Modes of operation")), "RxPDO 1")
     tx = Pdo(0x1A00, 3, (PdoEntry(0x6041, 0, 16, UNSIGNED16, "Statusword"),
                          PdoEntry(0x6064, 0, 32, INTEGER32, "Position actual value"),
                          PdoEntry(0x6061, 0, 8, INTEGER8, "Modes of operation display")), "TxPDO 1")
-    sms = (SyncManagerSetting(0, 0, 0, 0, SM_UNUSED), SyncManagerSetting(0, 0, 0, 0, SM_UNUSED),
+    sms = (SyncManagerSetting(MAILBOX_OUT_START, MAILBOX_SIZE, SM_CONTROL_MAILBOX_OUT, 1, SM_MAILBOX_OUT),
+           SyncManagerSetting(MAILBOX_IN_START, MAILBOX_SIZE, SM_CONTROL_MAILBOX_IN, 1, SM_MAILBOX_IN),
            SyncManagerSetting(OUTPUTS_START, rx.bits // 8, SM_CONTROL_OUTPUTS, 1, SM_OUTPUTS),
            SyncManagerSetting(INPUTS_START, tx.bits // 8, SM_CONTROL_INPUTS, 1, SM_INPUTS))
-    return SiiLayout(identity, (rx,), (tx,), sms)
+    return SiiLayout(identity, (rx,), (tx,), sms,
+                     coe_details=COE_SDO | COE_PDO_ASSIGN | COE_PDO_CONFIG | COE_COMPLETE_ACCESS)
