@@ -71,7 +71,8 @@ class Master:
     def sdo(self, command: int, index: int, subindex: int, data: bytes = bytes(4)) -> bytes:
         reply = self.coe(struct.pack("<HBHB", 0x2000, command, index, subindex) + data)
         assert reply[4] == 0 and reply[5] & 0x0F == 0x03                                 # CoE
-        assert struct.unpack_from("<H", reply, 6)[0] >> 12 == 3                          # SDO response
+        service = struct.unpack_from("<H", reply, 6)[0] >> 12
+        assert service == (2 if reply[8] == 0x80 else 3)      # an abort: service SDO request (5.6.2.7)
         return reply[8:]
 
     def upload(self, index: int, subindex: int, complete: bool = False) -> bytes | int:
@@ -154,8 +155,8 @@ def test_download_round_trip_and_segmented_download():
 def test_abort_codes():
     m = Master(line())
     assert m.download(0x1018, 1, struct.pack("<I", 7)) == 0x06010002        # read-only
-    r = m.sdo(0x23, 0x1018, 1, struct.pack("<I", 7))
-    assert r == bytes.fromhex("80" "1810" "01" "02000106")                  # abort, index, sub-index, code
+    assert m.coe(bytes.fromhex("0020" "23" "1810" "01" "07000000"))[6:] == bytes.fromhex(
+        "0020" "80" "1810" "01" "02000106")                                 # CoE service 2: abort, the code
     assert m.upload(0x5555, 0) == 0x06020000                                 # no such object
     assert m.upload(0x1018, 9) == 0x06090011                                 # no such sub-index
     assert m.download(0x6065, 0, b"\x01\x02") == 0x06070010                  # 2 bytes to an UNSIGNED32
@@ -163,7 +164,7 @@ def test_abort_codes():
     assert m.sdo(0x60, 0, 0)[0] == 0x80                                     # a segment of no transfer
     m.sdo(0x21, 0x2000, 0, struct.pack("<I", 20) + b"abc")
     seg = m.coe(bytes.fromhex("0020") + bytes([0x10]) + b"defghij")          # toggle 1 first: not alternated
-    assert seg[8:] == bytes.fromhex("80" "0020" "00" "00000305")
+    assert seg[6:] == bytes.fromhex("0020" "80" "0020" "00" "00000305")
     assert m.upload(0x6065, 0) == struct.pack("<I", 10_000)                 # nothing was written
 
 

@@ -308,3 +308,75 @@ def test_the_can_emulators_drive_model_behind_the_ethercat_slaves(emulator_with)
     for s, target in zip(stop()["slaves"], start):
         assert s["drive_state"] == "OPERATION ENABLED" and s["mode"] == 8 and s["target_position"] == target
         assert 0 < abs(s["torque"]) <= 3.0 + 1e-9         # powered, within the max torque 0x6072
+
+
+LONG_NAME = "".join(chr(0x41 + k % 26) for k in range(200))
+
+
+def test_soem_sdo_upload_download_and_abort_codes(emulator_with):
+    """SOEM's SDO transfers over the CoE mailbox (ETG.1000.6 5.6.2): the identity 0x1018 expedited, a parameter
+    written and read back, a 64-byte string written normal and read back, the 200-byte device name 0x1008
+    uploaded normal then segmented (112 bytes in the initiate response, 88 in a segment), and the abort codes
+    SOEM hands up in its SdoError."""
+    ns, stop = emulator_with("--name", LONG_NAME)
+    master = open_master(ns)
+    try:
+        assert master.config_init() == N
+        slave = master.slaves[1]
+        assert struct.unpack("<I", slave.sdo_read(0x1018, 1)) == (0x1337,)
+        assert struct.unpack("<I", slave.sdo_read(0x1018, 4)) == (2,)                 # serial number
+        slave.sdo_write(0x6065, 0, struct.pack("<I", 54_321))
+        assert struct.unpack("<I", slave.sdo_read(0x6065, 0)) == (54_321,)
+        assert struct.unpack("<I", master.slaves[0].sdo_read(0x6065, 0)) == (10_000,)  # another slave's own
+        text = bytes(range(0x40, 0x80))
+        slave.sdo_write(0x2000, 0, text)
+        assert slave.sdo_read(0x2000, 0) == text
+        assert slave.sdo_read(0x1008, 0) == LONG_NAME.encode()
+        for call, code in ((lambda: slave.sdo_write(0x1018, 1, b"\0\0\0\0"), 0x06010002),
+                           (lambda: slave.sdo_read(0x5555, 0), 0x06020000),
+                           (lambda: slave.sdo_read(0x1018, 9), 0x06090011),
+                           (lambda: slave.sdo_write(0x6065, 0, b"\x01\x02"), 0x06070010)):
+            with pytest.raises(pysoem.SdoError) as refused:
+                call()
+            assert refused.value.abort_code == code
+    finally:
+        master.close()
+    sdo = stop()["slaves"][1]["sdo"]
+    assert sdo["aborts"] == 4 and sdo["downloads"] == 2
+
+
+def test_soem_remaps_a_pdo_by_sdo_in_preop(emulated_line):
+    """ETG.1000.6 5.6.7: in PRE-OP the assignment 0x1C12:0 set to 0, the RxPDO mapping 0x1600 written by
+    complete access without the modes of operation, the assignment restored: SOEM's config_map reads the
+    mapping back by SDO and maps 6 output bytes for that slave; in OP the slave's mode stays 0."""
+    ns, stop = emulated_line
+    master = open_master(ns)
+    try:
+        assert master.config_init() == N
+        slave = master.slaves[0]
+        slave.sdo_write(0x1C12, 0, b"\x00")
+        slave.sdo_write(0x1600, 0, bytes.fromhex("0200" "10004060" "20007a60"), ca=True)
+        slave.sdo_write(0x1C12, 0, b"\x01")
+        assert slave.sdo_read(0x1600, 0, ca=True) == bytes.fromhex("0200" "10004060" "20007a60")
+        assert master.config_map() == (6 + 7) + (N - 1) * (7 + 7)
+        assert [len(s.output) for s in master.slaves] == [6] + [7] * (N - 1)
+        assert master.state_check(pysoem.SAFEOP_STATE, STATE_TIMEOUT_US) == pysoem.SAFEOP_STATE
+        with pytest.raises(pysoem.SdoError) as refused:
+            slave.sdo_write(0x1C12, 0, b"\x00")                  # SAFE-OP: not any more
+        assert refused.value.abort_code == 0x08000022
+        master.state = pysoem.OP_STATE
+        master.send_processdata()
+        master.receive_processdata(RECEIVE_TIMEOUT_US)
+        master.write_state()
+        assert master.state_check(pysoem.OP_STATE, STATE_TIMEOUT_US) == pysoem.OP_STATE
+        for _ in range(5):
+            slave.output = struct.pack("<Hi", 0x000F, 777)
+            for other in master.slaves[1:]:
+                other.output = struct.pack("<Hib", 0x000F, 555, 8)
+            master.send_processdata()
+            assert master.receive_processdata(RECEIVE_TIMEOUT_US) == master.expected_wkc
+        assert struct.unpack("<Hib", slave.input) == (0x0237, 777, 0)
+        assert struct.unpack("<i", slave.sdo_read(0x607A, 0)) == (777,)      # the object mirrors the PDO
+    finally:
+        master.close()
+    assert [s["mode"] for s in stop()["slaves"]] == [0, 8, 8]

@@ -13,7 +13,7 @@ command byte, index, sub-index and 4 data bytes, at least 10 bytes in all:
 * upload initiate (0x40, bit 4 complete access): up to 4 bytes expedited (0x43 + unused << 2), more normal
   (0x41, the complete size and what fits); the rest in upload segments (request 0x60 + toggle, answered 0x00 +
   toggle + unused << 1 + last): a segment's mailbox length is 3 + its data, at least 10 (data padded to 7).
-* abort (0x80, index, sub-index, the abort code); a toggle bit not alternated 0x05030000, a command not
+* abort (0x80, index, sub-index, the abort code; CoE service 2 whichever side sends it); a toggle bit not alternated 0x05030000, a command not
   known 0x05040001, a segment without a transfer under way 0x05040001.
 
 An emergency: CoE header service 1, the error code, the error register 0x1001 and 5 manufacturer bytes.
@@ -42,7 +42,8 @@ def emergency(code: int, error_register: int, manufacturer: bytes = b"") -> byte
 
 
 def abort(index: int, subindex: int, code: int) -> bytes:
-    return SDO_HEADER.pack(SERVICE_SDO_RESPONSE << 12, 0x80, index, subindex) + struct.pack("<I", code)
+    """Abort SDO transfer: a CoE SDO *request* (service 2) in both directions (ETG.1000.6 5.6.2.7)."""
+    return SDO_HEADER.pack(SERVICE_SDO_REQUEST << 12, 0x80, index, subindex) + struct.pack("<I", code)
 
 
 class SdoServer:
