@@ -184,6 +184,37 @@ def test_raw_frame_round_trip_exact_bytes(emulated_line):
     assert [d.wkc for d in datagrams(echoed)] == [N, 1]
 
 
+def test_raw_sdo_upload_through_the_mailbox_exact_bytes(emulated_line):
+    """A master's first SDO by hand (ETG.1000.4 mailbox sync managers; ETG.1000.6 5.6 mailbox header, 5.6.2.4
+    SDO upload expedited): the second slave given station 0x1002, SM0 / SM1 at the SII's mailbox, PRE-OP; the
+    upload request of 0x1018:02 written to SM0 (working counter 1), SM1 read back with the product code."""
+    ns, _ = emulated_line
+    with netns.inside(ns):
+        sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETHERTYPE))
+    request = bytes.fromhex("0a00" "0000" "00" "13" "0020" "40" "1810" "02" "00000000").ljust(128, b"\0")
+    frames = [[(C.APWR, 1, station(0xFFFF, 0x0010), b"\x02\x10"),
+               (C.FPWR, 2, station(0x1002, 0x0800), bytes.fromhex("0010800026000100" "8010800022000100")),
+               (C.FPWR, 3, station(0x1002, 0x0120), b"\x02\x00")],
+              [(C.FPWR, 4, station(0x1002, 0x1000), request)],
+              [(C.FPRD, 5, station(0x1002, 0x080D), 1), (C.FPRD, 6, station(0x1002, 0x1080), 16)]]
+    replies = []
+    try:
+        sock.bind((netns.MASTER_END, ETHERTYPE))
+        sock.settimeout(5.0)
+        for parts in frames:
+            body = build_frame(parts)
+            sock.send(b"\xff" * 6 + bytes(6) + struct.pack(">H", ETHERTYPE) + body)
+            replies.append(datagrams(bytearray(sock.recv(2048)[14:14 + len(body)])))
+    finally:
+        sock.close()
+    assert [d.wkc for d in replies[0]] == [1, 1, 1]
+    assert replies[1][0].wkc == 1
+    status, mailbox = replies[2]
+    assert (status.wkc, status.data[0] & 0x08) == (1, 0x08)            # SM1 full
+    assert (mailbox.wkc, bytes(mailbox.data)) == (1, bytes.fromhex(
+        "0a00" "0000" "00" "13" "0030" "43" "1810" "02" "02040000"))   # CoE SDO response, product code 0x402
+
+
 def bring_to_safeop(master, slaves: int = N) -> None:
     """config_init finds ``slaves``, config_map, SAFE-OP; one process data exchange, then OP requested."""
     assert master.config_init() == slaves
@@ -315,9 +346,10 @@ LONG_NAME = "".join(chr(0x41 + k % 26) for k in range(200))
 
 def test_soem_sdo_upload_download_and_abort_codes(emulator_with):
     """SOEM's SDO transfers over the CoE mailbox (ETG.1000.6 5.6.2): the identity 0x1018 expedited, a parameter
-    written and read back, a 64-byte string written normal and read back, the 200-byte device name 0x1008
-    uploaded normal then segmented (112 bytes in the initiate response, 88 in a segment), and the abort codes
-    SOEM hands up in its SdoError."""
+    written and read back, a 64-byte string written normal and read back, a 250-byte one written segmented
+    (more than a 128-byte mailbox holds) and read back segmented, the 200-byte device name 0x1008 uploaded
+    normal then segmented (112 bytes in the initiate response, 88 in a segment), and the abort codes SOEM
+    hands up in its SdoError."""
     ns, stop = emulator_with("--name", LONG_NAME)
     master = open_master(ns)
     try:
@@ -331,6 +363,9 @@ def test_soem_sdo_upload_download_and_abort_codes(emulator_with):
         text = bytes(range(0x40, 0x80))
         slave.sdo_write(0x2000, 0, text)
         assert slave.sdo_read(0x2000, 0) == text
+        long_text = bytes(0x20 + k % 95 for k in range(250))
+        slave.sdo_write(0x2000, 0, long_text)
+        assert slave.sdo_read(0x2000, 0) == long_text
         assert slave.sdo_read(0x1008, 0) == LONG_NAME.encode()
         for call, code in ((lambda: slave.sdo_write(0x1018, 1, b"\0\0\0\0"), 0x06010002),
                            (lambda: slave.sdo_read(0x5555, 0), 0x06020000),
@@ -342,7 +377,7 @@ def test_soem_sdo_upload_download_and_abort_codes(emulator_with):
     finally:
         master.close()
     sdo = stop()["slaves"][1]["sdo"]
-    assert sdo["aborts"] == 4 and sdo["downloads"] == 2
+    assert sdo["aborts"] == 4 and sdo["downloads"] == 3
 
 
 def test_soem_remaps_a_pdo_by_sdo_in_preop(emulated_line):

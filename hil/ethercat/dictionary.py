@@ -120,7 +120,7 @@ class ObjectDictionary:
                             [i.vendor_id, i.product_code, i.revision, i.serial]),
             0x1C00: _record("Sync manager communication type", ARRAY, "ro", UNSIGNED8,
                             [s.kind for s in layout.sync_managers]),
-            0x2000: _var("User name", VISIBLE_STRING, "rw", b"", 64),
+            0x2000: _var("User name", VISIBLE_STRING, "rw", b"", 256),
             0x6065: _var("Following error window", UNSIGNED32, "rw", 10_000),
             0x6067: _var("Position window", UNSIGNED32, "rw", 100),
             0x607D: _record("Software position limit", ARRAY, "rw", INTEGER32, [-(2**31), 2**31 - 1],
