@@ -244,3 +244,21 @@ def test_any_mailbox_message_is_answered_or_dropped_never_raises(body, kind, cou
     m = Master(chain)
     m.counter = counter                                    # next counter differs from the fuzzed one
     assert m.upload(0x1018, 1) == struct.pack("<I", 0x1337)
+
+
+def test_a_fault_on_request_sends_an_emergency_and_its_reset():
+    """ETG.1000.6 5.6.4: an emergency is a CoE message of service 1 with the error code, the error register
+    (0x1001) and 5 manufacturer bytes. 0x5530 written to 0x2001 faults the axis: after the SDO response, SM1
+    holds the emergency (the slave's counter 2); in OP the statusword reads fault (0x0208) until the controlword's
+    fault reset bit rises, which sends the error reset (code 0, register 0)."""
+    chain = line(state=E.OP)
+    m = Master(chain)
+    assert m.download(0x2001, 0, struct.pack("<H", 0x5530)) == 0
+    assert fetch(chain) == bytes.fromhex("0a00" "0000" "00" "23" "0010" "3055" "01" "0000000000")
+    assert m.upload(0x1001, 0) == b"\x01"
+    run(chain, [(C.LRW, 0, 0, struct.pack("<Hib", 0x000F, 5, 8) + bytes(7))], now=0.01)
+    (d,) = run(chain, [(C.LRD, 0, 7, 7)], now=0.02)
+    assert struct.unpack("<Hib", d.data)[0] == 0x0208
+    run(chain, [(C.LWR, 0, 0, struct.pack("<Hib", 0x0080, 5, 8))], now=0.03)
+    assert fetch(chain)[6:] == bytes.fromhex("0010" "0000" "00" "0000000000")
+    assert chain.slaves[0].summary()["emergencies"] == 2

@@ -415,3 +415,22 @@ def test_soem_remaps_a_pdo_by_sdo_in_preop(emulated_line):
     finally:
         master.close()
     assert [s["mode"] for s in stop()["slaves"]] == [0, 8, 8]
+
+
+def test_soem_receives_the_drives_emergency(emulator_with):
+    """``--robot can_arm2``: a fault requested through 0x2001 (as on the CAN drives) faults the CAN emulator's
+    drive model, whose EMCY (CiA 301 7.2.7) reaches SOEM as a CoE emergency (ETG.1000.6 5.6.4) in its
+    emergency callback, with the error code and the error register (bit 0 generic, bit 1 current for 0x2310)."""
+    ns, stop = emulator_with("--robot", "can_arm2")
+    master = open_master(ns)
+    seen = []
+    try:
+        assert master.config_init() == 2
+        slave = master.slaves[1]
+        slave.add_emergency_callback(lambda emcy: seen.append((emcy.error_code, emcy.error_reg)))
+        slave.sdo_write(0x2001, 0, struct.pack("<H", 0x2310))
+        assert slave.sdo_read(0x1001, 0) == b"\x03"        # read after the EMCY: SOEM empties SM1 first
+    finally:
+        master.close()
+    assert seen == [(0x2310, 0x03)]
+    assert [s["drive_state"] for s in stop()["slaves"]] == ["SWITCH ON DISABLED", "FAULT"]

@@ -10,6 +10,7 @@ write; ARMW / FRMW: the addressed slave reads (+1), every other writes what it r
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 from .dictionary import PROCESS_IMAGE
@@ -19,31 +20,74 @@ from .sii import SiiLayout, SlaveIdentity, cia402_layout
 
 
 
-class LoopbackAxis:
+class SlaveApplication:
+    """A slave's side of the PDI: ``outputs(state, data, now)`` in OP when new outputs arrived, ``inputs(state,
+    now) -> bytes`` in SAFE-OP and OP (both the :data:`PROCESS_IMAGE`), ``summary()``; ``fault(code, now)``
+    when the master writes an error code to 0x2001 (a fault on request) and ``emergencies()``, the emergency
+    messages raised since the last call (each 8 bytes: error code, error register, 5 manufacturer bytes,
+    ETG.1000.6 5.6.4), which the slave sends through its mailbox."""
+
+    def outputs(self, state: int, data: bytes, now: float) -> None:
+        pass
+
+    def inputs(self, state: int, now: float) -> bytes:
+        return PROCESS_IMAGE.pack(0, 0, 0)
+
+    def fault(self, code: int, now: float) -> None:
+        pass
+
+    def emergencies(self) -> list[bytes]:
+        return []
+
+    def summary(self) -> dict:
+        return {}
+
+
+EMERGENCY = struct.Struct("<HB5x")      # error code, error register, manufacturer bytes (none)
+FAULT_RESET = 0x0080                    # controlword bit 7 (CiA 402-2)
+
+
+class LoopbackAxis(SlaveApplication):
     """The stand-in behind the minimal CiA 402 process image without a plant: the position actual value
     (0x6064) is the last target position (0x607A) received in OP, the modes of operation display (0x6061)
     the last mode (0x6060), the statusword (0x6041) "operation enabled" (0x0237) while the controlword
-    (0x6040) commands enable operation (low nibble 0xF), else "switch on disabled" (0x0240). The slave
-    application interface: ``outputs(state, data, now)`` in OP when new outputs arrived, ``inputs(state,
-    now) -> bytes`` in SAFE-OP and OP, ``summary()``."""
+    (0x6040) commands enable operation (low nibble 0xF), else "switch on disabled" (0x0240). A fault on
+    request latches "fault" (0x0208) with an emergency (error register bit 0, generic error) until the
+    controlword's fault reset bit rises, which sends the error reset emergency (code 0)."""
 
     def __init__(self):
         self.controlword = 0
         self.target = 0
         self.mode = 0
         self.received = 0
+        self.fault_code = 0
+        self._pending: list[bytes] = []
 
     def outputs(self, state: int, data: bytes, now: float) -> None:
+        previous = self.controlword
         self.controlword, self.target, self.mode = PROCESS_IMAGE.unpack_from(data)
+        if self.fault_code and self.controlword & FAULT_RESET and not previous & FAULT_RESET:
+            self.fault_code = 0
+            self._pending.append(EMERGENCY.pack(0, 0))
         self.received += 1
 
     def inputs(self, state: int, now: float) -> bytes:
         enabled = state == OP and self.controlword & 0x0F == 0x0F
-        return PROCESS_IMAGE.pack(0x0237 if enabled else 0x0240, self.target, self.mode)
+        statusword = 0x0208 if self.fault_code else 0x0237 if enabled else 0x0240
+        return PROCESS_IMAGE.pack(statusword, self.target, self.mode)
+
+    def fault(self, code: int, now: float) -> None:
+        if code and not self.fault_code:
+            self.fault_code = code
+            self._pending.append(EMERGENCY.pack(code, 0x01))
+
+    def emergencies(self) -> list[bytes]:
+        out, self._pending = self._pending, []
+        return out
 
     def summary(self) -> dict:
         return {"controlword": self.controlword, "target_position": self.target, "mode": self.mode,
-                "outputs_received": self.received}
+                "outputs_received": self.received, "fault_code": self.fault_code}
 
 
 @dataclass

@@ -36,11 +36,6 @@ def coe_header(service: int) -> bytes:
     return struct.pack("<H", service << 12)
 
 
-def emergency(code: int, error_register: int, manufacturer: bytes = b"") -> bytes:
-    """An emergency message (ETG.1000.6 5.6.4)."""
-    return coe_header(SERVICE_EMERGENCY) + struct.pack("<HB", code, error_register) + manufacturer[:5].ljust(5, b"\0")
-
-
 def abort(index: int, subindex: int, code: int) -> bytes:
     """Abort SDO transfer: a CoE SDO *request* (service 2) in both directions (ETG.1000.6 5.6.2.7)."""
     return SDO_HEADER.pack(SERVICE_SDO_REQUEST << 12, 0x80, index, subindex) + struct.pack("<I", code)

@@ -8,7 +8,8 @@ software versions 0x1009 / 0x100A, identity 0x1018 (the SII's identity), the syn
 (0x1C12 / 0x1C13), the CiA 402 objects of the process image (0x6040 controlword, 0x6041 statusword, 0x6060 /
 0x6061 modes of operation and display, 0x607A target position, 0x6064 position actual value) mirroring the
 process data, and writable parameters: 0x6065 following error window, 0x6067 position window, 0x607D software
-position limit, 0x6085 quick stop deceleration and 0x2000 a manufacturer-specific name string.
+position limit, 0x6085 quick stop deceleration, 0x2000 a manufacturer-specific name string and 0x2001 a fault
+on request (an error code written: the application's fault and its emergency, see .chain.SlaveApplication).
 
 Writes are checked as ETG.1000.6 5.6.2.7 (SDO abort codes) and 5.6.7 (PDO configuration) say: an object that
 does not exist 0x06020000, a sub-index 0x06090011, read-only 0x06010002, a length that does not match the data
@@ -40,6 +41,7 @@ PROCESS_IMAGE = struct.Struct("<Hib")
 OUTPUT_OBJECTS = ((0x6040, 0), (0x607A, 0), (0x6060, 0))
 INPUT_OBJECTS = ((0x6041, 0), (0x6064, 0), (0x6061, 0))
 
+FAULT_REQUEST = 0x2001                  # as the CAN emulator's drives: an error code written enters FAULT
 DEVICE_TYPE_SERVO = 0x00020192          # CiA 402 (0x0192), servo drive (type 0x02)
 PREOP = 2                               # AL state (see .esc) in which PDO configuration is writable
 
@@ -121,6 +123,7 @@ class ObjectDictionary:
             0x1C00: _record("Sync manager communication type", ARRAY, "ro", UNSIGNED8,
                             [s.kind for s in layout.sync_managers]),
             0x2000: _var("User name", VISIBLE_STRING, "rw", b"", 256),
+            FAULT_REQUEST: _var("Fault on request (error code)", UNSIGNED16, "rw", 0),
             0x6065: _var("Following error window", UNSIGNED32, "rw", 10_000),
             0x6067: _var("Position window", UNSIGNED32, "rw", 100),
             0x607D: _record("Software position limit", ARRAY, "rw", INTEGER32, [-(2**31), 2**31 - 1],
@@ -146,6 +149,7 @@ class ObjectDictionary:
                 self.assign_index[n] = 0x1C10 + n
         self.state = PREOP
         self._mappings: dict[int, list] = {}
+        self.on_fault_request = lambda code: None
 
     # -- one sub-index ------------------------------------------------------------------------------------
 
@@ -170,6 +174,8 @@ class ObjectDictionary:
             self._check_pdo_configuration(index, subindex, value)
             self._mappings.clear()
         e.value = value
+        if index == FAULT_REQUEST and value:
+            self.on_fault_request(value)
 
     def value(self, index: int, subindex: int = 0):
         return self.objects[index].entries[subindex].value

@@ -15,21 +15,28 @@ from canopen.sdo import SdoAbortedError
 from rtctl.drivers.can import objects as ob
 
 from ..can_emulator import Cia402Emulator, build_plant
-from .chain import PROCESS_IMAGE
+from .chain import PROCESS_IMAGE, SlaveApplication
 
 
 class NoBus:
-    """The CAN bus a drive would answer on: its SDO replies, TPDOs and EMCYs go nowhere here."""
+    """The CAN bus a drive would answer on: its SDO replies and TPDOs go nowhere here, its EMCYs (COB-ID
+    0x80 + node ID, CiA 301 7.2.7) are kept per node for the slave's mailbox (the same 8 bytes as a CoE
+    emergency, ETG.1000.6 5.6.4)."""
+
+    def __init__(self):
+        self.emergencies: dict[int, list[bytes]] = {}
 
     def send(self, message) -> None:
-        pass
+        if 0x81 <= message.arbitration_id <= 0xFF:
+            self.emergencies.setdefault(message.arbitration_id - 0x80, []).append(bytes(message.data))
 
     def recv(self, timeout=None):
         return None
 
 
-class DriveAxis:
-    """Slave ``k``'s application: drive ``k`` of ``drives`` (an emulator of as many drives as joints)."""
+class DriveAxis(SlaveApplication):
+    """Slave ``k``'s application: drive ``k`` of ``drives`` (an emulator of as many drives as joints). A fault
+    on request is the drive's own fault injection (0x2001): its fault reaction and its EMCY."""
 
     def __init__(self, drives: Cia402Emulator, k: int):
         self.drives = drives
@@ -55,6 +62,13 @@ class DriveAxis:
         self.drive.tick(now)
         d = self.drive
         return PROCESS_IMAGE.pack(d.statusword(), d.position, d.values[(ob.MODES_OF_OPERATION, 0)])
+
+    def fault(self, code: int, now: float) -> None:
+        self.drive.now = now
+        self.drive.write(ob.FAULT_INJECTION, 0, code)
+
+    def emergencies(self) -> list[bytes]:
+        return self.drives.bus.emergencies.pop(self.drive.id, [])
 
     def summary(self) -> dict:
         d = self.drive

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import struct
 
-from .coe import SdoServer
+from .coe import SERVICE_EMERGENCY, SdoServer, coe_header
 from .dictionary import ObjectDictionary
 from .frame import Command
 from .mailbox import MAILBOX_HEADER, TYPE_COE, Mailbox
@@ -98,6 +98,7 @@ class Esc:
         struct.pack_into("<H", m, REG_WD_SM_TIME, 1000)     # 1000 x 100 us = 100 ms
         struct.pack_into("<H", m, REG_EEP_CONTROL, EEP_READ_8_BYTES)
         self.dictionary = ObjectDictionary(layout)
+        self.dictionary.on_fault_request = lambda code: application.fault(code, self.now)
         mailbox = layout.mailbox()
         self.sdo = SdoServer(self.dictionary, (mailbox[0].length if mailbox else 0) - MAILBOX_HEADER.size)
         self.mailbox = Mailbox(self.memory, {TYPE_COE: self.sdo}) if mailbox else None
@@ -110,6 +111,7 @@ class Esc:
         self.last_output_write = now
         self.watchdog_expiries = 0
         self.refusals = 0
+        self.emergencies = 0
         self.refuse_op_code = AL_NO_ERROR   # a fault on request: SAFE-OP -> OP refused with this code
 
     # -- addressing -------------------------------------------------------------------------------------------
@@ -238,6 +240,11 @@ class Esc:
             if self._watchdog_expired(now):
                 self.watchdog_expiries += 1
                 self._refuse_or_drop(SAFEOP, AL_SM_WATCHDOG)
+        for message in self.application.emergencies():
+            self.dictionary.set_value(0x1001, 0, message[2])
+            if self.mailbox and self.mailbox.active:
+                self.mailbox.send(TYPE_COE, coe_header(SERVICE_EMERGENCY) + message)
+                self.emergencies += 1
         if self.state in (SAFEOP, OP):
             start, length = self._sm_area(in_sm)
             if length:
@@ -338,6 +345,7 @@ class Esc:
                 "state": STATE_NAMES.get(self.state, hex(self.state)), "error": self.error,
                 "al_status_code": self.status_code, "refusals": self.refusals,
                 "watchdog_expiries": self.watchdog_expiries, "sdo": dict(self.sdo.transfers),
+                "emergencies": self.emergencies,
                 "mailbox": self.mailbox.summary() if self.mailbox else {}}
 
 
