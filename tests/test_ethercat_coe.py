@@ -28,8 +28,8 @@ def run(chain, parts, now=0.0):
 def line(identity=IDENTITY, state=E.PREOP):
     """One slave, station address 0x1001, its mailbox sync managers as the SII declares them, in ``state``."""
     chain = EscChain.cia402(1, identity)
-    sms = (struct.pack("<HHBBBB", MBX_OUT, MBX_SIZE, 0x26, 0, 1, 0) + struct.pack("<HHBBBB", MBX_IN, MBX_SIZE, 0x22, 0, 1, 0)
-           + struct.pack("<HHBBBB", OUTPUTS_START, 7, 0x64, 0, 1, 0) + struct.pack("<HHBBBB", INPUTS_START, 7, 0x20, 0, 1, 0))
+    sms = b"".join(struct.pack("<HHBBBB", start, length, control, 0, 1, 0) for start, length, control in (
+        (MBX_OUT, MBX_SIZE, 0x26), (MBX_IN, MBX_SIZE, 0x22), (OUTPUTS_START, 7, 0x64), (INPUTS_START, 7, 0x20)))
     fmmu = (struct.pack("<IHBBHBBBBH", 0, 7, 0, 7, OUTPUTS_START, 0, 2, 1, 0, 0)
             + struct.pack("<IHBBHBBBBH", 7, 7, 0, 7, INPUTS_START, 0, 1, 1, 0, 0))
     run(chain, [(C.APWR, 0, station(0, E.REG_STATION), struct.pack("<H", STATION)),
@@ -262,3 +262,34 @@ def test_a_fault_on_request_sends_an_emergency_and_its_reset():
     run(chain, [(C.LWR, 0, 0, struct.pack("<Hib", 0x0080, 5, 8))], now=0.03)
     assert fetch(chain)[6:] == bytes.fromhex("0010" "0000" "00" "0000000000")
     assert chain.slaves[0].summary()["emergencies"] == 2
+
+
+def test_sdo_information_in_exact_bytes():
+    """ETG.1000.6 5.6.3: CoE service 8, then opcode, reserved, fragments left. The OD list of type 0 (the
+    number of objects of each list: all 23, RxPDO mappable 3, TxPDO mappable 3, backup, settings); the object
+    description of 0x1018 (UNSIGNED32, 4 sub-indices, RECORD, its name); the entry description of 0x1018:01
+    (UNSIGNED32, 32 bits, readable in every state 0x0007); 0x5555 answered by the error request (opcode 7) with
+    0x06020000."""
+    m = Master(line())
+    counts = m.coe(bytes.fromhex("0080" "01" "00" "0000" "0000"))
+    assert counts[6:] == bytes.fromhex("0080" "02" "00" "0000" "0000" "1700" "0300" "0300" "0000" "0000")
+    description = m.coe(bytes.fromhex("0080" "03" "00" "0000" "1810"))
+    assert description[6:] == bytes.fromhex("0080" "04" "00" "0000" "1810" "0700" "04" "09") + b"Identity"
+    entry = m.coe(bytes.fromhex("0080" "05" "00" "0000" "1810" "01" "07"))
+    assert entry[6:] == bytes.fromhex("0080" "06" "00" "0000" "1810" "01" "07" "0700" "2000" "0700") + b"SubIndex 001"
+    assert m.coe(bytes.fromhex("0080" "03" "00" "0000" "5555"))[6:] == bytes.fromhex("0080" "07" "00" "0000" "00000206")
+
+
+def test_an_od_list_longer_than_the_mailbox_comes_in_fragments():
+    chain = line()
+    od = chain.slaves[0].dictionary
+    for k in range(100):                                   # 123 objects: 246 bytes of indices, 3 fragments
+        od.objects[0x3000 + k] = od.objects[0x6065]
+    m = Master(chain)
+    first = m.coe(bytes.fromhex("0080" "01" "00" "0000" "0100"))
+    replies = [first] + [fetch(chain) for _ in range(2)]
+    assert [(r[8], struct.unpack_from("<H", r, 10)[0]) for r in replies] == [(0x82, 2), (0x82, 1), (0x02, 0)]
+    words = b"".join(r[12:] for r in replies)
+    assert struct.unpack_from("<H", words)[0] == 1
+    assert list(struct.unpack(f"<{len(words) // 2 - 1}H", words[2:])) == sorted(od.objects)
+    assert fetch(chain) is None

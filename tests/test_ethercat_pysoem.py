@@ -434,3 +434,26 @@ def test_soem_receives_the_drives_emergency(emulator_with):
         master.close()
     assert seen == [(0x2310, 0x03)]
     assert [s["drive_state"] for s in stop()["slaves"]] == ["SWITCH ON DISABLED", "FAULT"]
+
+
+def test_soem_browses_the_object_dictionary_by_sdo_information(emulated_line):
+    """SOEM's OD list, object and entry descriptions (ETG.1000.6 5.6.3) agree with what SDO uploads read: each
+    object's name, object code and data type, each entry's bit length and access (0x07 read-only, 0x3F
+    read-write, 0x0F written in PRE-OP only; bit 6 / 7 RxPDO / TxPDO mappable)."""
+    ns, _ = emulated_line
+    master = open_master(ns)
+    try:
+        assert master.config_init() == N
+        slave = master.slaves[2]
+        objects = {o.index: o for o in slave.od}
+        assert len(objects) == 23 and objects[0x1008].name == b"Manufacturer device name"
+        assert (objects[0x1018].object_code, objects[0x1018].data_type) == (0x09, 0x0007)
+        identity = [(e.data_type, e.bit_length, e.obj_access) for e in objects[0x1018].entries]
+        assert identity == [(0x0005, 8, 0x07)] + [(0x0007, 32, 0x07)] * 4
+        assert [slave.sdo_read(0x1018, k) for k in range(1, 5)] == [
+            struct.pack("<I", v) for v in (0x1337, 0x402, 0x00020001, 3)]
+        assert (objects[0x6041].obj_access, objects[0x6040].obj_access) == (0x87, 0x7F)
+        assert [e.obj_access for e in objects[0x1600].entries][:2] == [0x0F, 0x0F]
+        assert objects[0x2000].bit_length == 256 * 8
+    finally:
+        master.close()

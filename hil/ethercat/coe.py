@@ -13,10 +13,12 @@ command byte, index, sub-index and 4 data bytes, at least 10 bytes in all:
 * upload initiate (0x40, bit 4 complete access): up to 4 bytes expedited (0x43 + unused << 2), more normal
   (0x41, the complete size and what fits); the rest in upload segments (request 0x60 + toggle, answered 0x00 +
   toggle + unused << 1 + last): a segment's mailbox length is 3 + its data, at least 10 (data padded to 7).
-* abort (0x80, index, sub-index, the abort code; CoE service 2 whichever side sends it); a toggle bit not alternated 0x05030000, a command not
-  known 0x05040001, a segment without a transfer under way 0x05040001.
+* abort (0x80, index, sub-index, the abort code; CoE service 2 whichever side sends it, 5.6.2.7); a toggle
+  bit not alternated 0x05030000, a command not known 0x05040001, a segment without a transfer under way
+  0x05040001.
 
-An emergency: CoE header service 1, the error code, the error register 0x1001 and 5 manufacturer bytes.
+An emergency (5.6.4): CoE service 1, the error code, the error register 0x1001 and 5 manufacturer bytes.
+SDO Information (service 8) is :mod:`.sdo_info`.
 """
 from __future__ import annotations
 
@@ -41,6 +43,24 @@ def abort(index: int, subindex: int, code: int) -> bytes:
     return SDO_HEADER.pack(SERVICE_SDO_REQUEST << 12, 0x80, index, subindex) + struct.pack("<I", code)
 
 
+class CoeServices:
+    """The CoE services of one slave, by the CoE header's service: ``services`` maps it to a handler
+    ``request(message) -> a message, a list of them or None``. :meth:`request` answers a mailbox's CoE data
+    with a list of messages (none for a service not offered)."""
+
+    def __init__(self, services: dict):
+        self.services = services
+
+    def request(self, message: bytes) -> list[bytes]:
+        if len(message) < 2:
+            return []
+        handler = self.services.get(struct.unpack_from("<H", message)[0] >> 12)
+        reply = handler.request(message) if handler else None
+        if reply is None:
+            return []
+        return reply if isinstance(reply, list) else [reply]
+
+
 class SdoServer:
     """One slave's SDO server on ``dictionary``; ``mailbox_data`` the bytes a mailbox carries after its
     header. :meth:`request` takes a CoE message and returns the response."""
@@ -53,9 +73,8 @@ class SdoServer:
         self.transfers = {"uploads": 0, "downloads": 0, "aborts": 0}
 
     def request(self, message: bytes) -> bytes | None:
-        """The response to a CoE message, None for a message that takes none (an abort from the master, a
-        service this server does not offer)."""
-        if len(message) < SEGMENT_HEADER or struct.unpack_from("<H", message)[0] >> 12 != SERVICE_SDO_REQUEST:
+        """The response to an SDO request, None for a message that takes none (an abort from the master)."""
+        if len(message) < SEGMENT_HEADER:
             return None
         command = message[2]
         index, subindex = (struct.unpack_from("<HB", message, 3) if len(message) >= 6 else (0, 0))

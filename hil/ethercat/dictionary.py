@@ -67,7 +67,7 @@ class Entry:
     @property
     def bits(self) -> int:
         fmt = _FORMATS.get(self.data_type)
-        return 8 * (struct.calcsize(fmt) if fmt else len(self.value))
+        return 8 * (struct.calcsize(fmt) if fmt else max(self.size, len(self.value)))
 
     def encode(self) -> bytes:
         fmt = _FORMATS.get(self.data_type)

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import struct
 
-from .coe import SERVICE_EMERGENCY, SdoServer, coe_header
+from .coe import SERVICE_EMERGENCY, SERVICE_SDO_REQUEST, CoeServices, SdoServer, coe_header
 from .dictionary import ObjectDictionary
 from .frame import Command
 from .mailbox import MAILBOX_HEADER, TYPE_COE, Mailbox
+from .sdo_info import SERVICE_SDO_INFORMATION, SdoInformation
 from .sii import SiiLayout
 
 INIT, PREOP, BOOT, SAFEOP, OP = 1, 2, 3, 4, 8
@@ -100,8 +101,11 @@ class Esc:
         self.dictionary = ObjectDictionary(layout)
         self.dictionary.on_fault_request = lambda code: application.fault(code, self.now)
         mailbox = layout.mailbox()
-        self.sdo = SdoServer(self.dictionary, (mailbox[0].length if mailbox else 0) - MAILBOX_HEADER.size)
-        self.mailbox = Mailbox(self.memory, {TYPE_COE: self.sdo}) if mailbox else None
+        mailbox_data = (mailbox[0].length if mailbox else 0) - MAILBOX_HEADER.size
+        self.sdo = SdoServer(self.dictionary, mailbox_data)
+        coe = CoeServices({SERVICE_SDO_REQUEST: self.sdo,
+                           SERVICE_SDO_INFORMATION: SdoInformation(self.dictionary, mailbox_data)})
+        self.mailbox = Mailbox(self.memory, {TYPE_COE: coe}) if mailbox else None
         self.state = INIT
         self.status_code = AL_NO_ERROR
         self.error = False

@@ -34,7 +34,7 @@ def mailbox_message(kind: int, counter: int, data: bytes, address: int = 0) -> b
 
 class Mailbox:
     """SM0 / SM1 of one ESC: ``memory`` its memory, ``protocols`` a map from mailbox type to a handler
-    ``request(data) -> reply data or None`` (the CoE SDO server)."""
+    ``request(data) -> [reply data, ...]`` (the CoE services)."""
 
     def __init__(self, memory: bytearray, protocols: dict):
         self.memory = memory
@@ -115,8 +115,7 @@ class Mailbox:
         handler = self.protocols.get(kind)
         if handler is None:
             return self._error(ERROR_UNSUPPORTED_PROTOCOL)
-        reply = handler.request(message[MAILBOX_HEADER.size:MAILBOX_HEADER.size + size])
-        if reply is not None:
+        for reply in handler.request(message[MAILBOX_HEADER.size:MAILBOX_HEADER.size + size]):
             self.send(kind, reply)
 
     def send(self, kind: int, data: bytes) -> None:

@@ -200,4 +200,4 @@ def cia402_layout(identity: SlaveIdentity) -> SiiLayout:
            SyncManagerSetting(OUTPUTS_START, rx.bits // 8, SM_CONTROL_OUTPUTS, 1, SM_OUTPUTS),
            SyncManagerSetting(INPUTS_START, tx.bits // 8, SM_CONTROL_INPUTS, 1, SM_INPUTS))
     return SiiLayout(identity, (rx,), (tx,), sms,
-                     coe_details=COE_SDO | COE_PDO_ASSIGN | COE_PDO_CONFIG | COE_COMPLETE_ACCESS)
+                     coe_details=COE_SDO | COE_SDO_INFO | COE_PDO_ASSIGN | COE_PDO_CONFIG | COE_COMPLETE_ACCESS)
