@@ -25,6 +25,7 @@ def _record(args) -> int:
         print(f"rtctl record: {res['failed']}", file=sys.stderr)
         return 1
     before = f", {res['before_first']} published before the first one recorded" if res["before_first"] else ""
+    before += f", {res['from_backlog']} of them from the publisher's ring" if res["from_backlog"] else ""
     stopped = f"; stopped by {res['stopped_by']}" if res["stopped_by"] else ""
     print(f"rtctl record: {res['samples']} samples ({res['lost']} lost by this subscriber{before}, "
           f"{res['publisher_dropped']} dropped by the publisher), {res['meta']} metadata, {res['events']} events"

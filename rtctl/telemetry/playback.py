@@ -40,6 +40,7 @@ def replay(path: str, endpoint: str, speed: float = 1.0, batch_period: float = 0
     require_fields(path, s, ("index", "t", "cycle"), "replay")
     n = len(s.get("t", ()))
     meta = rec["meta"] or envelope(joints=[], fields={}, note="recording without metadata")
+    meta.pop("backlog", None)    # a replay answers no backlog subscription: a recorder of it must not wait for one
     ctx = ctx or zmq.Context.instance()
     pub = publishing_socket(ctx, 100_000, linger=1000)
     bound = bind(pub, check_endpoint(endpoint))

@@ -67,11 +67,12 @@ import zmq
 
 from ..rt.hooks import LoopSink
 from . import child
+from .backlog import BacklogSender
 from .description import DescriptionTopic
 from .endpoints import bind, check_endpoint, close
 from .plotjuggler import PlotJugglerStream
-from .schema import (JOINT_FIELDS, SCALAR_FIELDS, SCALAR_UNITS, TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, Layout,
-                     envelope, pack)
+from .schema import (JOINT_FIELDS, SCALAR_FIELDS, SCALAR_UNITS, TOPIC_BACKLOG, TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES,
+                     Layout, envelope, pack)
 from .ring import HEADER_WORDS, handoff, map_shared, remove_shared, ring_views
 from .extras import gather_extras
 from .subscriptions import MAX_SUBSCRIPTIONS, SubscriptionGuard, publishing_socket
@@ -141,6 +142,7 @@ class Telemetry(LoopSink):
         self.published = 0        # samples sent
         self.events_sent = 0
         self.subscriber_resets = 0  # times a socket's subscribers were all disconnected (.subscriptions)
+        self.backlogs = self.backlog_rows = self.backlog_requests = 0   # the ring resent to joiners (.backlog)
         self._event_seq = 0
         self._events: collections.deque = collections.deque(maxlen=EVENT_BACKLOG)  # oldest dropped beyond it
         self._safety_last = None
@@ -198,7 +200,7 @@ class Telemetry(LoopSink):
                         batch_period=self.batch_period, fields=fields, extra=self.extra_names,
                         controller=loop.controller.name,
                         trajectory=type(loop.trajectory).__name__, started=self._started,
-                        capacity=self.capacity)
+                        capacity=self.capacity, backlog=TOPIC_BACKLOG.decode())
 
     def _map_ring(self):
         """The counter and the ring in a new shared mapping (:func:`~.ring.map_shared`); its descriptor (or file)
@@ -334,7 +336,7 @@ class Telemetry(LoopSink):
             pass
         if reply:
             for name in ("published", "batches", "dropped", "events_sent", "flush_cpu", "flush_max",
-                         "subscriber_resets"):
+                         "subscriber_resets", "backlogs", "backlog_rows", "backlog_requests"):
                 setattr(self, name, reply[name])
             self.sink_errors += reply["sink_errors"]
             self._update_sinks(reply["sinks"])
@@ -431,6 +433,7 @@ class Telemetry(LoopSink):
         self._flush_on_close = True
         meta_due = 0.0
         guards = [SubscriptionGuard(sock) for sock in (pub, pj) if sock is not None]
+        backlog = BacklogSender(self, pub, CHUNK_ROWS, CHUNK_PAUSE)
         try:
             while True:
                 stopping = self._stop.wait(self.batch_period)
@@ -445,6 +448,7 @@ class Telemetry(LoopSink):
                 if not stopping or self._flush_on_close:
                     c0, w0 = time.thread_time(), time.perf_counter()
                     self._flush(pub, pj)
+                    backlog.step(guards[0])
                     self._publish_events(pub)
                     self.flush_cpu += time.thread_time() - c0
                     self.flush_max = max(self.flush_max, time.perf_counter() - w0)

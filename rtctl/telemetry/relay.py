@@ -61,7 +61,8 @@ def serve(conn: Connection) -> int:
     if flush is not None:
         conn.send({"published": tel.published, "batches": tel.batches, "dropped": tel.dropped,
                    "events_sent": tel.events_sent, "flush_cpu": tel.flush_cpu, "flush_max": tel.flush_max,
-                   "subscriber_resets": tel.subscriber_resets,
+                   "subscriber_resets": tel.subscriber_resets, "backlogs": tel.backlogs,
+                   "backlog_rows": tel.backlog_rows, "backlog_requests": tel.backlog_requests,
                    "sink_errors": tel.sink_errors, "sinks": [public_numbers(s) for s in sinks], "read": tel._read})
     return 0
 

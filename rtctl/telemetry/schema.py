@@ -14,7 +14,9 @@ late subscriber can decode: ``robot``, ``joints`` (actuated joint names),
 ``rate_hz``, ``period`` (s), ``batch_period`` (s), ``fields`` (name -> ``{"shape":
 [] or [n], "unit": str or [per-joint str]}``), ``controller``, ``trajectory``,
 ``extra`` (names of the controller's, loop hooks', sensors' and estimator's fields;
-their units in ``fields``), ``started`` (unix s).
+their units in ``fields``), ``started`` (unix s), ``capacity`` (samples the publisher's
+ring holds), ``backlog`` (the topic of its backlog, below; absent where nothing
+answers a backlog subscription, as under ``rtctl replay``).
 
 ``rtctl/samples`` -- a batch of consecutive loop samples, columnar:
 ``seq`` (batch counter from 0), ``first`` (index of the first sample: the
@@ -60,6 +62,18 @@ events, ``request`` (the validated request, without the token).
 ``sensor_frames`` (sensor name -> its link). Sent at start and when a subscriber joins (after four sends, at
 most once a second however many join), never beyond 1 MiB.
 
+``backlog/rtctl/samples`` -- the backlog (:mod:`rtctl.telemetry.backlog`): what a
+subscriber that joins late asks for by subscribing to this topic after ``rtctl/``
+(``rtctl record`` does). The publisher answers a subscription to it with the samples it
+has already published that its ring still holds, oldest first, in batches of the
+``rtctl/samples`` form (``first``, ``count``, ``dropped``, ``sent``, ``fields``) with
+``backlog`` (the backlog's number), ``part`` (its batch number from 0) and ``final``
+(true on its last batch; a backlog with no sample is one batch of ``count`` 0). The
+topic lies outside the ``rtctl/`` prefix on purpose: a subscriber to ``rtctl/`` (the
+rtctl tools, most third-party ones) never receives a backlog, so nobody who did not
+ask for it gets a sample twice; only a subscriber to everything (``""``) sees backlog
+batches too, on this topic, never on ``rtctl/samples``.
+
 PlotJuggler stream (separate PUB endpoint): single-frame flat JSON objects
 (optionally decimated), ``{"timestamp": t, "q/<joint>": ..., "q_d/<joint>": ...,
 "latency": ..., ...}``, one JSON array of them per batch or one object per sample
@@ -81,7 +95,8 @@ TOPIC_META = b"rtctl/meta"
 TOPIC_SAMPLES = b"rtctl/samples"
 TOPIC_EVENT = b"rtctl/event"
 TOPIC_DESCRIPTION = b"rtctl/description"
-TOPICS = (TOPIC_META, TOPIC_SAMPLES, TOPIC_EVENT, TOPIC_DESCRIPTION)
+TOPIC_BACKLOG = b"backlog/rtctl/samples"
+TOPICS = (TOPIC_META, TOPIC_SAMPLES, TOPIC_EVENT, TOPIC_DESCRIPTION, TOPIC_BACKLOG)
 
 SCALAR_FIELDS = ("t", "cycle", "stamp", "period", "latency", "compute", "overruns", "tripped", "fresh")
 INTEGER_FIELDS = ("cycle", "overruns", "tripped", "fresh")
@@ -243,7 +258,8 @@ def meta_json_schema() -> bytes:
         "fields": {"type": "object", "description": "field name -> {shape, unit}"},
         "extra": {"type": "array", "items": text, "description": "the names of the extra field's values"},
         "controller": text, "trajectory": text, "started": {"type": "number", "description": "unix s"},
-        "capacity": {"type": "integer", "description": "rows of the publisher's ring"}})
+        "capacity": {"type": "integer", "description": "rows of the publisher's ring"},
+        "backlog": {"type": "string", "description": "the topic that asks the publisher for its ring's backlog"}})
 
 
 def event_json_schema() -> bytes:

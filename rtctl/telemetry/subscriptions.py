@@ -53,11 +53,13 @@ class SubscriptionGuard:
         self.topics: set[bytes] = set()
         self.resets = 0           # times every subscriber was disconnected
         self.disconnected = 0     # connections shut down by those resets
+        self.subscribed: list[bytes] = []   # the topics of the subscriptions the last read took, in order
 
     def read(self) -> bool:
-        """Take the subscription messages waiting; True if one subscribes (a newcomer, with ``verbose``).
-        Disconnects every subscriber when the subscriptions exceed the bounds."""
+        """Take the subscription messages waiting; True if one subscribes (a newcomer, with ``verbose``; their
+        topics in :attr:`subscribed`). Disconnects every subscriber when the subscriptions exceed the bounds."""
         joined = flood = False
+        self.subscribed = []
         for count in range(SUBSCRIPTIONS_READ + 1):
             try:
                 message = self.sock.recv(flags=zmq.NOBLOCK)
@@ -68,6 +70,7 @@ class SubscriptionGuard:
                 break
             if message[:1] == b"\x01":
                 self.topics.add(message[1:])
+                self.subscribed.append(message[1:])
                 joined = True
             elif message[:1] == b"\x00":
                 self.topics.discard(message[1:])
@@ -80,6 +83,7 @@ class SubscriptionGuard:
         """Shut down every connection accepted on the socket's endpoint; returns how many."""
         self.resets += 1
         self.topics.clear()
+        self.subscribed = []          # nobody is left to answer
         local = _local_address(self.endpoint)
         shut = 0
         for fd in _descriptors():

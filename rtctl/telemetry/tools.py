@@ -94,10 +94,12 @@ class PublisherWait:
 
 class StreamCounter:
     """Counts samples received and samples lost (gaps in sample indices) of one stream; ``before_first``:
-    samples the publisher sent before the first one received (the subscription was not yet in place)."""
+    samples the publisher sent before the first one received (the subscription was not yet in place);
+    ``from_backlog``: samples received in a backlog (:mod:`.backlog`) rather than live."""
 
     def __init__(self):
         self.received = 0
+        self.from_backlog = 0
         self.lost = 0
         self.before_first = 0
         self.next_index = None
@@ -112,6 +114,7 @@ class StreamCounter:
             self.lost += first - self.next_index
         self.next_index = first + count
         self.received += count
+        self.from_backlog += count if "backlog" in msg else 0
         self.batches += 1
         self.publisher_dropped = msg.get("dropped", 0)
 

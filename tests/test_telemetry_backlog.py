@@ -1,0 +1,316 @@
+"""The ring's backlog (rtctl.telemetry.backlog): a recording started first holds the whole run.
+
+* ``rtctl record`` started before the loop, with two busy processes beside them, holds every sample from
+  index 0 to the last, each once, log times in order; in the rounds where the recorder is kept from running
+  (SIGSTOP) for the run's first 200 or 500 cycles -- what a busy machine does to it -- the samples published
+  meanwhile come from the publisher's ring (without the backlog they were missing: 39 of 4000
+  in the issue).
+* A recorder joining a run whose ring has wrapped gets every sample from the ring's oldest but one (the loop
+  may be overwriting that one as it is read) to the last; a subscriber to ``rtctl/``, one to everything and
+  the PlotJuggler stream get every sample once on their topics meanwhile, never a backlog on ``rtctl/``.
+* Another process (another user, for the publisher process) subscribing to and unsubscribing from the backlog
+  topic 2000 times a second makes the publisher start at most one backlog per BACKLOG_INTERVAL (counted) and
+  grow by a bounded amount, and the loop overrun no more than under the same flood of a topic nobody answers
+  (the attacker's own CPU time is then in both), in the publisher process and in the thread mode.
+* The subscriber's side (Joining) merges backlog and live batches in index order, each sample once, ignores a
+  backlog begun before it joined, and stops waiting when the publisher offers none.
+"""
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import zmq
+from mcap.reader import make_reader
+
+from other_user import another_user
+from rtctl.telemetry import Telemetry
+from rtctl.telemetry.backlog import BACKLOG_INTERVAL, Joining
+from rtctl.telemetry.recording import record
+from rtctl.telemetry.schema import TOPIC_BACKLOG, TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, decode
+from rtctl.telemetry.tools import CH_SAMPLES, read_recording, rows_of
+from telemetry_helpers import collect, free_port, make_loop, subscriber, wait_meta
+
+RTCTL = str(Path(sys.executable).with_name("rtctl"))
+LINE = re.compile(r"rtctl record: (\d+) samples \(0 lost by this subscriber(?:, (\d+) of them from the publisher's "
+                  r"ring)?, 0 dropped by the publisher\)")
+
+
+def _sample_log_times(path):
+    with open(path, "rb") as fh:
+        return [m.log_time for _, c, m in make_reader(fh).iter_messages(log_time_order=False) if c.topic == CH_SAMPLES]
+
+
+def _resume_after(loop, cycles, pid):
+    """SIGCONT to ``pid`` once ``loop`` has run ``cycles`` cycles."""
+    end = time.monotonic() + 60
+    while loop.cycle < cycles and time.monotonic() < end:
+        time.sleep(0.001)
+    os.kill(pid, signal.SIGCONT)
+
+
+@pytest.fixture
+def two_busy_processes():
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    yield
+    for proc in busy:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("held", [0, 200, 500])
+def test_a_recording_started_first_holds_the_whole_run_on_a_busy_machine(tmp_path, two_busy_processes, held):
+    cycles = 2000
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    path = tmp_path / "run.mcap"
+    rec = subprocess.Popen([RTCTL, "record", str(path), "--endpoint", endpoint, "--samples", str(cycles),
+                            "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    loop = None
+    try:
+        assert rec.stdout.readline().strip() == f"waiting for a publisher on {endpoint} ..."   # it runs first
+        if held:
+            os.kill(rec.pid, signal.SIGSTOP)
+        loop = make_loop(telemetry={"enabled": True, "endpoint": endpoint, "publisher": "process"},
+                         loop={"pace": True})
+        if held:
+            threading.Thread(target=_resume_after, args=(loop, held, rec.pid), daemon=True).start()
+        loop.run(cycles=cycles)
+        out = rec.communicate(timeout=60)[0]
+    finally:
+        if rec.poll() is None:
+            rec.send_signal(signal.SIGCONT)
+            rec.kill()
+            rec.communicate()
+        if loop is not None:
+            loop.telemetry.close()
+    assert rec.returncode == 0, out
+    found = LINE.search(out)
+    assert found and int(found[1]) == cycles, out
+    index = read_recording(str(path), progress=False)["samples"]["index"].tolist()
+    assert index == list(range(cycles))                           # from the first, no gap, no duplicate
+    stamps = _sample_log_times(path)
+    assert stamps == sorted(stamps) and len(stamps) == cycles
+    if held:          # those published while it was kept from running (some of `held`) came from the ring
+        assert found[2] and 0 < int(found[2]) <= held, out
+
+
+def test_a_recorder_joining_a_wrapped_ring_gets_it_from_its_oldest_and_others_get_each_sample_once(tmp_path):
+    capacity = 500
+    loop = make_loop(loop={"pace": True})        # 1 kHz: the publisher keeps up, the ring drops nothing
+    tel = Telemetry(endpoint="tcp://127.0.0.1:0", plotjuggler_endpoint="tcp://127.0.0.1:0", capacity=capacity,
+                    meta_period=0.05).attach(loop).start()
+    ctx = zmq.Context.instance()
+    tools = ctx.socket(zmq.SUB)                    # as rtctl echo, stats and third-party tools subscribe
+    tools.setsockopt(zmq.LINGER, 0)
+    tools.connect(tel.endpoint)
+    tools.setsockopt(zmq.SUBSCRIBE, b"rtctl/")
+    everything = subscriber(tel.endpoint)          # b"": every topic
+    plotjuggler = ctx.socket(zmq.SUB)
+    plotjuggler.setsockopt(zmq.LINGER, 0)
+    plotjuggler.connect(tel.plotjuggler_endpoint)
+    plotjuggler.setsockopt(zmq.SUBSCRIBE, b"")
+    path = tmp_path / "late.mcap"
+    result = {}
+    recorder = None
+    try:
+        wait_meta(tools)
+        wait_meta(everything)
+        time.sleep(0.3)                            # PlotJuggler's socket greets nobody: let it subscribe
+        loop.run(cycles=1200)                      # the ring wrapped: it holds samples 700 to 1199
+        end = time.monotonic() + 10
+        while tel.published < 1200 and time.monotonic() < end:
+            time.sleep(0.01)
+        expected = range(1200 - capacity + 1, 2000)
+        recorder = threading.Thread(target=lambda: result.update(
+            record(tel.endpoint, str(path), samples=len(expected), idle_timeout=10.0, progress=False)))
+        recorder.start()
+        end = time.monotonic() + 10
+        while tel.backlogs == 0 and time.monotonic() < end:
+            time.sleep(0.01)
+        assert tel.backlogs == 1
+        loop.run(cycles=800)
+        recorder.join(30)
+        tel.close()
+        heard = {name: collect(sock, 1.0) for name, sock in (("tools", tools), ("everything", everything))}
+        pj = []
+        while plotjuggler.poll(500):
+            pj.append(plotjuggler.recv())
+    finally:
+        tel.close()
+        for sock in (tools, everything, plotjuggler):
+            sock.close(linger=0)
+    assert result["samples"] == len(expected) and result["from_backlog"] == capacity - 1, result
+    assert result["before_first"] == expected[0] and result["lost"] == 0
+    assert read_recording(str(path), progress=False)["samples"]["index"].tolist() == list(expected)
+    assert tel.backlog_rows == capacity - 1 and tel.backlog_requests == 1
+    for name, messages in heard.items():
+        live = [r["index"] for topic, m in messages if topic == TOPIC_SAMPLES for r in rows_of(m)]
+        assert live == list(range(2000)), name                       # each sample once
+        backlog = [r["index"] for topic, m in messages if topic == TOPIC_BACKLOG for r in rows_of(m)]
+        assert backlog == (list(range(701, 1200)) if name == "everything" else []), name
+    assert len(pj) == 2000                                            # its own endpoint: no backlog there
+
+
+def _subscription_flood(held, endpoint, topic, per_second):
+    """An XSUB subscribing to and unsubscribing from ``topic`` ``per_second`` times a second (each), never
+    reading, until the test is done; reports how many of each it sent (the protocol of other_user.another_user)."""
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.XSUB)
+    sock.connect(endpoint)
+    held += [ctx, sock]
+    sent = [0]
+    stop = threading.Event()
+
+    def flood():
+        while not stop.wait(10 / per_second):
+            for _ in range(10):
+                sock.send(b"\x01" + topic)
+                sock.send(b"\x00" + topic)
+            sent[0] += 10
+
+    thread = threading.Thread(target=flood, daemon=True)
+    thread.start()
+
+    def report():
+        stop.set()
+        thread.join(5)
+        return {"sent": sent[0]}
+
+    return {"report": report}
+
+
+_FLOOD_PROCESS = textwrap.dedent("""
+    import json, sys
+    sys.path.insert(0, sys.argv[1])
+    from test_telemetry_backlog import _subscription_flood
+    attack = _subscription_flood([], sys.argv[2], sys.argv[3].encode(), int(sys.argv[4]))
+    print("flooding", flush=True)
+    sys.stdin.read()
+    print(json.dumps(attack["report"]()), flush=True)
+""")
+
+
+@contextlib.contextmanager
+def _flooding(endpoint, topic, per_second, other_user):
+    """:func:`_subscription_flood` from another process while the block runs; yields a dict that gets its
+    report. ``other_user``: as another user, forked (the publisher process's case); else a new process of this
+    user (a fork of this process while a publisher thread runs in it could deadlock in the child)."""
+    report = {}
+    if other_user:
+        with another_user(_subscription_flood, endpoint, topic, per_second) as attacker:
+            assert "error" not in attacker.result, attacker.result
+            yield report
+        report.update(attacker.report)
+        return
+    proc = subprocess.Popen([sys.executable, "-c", _FLOOD_PROCESS, os.path.dirname(__file__), endpoint,
+                             topic.decode(), str(per_second)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout.readline().strip() == "flooding"
+        yield report
+        report.update(json.loads(proc.communicate("", timeout=30)[0]))
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as fh:
+        return next(int(line.split()[1]) / 1024 for line in fh if line.startswith("VmRSS:"))
+
+
+def _phase(loop, cycles):
+    """Run ``cycles`` more cycles; the overruns among them (the loop's counters restarted)."""
+    loop.stats.reset()
+    loop.run(cycles=cycles)
+    return loop.stats.overruns
+
+
+@pytest.mark.slow
+@pytest.mark.flaky(reruns=1, reruns_delay=1)  # wall-clock overruns on a shared 2-core machine: one more run
+@pytest.mark.parametrize("publisher", ["process", "thread"])
+def test_a_flood_of_backlog_subscriptions_gets_a_bounded_answer_and_costs_the_loop_no_overruns(publisher):
+    cycles, rate = 3000, 2000
+    loop = make_loop(telemetry={"enabled": True, "endpoint": "tcp://127.0.0.1:0", "publisher": publisher},
+                     loop={"pace": True})
+    tel = loop.telemetry
+    pid = tel._relay.pid if tel.process else os.getpid()
+    try:
+        loop.run(cycles=5000)                                  # the ring full: each backlog a whole ring
+        with _flooding(tel.endpoint, b"rtctl/nothing", rate, tel.process) as control:   # the same flood, unanswered
+            unanswered = _phase(loop, cycles)
+        before = _rss_mb(pid)
+        with _flooding(tel.endpoint, TOPIC_BACKLOG, rate, tel.process) as flood:
+            start = time.monotonic()
+            answered = _phase(loop, cycles)
+            seconds = time.monotonic() - start
+            grown = _rss_mb(pid) - before
+        tel.close()
+    finally:
+        tel.close()
+    print(f"{publisher}: {control['sent']} and {flood['sent']} subscriptions sent, {tel.backlog_requests} to the "
+          f"backlog heard in {seconds:.2f} s, {tel.backlogs} backlogs of {tel.backlog_rows} samples sent, overruns "
+          f"{unanswered} (flood of another topic) / {answered} (of the backlog's), grown {grown:.1f} MB, "
+          f"resets {tel.subscriber_resets}")
+    assert flood["sent"] > seconds * rate / 2 and tel.backlog_requests > seconds * rate / 10   # the flood was heard
+    assert 1 <= tel.backlogs <= seconds / BACKLOG_INTERVAL + 2, (tel.backlogs, seconds)
+    assert tel.backlog_rows <= tel.backlogs * tel.capacity
+    assert grown < 24, f"the publisher grew by {grown:.1f} MB"
+    assert answered <= 2 * unanswered + 0.01 * cycles, (answered, unanswered)
+
+
+# -- the subscriber's side, message by message ------------------------------------------------------------------
+def _batch(first, count, **backlog):
+    return {"first": first, "count": count, "fields": {"cycle": list(range(first, first + count))}, **backlog}
+
+
+def _indices(batches):
+    return [c for b in batches for c in b["fields"]["cycle"]]
+
+
+def test_joining_merges_backlog_and_live_in_index_order_each_sample_once():
+    j = Joining(wait=10.0)
+    assert not j.hold(TOPIC_META, {"backlog": TOPIC_BACKLOG.decode()}, 0.0, 5)
+    for first in (30, 40):                                          # live, from 30 on
+        assert not j.hold(TOPIC_SAMPLES, _batch(first, 10), 0.1, 0)
+    assert not j.hold(TOPIC_BACKLOG, _batch(0, 25, backlog=3, part=1, final=False), 0.2, 0)   # begun before us
+    assert not j.hold(TOPIC_BACKLOG, _batch(8, 20, backlog=4, part=0, final=False), 0.3, 0)   # ours
+    assert not j.hold(TOPIC_EVENT, {"kind": "control"}, 0.35, 7)
+    assert j.hold(TOPIC_BACKLOG, _batch(28, 12, backlog=4, part=1, final=True), 0.4, 0)
+    batches, others = j.release()
+    assert _indices(batches) == list(range(8, 50))
+    assert sum(b["count"] for b in batches if "backlog" in b) == 22     # 8..29: what the live stream lacked
+    assert [(received, topic) for received, topic, _ in others] == [(5, TOPIC_META), (7, TOPIC_EVENT)]
+    assert j.trim(_batch(45, 10))["fields"]["cycle"] == list(range(50, 55)) and j.trim(_batch(50, 5)) is None
+
+
+def test_joining_stops_waiting_for_a_publisher_without_backlog_and_after_its_wait():
+    j = Joining(wait=1.0)
+    assert not j.hold(TOPIC_SAMPLES, _batch(5, 5), 0.0, 0)
+    assert j.hold(TOPIC_META, {"joints": []}, 0.1, 0)                 # rtctl replay, or an older publisher
+    assert _indices(j.release()[0]) == list(range(5, 10))
+    j = Joining(wait=1.0)
+    assert not j.hold(TOPIC_SAMPLES, _batch(0, 5), 0.0, 0) and not j.expired(0.99) and j.expired(1.0)
+    j = Joining(wait=1.0)
+    assert not j.hold(TOPIC_BACKLOG, _batch(0, 50, backlog=0, part=0, final=False), 0.0, 0)
+    assert not j.expired(0.9) and not j.hold(TOPIC_BACKLOG, _batch(50, 50, backlog=0, part=1, final=False), 0.9, 0)
+    assert not j.expired(1.8) and j.expired(1.9)                      # each batch of ours extends the wait
+    j = Joining(wait=1.0)
+    assert j.hold(TOPIC_BACKLOG, _batch(0, 0, backlog=0, part=0, final=True), 0.0, 0)   # nothing published yet
+    assert j.release()[0] == []
+
+
+def test_the_backlog_topic_decodes_and_lies_outside_the_rtctl_prefix():
+    assert not TOPIC_BACKLOG.startswith(b"rtctl/")
+    from rtctl.telemetry.schema import envelope, pack
+    msg = envelope(backlog=0, part=0, final=True, first=0, count=0, dropped=0, sent=0.0, fields={})
+    assert decode(TOPIC_BACKLOG, pack(msg)) == msg
