@@ -7,8 +7,9 @@
   attacker has gone, a subscriber gets the stream.
 * Over :data:`~rtctl.telemetry.subscriptions.MAX_SUBSCRIPTIONS` distinct topics, every subscriber is
   disconnected while the endpoint stays bound (nobody can take it meanwhile); honest subscribers reconnect
-  by themselves and get the stream again.
+  by themselves and get the stream again. Disconnecting them leaves no descriptor open.
 """
+import os
 import time
 
 import msgpack
@@ -18,7 +19,7 @@ import zmq
 from other_user import another_user
 from rtctl.telemetry import Telemetry
 from rtctl.telemetry.schema import TOPIC_SAMPLES
-from rtctl.telemetry.subscriptions import MAX_SUBSCRIPTIONS
+from rtctl.telemetry.subscriptions import MAX_SUBSCRIPTIONS, SubscriptionGuard, publishing_socket
 from telemetry_helpers import make_loop, subscriber, wait_meta
 
 GROWTH_MB = 24          # the unbounded publisher grew by ~37 MB (distinct topics) and ~400 MB (the 8 MB topic)
@@ -110,3 +111,22 @@ def test_past_max_subscriptions_every_subscriber_is_disconnected_the_endpoint_st
         honest.close(linger=0)
         greedy.close(linger=0)
         tel.close()
+
+
+def test_disconnecting_every_subscriber_leaves_no_descriptor_behind():
+    """disconnect_all looks at each of the process's descriptors through a copy; the copies of those that are no
+    sockets (a pipe, a file) were left open: one per such descriptor per reset, which ran a test process with
+    the thread-mode publisher out of descriptors under a flood of subscriptions."""
+    pub = publishing_socket(zmq.Context.instance(), 10)
+    pub.bind("tcp://127.0.0.1:0")
+    guard = SubscriptionGuard(pub)
+    pipe = os.pipe()
+    try:
+        before = len(os.listdir("/proc/self/fd"))
+        shut = [guard.disconnect_all() for _ in range(50)]
+        assert len(os.listdir("/proc/self/fd")) == before
+        assert shut == [0] * 50                      # nobody was connected: no descriptor is a connection
+    finally:
+        for fd in pipe:
+            os.close(fd)
+        pub.close(linger=0)

@@ -88,8 +88,13 @@ class SubscriptionGuard:
         shut = 0
         for fd in _descriptors():
             try:
-                conn = socket.socket(fileno=os.dup(fd))
-            except OSError:          # not a socket, or closed meanwhile
+                copy = os.dup(fd)
+            except OSError:          # closed meanwhile
+                continue
+            try:
+                conn = socket.socket(fileno=copy)
+            except OSError:          # not a socket: the copy is not the socket's to close
+                os.close(copy)
                 continue
             try:
                 if _same_address(conn.getsockname(), local):
