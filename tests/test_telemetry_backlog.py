@@ -14,9 +14,13 @@
   thread mode (measured: 1 to 78 overruns in 3000 cycles either way).
 * The subscriber's side (Joining) merges backlog and live batches in index order, each sample once, ignores a
   backlog begun before it joined, and stops waiting when the publisher offers none.
+* Bounded fuzz of what a recorder takes from a publisher (any local process can bind the endpoint first):
+  250 batches broken each in one way on both topics, among a valid run, are each refused in one line, and
+  the recording holds the valid samples in order.
 """
 import contextlib
 import os
+import random
 import re
 import signal
 import subprocess
@@ -33,7 +37,7 @@ from other_user import another_user
 from rtctl.telemetry import Telemetry
 from rtctl.telemetry.backlog import BACKLOG_INTERVAL, Joining
 from rtctl.telemetry.recording import record
-from rtctl.telemetry.schema import TOPIC_BACKLOG, TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, decode
+from rtctl.telemetry.schema import TOPIC_BACKLOG, TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, decode, envelope, pack
 from rtctl.telemetry.tools import CH_SAMPLES, read_recording, rows_of
 from telemetry_helpers import collect, free_port, make_loop, subscriber, wait_meta
 
@@ -285,3 +289,70 @@ def test_the_backlog_topic_decodes_and_lies_outside_the_rtctl_prefix():
     from rtctl.telemetry.schema import envelope, pack
     msg = envelope(backlog=0, part=0, final=True, first=0, count=0, dropped=0, sent=0.0, fields={})
     assert decode(TOPIC_BACKLOG, pack(msg)) == msg
+
+
+def _valid(first, count, **backlog):
+    return envelope(first=first, count=count, dropped=0, sent=0.0, **backlog,
+                    fields={"t": [i * 1e-3 for i in range(first, first + count)], "stamp": [1e9 + i * 1e-3 for i in
+                            range(first, first + count)], "q": [[0.1 * i, 0.2] for i in range(first, first + count)]})
+
+
+BREAKERS = [   # each makes a batch one a recorder must refuse
+    lambda m: m.pop("first"), lambda m: m.update(first=-1), lambda m: m.update(first="0"),
+    lambda m: m.update(first=1.5), lambda m: m.update(first=True), lambda m: m.update(count=m["count"] + 1),
+    lambda m: m.update(count=None), lambda m: m.pop("count"), lambda m: m.update(fields=[]),
+    lambda m: m["fields"].pop("stamp"), lambda m: m["fields"].update({1: [0.0] * m["count"]}),
+    lambda m: m["fields"].update(index=[0] * m["count"]), lambda m: m["fields"].update(nonfinite=[0] * m["count"]),
+    lambda m: m["fields"].update(stamp=1.0), lambda m: m["fields"]["t"].append(0.0),
+    lambda m: m["fields"]["q"].__setitem__(0, b"x"), lambda m: m["fields"]["q"].__setitem__(0, [0.1, "a"]),
+    lambda m: m["fields"]["t"].__setitem__(0, None), lambda m: m["fields"]["t"].__setitem__(0, {}),
+]
+BACKLOG_BREAKERS = [lambda m: m.update(backlog=[1]), lambda m: m.update(backlog=-1), lambda m: m.pop("backlog"),
+                    lambda m: m.update(part="0"), lambda m: m.update(part=None)]
+
+
+def test_a_recorder_refuses_each_broken_batch_in_one_line_and_records_the_valid_run(tmp_path, capsys):
+    rng = random.Random(34)
+    ctx = zmq.Context.instance()
+    pub = ctx.socket(zmq.XPUB)                       # a publisher that anybody could have bound first
+    pub.setsockopt(zmq.LINGER, 0)
+    pub.setsockopt(zmq.SNDHWM, 100_000)
+    endpoint = f"tcp://127.0.0.1:{pub.bind_to_random_port('tcp://127.0.0.1')}"
+    result, path = {}, tmp_path / "fuzz.mcap"
+    recorder = threading.Thread(target=lambda: result.update(
+        record(endpoint, str(path), samples=200, idle_timeout=5.0, progress=False)))
+    recorder.start()
+    try:
+        subscribed = set()
+        while len(subscribed) < 2:                   # rtctl/ and the backlog topic
+            assert pub.poll(10_000)
+            subscribed.add(pub.recv())
+        broken = []
+
+        def send(topic, msg):
+            pub.send_multipart([topic, pack(msg)])
+
+        def send_broken():
+            topic = rng.choice([TOPIC_SAMPLES, TOPIC_BACKLOG])
+            msg = _valid(rng.randrange(300), 2, backlog=1, part=0, final=True)
+            rng.choice(BREAKERS + (BACKLOG_BREAKERS if topic == TOPIC_BACKLOG else []))(msg)
+            send(topic, msg)
+            broken.append(msg)
+
+        send(TOPIC_META, envelope(joints=["j0", "j1"], fields={}, backlog=TOPIC_BACKLOG.decode()))
+        for i in range(100, 200, 2):                 # live from 100 on
+            send_broken()
+            send(TOPIC_SAMPLES, _valid(i, 2))
+        for part, first in enumerate(range(0, 100, 50)):   # the backlog: 0 to 99
+            for _ in range(100):
+                send_broken()
+            send(TOPIC_BACKLOG, _valid(first, 50, backlog=0, part=part, final=first == 50))
+        recorder.join(30)
+    finally:
+        pub.close(linger=0)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(broken) == 250 and len(lines) == len(broken), lines[:5]
+    assert all(line.startswith("rtctl record: skipped a message: ") for line in lines), lines
+    assert result["samples"] == 200 and result["from_backlog"] == 100 and result["failed"] is None, result
+    samples = read_recording(str(path), progress=False)["samples"]
+    assert samples["index"].tolist() == list(range(200)) and samples["t"].tolist() == [i * 1e-3 for i in range(200)]

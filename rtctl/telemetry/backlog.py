@@ -4,8 +4,9 @@ ZeroMQ's PUB/SUB delivers nothing published before a subscription reaches the pu
 the ZeroMQ guide, chapter 1; RFC 29/PUBSUB filters at the publisher; the guide's chapter 5 answers it with a
 snapshot from the publisher, as here). A recorder started before ``rtctl run``
 connects once the run has bound its endpoint (ZeroMQ retries every 100 ms), and on a busy machine the run's
-first samples went out before its subscription arrived: 39 of 4000 missed. The publisher still holds them:
-its ring keeps the last ``capacity`` samples (:mod:`.publisher`).
+first samples went out before its subscription arrived (a recorder kept from running for the run's first 200
+cycles began at sample 197 to 207: tests/test_telemetry_backlog.py, load 4 to 6 on 2 cores). The publisher
+still holds them: its ring keeps the last ``capacity`` samples (:mod:`.publisher`).
 
 The exchange. A subscriber that wants the backlog subscribes to ``rtctl/`` first, then to
 :data:`~.schema.TOPIC_BACKLOG` (outside the ``rtctl/`` prefix: nobody else gets it; the schema module says
@@ -34,7 +35,8 @@ Bounds, whatever another local user who can connect sends (subscribing and unsub
   :data:`BACKLOG_CHUNKS` per wake of the publisher thread, like a live backlog (:mod:`.publisher`), so the
   loop's waits for the GIL stay as short in the thread mode;
 * memory: one batch at a time, copied from the ring as it is sent; nothing else is kept. On the
-  subscriber's side :class:`Joining` holds at most one backlog and :data:`BACKLOG_WAIT` s of the stream.
+  subscriber's side :class:`Joining` holds one backlog and the stream for at most :data:`MAX_HOLD` s, whatever
+  the publisher sends, and takes only batches :func:`batch_error` finds well formed.
 """
 from __future__ import annotations
 
@@ -43,11 +45,13 @@ import time
 import numpy as np
 import zmq
 
+from .jsonvalues import NONFINITE
 from .schema import TOPIC_BACKLOG, TOPIC_META, TOPIC_SAMPLES, envelope, pack
 
 BACKLOG_INTERVAL = 1.0   # s from the start of one backlog to the start of the next, at least
 BACKLOG_CHUNKS = 4       # backlog batches sent per wake of the publisher thread at most
 BACKLOG_WAIT = 2.0       # s a joining subscriber holds the stream for its backlog's first batch, or its next one
+MAX_HOLD = 10.0          # s a joining subscriber holds the stream at most (a whole ring of 4096 took 0.33 s)
 
 
 class BacklogSender:
@@ -110,14 +114,16 @@ class Joining:
     :meth:`hold` takes each decoded message while :attr:`waiting`; the wait ends with the final batch of a
     backlog whose first batch arrived (which answers this subscriber), at once when the metadata says the
     publisher offers no backlog (``rtctl replay``), or when ``wait`` s pass after the first message without
-    the answering backlog's first batch, or after one of its batches without the next. Then
+    the answering backlog's first batch, or after one of its batches without the next, and at the latest
+    ``hold`` s after the first message. Then
     :meth:`release` gives the samples held, backlog and live, in index order and each once, and the other
     messages in the order they came; :meth:`trim` keeps later live batches from repeating a sample."""
 
-    def __init__(self, wait: float = BACKLOG_WAIT):
-        self.wait = float(wait)
+    def __init__(self, wait: float = BACKLOG_WAIT, hold: float = MAX_HOLD):
+        self.wait, self.hold_most = float(wait), float(hold)
         self.waiting = True
         self.deadline: float | None = None
+        self.latest: float | None = None
         self.batches: list[dict] = []       # sample batches held: live ones and the answering backlog's
         self.others: list[tuple] = []       # (unix s received, topic, message) of the other messages held
         self.answering: set = set()         # backlogs whose first batch arrived
@@ -126,14 +132,14 @@ class Joining:
     def hold(self, topic: bytes, msg: dict, now: float, received: float) -> bool:
         """Hold ``msg`` (received at monotonic ``now``, unix ``received``); True once the wait is over."""
         if self.deadline is None:
-            self.deadline = now + self.wait
+            self.deadline, self.latest = now + self.wait, now + self.hold_most
         if topic == TOPIC_BACKLOG:
-            if msg.get("part") == 0:
-                self.answering.add(msg.get("backlog"))
-            if msg.get("backlog") in self.answering:    # another subscriber's, begun before we joined: not ours
+            if msg["part"] == 0:
+                self.answering.add(msg["backlog"])
+            if msg["backlog"] in self.answering:        # another subscriber's, begun before we joined: not ours
                 self.batches.append(msg)
                 self.waiting = not msg.get("final")
-                self.deadline = now + self.wait
+                self.deadline = min(now + self.wait, self.latest)
         elif topic == TOPIC_SAMPLES:
             self.batches.append(msg)
         else:
@@ -168,6 +174,33 @@ class Joining:
         skip = max(0, self.next - first)
         self.next = first + count
         return rows_between(msg, skip, count)
+
+
+def batch_error(topic: bytes, msg: dict) -> str:
+    """Why ``msg``, decoded from ``topic`` (``rtctl/samples`` or the backlog's), is no batch a subscriber can
+    take (``""`` when it is one): ``first`` and ``count`` integers >= 0, ``fields`` mapping names (``stamp``
+    among them; not ``index``, which the rows get, nor ``nonfinite``) to lists of ``count`` numbers or lists of
+    numbers, and on the backlog's topic ``backlog`` and ``part`` integers >= 0."""
+    def whole(value) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+    if not (whole(msg.get("first")) and whole(msg.get("count"))):
+        return "first and count must be integers >= 0"
+    if topic == TOPIC_BACKLOG and not (whole(msg.get("backlog")) and whole(msg.get("part"))):
+        return "a backlog batch's backlog and part must be integers >= 0"
+    fields = msg.get("fields")
+    if not isinstance(fields, dict) or "stamp" not in fields:
+        return "fields must be a map with a stamp"
+    for name, values in fields.items():
+        if not isinstance(name, str) or name in ("index", NONFINITE):
+            return f"the field name {name!r} is not one a sample can have"
+        if not isinstance(values, list) or len(values) != msg["count"]:
+            return f"field {name!r} must be a list of count ({msg['count']}) values"
+        for value in values:
+            if not (isinstance(value, (int, float)) or
+                    isinstance(value, list) and all(isinstance(x, (int, float)) for x in value)):
+                return f"field {name!r} holds a {type(value).__name__}, not a number or a list of numbers"
+    return ""
 
 
 def rows_between(msg: dict, start: int, stop: int) -> dict:

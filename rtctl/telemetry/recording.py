@@ -41,7 +41,7 @@ import time
 import zmq
 
 from ..rt.signals import in_force, stop_requests
-from .backlog import Joining, rows_between
+from .backlog import Joining, batch_error, rows_between
 from .jsonvalues import dumps
 from .schema import (DESCRIPTION_JSON_SCHEMA, DESCRIPTION_SCHEMA_NAME, EVENT_SCHEMA_NAME, META_SCHEMA_NAME,
                      SAMPLE_SCHEMA_NAME, SCHEMA_VERSION, TOPIC_BACKLOG, TOPIC_DESCRIPTION, TOPIC_META, TOPIC_SAMPLES,
@@ -248,6 +248,9 @@ def _receive(sub, writer: "_Writer", waiting, stop, duration, idle_timeout, join
             msg = decode(topic, payload)
         except SchemaError as exc:
             writer.bar.write(f"rtctl record: skipped a message: {exc}")
+            continue
+        if topic in (TOPIC_SAMPLES, TOPIC_BACKLOG) and (why := batch_error(topic, msg)):
+            writer.bar.write(f"rtctl record: skipped a message: {topic.decode()}: {why}")
             continue
         if joining.waiting:
             if joining.hold(topic, msg, time.monotonic(), time.time()):
