@@ -56,8 +56,9 @@ MAX_HOLD = 10.0          # s a joining subscriber holds the stream at most (a wh
 
 class BacklogSender:
     """The publisher thread's side: answers subscriptions to :data:`~.schema.TOPIC_BACKLOG` on ``pub`` with
-    backlogs of ``tel``'s ring (a :class:`~.publisher.Telemetry`, whose ``backlogs``, ``backlog_rows`` and
-    ``backlog_requests`` it counts), ``chunk_rows`` samples a batch, ``chunk_pause`` s between batches."""
+    backlogs of the ring of ``tel`` (a :class:`~.publisher.Telemetry`: its ``handed``, ``capacity``, ``layout``
+    and ``dropped``; it counts ``backlogs``, ``backlog_rows`` and ``backlog_requests`` there), ``chunk_rows``
+    samples a batch, ``chunk_pause`` s between batches."""
 
     def __init__(self, tel, pub, chunk_rows: int, chunk_pause: float):
         self.tel, self.pub = tel, pub
@@ -66,10 +67,13 @@ class BacklogSender:
         self.sending = False       # a backlog is in progress: samples [next, end) are still to send
         self.next = self.end = self.part = 0
         self.not_before = 0.0      # monotonic time before which no backlog starts
+        self.ring = None
 
-    def step(self, guard) -> None:
+    def step(self, guard, ring, published: int) -> None:
         """After a live flush: note the subscriptions to the backlog topic ``guard`` (the stream's
-        :class:`~.subscriptions.SubscriptionGuard`) took, start a backlog when one is due, send its next batches."""
+        :class:`~.subscriptions.SubscriptionGuard`) took, start a backlog of ``ring`` when one is due (the samples
+        before ``published``, the first not published yet), send its next batches."""
+        self.ring = ring
         requests = guard.subscribed.count(TOPIC_BACKLOG)
         if requests:
             self.tel.backlog_requests += requests
@@ -78,16 +82,16 @@ class BacklogSender:
         if self.pending and not self.sending and now >= self.not_before:
             self.pending = False
             self.not_before = now + BACKLOG_INTERVAL
-            self._begin()
+            self._begin(published)
         for _ in range(BACKLOG_CHUNKS):
             if not self.sending:
                 break
             time.sleep(self.chunk_pause)    # the GIL is free for the loop thread between batches
             self._send_batch()
 
-    def _begin(self) -> None:
+    def _begin(self, published: int) -> None:
         tel = self.tel
-        self.end = tel._read                                   # published so far; later ones go out live
+        self.end = published                                   # later ones go out live
         self.next = min(self.end, max(0, tel.handed - tel.capacity + 1))   # the oldest the loop is not writing
         self.part = 0
         self.sending = True
@@ -96,7 +100,7 @@ class BacklogSender:
     def _send_batch(self) -> None:
         tel = self.tel
         first, stop = self.next, min(self.next + self.chunk_rows, self.end)
-        rows = tel._ring[np.arange(first, stop) % tel.capacity]   # a copy
+        rows = self.ring[np.arange(first, stop) % tel.capacity]   # a copy
         overwritten = min(stop, tel.handed - tel.capacity + 1) - first   # by the loop while we copied
         if overwritten > 0:
             rows, first = rows[overwritten:], first + overwritten

@@ -448,7 +448,7 @@ class Telemetry(LoopSink):
                 if not stopping or self._flush_on_close:
                     c0, w0 = time.thread_time(), time.perf_counter()
                     self._flush(pub, pj)
-                    backlog.step(guards[0])
+                    backlog.step(guards[0], self._ring, self._read)
                     self._publish_events(pub)
                     self.flush_cpu += time.thread_time() - c0
                     self.flush_max = max(self.flush_max, time.perf_counter() - w0)
