@@ -14,6 +14,8 @@
   thread mode (measured: 1 to 78 overruns in 3000 cycles either way).
 * The subscriber's side (Joining) merges backlog and live batches in index order, each sample once, ignores a
   backlog begun before it joined, and stops waiting when the publisher offers none.
+* A recorder stopped (SIGTERM) while it holds the stream for the backlog writes every sample it held, in order,
+  into a complete file.
 * Bounded fuzz of what a recorder takes from a publisher (any local process can bind the endpoint first):
   250 batches broken each in one way on both topics, among a valid run, are each refused in one line, and
   the recording holds the valid samples in order.
@@ -358,3 +360,45 @@ def test_a_recorder_refuses_each_broken_batch_in_one_line_and_records_the_valid_
     assert result["samples"] == 200 and result["from_backlog"] == 100 and result["failed"] is None, result
     samples = read_recording(str(path), progress=False)["samples"]
     assert samples["index"].tolist() == list(range(200)) and samples["t"].tolist() == [i * 1e-3 for i in range(200)]
+
+
+def test_a_recorder_stopped_while_it_waits_for_the_backlog_writes_what_it_held(tmp_path, monkeypatch):
+    """A publisher that offers a backlog and never sends it: SIGTERM while the recorder holds the stream
+    (before its 2 s wait is over) leaves a complete file with every sample it held, in order."""
+    pub = zmq.Context.instance().socket(zmq.XPUB)
+    pub.setsockopt(zmq.LINGER, 0)
+    endpoint = f"tcp://127.0.0.1:{pub.bind_to_random_port('tcp://127.0.0.1')}"
+    held, hold = [], Joining.hold
+
+    def counting(self, topic, msg, now, received):
+        held.append(msg.get("count", 0) if topic == TOPIC_SAMPLES else 0)
+        return hold(self, topic, msg, now, received)
+
+    monkeypatch.setattr(Joining, "hold", counting)
+
+    def publisher():
+        subscribed = set()
+        while len(subscribed) < 2:
+            if not pub.poll(30_000):
+                return
+            subscribed.add(pub.recv())
+        pub.send_multipart([TOPIC_META, pack(envelope(joints=["j0", "j1"], fields={},
+                                                      backlog=TOPIC_BACKLOG.decode()))])
+        for first in range(0, 100, 2):
+            pub.send_multipart([TOPIC_SAMPLES, pack(_valid(first, 2))])
+        end = time.monotonic() + 30
+        while sum(held) < 100 and time.monotonic() < end:    # the recorder holds them all, writes none
+            time.sleep(0.005)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    thread = threading.Thread(target=publisher, daemon=True)
+    thread.start()
+    try:
+        result = record(endpoint, str(tmp_path / "held.mcap"), idle_timeout=30.0, progress=False)
+    finally:
+        thread.join(30)
+        pub.close(linger=0)
+    assert result["stopped_by"] == "SIGTERM" and result["failed"] is None, result
+    assert result["samples"] == 100 and result["meta"] == 1, result
+    index = read_recording(str(tmp_path / "held.mcap"), progress=False)["samples"]["index"].tolist()
+    assert index == list(range(100))

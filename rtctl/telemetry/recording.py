@@ -185,15 +185,16 @@ def record(endpoint: str, path: str, duration: float | None = None, samples: int
             raise
         bar = tqdm(total=samples, unit="sample", desc="recording", disable=not progress, file=out)
         waiting = PublisherWait(endpoint, out, write=lambda line: bar.write(line, file=out))
-        writer = _Writer(rec, counter, bar, samples)
+        writer = None
         try:
+            writer = _Writer(rec, counter, bar, samples)
             _receive(sub, writer, waiting, stop, duration, idle_timeout, joining)
         except KeyboardInterrupt:
             stopped_by = "SIGINT"
         except OSError as exc:
             failure = exc
         finally:
-            if failure is None and joining.waiting and not rec._busy:   # stopped while waiting: keep what came
+            if writer and failure is None and joining.waiting and not rec._busy:   # stopped while waiting: keep it
                 try:
                     writer.held(joining)
                 except OSError as exc:
