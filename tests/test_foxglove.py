@@ -239,7 +239,8 @@ def test_wiring_builds_the_sink_from_the_telemetry_section(capsys):
     tel_cfg = {"enabled": True, "endpoint": "tcp://127.0.0.1:0", "plotjuggler": False,
                "plotjuggler_endpoint": "tcp://127.0.0.1:0", "plotjuggler_decimation": 1, "capacity": 4096,
                "batch_period": 0.01, "meta_period": 1.0, "sndhwm": 1000, "allow_remote": False,
-               "foxglove": True, "foxglove_host": "127.0.0.1", "foxglove_port": 0, "foxglove_decimation": 2}
+               "plotjuggler_format": "array", "foxglove": True, "foxglove_host": "127.0.0.1", "foxglove_port": 0,
+               "foxglove_decimation": 2}
     telemetry, _control = wire(loop, tel_cfg, {"enabled": False})
     try:
         sink = telemetry.sinks[0]

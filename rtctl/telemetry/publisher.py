@@ -238,6 +238,7 @@ class Telemetry(LoopSink):
         if self.switch_interval is not None and sys.getswitchinterval() > self.switch_interval:
             self._saved_interval = sys.getswitchinterval()
             sys.setswitchinterval(self.switch_interval)
+            self._set_interval = sys.getswitchinterval()   # as the interpreter keeps it (whole microseconds)
 
     def _start_relay(self) -> None:
         """Start the publisher process, hand it the ring and the settings, and wait until it has bound."""
@@ -366,7 +367,7 @@ class Telemetry(LoopSink):
         self._thread.join(10.0)
         self._thread = None
         if self._saved_interval is not None:
-            if sys.getswitchinterval() == self.switch_interval:  # nobody changed it since: put it back
+            if sys.getswitchinterval() == self._set_interval:  # nobody changed it since: put it back
                 sys.setswitchinterval(self._saved_interval)
             self._saved_interval = None
 
