@@ -33,7 +33,6 @@ import os
 from pathlib import Path
 
 from . import bundled_model_path
-from .model.package_file import is_package_url, package_file
 from .options import (BuildContext, ConfigError, Key, check_number, check_table, did_you_mean,  # noqa: F401
                       read_toml, schema_keys, show)  # read_toml: part of this module's API
 from .registry import CONTROLLERS, DRIVERS, PLANTS, ROBOTS, TRAJECTORIES
@@ -311,6 +310,8 @@ def bundled_configs() -> list[str]:
 def _resolve_model_path(spec: str, base_dir: str | None) -> Path:
     """A ``package://`` URL's file (:mod:`rtctl.model.package_file`), a path (relative to ``base_dir``, the config
     file's folder) or a bundled URDF's name."""
+    from .model.package_file import is_package_url, package_file   # here: rtctl.model imports NumPy
+
     if is_package_url(spec):
         return package_file(spec)
     candidate = Path(spec)
