@@ -87,18 +87,24 @@ def run(cfg: dict):
 
 
 def residual_within_noise(rec, period: float) -> np.ndarray:
-    """Each fresh sample against the sim IMU at the plant time of its stamp (stamp = plant time on the plant's
-    clock); the residuals' mean within 5 standard errors and their variance within 5 of its own (chi-square)
+    """Each fresh reading against the sim IMU at the plant time of its stamp (stamp = plant time on the plant's
+    clock; a reading of several samples against the truth's mean over them); the residuals' mean within 5 standard errors and their variance within 5 of its own (chi-square)
     of the datasheet's noise; the orientation within float32 of the truth. Returns the residuals."""
     rows = np.flatnonzero(rec.fresh)
     at = np.round(rec.stamp[rows] / period).astype(int)
     assert np.allclose(at * period, rec.stamp[rows], atol=1e-9)       # every stamp is a step of the plant
     assert np.allclose(rec.t[at], rec.stamp[rows], atol=1e-9)
-    residual = rec.imu[rows, :6] - rec.truth[at, :6]
+    # a read that found k packets reads their mean (drivers/mip: no sample's motion is dropped), the samples a
+    # device period apart up to the newest: against the truth's mean at those steps, its noise variance over k
+    merged = np.diff(rec.count[rows], prepend=rec.count[rows[0]] - 1).astype(int)
+    step = int(round(1.0 / (RATE * period)))
+    truth = np.array([rec.truth[np.clip(a - step * np.arange(k), 0, None), :6].mean(0) for a, k in zip(at, merged)])
+    residual = rec.imu[rows, :6] - truth
+    scaled = residual * np.sqrt(merged)[:, None]
     n = len(rows)
     expected = SIGMA ** 2 + RESOLUTION ** 2 / 12
-    assert np.all(np.abs(residual.mean(0)) < 5 * np.sqrt(expected / n)), (residual.mean(0), np.sqrt(expected / n))
-    ratio = residual.var(0) / expected
+    assert np.all(np.abs(scaled.mean(0)) < 5 * np.sqrt(expected / n)), (scaled.mean(0), np.sqrt(expected / n))
+    ratio = scaled.var(0) / expected
     assert np.all(np.abs(ratio - 1) < 5 * np.sqrt(2 / n)), (ratio, n)
     for k, row in zip(at, rows):
         assert np.allclose(quaternion_to_matrix(rec.imu[row, 6:]), quaternion_to_matrix(rec.truth[k, 6:]), atol=2e-6)
@@ -227,7 +233,7 @@ def test_an_emulator_that_dies_or_stops_mid_run_faults_within_max_age_to_the_saf
 
 @pytest.mark.slow
 def test_the_seed_quadruped_offline_reads_its_trunks_rate_and_specific_force(capsys):
-    """The seed quadruped (10 kHz, slower than real time in Python) trotting for 0.6 s of simulated time, the
+    """The seed quadruped (10 kHz, offline: as fast as the machine runs it, on the plant's clock) trotting for 0.6 s of simulated time, the
     IMU on its trunk: the plant's clock, every sample counted, each the trunk's true angular rate and specific
     force at its plant step within the datasheet's noise; the trunk rolls from 0.4 s on (diagonal support), its
     forward and lateral specific force and its roll rate varying 15 to 90 times the sensors' noise, and the
@@ -243,7 +249,7 @@ def test_the_seed_quadruped_offline_reads_its_trunks_rate_and_specific_force(cap
     added = added_latency(rec, speed, loop.period, imu.options.poll)
     truth = rec.truth[np.round(rec.stamp[rec.fresh] / loop.period).astype(int), :6]
     moving = [0, 1, 3]      # the forward and lateral specific force and the roll rate: 15 to 90 sigma (std)
-    assert speed < 1.0 and np.all(truth[:, moving].std(0) > 10 * SIGMA[moving]), truth.std(0) / SIGMA
+    assert np.all(truth[:, moving].std(0) > 10 * SIGMA[moving]), truth.std(0) / SIGMA
     explained = 1 - residual.var(0) / truth.var(0)       # the share of the truth's variance the readings follow
     assert np.all(explained[moving] > 0.9), explained
     with capsys.disabled():

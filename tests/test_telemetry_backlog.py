@@ -210,17 +210,25 @@ def _rss_mb(pid: int) -> float:
         return next(int(line.split()[1]) / 1024 for line in fh if line.startswith("VmRSS:"))
 
 
-def _phase(loop, cycles):
-    """Run ``cycles`` more cycles; the overruns among them (the loop's counters restarted)."""
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process ``pid`` so far (proc(5): /proc/PID/stat fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _phase(loop, cycles, pid):
+    """Run ``cycles`` more cycles; (the overruns among them, the CPU seconds process ``pid`` spent meanwhile)."""
     loop.stats.reset()
+    cpu = _cpu_seconds(pid)
     loop.run(cycles=cycles)
-    return loop.stats.overruns
+    return loop.stats.overruns, _cpu_seconds(pid) - cpu
 
 
 @pytest.mark.slow
 @pytest.mark.flaky(reruns=1, reruns_delay=1)  # wall-clock overruns on a shared 2-core machine: one more run
 @pytest.mark.parametrize("publisher", ["process", "thread"])
-def test_a_flood_of_backlog_subscriptions_gets_a_bounded_answer_and_costs_the_loop_no_overruns(publisher):
+def test_a_flood_of_backlog_subscriptions_gets_a_bounded_answer_and_costs_the_publisher_little_cpu(publisher):
     cycles, rate = 3000, 1000
     loop = make_loop(telemetry={"enabled": True, "endpoint": "tcp://127.0.0.1:0", "publisher": publisher},
                      loop={"pace": True})
@@ -229,11 +237,11 @@ def test_a_flood_of_backlog_subscriptions_gets_a_bounded_answer_and_costs_the_lo
     try:
         loop.run(cycles=5000)                                  # the ring full: each backlog a whole ring
         with _flooding(tel.endpoint, b"rtctl/nothing", rate) as control:   # the same flood, unanswered
-            unanswered = _phase(loop, cycles)
+            unanswered, cpu_unanswered = _phase(loop, cycles, pid)
         before = _rss_mb(pid)
         with _flooding(tel.endpoint, TOPIC_BACKLOG, rate) as flood:
             start = time.monotonic()
-            answered = _phase(loop, cycles)
+            answered, cpu_answered = _phase(loop, cycles, pid)
             seconds = time.monotonic() - start
             grown = _rss_mb(pid) - before
         tel.close()
@@ -244,7 +252,11 @@ def test_a_flood_of_backlog_subscriptions_gets_a_bounded_answer_and_costs_the_lo
     assert 1 <= tel.backlogs <= seconds / BACKLOG_INTERVAL + 2, (tel.backlogs, heard)     # 3 or 4 measured
     assert tel.backlog_rows <= tel.backlogs * tel.capacity, (tel.backlog_rows, tel.backlogs)
     assert grown < 24, f"the publisher grew by {grown:.1f} MB"   # 0.1 to 0.3 MB measured; test_bounded_sockets' bound
-    assert answered <= 2 * unanswered + 0.01 * cycles, (answered, unanswered)
+    # What answering costs the loop is the publisher's CPU time: a whole ring is ~35 ms of it, and one backlog
+    # a second starts at most, so well under a tenth of a core. (The loop's overruns, also printed, depend on what
+    # else the machine runs in each phase: in a parallel suite they are not the answer's to carry.)
+    extra = cpu_answered - cpu_unanswered
+    assert extra <= 0.1 * seconds, (extra, seconds, tel.backlogs, (answered, unanswered))
 
 
 # -- the subscriber's side, message by message ------------------------------------------------------------------
