@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from rtctl.drivers import Transmission, create_driver
-from rtctl.drivers.can.cia402 import (CW_DISABLE_VOLTAGE, CW_FAULT_RESET, CW_SHUTDOWN, CW_SWITCH_ON,
+from rtctl.drivers.cia402 import (CW_DISABLE_VOLTAGE, CW_FAULT_RESET, CW_SHUTDOWN, CW_SWITCH_ON,
                                       next_controlword, state_of)
 from rtctl.hil.can_emulator import Cia402Emulator, run_in_thread
 from rtctl.hil.can_robot import build_arm2, make_plant

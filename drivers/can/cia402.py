@@ -65,6 +65,9 @@ import numpy as np
 from rtctl.options import setting
 
 from ..base import EFFORT_MODE, ActuatorDriver, DriverHealth
+from ..cia402 import (CW_DISABLE_VOLTAGE, CW_ENABLE_OPERATION, CW_FAULT_RESET, CW_QUICK_STOP,  # noqa: F401
+                      CW_SHUTDOWN, CW_SWITCH_ON, SW_OPERATION_ENABLED, SW_OPERATION_ENABLED_MASK, is_fault,
+                      next_controlword, state_of)
 from ..transmission import Transmission
 from .bus import CAN_COUNTERS, CanOptions, check_can_ids, check_channel, drain, open_bus, release_with, shutdown_bus
 
@@ -72,52 +75,6 @@ from .objects import (CONSUMER_HEARTBEAT, CONTROLWORD, CSP, CST, CSV, ENCODER_RE
                       FAULT_INJECTION, HEARTBEAT_TIME, MAX_TORQUE, MODES_DISPLAY, MODES_OF_OPERATION,
                       POSITION_ACTUAL, RATED_TORQUE, STATUSWORD, SUPPORTED_CST_BIT, SUPPORTED_MODES, TARGET_TORQUE,
                       TORQUE_ACTUAL, VELOCITY_ACTUAL, ABORT_CONNECTION, declared_gear_ratio, drive_object_dictionary)
-
-# Controlword commands.
-CW_DISABLE_VOLTAGE = 0x00
-CW_QUICK_STOP = 0x02
-CW_SHUTDOWN = 0x06
-CW_SWITCH_ON = 0x07
-CW_ENABLE_OPERATION = 0x0F
-CW_FAULT_RESET = 0x80
-
-# Statusword states: name -> (mask, value).
-STATES = {
-    "NOT READY TO SWITCH ON": (0x4F, 0x00),
-    "SWITCH ON DISABLED": (0x4F, 0x40),
-    "READY TO SWITCH ON": (0x6F, 0x21),
-    "SWITCHED ON": (0x6F, 0x23),
-    "OPERATION ENABLED": (0x6F, 0x27),
-    "QUICK STOP ACTIVE": (0x6F, 0x07),
-    "FAULT REACTION ACTIVE": (0x4F, 0x0F),
-    "FAULT": (0x4F, 0x08),
-}
-SW_OPERATION_ENABLED_MASK, SW_OPERATION_ENABLED = 0x6F, 0x27
-
-
-def state_of(statusword: int) -> str:
-    for name, (mask, value) in STATES.items():
-        if statusword & mask == value:
-            return name
-    return "UNKNOWN"
-
-
-def is_fault(statusword: int) -> bool:
-    return statusword & 0x4F in (0x08, 0x0F)
-
-
-def next_controlword(statusword: int, last_controlword: int) -> int:
-    """The controlword that moves a drive one step towards OPERATION ENABLED."""
-    state = state_of(statusword)
-    if state == "FAULT":
-        # Fault reset acts on the rising edge of bit 7.
-        return CW_DISABLE_VOLTAGE if last_controlword & CW_FAULT_RESET else CW_FAULT_RESET
-    if state in ("SWITCH ON DISABLED", "QUICK STOP ACTIVE", "NOT READY TO SWITCH ON"):
-        return CW_SHUTDOWN if state == "SWITCH ON DISABLED" else CW_DISABLE_VOLTAGE
-    if state == "READY TO SWITCH ON":
-        return CW_SWITCH_ON
-    return CW_ENABLE_OPERATION
-
 
 _TPDO1 = struct.Struct("<HiH")   # statusword, position actual, torque actual (as u16, sign fixed below)
 _TPDO1_SIGNED = struct.Struct("<Hih")

@@ -1,0 +1,94 @@
+"""Bringing an EtherCAT line up with SOEM (pysoem) and telling what went wrong in one line.
+
+The master opens a raw socket on the interface, scans the line (``config_init``: each slave's SII identity,
+auto-increment then configured station addresses), maps the process data (``config_map``: FMMUs and sync
+managers from the slaves' PDO assignment, read by CoE where a slave has it) and walks the AL state machine
+INIT -> PRE-OP -> SAFE-OP -> OP (ETG.1000.6 AL control / status; a refused transition leaves the slave where it
+was with the error indication and an AL status code, which :func:`al_status_name` names).
+"""
+from __future__ import annotations
+
+import fcntl
+import socket
+import struct
+
+STATE_NAMES = {0: "NONE", 1: "INIT", 2: "PRE-OP", 3: "BOOT", 4: "SAFE-OP", 8: "OP"}
+ERROR_INDICATION = 0x10
+
+# ETG.1000.6, table "AL status codes" (the ones a drive's bring-up meets; SOEM names the rest).
+AL_STATUS_CODES = {
+    0x0000: "no error", 0x0001: "unspecified error", 0x0011: "invalid requested state change",
+    0x0012: "unknown requested state", 0x0013: "bootstrap not supported", 0x0014: "no valid firmware",
+    0x0015: "invalid mailbox configuration (BOOT)", 0x0016: "invalid mailbox configuration (PRE-OP)",
+    0x0017: "invalid sync manager configuration", 0x0018: "no valid inputs available",
+    0x0019: "no valid outputs", 0x001A: "synchronization error", 0x001B: "sync manager watchdog",
+    0x001C: "invalid sync manager types", 0x001D: "invalid output configuration",
+    0x001E: "invalid input configuration", 0x001F: "invalid watchdog configuration",
+    0x0020: "slave needs cold start", 0x0021: "slave needs INIT", 0x0022: "slave needs PRE-OP",
+    0x0023: "slave needs SAFE-OP", 0x0024: "invalid input mapping", 0x0025: "invalid output mapping",
+    0x0026: "inconsistent settings", 0x0027: "free run not supported", 0x0028: "sync mode not supported",
+    0x002C: "fatal sync error", 0x002D: "no sync error", 0x0030: "invalid DC SYNC configuration",
+    0x0031: "invalid DC latch configuration", 0x0032: "PLL error", 0x0033: "DC sync IO error",
+    0x0034: "DC sync timeout error", 0x0035: "DC invalid sync cycle time", 0x0036: "DC SYNC0 cycle time",
+    0x0037: "DC SYNC1 cycle time",
+}
+
+
+def state_name(state: int) -> str:
+    name = STATE_NAMES.get(state & 0x0F, f"0x{state & 0x0F:X}")
+    return name + (" + ERROR" if state & ERROR_INDICATION else "")
+
+
+def al_status_name(code: int) -> str:
+    return f"AL status code 0x{code:04X} ({AL_STATUS_CODES.get(code, 'vendor specific or unknown')})"
+
+
+def sdo_abort_name(error) -> str:
+    """A pysoem ``SdoError`` as one phrase: the object, the abort code and what it means (ETG.1000.6 5.6.2.7)."""
+    desc = " ".join(str(getattr(error, "desc", "") or "").split())
+    return (f"SDO abort 0x{error.abort_code:08X} ({desc or 'no description'}) on object "
+            f"0x{error.index:04X}:{error.subindex:02X}")
+
+
+def identity_line(slave) -> str:
+    return (f"vendor id 0x{slave.man:08X}, product code 0x{slave.id:08X}, revision 0x{slave.rev:08X} "
+            f"({slave.name!r})")
+
+
+def states_line(master, positions) -> str:
+    """Each configured slave not in OP: its state and AL status code (read now: bring-up or a fault, never
+    the cycle)."""
+    master.read_state()
+    parts = []
+    for k in positions:
+        slave = master.slaves[k]
+        if slave.state & 0x0F != 8 or slave.state & ERROR_INDICATION:
+            parts.append(f"slave {k} in {state_name(slave.state)}, {al_status_name(slave.al_status)}")
+    return "; ".join(parts) or "every slave in OP"
+
+
+# SIOCGIFFLAGS (linux/sockios.h) and the flags of a link that carries frames (linux/if.h).
+SIOCGIFFLAGS = 0x8913
+IFF_UP, IFF_RUNNING = 0x1, 0x40
+
+
+class LinkWatch:
+    """The carrier of the master's interface, read without allocating (an ioctl into a buffer made once): a
+    link that is down, or has no carrier (the cable out, the peer off), loses every frame at once."""
+
+    def __init__(self, interface: str):
+        self.interface = interface
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self._request = bytearray(struct.pack("16sH22x", interface.encode()[:15], 0))
+        self._flags = memoryview(self._request)[16:18]
+
+    def up(self) -> bool:
+        try:
+            fcntl.ioctl(self._socket.fileno(), SIOCGIFFLAGS, self._request)
+        except OSError:
+            return False
+        flags = self._flags[0] | self._flags[1] << 8
+        return flags & (IFF_UP | IFF_RUNNING) == IFF_UP | IFF_RUNNING
+
+    def close(self) -> None:
+        self._socket.close()
