@@ -13,25 +13,30 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from .dictionary import PROCESS_IMAGE
+from rtctl.drivers.can import objects as ob
+
 from .esc import OP, Esc
 from .frame import AUTO_INCREMENT, BROADCAST, CONFIGURED, LOGICAL, READ_WRITES, READS, WRITES, Command, datagrams
 from .sii import SiiLayout, SlaveIdentity, cia402_layout
 
 
-
 class SlaveApplication:
-    """A slave's side of the PDI: ``outputs(state, data, now)`` in OP when new outputs arrived, ``inputs(state,
-    now) -> bytes`` in SAFE-OP and OP (both the :data:`PROCESS_IMAGE`), ``summary()``; ``fault(code, now)``
-    when the master writes an error code to 0x2001 (a fault on request) and ``emergencies()``, the emergency
-    messages raised since the last call (each 8 bytes: error code, error register, 5 manufacturer bytes,
-    ETG.1000.6 5.6.4), which the slave sends through its mailbox."""
+    """A slave's side of the PDI, on its object dictionary ``od`` (:class:`.dictionary.ObjectDictionary`), whose
+    objects the process data fill and are filled from (ETG.1000.6 5.6.7, the PDO mapping): ``outputs(state, od,
+    now)`` in OP when new outputs arrived, reading the objects the master writes (``od.value(index)``);
+    ``inputs(state, od, now)`` in SAFE-OP and OP, writing the objects the master reads (``od.set_value``);
+    ``summary()``; ``fault(code, now)`` when the master writes an error code to 0x2001 (a fault on request) and
+    ``emergencies()``, the emergency messages raised since the last call (each 8 bytes: error code, error
+    register, 5 manufacturer bytes, ETG.1000.6 5.6.4), which the slave sends through its mailbox. ``device``:
+    the drive whose CiA 402 objects the dictionary shares (None: the dictionary keeps them)."""
 
-    def outputs(self, state: int, data: bytes, now: float) -> None:
+    device = None
+
+    def outputs(self, state: int, od, now: float) -> None:
         pass
 
-    def inputs(self, state: int, now: float) -> bytes:
-        return PROCESS_IMAGE.pack(0, 0, 0)
+    def inputs(self, state: int, od, now: float) -> None:
+        pass
 
     def fault(self, code: int, now: float) -> None:
         pass
@@ -48,33 +53,41 @@ FAULT_RESET = 0x0080                    # controlword bit 7 (CiA 402-2)
 
 
 class LoopbackAxis(SlaveApplication):
-    """The stand-in behind the minimal CiA 402 process image without a plant: the position actual value
-    (0x6064) is the last target position (0x607A) received in OP, the modes of operation display (0x6061)
-    the last mode (0x6060), the statusword (0x6041) "operation enabled" (0x0237) while the controlword
-    (0x6040) commands enable operation (low nibble 0xF), else "switch on disabled" (0x0240). A fault on
-    request latches "fault" (0x0208) with an emergency (error register bit 0, generic error) until the
-    controlword's fault reset bit rises, which sends the error reset emergency (code 0)."""
+    """The stand-in CiA 402 axis without a plant, echoing each demand in its actual value: position actual
+    0x6064 the last target position 0x607A received in OP, velocity actual 0x606C the target velocity 0x60FF,
+    torque actual 0x6077 the target torque 0x6071, modes of operation display 0x6061 the mode 0x6060; the
+    statusword 0x6041 "operation enabled" (0x0237) while the controlword 0x6040 commands enable operation (low
+    nibble 0xF), else "switch on disabled" (0x0240). A fault on request latches "fault" (0x0208) and its error
+    code in 0x603F with an emergency (error register bit 0, generic error) until the controlword's fault reset
+    bit rises, which sends the error reset emergency (code 0)."""
 
     def __init__(self):
         self.controlword = 0
         self.target = 0
+        self.velocity = 0
+        self.torque = 0
         self.mode = 0
         self.received = 0
         self.fault_code = 0
         self._pending: list[bytes] = []
 
-    def outputs(self, state: int, data: bytes, now: float) -> None:
+    def outputs(self, state: int, od, now: float) -> None:
         previous = self.controlword
-        self.controlword, self.target, self.mode = PROCESS_IMAGE.unpack_from(data)
+        self.controlword, self.target = od.value(ob.CONTROLWORD), od.value(ob.TARGET_POSITION)
+        self.velocity, self.torque = od.value(ob.TARGET_VELOCITY), od.value(ob.TARGET_TORQUE)
+        self.mode = od.value(ob.MODES_OF_OPERATION)
         if self.fault_code and self.controlword & FAULT_RESET and not previous & FAULT_RESET:
             self.fault_code = 0
             self._pending.append(EMERGENCY.pack(0, 0))
         self.received += 1
 
-    def inputs(self, state: int, now: float) -> bytes:
+    def inputs(self, state: int, od, now: float) -> None:
         enabled = state == OP and self.controlword & 0x0F == 0x0F
         statusword = 0x0208 if self.fault_code else 0x0237 if enabled else 0x0240
-        return PROCESS_IMAGE.pack(statusword, self.target, self.mode)
+        for index, value in ((ob.STATUSWORD, statusword), (ob.POSITION_ACTUAL, self.target),
+                             (ob.VELOCITY_ACTUAL, self.velocity), (ob.TORQUE_ACTUAL, self.torque),
+                             (ob.MODES_DISPLAY, self.mode), (ob.ERROR_CODE, self.fault_code)):
+            od.set_value(index, 0, value)
 
     def fault(self, code: int, now: float) -> None:
         if code and not self.fault_code:
@@ -87,6 +100,7 @@ class LoopbackAxis(SlaveApplication):
 
     def summary(self) -> dict:
         return {"controlword": self.controlword, "target_position": self.target, "mode": self.mode,
+                "target_velocity": self.velocity, "target_torque": self.torque,
                 "outputs_received": self.received, "fault_code": self.fault_code}
 
 
@@ -108,8 +122,8 @@ class EscChain:
     @classmethod
     def cia402(cls, n: int, identity: SlaveIdentity, now: float = 0.0, layout: SiiLayout | None = None,
                applications: list | None = None):
-        """``n`` drives with the minimal CiA 402 process image, serial numbers 1..n; behind each its
-        application (default: a :class:`LoopbackAxis`)."""
+        """``n`` CiA 402 drives (the SII's PDOs: the minimal process image), serial numbers 1..n; behind each
+        its application (default: a :class:`LoopbackAxis`)."""
         applications = applications or [LoopbackAxis() for _ in range(n)]
         slaves = []
         for k in range(n):

@@ -4,26 +4,38 @@ objects; CiA 402-2 the drive objects).
 
 Per slave: device type 0x1000 (CiA 402 servo drive), error register 0x1001, device name 0x1008, hardware and
 software versions 0x1009 / 0x100A, identity 0x1018 (the SII's identity), the sync manager communication types
-0x1C00, the RxPDO mapping 0x1600 and TxPDO mapping 0x1A00 (the SII's PDOs), their assignment to SM2 / SM3
-(0x1C12 / 0x1C13), the CiA 402 objects of the process image (0x6040 controlword, 0x6041 statusword, 0x6060 /
-0x6061 modes of operation and display, 0x607A target position, 0x6064 position actual value) mirroring the
-process data, and writable parameters: 0x6065 following error window, 0x6067 position window, 0x607D software
-position limit, 0x6085 quick stop deceleration, 0x2000 a manufacturer-specific name string and 0x2001 a fault
-on request (an error code written: the application's fault and its emergency, see .chain.SlaveApplication).
+0x1C00, four RxPDO mappings 0x1600-0x1603 and four TxPDO mappings 0x1A00-0x1A03 (ETG.6010, CiA 402 on
+EtherCAT; the SII's PDOs first, the others empty), their assignment to SM2 / SM3 (0x1C12 / 0x1C13, the SII's),
+0x6065 following error window and 0x6067 position window, 0x2000 a manufacturer-specific name string and
+0x2001 a fault on request (an error code written: the application's fault and its emergency, see
+.chain.SlaveApplication). The CiA 402 objects 0x6000-0x6FFF are the CAN drive's
+(:func:`rtctl.drivers.can.objects.drive_object_dictionary`: data types, access, ranges, which are mappable):
+controlword 0x6040, statusword 0x6041, error code 0x603F, modes of operation 0x6060 / display 0x6061, target
+position 0x607A / velocity 0x60FF / torque 0x6071, position 0x6064 / velocity 0x606C / torque 0x6077 actual,
+max torque 0x6072, rated torque 0x6076, encoder resolution 0x608F, gear ratio 0x6091, supported drive modes
+0x6502, quick stop option code 0x605A and deceleration 0x6085, software position limit 0x607D, ... With a
+``device`` behind the slave (the CAN emulator's drive, :mod:`.drive_axis`) an SDO reads and writes these in
+the drive itself, with its checks and its live actual values, so that both buses share one drive; without one
+the dictionary keeps them.
+
+Each object also holds the value the process data carry (:meth:`ObjectDictionary.pack` / :meth:`unpack`): the
+slave application reads its outputs from, and writes its inputs to, these values.
 
 Writes are checked as ETG.1000.6 5.6.2.7 (SDO abort codes) and 5.6.7 (PDO configuration) say: an object that
 does not exist 0x06020000, a sub-index 0x06090011, read-only 0x06010002, a length that does not match the data
-type 0x06070010, a value outside the object's range 0x06090030; a PDO mapping or assignment entry written only
-in PRE-OP (else 0x08000022) and only while its sub-index 0 is 0 (else 0x06010003), an entry naming an object
-that cannot be mapped 0x06040041, a mapping longer than the sync manager allows 0x06040042.
+type 0x06070010, a value outside the object's range 0x06090030 / 0x06090031 (too high) / 0x06090032 (too low);
+a PDO mapping or assignment entry written only in PRE-OP (else 0x08000022) and only while its sub-index 0 is 0
+(else 0x06010003), a mapping entry naming an object that cannot be mapped (none, not mappable, another bit
+length, or an input in an RxPDO) 0x06040041, a mapping or an assignment whose PDOs exceed the sync manager's
+room 0x06040042.
 """
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
 
-from .sii import (INTEGER8, INTEGER16, INTEGER32, UNSIGNED8, UNSIGNED16, UNSIGNED32, SiiLayout,
-                  SM_MAILBOX_IN, SM_MAILBOX_OUT, SM_UNUSED)
+from .sii import (INPUTS_START, INTEGER8, INTEGER16, INTEGER32, OUTPUTS_START, UNSIGNED8, UNSIGNED16, UNSIGNED32,
+                  SiiLayout, SM_MAILBOX_IN, SM_MAILBOX_OUT, SM_OUTPUTS, SM_UNUSED)
 
 VISIBLE_STRING = 0x09
 _FORMATS = {INTEGER8: "<b", INTEGER16: "<h", INTEGER32: "<i", UNSIGNED8: "<B", UNSIGNED16: "<H", UNSIGNED32: "<I"}
@@ -31,15 +43,14 @@ VAR, ARRAY, RECORD = 0x07, 0x08, 0x09
 
 OBJECT_DOES_NOT_EXIST, SUBINDEX_DOES_NOT_EXIST = 0x06020000, 0x06090011
 READ_ONLY, SUBINDEX_ZERO_FIRST, LENGTH_MISMATCH = 0x06010002, 0x06010003, 0x06070010
-VALUE_RANGE, CANNOT_MAP, PDO_TOO_LONG, DEVICE_STATE = 0x06090030, 0x06040041, 0x06040042, 0x08000022
+VALUE_RANGE, VALUE_TOO_HIGH, VALUE_TOO_LOW = 0x06090030, 0x06090031, 0x06090032
+CANNOT_MAP, PDO_TOO_LONG, DEVICE_STATE = 0x06040041, 0x06040042, 0x08000022
 PDO_MAPPING_ROOM = 8          # entries a PDO mapping object holds
-MAX_PDO_BYTES = 64            # the process data sync managers' room (0x1100 / 0x1180, 128 bytes apart)
-
-# The slave application's process image (see .chain.LoopbackAxis): controlword / statusword, target / actual
-# position, modes of operation / display; the objects it reads from the outputs and writes to the inputs.
-PROCESS_IMAGE = struct.Struct("<Hib")
-OUTPUT_OBJECTS = ((0x6040, 0), (0x607A, 0), (0x6060, 0))
-INPUT_OBJECTS = ((0x6041, 0), (0x6064, 0), (0x6061, 0))
+RX_PDOS, TX_PDOS = range(0x1600, 0x1604), range(0x1A00, 0x1A04)
+# A buffered sync manager takes three buffers of its length in process RAM (ETG.1000.4, sync manager buffered
+# mode); the SII puts SM3 128 bytes after SM2, which leaves each direction 42 bytes of process data.
+MAX_PDO_BYTES = (INPUTS_START - OUTPUTS_START) // 3
+PROFILE_AREA = range(0x6000, 0x7000)    # CiA 402-2: the standardized device profile area
 
 FAULT_REQUEST = 0x2001                  # as the CAN emulator's drives: an error code written enters FAULT
 DEVICE_TYPE_SERVO = 0x00020192          # CiA 402 (0x0192), servo drive (type 0x02)
@@ -57,21 +68,26 @@ class SdoAbort(Exception):
 @dataclass
 class Entry:
     """One sub-index: data type, access ("ro", "rw", or "rw-preop": writable in PRE-OP only), value (an int,
-    or bytes for a string), ``size`` the string's room in bytes."""
+    or bytes for a string), ``size`` the string's room in bytes, whether it may be mapped into a PDO and its
+    range (``low`` / ``high``, None: the data type's)."""
     data_type: int
     access: str
     value: int | bytes
     size: int = 0
     mappable: bool = False
+    low: int | None = None
+    high: int | None = None
 
     @property
     def bits(self) -> int:
         fmt = _FORMATS.get(self.data_type)
         return 8 * (struct.calcsize(fmt) if fmt else max(self.size, len(self.value)))
 
-    def encode(self) -> bytes:
+    def encode(self, value=None) -> bytes:
+        """``value`` (default: the entry's own) in the entry's data type."""
+        value = self.value if value is None else value
         fmt = _FORMATS.get(self.data_type)
-        return struct.pack(fmt, self.value) if fmt else bytes(self.value)
+        return struct.pack(fmt, value) if fmt else bytes(value)
 
     def decode(self, data: bytes) -> int | bytes:
         fmt = _FORMATS.get(self.data_type)
@@ -82,6 +98,12 @@ class Entry:
         if len(data) != struct.calcsize(fmt):
             raise SdoAbort(LENGTH_MISMATCH)
         return struct.unpack(fmt, data)[0]
+
+    def check_range(self, value) -> None:
+        if self.low is not None and value < self.low:
+            raise SdoAbort(VALUE_TOO_LOW)
+        if self.high is not None and value > self.high:
+            raise SdoAbort(VALUE_TOO_HIGH)
 
 
 @dataclass
@@ -104,12 +126,37 @@ def _record(name, code, access, data_type, values, count_access=None, room=0):
     return DictionaryObject(name, code, entries)
 
 
+def profile_objects(od) -> dict[int, DictionaryObject]:
+    """The device profile objects (0x6000-0x6FFF) of a CANopen object dictionary (python-canopen's, as
+    :func:`rtctl.drivers.can.objects.drive_object_dictionary` builds it): same data types (CiA 301 codes, which
+    ETG.1000.6 shares), access, defaults, ranges and PDO mapping flags. An object of members of one data type
+    is an ARRAY, else a RECORD (CiA 301 7.4.3)."""
+    out = {}
+    for obj in od.values():
+        if obj.index not in PROFILE_AREA:
+            continue
+        members = list(obj.values()) if hasattr(obj, "values") else [obj]
+        entries = {v.subindex: Entry(v.data_type, "ro" if v.access_type == "const" else
+                                     "rw" if v.access_type == "wo" else v.access_type,
+                                     v.default, 0, bool(v.pdo_mappable), v.min, v.max) for v in members}
+        if len(members) == 1 and members[0] is obj:
+            code = VAR
+        else:
+            code = ARRAY if len({e.data_type for k, e in entries.items() if k}) == 1 else RECORD
+        out[obj.index] = DictionaryObject(obj.name, code, entries)
+    return out
+
+
 class ObjectDictionary:
     """The objects of one CiA 402 slave with the SII ``layout``; ``state`` (the AL state) decides what the
-    PDO configuration objects accept. :meth:`read` / :meth:`write` take one sub-index, :meth:`read_complete` /
-    :meth:`write_complete` an object's sub-indices at once (ETG.1000.6 5.6.2.1.1 complete access)."""
+    PDO configuration objects accept. ``device``: the drive behind the slave (``od``, ``read(index, sub)``,
+    ``write(index, sub, value)`` raising an ``SdoAbortedError``, ``now``: :class:`rtctl.hil.cia402_drive.Cia402Drive`)
+    whose profile objects an SDO reads and writes, ``clock()`` the slave's time for the drive. :meth:`read` /
+    :meth:`write` take one sub-index, :meth:`read_complete` / :meth:`write_complete` an object's sub-indices at
+    once (ETG.1000.6 5.6.2.1.1 complete access)."""
 
-    def __init__(self, layout: SiiLayout, hardware_version: str = "1.0", software_version: str = "1.0"):
+    def __init__(self, layout: SiiLayout, hardware_version: str = "1.0", software_version: str = "1.0",
+                 device=None, clock=lambda: 0.0):
         i = layout.identity
         name = i.name.encode("ascii")
         self.objects: dict[int, DictionaryObject] = {
@@ -126,26 +173,34 @@ class ObjectDictionary:
             FAULT_REQUEST: _var("Fault on request (error code)", UNSIGNED16, "rw", 0),
             0x6065: _var("Following error window", UNSIGNED32, "rw", 10_000),
             0x6067: _var("Position window", UNSIGNED32, "rw", 100),
-            0x607D: _record("Software position limit", ARRAY, "rw", INTEGER32, [-(2**31), 2**31 - 1],
-                            count_access="ro"),
-            0x6085: _var("Quick stop deceleration", UNSIGNED32, "rw", 100_000),
         }
+        if device is None:
+            from rtctl.drivers.can.objects import drive_object_dictionary
+            profile = profile_objects(drive_object_dictionary())
+        else:
+            profile = profile_objects(device.od)
+        self.objects.update(profile)
+        self.device, self.clock = device, clock
+        self.device_objects = frozenset(profile) if device is not None else frozenset()
         for pdo in layout.rx_pdos + layout.tx_pdos:
             for e in pdo.entries:
-                self.objects[e.index] = _var(e.name, e.data_type, "ro" if pdo in layout.tx_pdos else "rw", 0,
-                                             mappable=True)
-        self.rx_pdos = {p.index: p for p in layout.rx_pdos}
-        self.tx_pdos = {p.index: p for p in layout.tx_pdos}
-        for pdo in layout.rx_pdos + layout.tx_pdos:
-            self.objects[pdo.index] = _record(pdo.name, RECORD, "rw-preop", UNSIGNED32,
-                                              [e.index << 16 | e.subindex << 8 | e.bits for e in pdo.entries],
-                                              room=PDO_MAPPING_ROOM)
+                if e.index not in self.objects:
+                    self.objects[e.index] = _var(e.name, e.data_type, "ro" if pdo in layout.tx_pdos else "rw", 0,
+                                                 mappable=True)
+        sii_pdos = {p.index: p for p in layout.rx_pdos + layout.tx_pdos}
+        for k, index in enumerate(list(RX_PDOS) + list(TX_PDOS)):
+            pdo = sii_pdos.get(index)
+            entries = [e.index << 16 | e.subindex << 8 | e.bits for e in pdo.entries] if pdo else []
+            name = pdo.name if pdo else f"{'RxPDO' if index in RX_PDOS else 'TxPDO'} {index % 16 + 1}"
+            self.objects[index] = _record(name, RECORD, "rw-preop", UNSIGNED32, entries, room=PDO_MAPPING_ROOM)
         self.assign_index = {}
+        self.output_sync_manager = next((n for n, sm in enumerate(layout.sync_managers) if sm.kind == SM_OUTPUTS),
+                                        None)
         for n, sm in enumerate(layout.sync_managers):
             pdos = [p.index for p in layout.rx_pdos + layout.tx_pdos if p.sync_manager == n]
             if sm.kind not in (SM_UNUSED, SM_MAILBOX_OUT, SM_MAILBOX_IN):
                 self.objects[0x1C10 + n] = _record(f"Sync manager {n} PDO assignment", ARRAY, "rw-preop",
-                                                   UNSIGNED16, pdos)
+                                                   UNSIGNED16, pdos, room=len(RX_PDOS))
                 self.assign_index[n] = 0x1C10 + n
         self.state = PREOP
         self._mappings: dict[int, list] = {}
@@ -163,7 +218,10 @@ class ObjectDictionary:
         return e
 
     def read(self, index: int, subindex: int) -> bytes:
-        return self.entry(index, subindex).encode()
+        e = self.entry(index, subindex)
+        if index in self.device_objects:
+            return e.encode(self.device.read(index, subindex))
+        return e.encode()
 
     def write(self, index: int, subindex: int, data: bytes) -> None:
         e = self.entry(index, subindex)
@@ -173,15 +231,27 @@ class ObjectDictionary:
         if e.access == "rw-preop":
             self._check_pdo_configuration(index, subindex, value)
             self._mappings.clear()
+        elif index in self.device_objects:
+            self._device_write(index, subindex, value)
+        elif e.data_type in _FORMATS:
+            e.check_range(value)
         e.value = value
         if index == FAULT_REQUEST and value:
             self.on_fault_request(value)
+
+    def _device_write(self, index: int, subindex: int, value: int) -> None:
+        from canopen.sdo import SdoAbortedError
+        self.device.now = self.clock()
+        try:
+            self.device.write(index, subindex, value)
+        except SdoAbortedError as refused:
+            raise SdoAbort(refused.code) from None
 
     def value(self, index: int, subindex: int = 0):
         return self.objects[index].entries[subindex].value
 
     def set_value(self, index: int, subindex: int, value) -> None:
-        """The application's side: a value the process data carried, stored without the SDO checks."""
+        """The application's side: a value the process data carry, stored without the SDO checks."""
         self.objects[index].entries[subindex].value = value
 
     # -- complete access ----------------------------------------------------------------------------------
@@ -239,25 +309,48 @@ class ObjectDictionary:
     # -- PDO configuration --------------------------------------------------------------------------------
 
     def _check_pdo_configuration(self, index: int, subindex: int, value: int) -> None:
+        """ETG.1000.6 5.6.7: a mapping entry is checked when written (and again when sub-index 0 enables the
+        mapping), an assignment entry must name a PDO of its direction; sub-index 0 = n enables n entries if
+        the PDOs they make fit the sync manager's room."""
         if self.state != PREOP:
             raise SdoAbort(DEVICE_STATE)
         obj = self.objects[index]
+        is_mapping = index in RX_PDOS or index in TX_PDOS
         if subindex:
             if obj.entries[0].value != 0:
                 raise SdoAbort(SUBINDEX_ZERO_FIRST)
+            if value and is_mapping:
+                self._mapped_bits(value, rx=index in RX_PDOS)
+            elif value and value not in self._pdos_of(index):
+                raise SdoAbort(VALUE_RANGE)
             return
         if value > len(obj.entries) - 1:
             raise SdoAbort(VALUE_RANGE)
-        if index in self.rx_pdos or index in self.tx_pdos:
-            bits = 0
-            for k in range(1, value + 1):
-                bits += self._mapped_bits(obj.entries[k].value, rx=index in self.rx_pdos)
-            if bits > 8 * MAX_PDO_BYTES:
-                raise SdoAbort(PDO_TOO_LONG)
+        entries = [obj.entries[k].value for k in range(1, value + 1)]
+        if is_mapping:
+            bits = sum(self._mapped_bits(entry, rx=index in RX_PDOS) for entry in entries)
+            assigned = [self._assigned(a) for a in self.assign_index.values()]
+            others = next((sum(self._pdo_bits(p) for p in pdos if p != index)
+                           for pdos in assigned if index in pdos), 0)
+            total = bits + others
         else:
-            pdos = self.rx_pdos if self.assign_index.get(2) == index else self.tx_pdos
-            if any(obj.entries[k].value not in pdos for k in range(1, value + 1)):
+            if any(entry not in self._pdos_of(index) for entry in entries):
                 raise SdoAbort(VALUE_RANGE)
+            total = sum(self._pdo_bits(p) for p in entries)
+        if total > 8 * MAX_PDO_BYTES:
+            raise SdoAbort(PDO_TOO_LONG)
+
+    def _pdos_of(self, assignment: int) -> range:
+        """The PDOs an assignment object may name: RxPDOs for the outputs' sync manager, TxPDOs else."""
+        return RX_PDOS if assignment == self.assign_index.get(self.output_sync_manager) else TX_PDOS
+
+    def _assigned(self, assignment: int) -> list[int]:
+        entries = self.objects[assignment].entries
+        return [entries[k].value for k in range(1, entries[0].value + 1)]
+
+    def _pdo_bits(self, pdo: int) -> int:
+        entries = self.objects[pdo].entries
+        return sum(entries[k].value & 0xFF for k in range(1, entries[0].value + 1))
 
     def _mapped_bits(self, entry: int, rx: bool) -> int:
         index, subindex, bits = entry >> 16, entry >> 8 & 0xFF, entry & 0xFF
@@ -270,17 +363,27 @@ class ObjectDictionary:
     def mapping(self, sync_manager: int) -> list[Entry]:
         """The entries the PDOs assigned to ``sync_manager`` map, in order."""
         if sync_manager not in self._mappings:
-            assign = self.objects[self.assign_index[sync_manager]].entries
             out = []
-            for k in range(1, assign[0].value + 1):
-                pdo = self.objects[assign[k].value].entries
-                for j in range(1, pdo[0].value + 1):
-                    out.append(self.objects[pdo[j].value >> 16].entries[pdo[j].value >> 8 & 0xFF])
+            for pdo in self._assigned(self.assign_index[sync_manager]):
+                entries = self.objects[pdo].entries
+                for j in range(1, entries[0].value + 1):
+                    out.append(self.objects[entries[j].value >> 16].entries[entries[j].value >> 8 & 0xFF])
             self._mappings[sync_manager] = out
         return self._mappings[sync_manager]
 
     def mapped_bytes(self, sync_manager: int) -> int:
         return sum(e.bits for e in self.mapping(sync_manager)) // 8
+
+    def layout_of(self, sync_manager: int) -> list[tuple[int, int, int, int]]:
+        """(index, sub-index, bits, byte offset) of each object mapped on ``sync_manager``, in order."""
+        out, offset = [], 0
+        for pdo in self._assigned(self.assign_index[sync_manager]):
+            entries = self.objects[pdo].entries
+            for j in range(1, entries[0].value + 1):
+                entry = entries[j].value
+                out.append((entry >> 16, entry >> 8 & 0xFF, entry & 0xFF, offset))
+                offset += (entry & 0xFF) // 8
+        return out
 
     # -- process data -------------------------------------------------------------------------------------
 
@@ -293,11 +396,5 @@ class ObjectDictionary:
             offset += size
 
     def pack(self, sync_manager: int) -> bytes:
+        """The inputs of ``sync_manager``: the values of the objects mapped, in order."""
         return b"".join(e.encode() for e in self.mapping(sync_manager))
-
-    def application_outputs(self) -> bytes:
-        return PROCESS_IMAGE.pack(*(self.value(i, s) for i, s in OUTPUT_OBJECTS))
-
-    def store_inputs(self, image: bytes) -> None:
-        for (index, subindex), value in zip(INPUT_OBJECTS, PROCESS_IMAGE.unpack(image)):
-            self.set_value(index, subindex, value)

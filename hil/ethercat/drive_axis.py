@@ -2,11 +2,17 @@
 drive the same physics: one :class:`~rtctl.hil.can_emulator.Cia402Emulator` (its drives, gearing and
 :class:`~rtctl.hil.plant_clock.PlantClock`) with no CAN bus, one :class:`DriveAxis` per slave.
 
-Each process data frame is the drives' SYNC: the outputs written (modes of operation 0x6060, target position
-0x607A, then the controlword 0x6040, as CiA 402-2 orders a cyclic write) go to the drive as an RPDO would, the
-plant is advanced to the frame's time and the inputs carry the statusword 0x6041, position actual 0x6064 (motor
-increments) and modes of operation display 0x6061. A value the drive refuses (an SDO abort on CAN) leaves the
-object as it was and is counted.
+The slave's object dictionary shares the drive's CiA 402 objects (an SDO reads and writes them in the drive:
+its ranges, its state machine, its live actual values; :mod:`.dictionary`). Each process data frame is the
+drive's SYNC: the plant is advanced to the frame's time under the demands so far, then the outputs, whatever
+PDO mapping carried them into the objects, go to the drive as synchronous RPDOs do at a SYNC (CiA 301 7.2.2)
+-- modes of operation 0x6060, target position 0x607A, target velocity 0x60FF, target torque 0x6071, then the
+controlword 0x6040, the demands before the command that acts on them (CiA 402-2 6.3 and 6.4); the drive's
+actual values then go to the objects the inputs map: statusword 0x6041, modes of operation display 0x6061,
+position actual 0x6064 (increments of the motor shaft, 0x608F), velocity actual 0x606C (increments/s), torque
+actual 0x6077 (per mille of the rated torque 0x6076, the torque made since the last frame) and error code
+0x603F. A value the drive refuses (an SDO abort on CAN) leaves the drive's object as it was
+and is counted.
 """
 from __future__ import annotations
 
@@ -15,7 +21,11 @@ from canopen.sdo import SdoAbortedError
 from rtctl.drivers.can import objects as ob
 
 from ..can_emulator import Cia402Emulator, build_plant
-from .chain import PROCESS_IMAGE, SlaveApplication
+from .chain import SlaveApplication
+
+DEMANDS = (ob.MODES_OF_OPERATION, ob.TARGET_POSITION, ob.TARGET_VELOCITY, ob.TARGET_TORQUE, ob.CONTROLWORD)
+ACTUALS = (ob.STATUSWORD, ob.MODES_DISPLAY, ob.POSITION_ACTUAL, ob.VELOCITY_ACTUAL, ob.TORQUE_ACTUAL,
+           ob.ERROR_CODE)
 
 
 class NoBus:
@@ -40,16 +50,16 @@ class DriveAxis(SlaveApplication):
 
     def __init__(self, drives: Cia402Emulator, k: int):
         self.drives = drives
-        self.drive = drives.drives[k]
+        self.drive = self.device = drives.drives[k]
         self.received = 0
         self.refused = 0
 
-    def outputs(self, state: int, data: bytes, now: float) -> None:
-        controlword, target, mode = PROCESS_IMAGE.unpack_from(data)
+    def outputs(self, state: int, od, now: float) -> None:
+        self.drives.sample(now)
         d = self.drive
         d.now = now
-        for index, value in ((ob.MODES_OF_OPERATION, mode), (ob.TARGET_POSITION, target),
-                             (ob.CONTROLWORD, controlword)):
+        for index in DEMANDS:
+            value = od.value(index)
             if d.values[(index, 0)] != value or index == ob.CONTROLWORD:
                 try:
                     d.write(index, 0, value)
@@ -57,11 +67,11 @@ class DriveAxis(SlaveApplication):
                     self.refused += 1
         self.received += 1
 
-    def inputs(self, state: int, now: float) -> bytes:
+    def inputs(self, state: int, od, now: float) -> None:
         self.drives.sample(now)
         self.drive.tick(now)
-        d = self.drive
-        return PROCESS_IMAGE.pack(d.statusword(), d.position, d.values[(ob.MODES_OF_OPERATION, 0)])
+        for index in ACTUALS:
+            od.set_value(index, 0, self.drive.read(index, 0))
 
     def fault(self, code: int, now: float) -> None:
         self.drive.now = now
@@ -73,8 +83,10 @@ class DriveAxis(SlaveApplication):
     def summary(self) -> dict:
         d = self.drive
         return {"controlword": d.controlword, "target_position": d.values[(ob.TARGET_POSITION, 0)],
-                "mode": d.values[(ob.MODES_OF_OPERATION, 0)], "drive_state": d.state, "position": d.position,
-                "torque": d.applied, "outputs_received": self.received, "refused": self.refused}
+                "target_velocity": d.values[(ob.TARGET_VELOCITY, 0)],
+                "target_torque": d.values[(ob.TARGET_TORQUE, 0)], "mode": d.values[(ob.MODES_OF_OPERATION, 0)],
+                "drive_state": d.state, "position": d.position, "velocity": d.velocity, "torque": d.applied,
+                "outputs_received": self.received, "refused": self.refused}
 
 
 def drive_axes(robot: str, ratio: float = 10.0, initial=None, mjcf: str | None = None) -> list[DriveAxis]:

@@ -98,7 +98,9 @@ class Esc:
         struct.pack_into("<H", m, REG_WD_DIVIDER, 2498)     # (2498 + 2) x 40 ns = 100 us
         struct.pack_into("<H", m, REG_WD_SM_TIME, 1000)     # 1000 x 100 us = 100 ms
         struct.pack_into("<H", m, REG_EEP_CONTROL, EEP_READ_8_BYTES)
-        self.dictionary = ObjectDictionary(layout)
+        self.now = now                     # the chain's time of the frame being processed
+        self.dictionary = ObjectDictionary(layout, device=getattr(application, "device", None),
+                                           clock=lambda: self.now)
         self.dictionary.on_fault_request = lambda code: application.fault(code, self.now)
         mailbox = layout.mailbox()
         mailbox_data = (mailbox[0].length if mailbox else 0) - MAILBOX_HEADER.size
@@ -110,7 +112,6 @@ class Esc:
         self.status_code = AL_NO_ERROR
         self.error = False
         self._publish_al_status()
-        self.now = now                     # the chain's time of the frame being processed
         self.outputs_fresh = False         # written through an FMMU since the PDI last took them
         self.last_output_write = now
         self.watchdog_expiries = 0
@@ -231,16 +232,17 @@ class Esc:
         return (start, length) if activate & 0x01 else (0, 0)
 
     def exchange(self, now: float) -> None:
-        """The PDI's turn after a frame: outputs written since its last turn to the application in OP (a
-        buffered sync manager hands over a buffer once written), its inputs written in SAFE-OP and OP; the SM
-        watchdog checked (it expires in OP without an output write for its time)."""
+        """The PDI's turn after a frame: outputs written since its last turn into the objects they map and to
+        the application in OP (a buffered sync manager hands over a buffer once written), its inputs written to
+        the objects and from them to SM3 in SAFE-OP and OP (ETG.1000.6 5.6.7); the SM watchdog checked (it
+        expires in OP without an output write for its time)."""
         out_sm, in_sm = self._pdo_sync_managers()
         fresh, self.outputs_fresh = self.outputs_fresh, False
         if self.state == OP:
             start, length = self._sm_area(out_sm)
             if length and fresh:
                 self.dictionary.unpack(out_sm, self.memory[start:start + length])
-                self.application.outputs(self.state, self.dictionary.application_outputs(), now)
+                self.application.outputs(self.state, self.dictionary, now)
             if self._watchdog_expired(now):
                 self.watchdog_expiries += 1
                 self._refuse_or_drop(SAFEOP, AL_SM_WATCHDOG)
@@ -252,7 +254,7 @@ class Esc:
         if self.state in (SAFEOP, OP):
             start, length = self._sm_area(in_sm)
             if length:
-                self.dictionary.store_inputs(self.application.inputs(self.state, now))
+                self.application.inputs(self.state, self.dictionary, now)
                 self.memory[start:start + length] = self.dictionary.pack(in_sm)[:length].ljust(length, b"\0")
 
     def _watchdog_expired(self, now: float) -> bool:
