@@ -18,6 +18,7 @@ LIMIT = 2.5          # rad, both joints
 VELOCITY_LIMIT = 10.0
 EFFORT_LIMIT = 15.0
 JOINTS = ["shoulder", "elbow"]
+VISCOUS_FRICTION = 0.05   # N m s / rad at each joint: the emulators' plant
 
 
 def _inertia(m, length):
@@ -51,7 +52,7 @@ def arm2_urdf() -> str:
             + joint("elbow", "link1", "link2", L1) + "</robot>")
 
 
-def make_plant(model, viscous: float = 0.05):
+def make_plant(model, viscous: float = VISCOUS_FRICTION):
     """The emulators' plant: the rigid-body simulation of ``model`` with a little joint friction."""
     from rtctl.plants import create_plant
     return create_plant("rigid_body", model, integrator="rk4", viscous_friction=np.full(model.nv, viscous))

@@ -25,6 +25,7 @@ class PlantClock:
         self.torque_fn = torque_fn
         self.last = None
         self.steps = 0
+        self.skipped = 0.0          # s of wall-clock time not integrated (gaps beyond max_gap)
 
     def motor_state(self):
         q = self.plant.q[self.v_index] * self.ratio  # 1-DOF joints: q index == v index for a fixed base
@@ -36,6 +37,7 @@ class PlantClock:
             self.last = now
             return
         dt = min(now - self.last, self.max_gap)
+        self.skipped += max(0.0, now - self.last - dt)
         self.last = max(now, self.last)
         if dt <= 0:
             return

@@ -180,3 +180,21 @@ def test_the_drives_objects_are_read_and_written_in_the_drive(drive_line):
     drive.position = 123_456
     assert struct.unpack("<i", m.upload(0x6064, 0)) == (123_456,)
     assert m.download(0x6064, 0, bytes(4)) == 0x06010002
+
+
+def test_the_timestamp_object_carries_the_time_of_the_inputs_sample():
+    """ETG.1020 timestamp object 0x10F8 (UNSIGNED64, ns, TxPDO mappable): mapped alone, SM3 carries the system
+    time of the slave's last input sample -- its clock (the chain's time) plus the system time offset 0x0920
+    (ETG.1000.4 distributed clocks) -- which a frame reads before its own sample."""
+    chain = line()
+    m = Master(chain)
+    reply = m.coe(struct.pack("<HBBHHBB", 0x8000, 0x05, 0, 0, 0x10F8, 0, 0))
+    assert struct.unpack_from("<HHH", reply, 16) == (0x001B, 64, 0x07 | TX_MAPPABLE)
+    assert remap(m, 0x1A00, [(0x10F8, 0, 64)]) == 0
+    sync_managers(chain, 7, 8)
+    assert request(chain, E.SAFEOP, now=1.25) == (E.SAFEOP, 0)
+    (d,) = run(chain, [(C.LRD, 0, 64, 8)], now=2.0)
+    assert struct.unpack("<Q", d.data) == (1_250_000_000,)
+    run(chain, [(C.FPWR, 0, station(STATION, 0x0920), struct.pack("<Q", 7))], now=2.5)
+    (d,) = run(chain, [(C.LRD, 0, 64, 8)], now=3.0)
+    assert struct.unpack("<Q", d.data) == (2_500_000_007,)

@@ -3,8 +3,9 @@ object codes VAR / ARRAY / RECORD, data types, access; ETG.1000.6 5.6.7 the PDO 
 objects; CiA 402-2 the drive objects).
 
 Per slave: device type 0x1000 (CiA 402 servo drive), error register 0x1001, device name 0x1008, hardware and
-software versions 0x1009 / 0x100A, identity 0x1018 (the SII's identity), the sync manager communication types
-0x1C00, four RxPDO mappings 0x1600-0x1603 and four TxPDO mappings 0x1A00-0x1A03 (ETG.6010, CiA 402 on
+software versions 0x1009 / 0x100A, identity 0x1018 (the SII's identity), the timestamp object 0x10F8 (ETG.1020,
+UNSIGNED64: the system time in ns at which the inputs were sampled, mappable into a TxPDO), the sync manager
+communication types 0x1C00, four RxPDO mappings 0x1600-0x1603 and four TxPDO mappings 0x1A00-0x1A03 (ETG.6010, CiA 402 on
 EtherCAT; the SII's PDOs first, the others empty), their assignment to SM2 / SM3 (0x1C12 / 0x1C13, the SII's),
 0x6065 following error window and 0x6067 position window, 0x2000 a manufacturer-specific name string and
 0x2001 a fault on request (an error code written: the application's fault and its emergency, see
@@ -37,8 +38,9 @@ from dataclasses import dataclass
 from .sii import (INPUTS_START, INTEGER8, INTEGER16, INTEGER32, OUTPUTS_START, UNSIGNED8, UNSIGNED16, UNSIGNED32,
                   SiiLayout, SM_MAILBOX_IN, SM_MAILBOX_OUT, SM_OUTPUTS, SM_UNUSED)
 
-VISIBLE_STRING = 0x09
-_FORMATS = {INTEGER8: "<b", INTEGER16: "<h", INTEGER32: "<i", UNSIGNED8: "<B", UNSIGNED16: "<H", UNSIGNED32: "<I"}
+VISIBLE_STRING, UNSIGNED64 = 0x09, 0x1B
+_FORMATS = {INTEGER8: "<b", INTEGER16: "<h", INTEGER32: "<i", UNSIGNED8: "<B", UNSIGNED16: "<H", UNSIGNED32: "<I",
+            UNSIGNED64: "<Q"}
 VAR, ARRAY, RECORD = 0x07, 0x08, 0x09
 
 OBJECT_DOES_NOT_EXIST, SUBINDEX_DOES_NOT_EXIST = 0x06020000, 0x06090011
@@ -53,6 +55,7 @@ MAX_PDO_BYTES = (INPUTS_START - OUTPUTS_START) // 3
 PROFILE_AREA = range(0x6000, 0x7000)    # CiA 402-2: the standardized device profile area
 
 FAULT_REQUEST = 0x2001                  # as the CAN emulator's drives: an error code written enters FAULT
+TIMESTAMP = 0x10F8                      # ETG.1020 timestamp object: system time (ns) of the inputs' sample
 DEVICE_TYPE_SERVO = 0x00020192          # CiA 402 (0x0192), servo drive (type 0x02)
 PREOP = 2                               # AL state (see .esc) in which PDO configuration is writable
 
@@ -167,6 +170,7 @@ class ObjectDictionary:
             0x100A: _var("Manufacturer software version", VISIBLE_STRING, "ro", software_version.encode(), 16),
             0x1018: _record("Identity", RECORD, "ro", UNSIGNED32,
                             [i.vendor_id, i.product_code, i.revision, i.serial]),
+            TIMESTAMP: _var("Timestamp object", UNSIGNED64, "ro", 0, mappable=True),
             0x1C00: _record("Sync manager communication type", ARRAY, "ro", UNSIGNED8,
                             [s.kind for s in layout.sync_managers]),
             0x2000: _var("User name", VISIBLE_STRING, "rw", b"", 256),

@@ -86,7 +86,8 @@ class DriveAxis(SlaveApplication):
                 "target_velocity": d.values[(ob.TARGET_VELOCITY, 0)],
                 "target_torque": d.values[(ob.TARGET_TORQUE, 0)], "mode": d.values[(ob.MODES_OF_OPERATION, 0)],
                 "drive_state": d.state, "position": d.position, "velocity": d.velocity, "torque": d.applied,
-                "outputs_received": self.received, "refused": self.refused}
+                "outputs_received": self.received, "refused": self.refused,
+                "plant_skipped_s": self.drives.clock.skipped}
 
 
 def drive_axes(robot: str, ratio: float = 10.0, initial=None, mjcf: str | None = None) -> list[DriveAxis]:
