@@ -88,7 +88,9 @@ class EthercatDriver(ActuatorDriver):
     """One CiA 402 drive per joint, slaves of one EtherCAT line."""
 
     Options = EthercatOptions
-    latency_cycles = 1
+    # A cycle's outputs leave in its write's frame; the inputs that frame brings back were latched by each slave
+    # when the frame before passed (free run, without distributed clocks), and the next read takes them.
+    latency_cycles = 2
 
     @classmethod
     def from_config(cls, options: dict, context) -> "EthercatDriver":
@@ -407,8 +409,10 @@ class EthercatDriver(ActuatorDriver):
             if sw & SW_OPERATION_ENABLED_MASK != SW_OPERATION_ENABLED and not self.health.fault:
                 code = f", error code 0x{int(self.error_code[k]):04X}" if self.error_code[k] else ""
                 why = " after the quick stop this driver requested" if self._quick_stop else ""
+                line = self._diagnosis() if not self._quick_stop else ""
                 self.health.set_fault(f"{self.name}: slave {self.positions[k]} (joint {self.joint_names[k]!r}) in "
-                                      f"{state_of(sw)}{why} (statusword 0x{sw:04X}{code})")
+                                      f"{state_of(sw)}{why} (statusword 0x{sw:04X}{code})"
+                                      + (f"; {line}" if line and line != "every slave in OP" else ""))
 
     def _frame_failed(self, wkc: int) -> None:
         health, o = self.health, self.options

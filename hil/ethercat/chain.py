@@ -27,7 +27,8 @@ class SlaveApplication:
     ``inputs(state, od, now)`` in SAFE-OP and OP, writing the objects the master reads (``od.set_value``);
     ``summary()``; ``fault(code, now)`` when the master writes an error code to 0x2001 (a fault on request) and
     ``emergencies()``, the emergency messages raised since the last call (each 8 bytes: error code, error
-    register, 5 manufacturer bytes, ETG.1000.6 5.6.4), which the slave sends through its mailbox. ``device``:
+    register, 5 manufacturer bytes, ETG.1000.6 5.6.4), which the slave sends through its mailbox;
+    ``left_op(state, now)`` once the slave has left OP for ``state`` (asked to, or its SM watchdog). ``device``:
     the drive whose CiA 402 objects the dictionary shares (None: the dictionary keeps them)."""
 
     device = None
@@ -39,6 +40,9 @@ class SlaveApplication:
         pass
 
     def fault(self, code: int, now: float) -> None:
+        pass
+
+    def left_op(self, state: int, now: float) -> None:
         pass
 
     def emergencies(self) -> list[bytes]:

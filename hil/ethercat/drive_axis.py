@@ -23,6 +23,7 @@ from rtctl.drivers.can import objects as ob
 from ..can_emulator import Cia402Emulator, build_plant
 from .chain import SlaveApplication
 
+LOST_MASTER = 0x8100                    # CiA 301 error code: communication
 DEMANDS = (ob.MODES_OF_OPERATION, ob.TARGET_POSITION, ob.TARGET_VELOCITY, ob.TARGET_TORQUE, ob.CONTROLWORD)
 ACTUALS = (ob.STATUSWORD, ob.MODES_DISPLAY, ob.POSITION_ACTUAL, ob.VELOCITY_ACTUAL, ob.TORQUE_ACTUAL,
            ob.ERROR_CODE)
@@ -72,6 +73,12 @@ class DriveAxis(SlaveApplication):
         self.drive.tick(now)
         for index in ACTUALS:
             od.set_value(index, 0, self.drive.read(index, 0))
+
+    def left_op(self, state: int, now: float) -> None:
+        """The connection to the master lost (ETG.6010: a drive leaving OP stops as its abort connection option
+        code 0x6007 says, CiA 402-2; error code 0x8100, communication, as the CAN drives' for a lost master)."""
+        self.drive.now = now
+        self.drive.abort_connection(LOST_MASTER, now)
 
     def fault(self, code: int, now: float) -> None:
         self.drive.now = now

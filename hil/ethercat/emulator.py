@@ -112,6 +112,10 @@ def main(argv=None, prog="python -m rtctl.hil.ethercat") -> int:
                    "with the CAN emulator's CiA 402 drive model; without it each slave follows its target")
     p.add_argument("--ratio", type=argument_type("float", positive=True), default=10.0,
                    help="with --robot: gear ratio, motor turns per joint turn (the drives declare it in 0x6091)")
+    p.add_argument("--initial", nargs="+", type=argument_type("float"), default=None, metavar="Q",
+                   help="with --robot: the joints' initial positions (rad or m, one per actuated joint)")
+    p.add_argument("--mjcf", default=None, help="with --robot: MuJoCo simulates this MJCF (or URDF) file of the "
+                   "robot instead of rtctl's rigid-body plant (the mujoco extra)")
     p.add_argument("--vendor-id", type=integer, default=0x00000F3E, help="SII vendor id")
     p.add_argument("--product-code", type=integer, default=0x00000402, help="SII product code")
     p.add_argument("--revision", type=integer, default=0x00010000, help="SII revision number")
@@ -119,6 +123,8 @@ def main(argv=None, prog="python -m rtctl.hil.ethercat") -> int:
     p.add_argument("--drop", type=argument_type("float", low=0.0, high=1.0), default=0.0,
                    help="fault: probability that a process data frame is lost")
     p.add_argument("--wkc-offset", type=int, default=0, help="fault: added to each process data working counter")
+    p.add_argument("--not-mappable", type=integer, default=None, metavar="INDEX",
+                   help="fault: no slave maps object INDEX into a PDO (an entry naming it is aborted, 0x06040041)")
     p.add_argument("--refuse-op", nargs=2, type=integer, default=None, metavar=("POSITION", "CODE"),
                    help="fault: the slave at POSITION (0 first) stays in SAFE-OP, refusing OP with AL status CODE")
     p.add_argument("--seed", type=int, default=0)
@@ -130,13 +136,22 @@ def main(argv=None, prog="python -m rtctl.hil.ethercat") -> int:
     if args.robot:
         from .drive_axis import drive_axes
         try:
-            axes = drive_axes(args.robot, args.ratio)
+            axes = drive_axes(args.robot, args.ratio, args.initial, args.mjcf)
         except Exception as exc:  # noqa: BLE001  (a bad robot or model file: one line)
             p.exit(1, f"{prog}: error: robot {args.robot!r}: {type(exc).__name__}: {' '.join(str(exc).split())}\n")
         if args.slaves not in (None, len(axes)):
             p.error(f"--slaves {args.slaves}: robot {args.robot!r} has {len(axes)} actuated joints, one slave each")
+    elif args.initial or args.mjcf:
+        p.error("--initial and --mjcf need --robot")
     args.slaves = len(axes) if axes else args.slaves or 1
     chain = EscChain.cia402(args.slaves, identity, time.monotonic(), applications=axes)
+    if args.not_mappable is not None:
+        for esc in chain.slaves:
+            obj = esc.dictionary.objects.get(args.not_mappable)
+            if obj is None:
+                p.error(f"--not-mappable: the slaves have no object 0x{args.not_mappable:04X}")
+            for entry in obj.entries.values():
+                entry.mappable = False
     if args.refuse_op:
         position, code = args.refuse_op
         if not 0 <= position < args.slaves:

@@ -110,6 +110,7 @@ class Esc:
                            SERVICE_SDO_INFORMATION: SdoInformation(self.dictionary, mailbox_data)})
         self.mailbox = Mailbox(self.memory, {TYPE_COE: coe}) if mailbox else None
         self.state = INIT
+        self._in_op = False                   # OP at the PDI's last turn: leaving it is the application's event
         self.status_code = AL_NO_ERROR
         self.error = False
         self._publish_al_status()
@@ -178,7 +179,10 @@ class Esc:
         incoming = bytes(frame) if command == Command.LRW else frame
         did_read = did_write = False
         writes = []
+        stopped = self._stopped_process_data()
         for f in self.fmmus():
+            if any(start <= f.physical < start + length for start, length in stopped):
+                continue
             lo = max(address, f.logical)
             hi = min(address + len(frame), f.logical + f.length)
             if lo >= hi:
@@ -228,6 +232,13 @@ class Esc:
         start, length, control, _status, activate = struct.unpack_from("<HHBBB", self.memory, REG_SM + n * SM_SIZE)
         return start, length, control, activate
 
+    def _stopped_process_data(self) -> list[tuple[int, int]]:
+        """The process data sync managers' areas while they do not run: below SAFE-OP the slave keeps them
+        disabled (ETG.1000.6, AL states), so an FMMU onto them moves nothing and counts nothing."""
+        if self.state in (SAFEOP, OP):
+            return []
+        return [self.sync_manager(n)[:2] for n in self._pdo_sync_managers()]
+
     def _sm_area(self, n: int) -> tuple[int, int]:
         start, length, _, activate = self.sync_manager(n)
         return (start, length) if activate & 0x01 else (0, 0)
@@ -239,6 +250,8 @@ class Esc:
         expires in OP without an output write for its time)."""
         out_sm, in_sm = self._pdo_sync_managers()
         fresh, self.outputs_fresh = self.outputs_fresh, False
+        if self._in_op and self.state != OP:
+            self.application.left_op(self.state, now)
         if self.state == OP:
             start, length = self._sm_area(out_sm)
             if length and fresh:
@@ -258,6 +271,7 @@ class Esc:
                 self.application.inputs(self.state, self.dictionary, now)
                 self.dictionary.set_value(TIMESTAMP, 0, self.system_time_ns(now))
                 self.memory[start:start + length] = self.dictionary.pack(in_sm)[:length].ljust(length, b"\0")
+        self._in_op = self.state == OP
 
     def system_time_ns(self, now: float) -> int:
         """The ESC's system time at ``now`` (monotonic seconds): its local clock in ns plus the system time

@@ -1,0 +1,186 @@
+"""The ``ethercat`` driver against emulated CiA 402 drives on a veth pair, bad input first (issue 35, item 6):
+each case is one line naming the slave and the cause, and the robot left safe (the run never starts, or it
+trips and latches). The line: the CAN emulator's drives over can_arm2 (rtctl.hil.ethercat.drive_axis), two
+slaves, in a network namespace the test makes. References: ETG.1000.6 (AL status codes; SDO abort codes,
+5.6.2.7; PDO mapping, 5.6.7), ETG.1000.4 (working counter; SM watchdog), CiA 402-2 6.3 (drive states)."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+
+import numpy as np
+import pytest
+
+from rtctl.hil.ethercat import netns
+from rtctl.hil.ethercat.frame import ETHERTYPE, Command as C, build_frame, station
+
+from ethercat_line import PRODUCT, VENDOR, build_inside, emulated_line, run_config, run_inside
+
+pytest.importorskip("pysoem")
+pytestmark = pytest.mark.slow
+WHY_NOT = netns.unavailable()
+if WHY_NOT:
+    pytest.skip(WHY_NOT, allow_module_level=True)
+
+Q0 = [0.2, -0.4]
+ARM = ("--robot", "can_arm2", "--ratio", "10", "--initial", *map(str, Q0))
+
+
+def config(**driver):
+    return run_config("can_arm2", Q0, [0.3, 0.3], [0.5, 0.7], **driver)
+
+
+def bring_up_fails(ns, raw) -> str:
+    loop = build_inside(ns, raw)
+    with pytest.raises(Exception) as info:
+        with netns.inside(ns):
+            loop.hardware.bring_up()
+    line = str(info.value)
+    loop.driver.close()
+    assert "\n" not in line and not loop.driver.active, line
+    return line
+
+
+def test_a_slave_of_another_identity_is_named_with_both_identities():
+    """ETG.1000.6 / ETG.2010: the SII's vendor id, product code and revision identify the device."""
+    with emulated_line(*ARM, "--product-code", "0x00000403") as (ns, _proc, _stop):
+        line = bring_up_fails(ns, config())
+    assert "slave 0 (joint 'shoulder')" in line and "product code 0x00000403" in line, line
+    assert f"the config says product code 0x{PRODUCT:08X}" in line and f"vendor id 0x{VENDOR:08X}" in line, line
+
+
+def test_a_line_with_fewer_slaves_than_the_config_names_them():
+    with emulated_line(*ARM) as (ns, _proc, _stop):
+        line = bring_up_fails(ns, config(slave_positions=[0, 2]))
+    assert "2 slaves answered" in line and "[0, 2]" in line, line
+
+
+def test_a_slave_stuck_in_safe_op_is_named_with_its_al_status_code():
+    """ETG.1000.6 AL status codes: 0x001A (synchronization error) refusing SAFE-OP -> OP."""
+    with emulated_line(*ARM, "--refuse-op", "1", "0x001A") as (ns, _proc, stop):
+        line = bring_up_fails(ns, config())
+        stats = stop()
+    assert "did not reach OP" in line and "slave 1 in SAFE-OP + ERROR, AL status code 0x001A " \
+           "(synchronization error)" in line and "slave 0" not in line, line
+    assert stats["slaves"][0]["drive_state"] != "OPERATION ENABLED"     # nothing powered
+
+
+def test_a_mapping_the_slave_refuses_names_the_object_and_the_abort_code():
+    """ETG.1000.6 5.6.7: an entry naming an object that cannot be mapped is refused with 0x06040041."""
+    with emulated_line(*ARM, "--not-mappable", "0x6077") as (ns, _proc, _stop):
+        line = bring_up_fails(ns, config())
+    assert "slave 0 (joint 'shoulder')" in line and "SDO abort 0x06040041" in line and "0x1A00:" in line, line
+
+
+def test_the_slaves_own_mapping_without_the_mode_target_is_refused_by_name():
+    """``pdo_mapping = "slave"``: the SII's default outputs carry a target position, not the torque CST needs."""
+    with emulated_line(*ARM) as (ns, _proc, _stop):
+        line = bring_up_fails(ns, config(pdo_mapping="slave"))
+    assert "its process data lacks 0x6071" in line and "slave 0" in line, line
+
+
+def test_a_gear_ratio_the_drive_does_not_declare_is_refused():
+    """CiA 402-2 0x6091: the drive's motor : shaft revolutions against the config's gear_ratio."""
+    with emulated_line(*ARM) as (ns, _proc, _stop):
+        raw = config()
+        raw["driver"]["gear_ratio"] = 12.0
+        line = bring_up_fails(ns, raw)
+    assert "gear ratio 0x6091 is 10:1" in line and "gear_ratio is 12" in line, line
+
+
+def fault_run(ns, raw, duration, inject_at, inject):
+    """Run ``raw`` for ``duration`` s, calling ``inject()`` once at ``inject_at`` s; (loop, report, cycle of
+    the injection)."""
+    loop = build_inside(ns, raw)
+    seen = {}
+
+    def hook(cycle, t, state, command):
+        if t >= inject_at and "cycle" not in seen:
+            seen["cycle"] = cycle
+            inject()
+    loop.hooks.append(hook)
+    try:
+        report = run_inside(ns, loop, duration)
+    finally:
+        loop.driver.close()
+    return loop, report, seen["cycle"]
+
+
+def demoted_run(state: int):
+    """A 1 s run in which slave 1 is told, at 0.5 s, to go to ``state`` by another master's frame (an FPWR to its
+    AL control 0x0120, ETG.1000.6); (loop, report, cycle of the demotion)."""
+    with emulated_line(*ARM) as (ns, _proc, _stop):
+        with netns.inside(ns):
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETHERTYPE))
+            sock.bind((netns.MASTER_END, ETHERTYPE))
+
+        def demote():
+            frame = build_frame([(C.FPWR, 0xF0, station(0x1002, 0x0120), state.to_bytes(2, "little"))])
+            # from a universally administered address: the line marks the frames it returns as locally administered
+            sock.send(b"\xff" * 6 + b"\x00\x11\x22\x33\x44\x55" + ETHERTYPE.to_bytes(2, "big") + frame)
+        try:
+            return fault_run(ns, config(), 1.0, 0.5, demote)
+        finally:
+            sock.close()
+
+
+def test_a_slave_dropped_to_safe_op_mid_run_faults_its_drive_and_is_named():
+    """SAFE-OP keeps the process data sync managers running (the working counter stays right), but the slave has
+    lost its master: its drive reacts as its abort connection option code 0x6007 says (fault, error code 0x8100;
+    ETG.6010, CiA 402-2), and the driver's fault names the drive's state and the slave's AL state."""
+    loop, report, at = demoted_run(4)
+    reason = loop.driver.health.fault_reason
+    assert report.tripped and "slave 1 (joint 'elbow') in FAULT" in reason and "error code 0x8100" in reason, reason
+    assert "slave 1 in SAFE-OP, AL status code 0x0000" in reason and "slave 0" not in reason, reason
+    assert 0 < loop.safety.trip_cycle - at <= 3, (loop.safety.trip_cycle, at)
+
+
+def test_a_slave_dropped_to_pre_op_mid_run_is_a_working_counter_fault_naming_it():
+    """Below SAFE-OP a slave's process data sync managers stop: the LRW's working counter falls by its 3
+    (ETG.1000.4), and max_failed_cycles such frames in a row latch the fault naming the slave and its state."""
+    loop, report, at = demoted_run(2)
+    reason = loop.driver.health.fault_reason
+    assert report.tripped and "working counter 3 instead of 6 for 3 cycles in a row" in reason, reason
+    assert "slave 1 in PRE-OP" in reason and "slave 0" not in reason, reason
+    assert loop.driver.health.extra["wrong_wkc"] >= 3
+    assert 3 <= loop.safety.trip_cycle - at <= 3 + 2, (loop.safety.trip_cycle, at)
+
+
+def test_link_down_latches_the_fault_within_three_cycles():
+    """Issue 35 item 3: the veth set down mid-run -> the driver's fault (no carrier) and the safe state within
+    3 cycles, latched to the end of the run."""
+    with emulated_line(*ARM) as (ns, _proc, _stop):
+        def cut():
+            subprocess.run(["ip", "-n", ns, "link", "set", netns.SLAVE_END, "down"], check=True, timeout=10)
+        loop, report, at = fault_run(ns, config(), 1.0, 0.5, cut)
+    reason = loop.driver.health.fault_reason
+    assert "link down" in reason and netns.MASTER_END in reason, reason
+    assert report.tripped and 0 <= loop.safety.trip_cycle - at <= 3, (loop.safety.trip_cycle, at)
+
+
+def test_the_emulator_killed_is_a_fault_after_max_failed_cycles_lost_frames():
+    with emulated_line(*ARM) as (ns, proc, _stop):
+        loop, report, at = fault_run(ns, config(max_failed_cycles=5), 1.0, 0.5,
+                                     lambda: os.kill(proc.pid, signal.SIGKILL))
+    reason = loop.driver.health.fault_reason
+    assert "no frame came back for 5 cycles" in reason, reason
+    # The kill lands within a cycle or two (a signal, then the kernel); the frames in flight before it return.
+    assert report.tripped and 5 <= loop.safety.trip_cycle - at <= 5 + 3, (loop.safety.trip_cycle, at)
+
+
+def test_the_driver_tracks_and_stops_in_order():
+    """The happy path's end: 1 s of computed torque tracking, then deactivation: quick stop, disable voltage,
+    SAFE-OP (the emulator's STATS)."""
+    with emulated_line(*ARM) as (ns, _proc, stop):
+        loop = build_inside(ns, config())
+        try:
+            report = run_inside(ns, loop, 1.0)
+        finally:
+            loop.driver.close()
+        stats = stop()
+    assert not report.tripped and not loop.driver.health.fault, report.format()
+    assert np.all(report.tracking_max < 0.15), report.format()
+    assert [s["state"] for s in stats["slaves"]] == ["SAFE-OP"] * 2
+    assert all(s["drive_state"] == "SWITCH ON DISABLED" for s in stats["slaves"]), stats
