@@ -109,9 +109,20 @@ def al(chain, control, now=0.0):
     return status, code
 
 
+MAILBOX = ((0x1000, 128, 0x26), (0x1080, 128, 0x22))      # SM0, SM1 as the SII declares them
+
+
+def configure_mailbox(chain, sms=MAILBOX, activate=(1, 1)):
+    """SM0 / SM1 (start, length, control) written as a master does before PRE-OP."""
+    raw = b"".join(struct.pack("<HHBBBB", start, length, control, 0, on, 0)
+                   for (start, length, control), on in zip(sms, activate))
+    run(chain, [(C.BWR, 0, station(0, E.REG_SM), raw)])
+
+
 def configure_process_data(chain):
-    """What a master writes for the minimal CiA 402 image: SM2 / SM3 and an output and an input FMMU at
-    logical 0 (7 bytes out) and 7 (7 bytes in) for the one slave."""
+    """What a master writes for the minimal CiA 402 image: the mailbox, SM2 / SM3 and an output and an input
+    FMMU at logical 0 (7 bytes out) and 7 (7 bytes in) for the one slave."""
+    configure_mailbox(chain)
     sm = struct.pack("<HHBBBB", OUTPUTS_START, 7, 0x64, 0, 1, 0) + struct.pack("<HHBBBB", INPUTS_START, 7, 0x20, 0, 1, 0)
     fmmu = (struct.pack("<IHBBHBBBBH", 0, 7, 0, 7, OUTPUTS_START, 0, 2, 1, 0, 0)
             + struct.pack("<IHBBHBBBBH", 7, 7, 0, 7, INPUTS_START, 0, 1, 1, 0, 0))
@@ -122,6 +133,7 @@ def test_al_state_machine_refusals_and_acknowledge():
     chain = line(1)
     assert al(chain, E.OP) == (E.INIT | E.ERROR_INDICATION, E.AL_INVALID_STATE_CHANGE)
     assert al(chain, E.PREOP) == (E.INIT | E.ERROR_INDICATION, E.AL_INVALID_STATE_CHANGE)   # not acknowledged
+    configure_mailbox(chain)
     assert al(chain, E.PREOP | E.ERROR_INDICATION) == (E.PREOP, 0)
     assert al(chain, 0x05 | E.ERROR_INDICATION) == (E.PREOP | E.ERROR_INDICATION, E.AL_UNKNOWN_STATE)
     assert al(chain, E.BOOT | E.ERROR_INDICATION) == (E.PREOP | E.ERROR_INDICATION, E.AL_BOOTSTRAP_NOT_SUPPORTED)
@@ -131,6 +143,28 @@ def test_al_state_machine_refusals_and_acknowledge():
     assert al(chain, E.SAFEOP | E.ERROR_INDICATION) == (E.SAFEOP, 0)
     assert al(chain, E.OP) == (E.OP, 0)
     assert al(chain, E.INIT) == (E.INIT, 0)                                                  # down: always
+
+
+@pytest.mark.parametrize("sms, activate", [
+    (MAILBOX, (1, 0)),                                             # SM1 not enabled
+    (((0x1000, 128, 0x26), (0x1100, 128, 0x22)), (1, 1)),          # SM1 elsewhere
+    (((0x1000, 64, 0x26), (0x1080, 128, 0x22)), (1, 1)),           # SM0 shorter
+    (((0x1000, 128, 0x22), (0x1080, 128, 0x26)), (1, 1)),          # directions swapped
+    (((0x1000, 128, 0x24), (0x1080, 128, 0x22)), (1, 1)),          # SM0 buffered, not mailbox mode
+])
+def test_preop_refused_with_an_invalid_mailbox_configuration(sms, activate):
+    """ETG.1000.6 AL status code 0x0016 (invalid mailbox configuration): INIT -> PRE-OP checks SM0 / SM1 against
+    the SII (enabled, start, length, the control byte's mode and direction); the slave stays in INIT with the
+    error indication and takes PRE-OP once the master writes them right and acknowledges. The interrupt
+    enables (bits 4-5) are the master's: SM0 at 0x06 instead of 0x26 is taken."""
+    chain = line(2)
+    configure_mailbox(chain, sms, activate)
+    assert al(chain, E.PREOP) == (E.INIT | E.ERROR_INDICATION, E.AL_INVALID_MAILBOX_CONFIGURATION)
+    assert al(chain, E.PREOP) == (E.INIT | E.ERROR_INDICATION, E.AL_INVALID_MAILBOX_CONFIGURATION)
+    assert all(s.state == E.INIT and s.refusals == 1 for s in chain.slaves)
+    configure_mailbox(chain, ((0x1000, 128, 0x06), (0x1080, 128, 0x22)))
+    assert al(chain, E.PREOP | E.ERROR_INDICATION) == (E.PREOP, 0)
+    assert all(s.mailbox.active for s in chain.slaves)
 
 
 def test_lrw_through_the_fmmus_and_the_sm_watchdog():

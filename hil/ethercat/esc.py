@@ -11,8 +11,10 @@ configured station alias; 0x0100-0x0103 DL control (0x0103 bit 0: alias addressi
 The AL state machine (ETG.1000.6, AL control and status; AL status codes): INIT -> PRE-OP -> SAFE-OP -> OP
 and back down to any lower state. A refused request leaves the state, sets the error indication (AL status
 bit 4) and an AL status code: 0x0011 an invalid transition (INIT -> SAFE-OP, ...), 0x0012 an unknown state,
-0x0013 bootstrap (not supported), 0x001D / 0x001E sync manager 2 / 3 not as the PDOs need (PRE-OP ->
-SAFE-OP), 0x001B the SM watchdog expired in OP (the slave drops to SAFE-OP). While the error indication is
+0x0013 bootstrap (not supported), 0x0016 the mailbox sync managers SM0 / SM1 not as the SII declares them
+(INIT -> PRE-OP: enabled, start address, length, and the control byte's operation mode and direction, bits
+0-3; its interrupt enables are the master's choice), 0x001D / 0x001E sync manager 2 / 3 not as the PDOs need
+(PRE-OP -> SAFE-OP), 0x001B the SM watchdog expired in OP (the slave drops to SAFE-OP). While the error indication is
 set the slave takes a request only with the acknowledge bit (AL control bit 4).
 """
 from __future__ import annotations
@@ -34,6 +36,7 @@ AL_NO_ERROR = 0x0000
 AL_INVALID_STATE_CHANGE = 0x0011
 AL_UNKNOWN_STATE = 0x0012
 AL_BOOTSTRAP_NOT_SUPPORTED = 0x0013
+AL_INVALID_MAILBOX_CONFIGURATION = 0x0016
 AL_SM_WATCHDOG = 0x001B
 AL_INVALID_OUTPUT_CONFIGURATION = 0x001D
 AL_INVALID_INPUT_CONFIGURATION = 0x001E
@@ -305,6 +308,17 @@ class Esc:
                 return code
         return AL_NO_ERROR
 
+    def _mailbox_ok(self) -> int:
+        """AL_NO_ERROR if SM0 / SM1 are enabled where, as long as and in the mode and direction the SII's mailbox
+        says (ETG.1000.4 sync manager registers; ETG.2010 the SII's mailbox words and category 41), else
+        0x0016."""
+        for n, declared in enumerate(self.layout.mailbox() or ()):
+            start, length, control, activate = self.sync_manager(n)
+            if not activate & 0x01 or (start, length, control & 0x0F) != (declared.start, declared.length,
+                                                                          declared.control & 0x0F):
+                return AL_INVALID_MAILBOX_CONFIGURATION
+        return AL_NO_ERROR
+
     # -- AL state machine -------------------------------------------------------------------------------------
 
     def _al_request(self, control: int) -> None:
@@ -320,7 +334,8 @@ class Esc:
         elif requested <= self.state or requested == INIT:
             self.state = requested                            # down (or stay) is always allowed
         elif (self.state, requested) in ((INIT, PREOP), (PREOP, SAFEOP), (SAFEOP, OP)):
-            code = self._process_data_ok() if requested == SAFEOP else AL_NO_ERROR
+            code = self._process_data_ok() if requested == SAFEOP else \
+                self._mailbox_ok() if requested == PREOP else AL_NO_ERROR
             if requested == OP and self.refuse_op_code:
                 code = self.refuse_op_code
             if code:
