@@ -65,10 +65,10 @@ def test_configured_address_and_read_write():
 def test_armw_reads_the_addressed_slave_and_writes_the_others():
     chain = line(3)
     for k, s in enumerate(chain.slaves):
-        s.memory[0x0910:0x0914] = struct.pack("<I", 100 + k)
-    _, (d,) = run(chain, [(C.ARMW, 0, station(0, 0x0910), 4)])
+        s.memory[0x1800:0x1804] = struct.pack("<I", 100 + k)
+    _, (d,) = run(chain, [(C.ARMW, 0, station(0, 0x1800), 4)])
     assert d.wkc == 3 and struct.unpack("<I", d.data)[0] == 100
-    assert [struct.unpack_from("<I", s.memory, 0x0910)[0] for s in chain.slaves] == [100, 100, 100]
+    assert [struct.unpack_from("<I", s.memory, 0x1800)[0] for s in chain.slaves] == [100, 100, 100]
 
 
 def test_read_only_registers_keep_their_value_but_count():
@@ -123,7 +123,8 @@ def configure_process_data(chain):
     """What a master writes for the minimal CiA 402 image: the mailbox, SM2 / SM3 and an output and an input
     FMMU at logical 0 (7 bytes out) and 7 (7 bytes in) for the one slave."""
     configure_mailbox(chain)
-    sm = struct.pack("<HHBBBB", OUTPUTS_START, 7, 0x64, 0, 1, 0) + struct.pack("<HHBBBB", INPUTS_START, 7, 0x20, 0, 1, 0)
+    sm = (struct.pack("<HHBBBB", OUTPUTS_START, 7, 0x64, 0, 1, 0)
+          + struct.pack("<HHBBBB", INPUTS_START, 7, 0x20, 0, 1, 0))
     fmmu = (struct.pack("<IHBBHBBBBH", 0, 7, 0, 7, OUTPUTS_START, 0, 2, 1, 0, 0)
             + struct.pack("<IHBBHBBBBH", 7, 7, 0, 7, INPUTS_START, 0, 1, 1, 0, 0))
     run(chain, [(C.BWR, 0, station(0, E.REG_SM + 2 * E.SM_SIZE), sm), (C.BWR, 0, station(0, E.REG_FMMU), fmmu)])

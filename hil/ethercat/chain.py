@@ -121,6 +121,8 @@ class EscChain:
 
     def __init__(self, slaves: list[Esc]):
         self.slaves = slaves
+        for k, esc in enumerate(slaves):
+            esc.clock.downstream = len(slaves) - 1 - k
         self.counters = ChainCounters()
 
     @classmethod

@@ -6,7 +6,7 @@ FMMUs / SMs supported, RAM size, port descriptor, features; 0x0010 configured st
 configured station alias; 0x0100-0x0103 DL control (0x0103 bit 0: alias addressing); 0x0110 DL status;
 0x0120 AL control; 0x0130 AL status, 0x0134 AL status code; 0x0140 PDI control; 0x0400 watchdog divider,
 0x0420 SM watchdog time, 0x0440 SM watchdog status; 0x0500-0x050F SII EEPROM interface; 0x0600 + 16n FMMU n;
-0x0800 + 8n sync manager n; 0x1000 on process RAM.
+0x0800 + 8n sync manager n; 0x0900-0x09FF distributed clocks (:mod:`.dc`); 0x1000 on process RAM.
 
 The AL state machine (ETG.1000.6, AL control and status; AL status codes): INIT -> PRE-OP -> SAFE-OP -> OP
 and back down to any lower state. A refused request leaves the state, sets the error indication (AL status
@@ -14,13 +14,14 @@ bit 4) and an AL status code: 0x0011 an invalid transition (INIT -> SAFE-OP, ...
 0x0013 bootstrap (not supported), 0x0016 the mailbox sync managers SM0 / SM1 not as the SII declares them
 (INIT -> PRE-OP: enabled, start address, length, and the control byte's operation mode and direction, bits
 0-3; its interrupt enables are the master's choice), 0x001D / 0x001E sync manager 2 / 3 not as the PDOs need
-(PRE-OP -> SAFE-OP), 0x001B the SM watchdog expired in OP (the slave drops to SAFE-OP). While the error indication is
-set the slave takes a request only with the acknowledge bit (AL control bit 4).
+(PRE-OP -> SAFE-OP), 0x001B the SM watchdog expired in OP (the slave drops to SAFE-OP). While the error
+indication is set the slave takes a request only with the acknowledge bit (AL control bit 4).
 """
 from __future__ import annotations
 
 import struct
 
+from . import dc
 from .coe import SERVICE_EMERGENCY, SERVICE_SDO_REQUEST, CoeServices, SdoServer, coe_header
 from .dictionary import TIMESTAMP, ObjectDictionary
 from .frame import Command
@@ -49,7 +50,6 @@ REG_PDI_CONTROL = 0x0140
 REG_WD_DIVIDER, REG_WD_SM_TIME, REG_WD_SM_STATUS = 0x0400, 0x0420, 0x0440
 REG_EEP_CONTROL, REG_EEP_ADDRESS, REG_EEP_DATA = 0x0502, 0x0504, 0x0508
 REG_FMMU, FMMU_SIZE, FMMUS = 0x0600, 16, 8
-REG_DC_SYSTEM_TIME_OFFSET = 0x0920
 REG_SM, SM_SIZE, SYNC_MANAGERS = 0x0800, 8, 8
 
 MEMORY = 0x10000
@@ -62,7 +62,7 @@ _TICKS_NS = 40                       # the watchdog divider counts 25 MHz clocks
 # Bytes the master may write (ETG.1000.4 register access; the rest is read-only and keeps its value).
 _WRITABLE = ((0x0010, 0x0014), (0x0100, 0x0104), (0x0120, 0x0122), (0x0200, 0x0204), (0x0300, 0x0314),
              (0x0400, 0x0402), (0x0410, 0x0412), (0x0420, 0x0422), (0x0500, 0x0501), (0x0502, 0x0510),
-             (0x0600, 0x0700), (0x0800, 0x0880), (0x0900, 0x0A00), (0x1000, MEMORY))
+             (0x0600, 0x0700), (0x0800, 0x0880), *dc.WRITABLE, (0x1000, MEMORY))
 _WRITABLE_MASK = bytearray(MEMORY)
 for _lo, _hi in _WRITABLE:
     _WRITABLE_MASK[_lo:_hi] = b"\x01" * (_hi - _lo)
@@ -95,7 +95,7 @@ class Esc:
         m[REG_TYPE:REG_TYPE + 10] = struct.pack("<BBHBBHBBH", ESC_TYPE, 1, 1, FMMUS, SYNC_MANAGERS, 8, 0x0F, 0, 0)
         m[0x0006] = 8                                      # RAM size, KiB
         m[0x0007] = 0x0F                                   # port descriptor: ports 0, 1 MII
-        struct.pack_into("<H", m, 0x0008, 0x0000)          # features: no DC yet
+        struct.pack_into("<H", m, 0x0008, dc.FEATURES)     # features: distributed clocks, 64-bit
         struct.pack_into("<H", m, REG_ALIAS, layout.station_alias)
         struct.pack_into("<H", m, REG_DL_STATUS, dl_status(last))
         struct.pack_into("<H", m, REG_PDI_CONTROL, 0x0005)  # SPI PDI (any non-zero: a PDI is present)
@@ -103,6 +103,7 @@ class Esc:
         struct.pack_into("<H", m, REG_WD_SM_TIME, 1000)     # 1000 x 100 us = 100 ms
         struct.pack_into("<H", m, REG_EEP_CONTROL, EEP_READ_8_BYTES)
         self.now = now                     # the chain's time of the frame being processed
+        self.clock = dc.DistributedClock(m, position, now)
         self.dictionary = ObjectDictionary(layout, device=getattr(application, "device", None),
                                            clock=lambda: self.now)
         self.dictionary.on_fault_request = lambda code: application.fault(code, self.now)
@@ -136,6 +137,8 @@ class Esc:
 
     def read(self, ado: int, n: int) -> bytes:
         end = min(ado + n, MEMORY)
+        if ado < 0x0A00 and end > 0x0900:
+            self.clock.before_read(ado, end, self.now)
         data = bytes(self.memory[ado:end]) + bytes(n - (end - ado))
         if self.mailbox:
             self.mailbox.read_done(ado, end)
@@ -158,6 +161,8 @@ class Esc:
             self._al_request(m[REG_AL_CONTROL])
         if ado <= REG_EEP_CONTROL + 1 < end:
             self._eeprom_command()
+        if ado < 0x0A00 and end > 0x0900:
+            self.clock.after_write(ado, data[:end - ado], self.now)
         if self.mailbox:
             self.mailbox.written(ado, end)
 
@@ -272,15 +277,9 @@ class Esc:
             start, length = self._sm_area(in_sm)
             if length:
                 self.application.inputs(self.state, self.dictionary, now)
-                self.dictionary.set_value(TIMESTAMP, 0, self.system_time_ns(now))
+                self.dictionary.set_value(TIMESTAMP, 0, self.clock.system_ns(now))
                 self.memory[start:start + length] = self.dictionary.pack(in_sm)[:length].ljust(length, b"\0")
         self._in_op = self.state == OP
-
-    def system_time_ns(self, now: float) -> int:
-        """The ESC's system time at ``now`` (monotonic seconds): its local clock in ns plus the system time
-        offset the master wrote to 0x0920 (ETG.1000.4, distributed clocks; 0 until it does), 64 bits."""
-        offset = struct.unpack_from("<Q", self.memory, REG_DC_SYSTEM_TIME_OFFSET)[0]
-        return (int(now * 1e9) + offset) & 0xFFFF_FFFF_FFFF_FFFF
 
     def _watchdog_expired(self, now: float) -> bool:
         ticks = struct.unpack_from("<H", self.memory, REG_WD_SM_TIME)[0]
@@ -388,7 +387,7 @@ class Esc:
                 "state": STATE_NAMES.get(self.state, hex(self.state)), "error": self.error,
                 "al_status_code": self.status_code, "refusals": self.refusals,
                 "watchdog_expiries": self.watchdog_expiries, "sdo": dict(self.sdo.transfers),
-                "emergencies": self.emergencies,
+                "emergencies": self.emergencies, "dc": self.clock.summary(),
                 "mailbox": self.mailbox.summary() if self.mailbox else {}}
 
 
