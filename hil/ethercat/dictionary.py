@@ -4,7 +4,7 @@ objects; CiA 402-2 the drive objects).
 
 Per slave: device type 0x1000 (CiA 402 servo drive), error register 0x1001, device name 0x1008, hardware and
 software versions 0x1009 / 0x100A, identity 0x1018 (the SII's identity), the timestamp object 0x10F8 (ETG.1020,
-UNSIGNED64: the system time in ns at which the inputs were sampled, mappable into a TxPDO), the sync manager
+UNSIGNED64: the system time in ns of the last input sample, kept while mapped into a TxPDO), the sync manager
 communication types 0x1C00, four RxPDO mappings 0x1600-0x1603 and four TxPDO mappings 0x1A00-0x1A03
 (ETG.6010, CiA 402 on EtherCAT; the SII's PDOs first, the others empty), their assignment to SM2 / SM3
 (0x1C12 / 0x1C13, the SII's), 0x6065 following error window and 0x6067 position window, 0x2000 a
@@ -374,6 +374,11 @@ class ObjectDictionary:
                     out.append(self.objects[entries[j].value >> 16].entries[entries[j].value >> 8 & 0xFF])
             self._mappings[sync_manager] = out
         return self._mappings[sync_manager]
+
+    def maps(self, sync_manager: int, index: int, subindex: int = 0) -> bool:
+        """Whether the PDOs assigned to ``sync_manager`` map the object ``index:subindex``."""
+        entry = self.objects[index].entries[subindex]
+        return any(e is entry for e in self.mapping(sync_manager))
 
     def mapped_bytes(self, sync_manager: int) -> int:
         return sum(e.bits for e in self.mapping(sync_manager)) // 8

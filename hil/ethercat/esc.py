@@ -277,7 +277,8 @@ class Esc:
             start, length = self._sm_area(in_sm)
             if length:
                 self.application.inputs(self.state, self.dictionary, now)
-                self.dictionary.set_value(TIMESTAMP, 0, self.clock.system_ns(now))
+                if self.dictionary.maps(in_sm, TIMESTAMP):
+                    self.dictionary.set_value(TIMESTAMP, 0, self.clock.system_ns(now))
                 self.memory[start:start + length] = self.dictionary.pack(in_sm)[:length].ljust(length, b"\0")
         self._in_op = self.state == OP
 
