@@ -19,14 +19,24 @@ default) takes the plant's time when the loop that runs the sensor is not paced 
 wall clock otherwise (also when it is configured outside a loop).
 
 Lockstep (``lockstep``, on by default): an unpaced loop has no deadline to keep, and on the plant's clock the
-device's time is the plant's, so a device the host starves (its process waits for a CPU while the loop, in
-another, runs the plant at many times real time) falls behind the plant by as much simulated time as the run
-gains in that wall time -- seconds of it on a busy machine, which the stale watchdog would take for a dead
-device. So, on the plant's clock in an unpaced loop only, a read whose last sample is more than half ``max_age``
-old (simulated time) waits for the device's next sample, up to :data:`LOCKSTEP_TIMEOUT` of wall time, as a
-co-simulation in lockstep waits for its slowest member; a device that sends nothing in that time is let go
-(the loop runs on until the watchdog trips, ``max_age`` of simulated time after its last sample) until it
-sends again. A paced loop never waits: there the device runs on the wall clock.
+device's time is the plant's, so a device the host starves (its process waits for a CPU while the loop, in another,
+runs the plant) falls behind the plant by as much simulated time as the run gains in that wall time. A reader
+closing on it is fed stale readings, then one reading merging the backlog (drivers/mip: the mean over its span),
+which an estimator propagating every cycle with the reading it holds (loops/estimation/base.py) integrates late
+(Solo 12's emulator stopped for 0.1 s ten times in 2 s: waited for only once its sample was half ``max_age``, 0.25
+s, old, readings reached 0.41 s and the tilt estimate 0.57 to 2.7 deg off; under the rule below, 7 ms and 0.20 to
+0.25 deg; tests/test_mip_emulated.py). So, on the plant's clock in an unpaced loop only, a read that finds no new
+sample while the newest it has is more than ``lockstep_lag`` behind the plant's time (its device stamp, the plant
+time of its tick) waits for the device's next sample, up to :data:`LOCKSTEP_TIMEOUT` of wall time, as a
+co-simulation master waits at each communication step for its slowest unit (Gomes et al., "Co-simulation: a
+survey", ACM Computing Surveys 51(3), 2018). A device on pace is at most its latency and a send period behind
+(:meth:`EmulatedDevice.send_latency`, :meth:`EmulatedDevice.send_period`); ``lockstep_lag`` defaults to its latency
+and :data:`LAG_PERIODS` send periods, capped at half ``max_age`` but never below its latency and
+:data:`MIN_LAG_PERIODS` send periods; one given must lie between the latter (else a read would wait for a sample
+not due yet) and ``max_age`` (which the stale watchdog would reach first). A device that sends nothing within
+:data:`LOCKSTEP_TIMEOUT` is let go (the loop runs on until the watchdog trips, ``max_age`` of simulated time after
+its last sample) until it sends again. A paced loop never waits: there the device runs on the wall clock, and a
+wait would cost the loop its deadline.
 
 The emulator process and the shared block belong to the sensor: :meth:`EmulatedDevice.close` ends and removes
 them, and so does the sensor's collection or the interpreter's exit (``weakref.finalize``). A loop process
@@ -57,6 +67,8 @@ from .emulator_child import EmulatorChild
 CLOCKS = ("auto", "plant", "wall")
 STOP_TIMEOUT = 5.0     # s the emulator has to print its statistics and exit on SIGTERM
 LOCKSTEP_TIMEOUT = 1.0   # s of wall time a read in lockstep waits for the device's next sample at most
+LAG_PERIODS = 3          # the default lockstep_lag: the device's latency and this many send periods
+MIN_LAG_PERIODS = 2      # a lockstep_lag below the latency and this many send periods is refused
 
 
 class Emulation:
@@ -94,6 +106,9 @@ class EmulatorOptions(OptionsBase):
     poll: float = setting("float", POLL, positive=True, high=0.01)   # s between polls of the plant's time
     startup_timeout: float = setting("float", 60.0, positive=True)   # s for the emulator to announce itself
     lockstep: bool = setting("bool", True)       # unpaced, on the plant's clock: wait for a device left behind
+    # s of simulated time the newest sample may be behind the plant before a read waits (lockstep); default: the
+    # device's latency and LAG_PERIODS send periods
+    lockstep_lag: float = setting("float", None, positive=True)
 
 
 class EmulatedDevice:
@@ -119,11 +134,15 @@ class EmulatedDevice:
                                  f"emulator announces; leave {key} out")
         if plant is None:
             raise ValueError(f"{self.name}: backend '{self.backend}' measures a simulated plant, and there is none")
+        lag, max_age = self.options.lockstep_lag, self.options.max_age
+        if lag is not None and lag >= max_age:
+            raise ValueError(f"{self.name}: lockstep_lag {lag:g} s: must be below max_age ({max_age:g} s), which "
+                             f"the stale watchdog would reach before a read waits")
         self.plant = plant
         self.paced: bool | None = None      # the loop's pace, learned in warm (None: not run by a loop yet)
         self.lockstep_waits = 0             # reads that waited for the device (lockstep)
         self.lockstep_seconds = 0.0         # wall time they waited
-        self._fresh_at = math.nan           # loop time of the newest sample
+        self._lag = math.inf                # lockstep_lag in force, set at activate
         self._in_lockstep = False
         self.emulation = Emulation()
         self._finalizer = weakref.finalize(self, self.emulation.close)
@@ -134,6 +153,16 @@ class EmulatedDevice:
         if self.options.clock != "auto":
             return self.options.clock
         return "plant" if self.paced is False else "wall"
+
+    @property
+    def lockstep_lag(self) -> float:
+        """Simulated seconds the newest sample may be behind the plant's time before a read in lockstep waits for
+        the next (module docstring): the option, else the latency and :data:`LAG_PERIODS` send periods, at most
+        half ``max_age`` and at least the latency and :data:`MIN_LAG_PERIODS` send periods."""
+        if self.options.lockstep_lag is not None:
+            return self.options.lockstep_lag
+        latency, period = self.send_latency(), self.send_period()
+        return max(latency + MIN_LAG_PERIODS * period, min(latency + LAG_PERIODS * period, 0.5 * self.options.max_age))
 
     @property
     def waits_for_device(self) -> bool:
@@ -173,15 +202,30 @@ class EmulatedDevice:
         """The emulator is gone: the address options left out again."""
         self.options = self.options.replace(**{key: None for key in self.address_options})
 
+    def send_period(self) -> float:
+        """Seconds of the device's clock between its sends, as configured."""
+        return self.sample_period
+
+    def send_latency(self) -> float:
+        """Seconds of the device's clock from a sample's tick to its send."""
+        return 0.0
+
     def device_fd(self) -> int | None:
         """A file descriptor that turns readable when the device sends (None: poll)."""
         return None
 
     # -- configuration (may block, may raise) -----------------------------------------------------------
     def on_configure(self) -> None:
+        """The emulator started (once), the device configured on it; then a ``lockstep_lag`` the device's send
+        period makes too short is refused (module docstring)."""
         if not self.emulation.running():
             self._start_emulator()
         super().on_configure()
+        least = self.send_latency() + MIN_LAG_PERIODS * self.send_period()
+        if self.lockstep_lag < least:
+            raise self.device_error(f"{self.name}: lockstep_lag {self.lockstep_lag:g} s: below the device's latency "
+                                    f"and {MIN_LAG_PERIODS} send periods ({least:g} s): a read would wait for a "
+                                    f"sample not due yet")
 
     def _start_emulator(self) -> None:
         emulation = self.emulation
@@ -204,7 +248,7 @@ class EmulatedDevice:
         timeout = self.options.startup_timeout
         if not self._await_sample(self.reading, math.nan, timeout) and not self.health.fault:
             raise self.device_error(f"{self.name}: no sample from the emulated device within {timeout:g} s of resume")
-        self._fresh_at, self._in_lockstep = math.nan, self.waits_for_device
+        self._in_lockstep, self._lag = self.waits_for_device, self.lockstep_lag
 
     def _await_sample(self, reading, now: float, timeout: float) -> bool:
         """Read the device until it gives a sample (True) or ``timeout`` s have passed or it faulted (False)."""
@@ -229,11 +273,13 @@ class EmulatedDevice:
 
     # -- every cycle: never raises; waits only in lockstep, in a loop that is not paced -----------------------
     def receive(self, reading, now: float) -> bool:
-        """The truth written, then the device read; in lockstep (module docstring), a device whose last sample is
-        more than half ``max_age`` old is waited for."""
+        """The truth written, then the device read; in lockstep (module docstring), no new sample while the newest
+        is more than ``lockstep_lag`` behind the plant: the next is waited for."""
         self.write_truth()
         fresh = super().receive(reading, now)
-        if not fresh and self._in_lockstep and now - self._fresh_at > 0.5 * self.options.max_age:
+        if fresh:
+            self._in_lockstep = self.waits_for_device
+        elif self._in_lockstep and self.plant.t - reading.device_stamp > self._lag:
             start = time.monotonic()
             fresh = self._await_sample(reading, now, LOCKSTEP_TIMEOUT)
             self.lockstep_waits += 1
@@ -241,9 +287,6 @@ class EmulatedDevice:
             self.health.extra.update(lockstep_waits=self.lockstep_waits,
                                      lockstep_seconds=round(self.lockstep_seconds, 6))
             self._in_lockstep = fresh
-        if fresh or self._fresh_at != self._fresh_at:
-            self._fresh_at = now
-            self._in_lockstep = self.waits_for_device
         return fresh
 
     def warm(self, cycle) -> None:

@@ -25,7 +25,7 @@ from rtctl.dynamics import Dynamics
 from rtctl.options import setting
 
 from .emulated_device import EmulatedDevice, EmulatorOptions
-from .imu_noise import G0
+from .imu_noise import G0, GX5_25
 from .mip_imu import MipImuProcess
 from .truth_feed import SIZE, TruthFeed, TruthWriter, truth_sample
 
@@ -72,6 +72,10 @@ class EmulatedMipImu(EmulatedDevice, MipImu):
 
     def attach(self, process) -> None:
         self.options = self.options.replace(port=process.port)
+
+    def send_latency(self) -> float:
+        """The emulator's ``latency``: the datasheet's unless given."""
+        return GX5_25.latency if self.options.latency is None else self.options.latency
 
     def device_fd(self) -> int:
         return self._fd

@@ -28,7 +28,7 @@ from rtctl.drivers.sim_force_torque import sensor_mount
 from rtctl.options import setting
 
 from .emulated_device import EmulatedDevice, EmulatorOptions
-from .netft_sensor import LOOPBACK, NetFTProcess
+from .netft_sensor import BUFFER, LOOPBACK, RATE_HZ, NetFTProcess
 from .wrench_feed import PlantWrenchFeed, create_feed
 
 EMULATOR_OPTIONS = ("rate", "buffer", "latency", "noise_scale")
@@ -72,6 +72,12 @@ class EmulatedNetFT(EmulatedDevice, NetFT):
     def attach(self, process) -> None:
         self.options = self.options.replace(host=LOOPBACK, rdt_port=process.rdt_port, tcp_port=process.tcp_port)
         self.where = f"{LOOPBACK}:{process.rdt_port}"
+
+    def send_period(self) -> float:
+        """Seconds between datagrams: a record each (real-time streaming), or ``buffer`` records each."""
+        o = self.options
+        records = (BUFFER if o.buffer is None else o.buffer) if o.buffered else 1
+        return records / (RATE_HZ if o.rate is None else o.rate)
 
     def device_fd(self) -> int | None:
         return None if self.sock is None else self.sock.fileno()

@@ -64,6 +64,8 @@ LOOPBACK = "127.0.0.1"
 GAMMA_SI_130_10 = {"name": "Gamma SI-130-10", "range": (130.0, 130.0, 400.0, 10.0, 10.0, 10.0),
                    "resolution": (1 / 40, 1 / 40, 1 / 20, 1 / 800, 1 / 800, 1 / 800),
                    "counts_per_force": 1_000_000, "counts_per_torque": 1_000_000}
+RATE_HZ = 1000.0        # records per second unless --rate says otherwise
+BUFFER = 4              # records per datagram of buffered streaming unless --buffer says otherwise
 MAX_CATCH_UP = 8        # ticks sent at one wake-up after a late one; older ticks are skipped (counted late)
 
 
@@ -319,9 +321,9 @@ def main(argv=None) -> int:
     ap.add_argument("--host", default=LOOPBACK, help="address to serve on (default 127.0.0.1)")
     ap.add_argument("--rdt-port", type=argument_type("int", low=0, high=65535), default=0)
     ap.add_argument("--tcp-port", type=argument_type("int", low=0, high=65535), default=0)
-    ap.add_argument("--rate", type=argument_type("float", positive=True, high=P.INTERNAL_RATE_HZ), default=1000.0,
+    ap.add_argument("--rate", type=argument_type("float", positive=True, high=P.INTERNAL_RATE_HZ), default=RATE_HZ,
                     help="records per second (at most 7000, the device's maximum)")
-    ap.add_argument("--buffer", type=argument_type("int", low=1, high=P.MAX_RECORDS_PER_DATAGRAM), default=4,
+    ap.add_argument("--buffer", type=argument_type("int", low=1, high=P.MAX_RECORDS_PER_DATAGRAM), default=BUFFER,
                     help="records per datagram of buffered streaming")
     ap.add_argument("--latency", type=argument_type("float", low=0.0), default=0.0, help="s the load is late")
     ap.add_argument("--noise-scale", type=argument_type("float", low=0.0), default=1.0)
