@@ -9,6 +9,12 @@ in a network namespace of its own), paced by sleeping to each period's start, an
 * the cycle start jitter (start - its due time), p50 / p99 / max in us;
 * frames answered with a working counter other than the expected one (or not answered within 1 ms).
 
+Then the rtctl loop itself (computed torque, paced) at the same rates over the ``ethercat`` driver against seven
+emulated CiA 402 drives in cyclic synchronous torque on the 7-DoF arm (arm7, 100:1), beside the CAN path (the
+``cia402`` driver against two emulated drives on can_arm2, over the loopback CAN bus server crossing processes):
+the loop's wake-up jitter (latency p50 / p99 / max), its driver read and write (p50 / p99), overruns, cycles
+without a fresh reply, and the max tracking error.
+
 Needs root (the namespace and the raw sockets). Usage: python benchmarks/ethercat.py [--seconds 2]
 """
 from __future__ import annotations
@@ -77,6 +83,84 @@ def run(slaves: int, rates: list[float], seconds: float) -> list[str]:
     return rows
 
 
+LOOP_HEADER = ("path                          rate    cycles  jitter us p50 p99 max     read us p50 p99  "
+               "write us p50 p99  overruns  stale  tracking max rad")
+
+
+def _loop_row(path: str, rate: float, report, health) -> str:
+    t = report.timing
+    return (f"{path:<29} {rate / 1000:3.0f} kHz {report.cycles:7d} {t['latency']['p50']:7.0f} "
+            f"{t['latency']['p99']:7.0f} {t['latency']['max']:7.0f} {t['driver_read']['p50']:9.0f} "
+            f"{t['driver_read']['p99']:7.0f} {t['driver_write']['p50']:9.0f} {t['driver_write']['p99']:7.0f} "
+            f"{report.overruns:9d} {health.stale_cycles:6d}  {report.tracking_max.max():.3f}"
+            + ("  TRIPPED: " + report.trip_reason if report.tripped else ""))
+
+
+def ethercat_loop(rates: list[float], seconds: float) -> list[str]:
+    """The rtctl loop over the ethercat driver, seven drives on arm7 (tests/hil/test_ethercat_hil.py's run)."""
+    from rtctl.config import build, validate
+
+    q0 = [0.0, 0.5, 0.0, -1.0, 0.0, 0.5, 0.0]
+    start = [q - 0.3 for q in q0]                     # the sinusoids start there, at rest
+    rated = [f"{limit / 300:.4f}" for limit in (176, 176, 110, 110, 110, 40, 40)]   # peak = effort limit
+    rows = []
+    for rate in rates:
+        with netns.veth_namespace() as ns:
+            proc = netns.start_emulator(ns, "--robot", "arm7", "--ratio", "100", "--initial", *map(str, start),
+                                        "--rated-torque", *rated)
+            try:
+                raw = {"robot": {"model": "arm7"}, "plant": {"initial_position": start},
+                       "driver": {"backend": "ethercat", "ethercat_interface": netns.MASTER_END,
+                                  "vendor_id": 0x0F3E, "product_code": 0x0402, "gear_ratio": 100.0,
+                                  "max_failed_cycles": 25},
+                       "controller": {"type": "computed_torque", "kp": 400.0},
+                       "trajectory": {"type": "sinusoid", "center": q0, "amplitude": [0.3] * 7,
+                                      "frequency": [0.3, 0.4, 0.4, 0.3, 0.4, 0.4, 0.5], "phase": -1.5707963},
+                       "loop": {"rate_hz": rate}, "safety": {"watchdog_cycles": 25}}
+                with netns.inside(ns):
+                    loop = build(validate(raw, "ethercat_arm7.toml"))
+                    try:
+                        report = loop.run(duration=seconds)
+                    finally:
+                        loop.driver.close()
+                rows.append(_loop_row("ethercat: cia402 x7 (veth)", rate, report, loop.driver.health))
+            finally:
+                netns.stop_emulator(proc)
+    return rows
+
+
+def can_loop(rates: list[float], seconds: float) -> list[str]:
+    """The rtctl loop over the cia402 CAN driver, two drives on can_arm2 (tests/hil/test_can_hil.py's run)."""
+    from rtctl.config import build, validate
+    from rtctl.hil.can_harness import BusServer, Emulator
+
+    q0 = [0.2, -0.4]
+    rows = []
+    server = BusServer("rtctl-bench-cia402")
+    try:
+        for rate in rates:
+            emu = Emulator(server, "cia402", [1, 2], "--initial", *map(str, q0), "--ratio", "10")
+            try:
+                loop = build(validate({
+                    "robot": {"model": "can_arm2"}, "plant": {"initial_position": q0},
+                    "driver": {"backend": "cia402", "can_interface": "remote", "can_channel": server.url,
+                               "can_ids": [1, 2], "gear_ratio": 10.0, "max_failed_cycles": 25},
+                    "controller": {"type": "computed_torque", "kp": 400.0},
+                    "trajectory": {"type": "sinusoid", "center": q0, "amplitude": [0.3, 0.3],
+                                   "frequency": [0.5, 0.7]},
+                    "loop": {"rate_hz": rate}, "safety": {"watchdog_cycles": 25}}, "cia402_arm2.toml"))
+                try:
+                    report = loop.run(duration=seconds)
+                finally:
+                    loop.driver.close()
+                rows.append(_loop_row("can: cia402 x2 (ws bus)", rate, report, loop.driver.health))
+            finally:
+                emu.stop()
+    finally:
+        server.stop()
+    return rows
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--seconds", type=float, default=2.0, help="per line length and rate")
@@ -88,6 +172,11 @@ def main() -> int:
     for slaves in (1, 7):
         for row in run(slaves, [1000.0, 2000.0, 4000.0], args.seconds):
             print(row, flush=True)
+    print()
+    print(LOOP_HEADER)
+    for row in ethercat_loop([1000.0, 2000.0, 4000.0], args.seconds) + can_loop([1000.0, 2000.0, 4000.0],
+                                                                                args.seconds):
+        print(row, flush=True)
     return 0
 
 

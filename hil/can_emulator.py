@@ -46,7 +46,8 @@ __all__ = ["Cia402Emulator", "MitEmulator", "PlantClock", "build_plant", "main",
 
 class Cia402Emulator:
     """CiA 402 drives (one per joint, node IDs ``node_ids``) around one plant, with gear ``ratio`` (motor turns
-    per joint turn, each drive declaring it in 0x6091 as the nearest fraction of denominator <= 65536)."""
+    per joint turn, each drive declaring it in 0x6091 as the nearest fraction of denominator <= 65536) and rated
+    torque ``rated_torque_mnm`` (0x6076, mN m at the motor; one for all, or one per drive)."""
 
     def __init__(self, bus, plant, v_index, node_ids, ratio=10.0, rated_torque_mnm=1000, max_torque_permille=3000,
                  increments_per_rev=1 << 17, drop=0.0, delay_reply=None, seed=0, fault_at_sync=None):
@@ -60,15 +61,17 @@ class Cia402Emulator:
         self._msg = can.Message(arbitration_id=0, data=b"", is_extended_id=False)
         now = time.monotonic()
         self.drives = []
+        rated = np.broadcast_to(np.asarray(rated_torque_mnm), (n,))
         for k, i in enumerate(node_ids):
             gear = Fraction(abs(self.ratio[k])).limit_denominator(1 << 16)     # 0x6091, as the plant is geared
-            od = ob.drive_object_dictionary(rated_torque_mnm, max_torque_permille, increments_per_rev,
+            od = ob.drive_object_dictionary(int(rated[k]), max_torque_permille, increments_per_rev,
                                             (gear.numerator, gear.denominator))
             d = Cia402Drive(i, od, self._send, now)
             d.transmit_pdo = self._transmit_pdo
             d.fault_at_sync = fault_at_sync
             self.drives.append(d)
         self._wake = now
+        self._sampled_at = None
 
     @property
     def heartbeat_enabled(self) -> bool:
@@ -103,12 +106,20 @@ class Cia402Emulator:
 
     def sample(self, now: float) -> None:
         """The plant advanced to ``now`` and each drive's actual values measured: a SYNC's work, for a bus
-        whose frames carry no SYNC (the EtherCAT slaves sample at each process data frame)."""
-        self._sample(now, frame=True)
+        whose frames carry no SYNC (the EtherCAT slaves sample at each process data frame: once for the line,
+        however many of its slaves ask)."""
+        if now != self._sampled_at:
+            self._sampled_at = now
+            self._sample(now, frame=True)
+
+    def between_syncs(self, now: float) -> None:
+        """Between SYNCs (or process data frames): the plant moves only while a drive ramps down on its own
+        clock (a quick stop, a fault reaction); a configuring or silent master does not drop the arm."""
+        self._sample(now)
 
     def poll(self, timeout: float) -> None:
         now = time.monotonic()
-        self._sample(now)
+        self.between_syncs(now)
         wake = min(d.tick(now) for d in self.drives)
         msg = self.bus.recv(max(0.0, min(timeout, wake - now)))
         if msg is None or msg.is_error_frame or msg.is_extended_id:

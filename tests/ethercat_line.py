@@ -35,8 +35,9 @@ def emulated_line(*args: str):
 
 
 def run_config(robot: str, q0, amplitude, frequency, *, kp: float = 400.0, rate: float = 1000.0,
-               ratio: float = 10.0, **driver) -> dict:
-    """A computed-torque run of ``robot`` over the ``ethercat`` driver at ``rate`` Hz, sinusoids about ``q0``."""
+               ratio: float = 10.0, phase: float = 0.0, **driver) -> dict:
+    """A computed-torque run of ``robot`` over the ``ethercat`` driver at ``rate`` Hz, sinusoids about ``q0``
+    (``phase`` -pi/2: from rest at ``q0 - amplitude``)."""
     return {
         "robot": {"model": robot},
         "plant": {"initial_position": list(q0)},
@@ -44,7 +45,7 @@ def run_config(robot: str, q0, amplitude, frequency, *, kp: float = 400.0, rate:
                    "product_code": PRODUCT, "revision": REVISION, "gear_ratio": ratio, **driver},
         "controller": {"type": "computed_torque", "kp": kp},
         "trajectory": {"type": "sinusoid", "center": list(q0), "amplitude": list(amplitude),
-                       "frequency": list(frequency)},
+                       "frequency": list(frequency), "phase": phase},
         "loop": {"rate_hz": rate},
     }
 

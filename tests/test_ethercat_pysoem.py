@@ -7,15 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import re
-import shlex
 import socket
 import struct
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -272,39 +266,6 @@ def test_fault_frames_lost_and_working_counters_wrong(emulator_with):
     finally:
         master.close()
     assert wkcs == [3 * N + 1] * 5
-
-
-def test_the_hardware_pages_emulator_commands_run_as_written():
-    """The docs' ```sh block that starts with `ip netns add`, line by line (its namespace renamed so that
-    parallel runs do not meet): SOEM in that namespace finds the slaves the page promises."""
-    page = (Path(__file__).resolve().parents[1] / "docs" / "hardware.md").read_text()
-    (block,) = [b for b in re.findall(r"^```sh\n(.*?)^```", page, re.S | re.M) if b.startswith("ip netns add")]
-    lines = [shlex.split(line.split("#")[0].strip().rstrip("&")) for line in block.splitlines()]
-    documented = lines[0][3]
-    ns = f"{documented}-{os.getpid()}"
-    emulator = None
-    try:
-        for argv in lines:
-            argv = [ns if a == documented else a for a in argv]
-            if "rtctl-hil" in argv:
-                at = argv.index("rtctl-hil")
-                argv[at:at + 1] = [sys.executable, "-m", "rtctl.hil.cli"]
-                emulator = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                assert emulator.stdout.readline().strip() == "READY", emulator.stderr.read()
-            else:
-                done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
-                assert done.returncode == 0, (argv, done.stderr)
-        promised = int(lines[-1][lines[-1].index("--slaves") + 1])
-        master = open_master(ns)
-        try:
-            assert master.config_init() == promised == 7
-        finally:
-            master.close()
-    finally:
-        if emulator is not None:
-            emulator.kill()
-            emulator.wait()
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
 def test_the_can_emulators_drive_model_behind_the_ethercat_slaves(emulator_with):

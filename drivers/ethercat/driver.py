@@ -177,8 +177,8 @@ class EthercatDriver(ActuatorDriver):
             raise RuntimeError(f"{self.name}: slave {exc.slave_pos - 1}: mapping the process data: "
                                f"{sdo_abort_name(exc)}") from None
         self._check_images()
-        for position in self.positions:
-            master.slaves[position].set_watchdog("processdata", o.watchdog * 1e3)
+        for k, position in enumerate(self.positions):
+            self._set_watchdog(k, master.slaves[position])
         if o.distributed_clocks:
             self._start_distributed_clocks()
         if master.state_check(SAFE_OP, 200_000) != SAFE_OP:
@@ -195,6 +195,23 @@ class EthercatDriver(ActuatorDriver):
         if wrong:
             raise RuntimeError(f"{self.name}: slave {self.positions[k]} (joint {self.joint_names[k]!r}) is "
                                f"{identity_line(slave)}; the config says {', '.join(wrong)}")
+
+    def _set_watchdog(self, k: int, slave, tries: int = 3) -> None:
+        """The SM watchdog time (0x0420, in units of the divider 0x0400) by register writes, each answered within
+        SOEM's 4 ms or tried again (a busy line or host), else one line naming the slave."""
+        import warnings
+
+        for attempt in range(tries):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")          # pysoem's note that the time is rounded to ticks
+                    slave.set_watchdog("processdata", self.options.watchdog * 1e3)
+                return
+            except Exception as exc:  # noqa: BLE001  (pysoem's WkcError: no answer; AttributeError: too long)
+                if isinstance(exc, AttributeError) or attempt == tries - 1:
+                    raise RuntimeError(f"{self.name}: slave {self.positions[k]}: setting its SM watchdog to "
+                                       f"{self.options.watchdog:g} s failed: {type(exc).__name__} "
+                                       f"{' '.join(str(exc).split())}".rstrip()) from None
 
     def _sdo(self, k: int, slave, index: int, subindex: int, fmt: str | None = None, data: bytes | None = None):
         import pysoem

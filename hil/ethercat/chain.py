@@ -138,9 +138,11 @@ class EscChain:
             slaves.append(Esc(k, k == n - 1, layout or cia402_layout(ident), applications[k], now))
         return cls(slaves)
 
-    def process(self, frame: bytearray, now: float) -> bool:
+    def process(self, frame: bytearray, now: float, pdi: bool = True) -> bool:
         """Run ``frame`` through the line; False (and the frame untouched) if it is not a well-formed
-        EtherCAT frame."""
+        EtherCAT frame. ``pdi``: each slave's PDI takes its turn as the frame leaves it; without, the caller
+        runs them (:meth:`tick`) once the frame is on its way back, as the slaves' hardware forwards a frame
+        without waiting for their applications."""
         try:
             dgrams = datagrams(frame)
         except ValueError:
@@ -152,7 +154,8 @@ class EscChain:
             esc.now = now
             for d in dgrams:
                 self._datagram(esc, d, now)
-            esc.exchange(now)
+            if pdi:
+                esc.exchange(now)
         return True
 
     def tick(self, now: float) -> None:

@@ -41,6 +41,8 @@ from .sii import (INPUTS_START, INTEGER8, INTEGER16, INTEGER32, OUTPUTS_START, U
 VISIBLE_STRING, UNSIGNED64 = 0x09, 0x1B
 _FORMATS = {INTEGER8: "<b", INTEGER16: "<h", INTEGER32: "<i", UNSIGNED8: "<B", UNSIGNED16: "<H", UNSIGNED32: "<I",
             UNSIGNED64: "<Q"}
+_RANGES = {fmt: ((-(1 << (8 * struct.calcsize(fmt) - 1)), (1 << (8 * struct.calcsize(fmt) - 1)) - 1)
+                if fmt[1].islower() else (0, (1 << (8 * struct.calcsize(fmt))) - 1)) for fmt in _FORMATS.values()}
 VAR, ARRAY, RECORD = 0x07, 0x08, 0x09
 
 OBJECT_DOES_NOT_EXIST, SUBINDEX_DOES_NOT_EXIST = 0x06020000, 0x06090011
@@ -87,10 +89,14 @@ class Entry:
         return 8 * (struct.calcsize(fmt) if fmt else max(self.size, len(self.value)))
 
     def encode(self, value=None) -> bytes:
-        """``value`` (default: the entry's own) in the entry's data type."""
+        """``value`` (default: the entry's own) in the entry's data type, an integer saturated at its range (a
+        drive's actual value beyond it, a motor spun up by a diverging plant, is sent as the nearest one)."""
         value = self.value if value is None else value
         fmt = _FORMATS.get(self.data_type)
-        return struct.pack(fmt, value) if fmt else bytes(value)
+        if fmt is None:
+            return bytes(value)
+        lo, hi = _RANGES[fmt]
+        return struct.pack(fmt, lo if value < lo else hi if value > hi else value)
 
     def decode(self, data: bytes) -> int | bytes:
         fmt = _FORMATS.get(self.data_type)

@@ -12,10 +12,13 @@ actual values then go to the objects the inputs map: statusword 0x6041, modes of
 position actual 0x6064 (increments of the motor shaft, 0x608F), velocity actual 0x606C (increments/s), torque
 actual 0x6077 (per mille of the rated torque 0x6076, the torque made since the last frame) and error code
 0x603F. A value the drive refuses (an SDO abort on CAN) leaves the drive's object as it was
-and is counted.
+and is counted. Between frames the plant moves only while a drive ramps on its own clock (a quick stop, a
+fault reaction), as on CAN between SYNCs: a master that configures the line, or has gone, does not drop the arm
+before its drives have been enabled.
 """
 from __future__ import annotations
 
+import numpy as np
 from canopen.sdo import SdoAbortedError
 
 from rtctl.drivers.can import objects as ob
@@ -69,7 +72,7 @@ class DriveAxis(SlaveApplication):
         self.received += 1
 
     def inputs(self, state: int, od, now: float) -> None:
-        self.drives.sample(now)
+        self.drives.between_syncs(now)
         self.drive.tick(now)
         for index in ACTUALS:
             od.set_value(index, 0, self.drive.read(index, 0))
@@ -92,14 +95,20 @@ class DriveAxis(SlaveApplication):
         return {"controlword": d.controlword, "target_position": d.values[(ob.TARGET_POSITION, 0)],
                 "target_velocity": d.values[(ob.TARGET_VELOCITY, 0)],
                 "target_torque": d.values[(ob.TARGET_TORQUE, 0)], "mode": d.values[(ob.MODES_OF_OPERATION, 0)],
-                "drive_state": d.state, "position": d.position, "velocity": d.velocity, "torque": d.applied,
+                "drive_state": d.state, "position_actual": d.position, "velocity": d.velocity, "torque": d.applied,
                 "outputs_received": self.received, "refused": self.refused,
                 "plant_skipped_s": self.drives.clock.skipped}
 
 
-def drive_axes(robot: str, ratio: float = 10.0, initial=None, mjcf: str | None = None) -> list[DriveAxis]:
+def drive_axes(robot: str, ratio: float = 10.0, initial=None, mjcf: str | None = None,
+               rated_torque=None) -> list[DriveAxis]:
     """One axis per actuated joint of ``robot`` (as a run config's ``[robot] model`` names it, or ``mjcf``
-    simulated by MuJoCo), geared by ``ratio`` motor turns per joint turn."""
+    simulated by MuJoCo), geared by ``ratio`` motor turns per joint turn, each drive's rated torque
+    ``rated_torque`` N m at the motor (one for all, or one per joint; default 1 N m)."""
     plant, v_index = build_plant(robot, None, initial, mjcf)
-    drives = Cia402Emulator(NoBus(), plant, v_index, list(range(1, len(v_index) + 1)), ratio=ratio)
+    if rated_torque is not None and np.size(rated_torque) not in (1, len(v_index)):
+        raise ValueError(f"{np.size(rated_torque)} rated torques for {len(v_index)} joints (give one, or one each)")
+    rated = 1000 if rated_torque is None else np.round(np.asarray(rated_torque, dtype=float) * 1e3).astype(int)
+    drives = Cia402Emulator(NoBus(), plant, v_index, list(range(1, len(v_index) + 1)), ratio=ratio,
+                            rated_torque_mnm=rated)
     return [DriveAxis(drives, k) for k in range(len(v_index))]

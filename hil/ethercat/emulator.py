@@ -71,7 +71,8 @@ def _has_logical(payload: bytearray) -> bool:
 
 def serve(sock: socket.socket, chain: EscChain, stop: threading.Event, poll: float = POLL_S,
           clock=time.monotonic, faults: FrameFaults | None = None) -> None:
-    """Answer frames on ``sock`` until ``stop`` is set; the slaves' PDIs run between frames too."""
+    """Answer frames on ``sock`` until ``stop`` is set: each frame sent back once through the line, then the
+    slaves' PDIs run (they run between frames too)."""
     faults = faults or FrameFaults()
     while not stop.is_set():
         ready, _, _ = select.select([sock], [], [], poll)
@@ -90,12 +91,13 @@ def serve(sock: socket.socket, chain: EscChain, stop: threading.Event, poll: flo
             if int.from_bytes(frame[12:14], "big") != ETHERTYPE:
                 continue
             payload = frame[ETHERNET_HEADER:]
-            if faults.lose(payload) or not chain.process(payload, now):
+            if faults.lose(payload) or not chain.process(payload, now, pdi=False):
                 continue
             faults.miscount(payload)
             frame[ETHERNET_HEADER:] = payload
             frame[6] |= LOCALLY_ADMINISTERED
             sock.send(frame)
+            chain.tick(now)
 
 
 def integer(text: str) -> int:
@@ -114,6 +116,9 @@ def main(argv=None, prog="python -m rtctl.hil.ethercat") -> int:
                    help="with --robot: gear ratio, motor turns per joint turn (the drives declare it in 0x6091)")
     p.add_argument("--initial", nargs="+", type=argument_type("float"), default=None, metavar="Q",
                    help="with --robot: the joints' initial positions (rad or m, one per actuated joint)")
+    p.add_argument("--rated-torque", nargs="+", type=argument_type("float", positive=True), default=None,
+                   metavar="NM", help="with --robot: each drive's rated torque 0x6076, N m at the motor (one for "
+                   "all, or one per joint; default 1): the torque's resolution is a thousandth of it")
     p.add_argument("--mjcf", default=None, help="with --robot: MuJoCo simulates this MJCF (or URDF) file of the "
                    "robot instead of rtctl's rigid-body plant (the mujoco extra)")
     p.add_argument("--vendor-id", type=integer, default=0x00000F3E, help="SII vendor id")
@@ -136,13 +141,13 @@ def main(argv=None, prog="python -m rtctl.hil.ethercat") -> int:
     if args.robot:
         from .drive_axis import drive_axes
         try:
-            axes = drive_axes(args.robot, args.ratio, args.initial, args.mjcf)
+            axes = drive_axes(args.robot, args.ratio, args.initial, args.mjcf, args.rated_torque)
         except Exception as exc:  # noqa: BLE001  (a bad robot or model file: one line)
             p.exit(1, f"{prog}: error: robot {args.robot!r}: {type(exc).__name__}: {' '.join(str(exc).split())}\n")
         if args.slaves not in (None, len(axes)):
             p.error(f"--slaves {args.slaves}: robot {args.robot!r} has {len(axes)} actuated joints, one slave each")
-    elif args.initial or args.mjcf:
-        p.error("--initial and --mjcf need --robot")
+    elif args.initial or args.mjcf or args.rated_torque:
+        p.error("--initial, --mjcf and --rated-torque need --robot")
     args.slaves = len(axes) if axes else args.slaves or 1
     chain = EscChain.cia402(args.slaves, identity, time.monotonic(), applications=axes)
     if args.not_mappable is not None:

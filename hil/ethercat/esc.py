@@ -258,8 +258,6 @@ class Esc:
         expires in OP without an output write for its time)."""
         out_sm, in_sm = self._pdo_sync_managers()
         fresh, self.outputs_fresh = self.outputs_fresh, False
-        if self._in_op and self.state != OP:
-            self.application.left_op(self.state, now)
         if self.state == OP:
             start, length = self._sm_area(out_sm)
             if length and fresh:
@@ -280,6 +278,8 @@ class Esc:
                 if self.dictionary.maps(in_sm, TIMESTAMP):
                     self.dictionary.set_value(TIMESTAMP, 0, self.clock.system_ns(now))
                 self.memory[start:start + length] = self.dictionary.pack(in_sm)[:length].ljust(length, b"\0")
+        if self._in_op and self.state != OP:
+            self.application.left_op(self.state, now)
         self._in_op = self.state == OP
 
     def _watchdog_expired(self, now: float) -> bool:
