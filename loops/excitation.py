@@ -257,16 +257,17 @@ class ExcitationTrajectory(_CompiledTrajectory):
         """The lowest and highest positions inside the soft limits, the peak velocity and acceleration
         within the monitor's bounds."""
         low, high, velocity, acceleration = self.peaks()
+        rounding = 1.0 + 1e-12        # a series scaled onto a bound reaches it to within a few ulps
         for what, q in (("[trajectory] excitation lowest position", low),
                         ("[trajectory] excitation highest position", high)):
             problem = safety.position_violation(q, what)
             if problem:
                 return problem
         for k, name in enumerate(safety.joint_names):
-            if velocity[k] > safety.velocity_bound[k]:
+            if velocity[k] > safety.velocity_bound[k] * rounding:
                 return (f"[trajectory] excitation: joint '{name}' peaks at {velocity[k]:.4g} (rad/s or m/s), above "
                         f"its velocity bound {safety.velocity_bound[k]:.4g}")
-            if acceleration[k] > safety.acceleration_limit[k]:
+            if acceleration[k] > safety.acceleration_limit[k] * rounding:
                 return (f"[trajectory] excitation: joint '{name}' peaks at an acceleration of {acceleration[k]:.4g}, "
                         f"above its limit {safety.acceleration_limit[k]:.4g}")
         return ""

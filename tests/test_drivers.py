@@ -102,8 +102,8 @@ def test_write_advances_the_plant_by_one_period():
 
 def test_unknown_backend_and_joints_are_named():
     model = load_urdf(bundled_model_path("arm7"))
-    with pytest.raises(ValueError, match="unknown driver backend 'ethercat'"):
-        create_driver("ethercat", model)
+    with pytest.raises(ValueError, match="unknown driver backend 'profinet'"):
+        create_driver("profinet", model)
     plant = create_plant("rigid_body", model)
     with pytest.raises(ValueError, match="elbow"):
         SimDriver(model, SimDriver.Options(joints=["elbow"]), plant=plant, period=1e-3)

@@ -12,7 +12,6 @@ Mappings the slave refuses come back to SOEM as SDO aborts with their codes (0x0
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import struct
 import time
@@ -21,6 +20,8 @@ import numpy as np
 import pytest
 
 from rtctl.hil.ethercat import netns
+
+from ethercat_line import emulated_line
 
 pysoem = pytest.importorskip("pysoem")
 pytestmark = pytest.mark.slow
@@ -42,15 +43,7 @@ OUT, IN = struct.Struct("<Hhb"), struct.Struct("<HiihbHQ")
 @contextlib.contextmanager
 def line(*args: str):
     """(master, stop) on the emulator with ``args`` in a fresh namespace; ``stop()`` its STATS."""
-    with netns.veth_namespace() as ns:
-        assert ns is not None
-        proc = netns.start_emulator(ns, *args)
-        stats = {}
-
-        def stop() -> dict:
-            if not stats:
-                stats.update(json.loads(netns.stop_emulator(proc).split("STATS ", 1)[1]))
-            return stats
+    with emulated_line(*args) as (ns, _proc, stop):
         master = pysoem.Master()
         try:
             with netns.inside(ns):
@@ -58,9 +51,6 @@ def line(*args: str):
             yield master, stop
         finally:
             master.close()
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
 
 
 def write_mapping(slave, index: int, entries) -> None:

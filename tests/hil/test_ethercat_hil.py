@@ -86,7 +86,7 @@ def test_computed_torque_at_1_khz_over_seven_ethercat_drives_tracks(arm7_line, c
     ns, _proc, stop = arm7_line
     loop = build_inside(ns, arm7_config())
     try:
-        report = run_inside(ns, loop, 3.0)
+        report = run_inside(ns, loop, 2.0)
     finally:
         loop.driver.close()
     stats = stop()
@@ -95,19 +95,24 @@ def test_computed_torque_at_1_khz_over_seven_ethercat_drives_tracks(arm7_line, c
         print(f"\nEtherCAT arm7 at 1 kHz: tracking max {np.round(report.tracking_max, 3)} rad, overruns "
               f"{report.overruns}/{report.cycles}, lost frames {health.extra['lost_frames']}, wrong working "
               f"counters {health.extra['wrong_wkc']}")
-    assert report.cycles == 3000
+    assert report.cycles == 2000
     if report.tripped or health.fault or np.any(report.tracking_max >= tracking_bound(report, health)):
         skip_if_starved(report, "1 kHz tracking over EtherCAT")           # a failure the machine explains
         skip_if_peer_starved(health, 0, "1 kHz tracking over EtherCAT")
     assert not report.tripped and not health.fault, report.format()
     assert np.all(report.tracking_max < tracking_bound(report, health)), report.format()
-    assert all(s["outputs_received"] >= 3000 for s in stats["slaves"]), stats
+    assert all(s["outputs_received"] >= 2000 for s in stats["slaves"]), stats
 
 
-def test_e_stop_at_speed_holds_the_loaded_arm_with_the_drives_enabled(arm7_line):
+def test_e_stop_at_speed_holds_the_loaded_arm_with_the_drives_enabled():
     """The e-stop at 1.2 s, every joint moving: the safety's hold decelerates within the limits and then holds the
-    arm against gravity through the drives, which stay in OPERATION ENABLED (frames keep coming)."""
-    ns, _proc, _stop = arm7_line
+    arm against gravity through the drives, which stay in OPERATION ENABLED (frames keep coming). On the
+    rigid-body plant (the tracking test runs both)."""
+    with emulated_line(*ARM7) as (ns, _proc, _stop):
+        e_stop_run(ns)
+
+
+def e_stop_run(ns):
     loop = build_inside(ns, arm7_config())
     trace = []
 
