@@ -193,3 +193,21 @@ def test_the_driver_tracks_and_stops_in_order():
     assert np.all(report.tracking_max < 0.15), report.format()
     assert [s["state"] for s in stats["slaves"]] == ["SAFE-OP"] * 2
     assert all(s["drive_state"] == "SWITCH ON DISABLED" for s in stats["slaves"]), stats
+
+
+def test_distributed_clocks_run_sync0_at_the_loop_period():
+    """``distributed_clocks = true`` (ETG.1000.4 distributed clocks): SOEM measures the line's delays, every slave's
+    SYNC0 runs at the loop's 1 ms, and the reference clock read in each frame stays with the host's (the emulated
+    clocks do not drift: what remains is the frames' timing, within a few periods)."""
+    with emulated_line(*ARM) as (ns, _proc, stop):
+        loop = build_inside(ns, config(distributed_clocks=True))
+        try:
+            report = run_inside(ns, loop, 1.0)
+        finally:
+            loop.driver.close()
+        stats = stop()
+    assert not loop.driver.health.fault, loop.driver.health.fault_reason
+    assert [s["dc"]["sync0_cycle_ns"] for s in stats["slaves"]] == [1_000_000] * 2, stats
+    offset = loop.driver.health.extra["dc_offset_ns"]
+    assert offset != 0 and abs(offset) < 50e6, offset
+    assert report.cycles == 1000

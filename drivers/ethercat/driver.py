@@ -132,6 +132,7 @@ class EthercatDriver(ActuatorDriver):
         self._awaiting = False
         self._failed = 0
         self._quick_stop = False
+        self._dc_start = None
         self.expected_wkc = 0
         self.last_wkc = 0
         self.saturated_cycles = 0
@@ -398,6 +399,7 @@ class EthercatDriver(ActuatorDriver):
             self._controlword = [next_controlword(int(sw), cw) for sw, cw in zip(self.statusword, self._controlword)]
             time.sleep(0.001)
         self._controlword = [CW_ENABLE_OPERATION] * n
+        self._dc_start = None
         self._quick_stop = False
         self._failed = 0
         self._send(self._hold_targets())
@@ -412,6 +414,8 @@ class EthercatDriver(ActuatorDriver):
                 self._failed = 0
                 fresh = True
                 self._check_drives()
+                if self.options.distributed_clocks:
+                    self._watch_reference_clock()
             else:
                 self._frame_failed(wkc)
         if not fresh:
@@ -419,6 +423,15 @@ class EthercatDriver(ActuatorDriver):
         health.reads += 1
         return self.publish_measurement(state, self.transmission, self._a_pos, self._a_vel, self._a_tau,
                                         self._j_vec, now, fresh)
+
+    def _watch_reference_clock(self) -> None:
+        """The reference clock's system time, read by the frame's FRMW, against this host's clock since the
+        first frame of the run: ``dc_offset_ns``, their drift plus the frame's timing."""
+        dc, host = self.master.dc_time, time.monotonic_ns()
+        if self._dc_start is None:
+            self._dc_start = (dc, host)
+        else:
+            self.health.extra["dc_offset_ns"] = (dc - self._dc_start[0]) - (host - self._dc_start[1])
 
     def _check_drives(self) -> None:
         for k in range(len(self.positions)):
