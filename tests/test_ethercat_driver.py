@@ -211,3 +211,23 @@ def test_distributed_clocks_run_sync0_at_the_loop_period():
     offset = loop.driver.health.extra["dc_offset_ns"]
     assert offset != 0 and abs(offset) < 50e6, offset
     assert report.cycles == 1000
+
+
+def test_cyclic_synchronous_position_follows_the_trajectory():
+    """``mode = "position"``: the drives in cyclic synchronous position (0x6060 = 8, CiA 402-2 6.4), each closing
+    its own position loop on the target 0x607A the driver sends every frame (the joint_position controller's
+    gains are not sent: CSP takes a target alone); 2 s of the sinusoids track within the CAN suite's 0.15 rad."""
+    with emulated_line(*ARM) as (ns, _proc, stop):
+        raw = config(mode="position")
+        raw["controller"] = {"type": "joint_position", "kp": [5.0, 2.0], "kd": [0.5, 0.1], "feedforward": "none"}
+        loop = build_inside(ns, raw)
+        try:
+            report = run_inside(ns, loop, 2.0)
+        finally:
+            loop.driver.close()
+        stats = stop()
+    if report.tripped or np.any(report.tracking_max >= 0.15):
+        skip_if_starved(report, "CSP tracking over EtherCAT")
+        skip_if_peer_starved(loop.driver.health, 0, "CSP tracking over EtherCAT")
+    assert not report.tripped and np.all(report.tracking_max < 0.15), report.format()
+    assert [s["mode"] for s in stats["slaves"]] == [8, 8]
