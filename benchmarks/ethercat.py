@@ -102,7 +102,7 @@ def ethercat_loop(rates: list[float], seconds: float) -> list[str]:
 
     q0 = [0.0, 0.5, 0.0, -1.0, 0.0, 0.5, 0.0]
     start = [q - 0.3 for q in q0]                     # the sinusoids start there, at rest
-    rated = [f"{limit / 300:.4f}" for limit in (176, 176, 110, 110, 110, 40, 40)]   # peak = effort limit
+    rated = [f"{limit / 300:.4f}" for limit in (176, 176, 110, 110, 110, 10, 10)]   # peak: the joint's need
     rows = []
     for rate in rates:
         with netns.veth_namespace() as ns:

@@ -26,6 +26,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from machine import skip_if_starved
+
 mujoco = pytest.importorskip("mujoco", reason="the mujoco extra (rtctl[mujoco]) is not installed")
 
 from rtctl.config import build, load_config  # noqa: E402
@@ -268,6 +270,8 @@ def test_mujoco_plant_behind_emulated_can_actuators_in_another_process(bus_serve
         out, _ = _finish(proc)
     counters = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
     assert plant_line == "PLANT MujocoPlant nv=2"
+    if report.tripped:
+        skip_if_starved(report, f"MuJoCo behind emulated {protocol} drives at 500 Hz")   # a trip the machine explains
     assert report.cycles == 1000 and not report.tripped and not report.failures, report.format()
     # The bound of the CAN HIL suite for this arm on the built-in plant (tests/hil/test_can_hil.py): 0.15 rad on a
     # run that kept its timing, 0.25 rad when the shared machine made it miss replies.

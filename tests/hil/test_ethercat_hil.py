@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 
 from rtctl.dynamics import Dynamics
+from rtctl.hil.can_robot import VISCOUS_FRICTION
 from rtctl.hil.ethercat import netns
 from rtctl.safety.stop import HOLD_KP
 
@@ -48,8 +49,11 @@ START = CENTER - AMPLITUDE                            # the sinusoids start ther
 RATIO = 100.0
 EFFORT_LIMIT = np.array([176.0, 176.0, 110.0, 110.0, 110.0, 40.0, 40.0])   # arm7's, N m at the joints
 # Each drive sized for its joint: its peak, 3 times the rated torque (0x6072 = 3000 per mille), the joint's effort
-# limit through the gear; a thousandth of the rated torque is its torque's resolution (0.013 N m at the wrist).
-RATED = EFFORT_LIMIT / RATIO / 3.0
+# limit through the gear, except the last two, sized for the 10 N m the wrist needs: a thousandth of the rated
+# torque is its torque's resolution, and at the URDF's 40 N m (0.013 N m) the wrist's 4e-4 kg m^2 tracked with
+# 0.057 rad of error on MuJoCo's plant, 0.008 rad at 10 N m (the rigid-body plant's joint friction: below).
+RATED = np.minimum(EFFORT_LIMIT, [176.0, 176.0, 110.0, 110.0, 110.0, 10.0, 10.0]) / RATIO / 3.0
+KP = 400.0                                            # the computed-torque controller's (run_config's)
 STALL_TOLERANT = 100                                  # frames in a row (0.1 s), and each slave's SM watchdog 1 s
 ARM7 = ("--robot", "arm7", "--ratio", str(RATIO), "--initial", *map(str, START),
         "--rated-torque", *(f"{x:.4f}" for x in RATED))
@@ -63,9 +67,18 @@ def arm7_config(**driver) -> dict:
     return raw
 
 
-def tracking_bound(report, health) -> float:
+def tracking_bound(report, health) -> np.ndarray:
+    """The CAN suite's bound, plus per joint what the plant's joint friction, unknown to the controller, leaves:
+    b v / (kp M_jj), computed torque's stiffness being kp M (0.29 rad at the wrist's 4e-4 kg m^2 at 0.94 rad/s;
+    0.2 rad measured there, under 0.03 rad at every other joint)."""
     clean = report.overruns < 0.1 * report.cycles and health.stale_cycles < 0.05 * report.cycles
-    return 0.15 if clean else 0.25
+    return (0.15 if clean else 0.25) + friction_error()
+
+
+def friction_error() -> np.ndarray:
+    from rtctl.cli import load_model
+    mass = np.diag(Dynamics(load_model("arm7", None)).mass_matrix(CENTER))
+    return VISCOUS_FRICTION * AMPLITUDE * 2 * np.pi * np.asarray(FREQUENCY) / (KP * mass)
 
 
 @pytest.fixture(params=["rigid_body", "mujoco"])
@@ -212,4 +225,4 @@ def test_the_hardware_pages_ethercat_set_up_runs_as_written(tmp_path):
         pytest.skip(f"the machine starved the documented run: {out[-600:]}")
     assert done.returncode == 0 and "SAFE STATE" not in out, out[-3000:]
     errors = [float(m) for m in re.findall(r"^\s+joint\d\s+\S+\s+(\S+)$", out, re.M)]
-    assert len(errors) == 7 and max(errors) < 0.25, out[-3000:]
+    assert len(errors) == 7 and np.all(np.array(errors) < 0.25 + friction_error()), out[-3000:]
