@@ -122,9 +122,10 @@ def test_disconnecting_every_subscriber_leaves_no_descriptor_behind():
     guard = SubscriptionGuard(pub)
     pipe = os.pipe()
     try:
-        before = len(os.listdir("/proc/self/fd"))
+        before = set(os.listdir("/proc/self/fd"))
         shut = [guard.disconnect_all() for _ in range(50)]
-        assert len(os.listdir("/proc/self/fd")) == before
+        # none left open by it (another thread of the test process may close one of its own meanwhile)
+        assert set(os.listdir("/proc/self/fd")) <= before
         assert shut == [0] * 50                      # nobody was connected: no descriptor is a connection
     finally:
         for fd in pipe:

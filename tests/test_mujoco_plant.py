@@ -226,6 +226,7 @@ def bus_server():
 
 @pytest.mark.parametrize("protocol", ["mit", "cia402"])
 @pytest.mark.slow
+@pytest.mark.flaky(reruns=1, reruns_delay=1)  # beside the EtherCAT HIL: a velocity trip with 41 replies late, once
 def test_mujoco_plant_behind_emulated_can_actuators_in_another_process(bus_server, tmp_path, protocol):
     """MIT motors and CiA 402 drives (cyclic synchronous torque through a 10:1 gear) emulated in another
     process over MuJoCo's simulation of the arm, closed at 500 Hz by computed torque."""

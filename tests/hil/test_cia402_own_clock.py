@@ -71,6 +71,17 @@ def test_quick_stop_reaches_switch_on_disabled_without_sync(rig):
     assert rig.emu.syncs == 0
 
 
+def settled_syncs(rig, quiet: float = 0.05, timeout: float = 2.0) -> int:
+    """The emulator's SYNC count once it has not changed for ``quiet`` s (at most ``timeout`` s)."""
+    deadline = time.monotonic() + timeout
+    count, since = rig.emu.syncs, time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - since < quiet:
+        time.sleep(0.005)
+        if rig.emu.syncs != count:
+            count, since = rig.emu.syncs, time.monotonic()
+    return count
+
+
 def test_quick_stop_ramp_keeps_its_deceleration_after_the_master_falls_silent(rig):
     """CiA 402-2 6.3.1 transition 11 and 0x605A = 1 (slow down on the profile deceleration 0x6084): the drive
     spins in cyclic synchronous velocity while python-canopen's SYNC producer runs; the producer stops, then a
@@ -86,7 +97,7 @@ def test_quick_stop_ramp_keeps_its_deceleration_after_the_master_falls_silent(ri
     rig.net.sync.start(0.005)
     assert rig.wait(lambda: abs(rig.drive.velocity - speed) < 0.1 * speed, 3.0), rig.drive.velocity
     rig.net.sync.stop()
-    syncs = rig.emu.syncs
+    syncs = settled_syncs(rig)        # a SYNC sent before the stop may still be on its way through the bus
     v0 = sdo[0x606C].raw
     sdo[0x6040].raw = 0x02
     assert rig.wait(lambda: rig.drive.state == SOD, 2.0), state_times(rig)[-3:]
