@@ -11,12 +11,13 @@ three times, as a master retries a scan."""
 from __future__ import annotations
 
 import contextlib
-import json
 import struct
 
 import pytest
 
 from rtctl.hil.ethercat import netns
+
+from ethercat_line import emulated_line
 
 kickcat = pytest.importorskip("kickcat")
 pytestmark = pytest.mark.slow
@@ -34,32 +35,19 @@ STATE_TIMEOUT_S = 3.0
 def emulated_bus(*args: str):
     """(bus, stop) with the line at PRE-OP; ``stop()`` the emulator's STATS. The emulator is stopped and the
     namespace deleted on exit, also when the bring-up fails."""
-    with netns.veth_namespace() as ns:
-        assert ns is not None
-        proc = netns.start_emulator(ns, "--slaves", str(N), *args)
-        stats = {}
-
-        def stop() -> dict:
-            if not stats:
-                stats.update(json.loads(netns.stop_emulator(proc).split("STATS ", 1)[1]))
-            return stats
-        try:
-            for attempt in range(BRING_UP_TRIES):
-                with netns.inside(ns):
-                    link = kickcat.create_link(netns.MASTER_END, "")
-                link.set_timeout(LINK_TIMEOUT_S)
-                bus = kickcat.Bus(link)
-                try:
-                    bus.init(0.1)                       # PDI watchdog 100 ms
-                    break
-                except RuntimeError:
-                    if attempt == BRING_UP_TRIES - 1:
-                        raise
-            yield bus, stop
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    with emulated_line("--slaves", str(N), *args) as (ns, _proc, stop):
+        for attempt in range(BRING_UP_TRIES):
+            with netns.inside(ns):
+                link = kickcat.create_link(netns.MASTER_END, "")
+            link.set_timeout(LINK_TIMEOUT_S)
+            bus = kickcat.Bus(link)
+            try:
+                bus.init(0.1)                       # PDI watchdog 100 ms
+                break
+            except RuntimeError:
+                if attempt == BRING_UP_TRIES - 1:
+                    raise
+        yield bus, stop
 
 
 def test_kickcat_brings_the_line_to_op_and_exchanges_process_data():
