@@ -36,6 +36,7 @@ from rtctl.telemetry.schema import (CHANNEL_DESCRIPTION, CHANNEL_EVENT, CHANNEL_
 from rtctl.telemetry.recording import record
 from rtctl.telemetry.playback import replay
 from rtctl.telemetry.tools import echo, plot, read_recording, rows_of, stats
+from machine import starved
 from telemetry_helpers import Spy, assert_rows_equal, drain, make_loop, subscriber, wait_meta
 
 TEL = {"enabled": True, "endpoint": "tcp://127.0.0.1:0", "meta_period": 0.05}
@@ -192,22 +193,39 @@ def _paced_run(stalled: bool, seconds: float = 2.0):
             sub.close(linger=0)
 
 
+def _work_overruns(report) -> int:
+    """Overrun cycles whose own work (read, control, hand-off, write) did not fit the period: what the loop
+    did, as against cycles that overran because the machine woke the loop up late."""
+    late = report.late
+    return late["cycles"] - late["woke_late"] if late else 0
+
+
 @pytest.mark.slow
 @pytest.mark.flaky(reruns=1, reruns_delay=1)  # wall-clock bounds on a shared 2-core machine: one more run
 def test_stalled_subscriber_does_not_disturb_the_loop_and_losses_are_counted():
     base1, tel1, _ = _paced_run(stalled=False)
     stall, tel2, lost = _paced_run(stalled=True)
     base2, _, _ = _paced_run(stalled=False)
+    runs = (base1.late, stall.late, base2.late, base1.timing["telemetry"], stall.timing["telemetry"],
+            base2.timing["telemetry"])
     # The hand-off never loses a sample: the ring kept up; the stalled subscriber lost many (HWM drops).
     assert tel2.dropped == 0 and tel2.handed == stall.cycles == 2000
     assert lost > 500, lost
-    # Timing: margins for a shared 2-core machine -- overruns within 1 % of the cycles (+5) of the
-    # worse baseline; wake-up latency p99 within 1.5x + 300 us of the worse baseline.
-    worst_over = max(base1.overruns, base2.overruns)
-    assert stall.overruns <= worst_over + 0.01 * stall.cycles + 5, (base1.overruns, stall.overruns, base2.overruns)
-    worst_p99 = max(base1.timing["latency"]["p99"], base2.timing["latency"]["p99"])
-    assert stall.timing["latency"]["p99"] <= 1.5 * worst_p99 + 300.0, \
-        (base1.timing["latency"], stall.timing["latency"], base2.timing["latency"])
+    # The loop's own work is not slowed by the stalled subscriber: the hand-off (the "telemetry" part of the
+    # cycle, a ring write) costs what it costs without one, and no more cycles overran by their own work.
+    # Margins for a shared 2-core machine: 1.5x + 20 us on the p99, 1 % of the cycles (+5) on the overruns.
+    worst_handoff = max(base1.timing["telemetry"]["p99"], base2.timing["telemetry"]["p99"])
+    assert stall.timing["telemetry"]["p99"] <= 1.5 * worst_handoff + 20.0, runs
+    worst_work = max(_work_overruns(base1), _work_overruns(base2))
+    assert _work_overruns(stall) <= worst_work + 0.01 * stall.cycles + 5, runs
+    # Wake-up latency is the machine's: it is compared only when no run was starved (the last CI run's
+    # baselines overran 22 and 175 cycles around the stalled run's 318, the machine's load changing).
+    if not any(starved(r) for r in (base1, stall, base2)):
+        worst_over = max(base1.overruns, base2.overruns)
+        assert stall.overruns <= worst_over + 0.01 * stall.cycles + 5, runs
+        worst_p99 = max(base1.timing["latency"]["p99"], base2.timing["latency"]["p99"])
+        assert stall.timing["latency"]["p99"] <= 1.5 * worst_p99 + 300.0, \
+            (base1.timing["latency"], stall.timing["latency"], base2.timing["latency"])
 
 
 @pytest.mark.slow
