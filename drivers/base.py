@@ -63,6 +63,9 @@ class ActuatorDriver(Lifecycle, abc.ABC):
     # of constant acceleration u moves a joint (1/2 in the physical world; a simulated plant's integrator's).
     latency_cycles: int = 0
     position_share: float = EXACT_HOLD
+    # A bus whose own clock paces the actuators (EtherCAT's distributed clocks) asks the loop to move its next
+    # deadline by this many seconds, set by read each cycle, to stay in phase with that clock (0: the loop's own).
+    cycle_correction: float = 0.0
     sections: dict = {}      # whole config sections this driver owns: {"name": OptionsDataclass}
     shares_plant = False     # several over one simulated plant: the config builds the last with steps_plant
 

@@ -51,3 +51,40 @@ def next_controlword(statusword: int, last_controlword: int) -> int:
     if state == "READY TO SWITCH ON":
         return CW_SWITCH_ON
     return CW_ENABLE_OPERATION
+
+
+# Emergency messages (CiA 301 7.2.7): the error code's class (CiA 301 table "Emergency error codes"), the codes
+# a drive's profile adds (CiA 402-2, IEC 61800-7-201 annex "Error codes"), the error register 0x1001's bits
+# (CiA 301 7.5.2.2).
+ERROR_CODES = {
+    0x2310: "continuous over current", 0x2320: "short circuit or earth leakage", 0x3210: "DC link over-voltage",
+    0x3220: "DC link under-voltage", 0x4210: "excess temperature, device", 0x4310: "excess temperature, drive",
+    0x5530: "data storage", 0x7121: "motor blocked", 0x7300: "sensor", 0x8110: "CAN overrun",
+    0x8120: "CAN in error passive mode", 0x8130: "life guard or heartbeat error", 0x8140: "recovered from bus off",
+    0x8150: "CAN-ID collision", 0x8210: "PDO not processed due to length error", 0x8220: "PDO length exceeded",
+    0x8240: "unexpected SYNC data length", 0x8250: "RPDO timeout", 0x8611: "following error",
+    0x8612: "reference limit",
+}
+ERROR_CLASSES = {
+    0x00: "error reset or no error", 0x10: "generic error", 0x20: "current", 0x21: "current, device input side",
+    0x22: "current inside the device", 0x23: "current, device output side", 0x30: "voltage", 0x31: "mains voltage",
+    0x32: "voltage inside the device", 0x33: "output voltage", 0x40: "temperature", 0x41: "ambient temperature",
+    0x42: "device temperature", 0x50: "device hardware", 0x60: "device software", 0x61: "internal software",
+    0x62: "user software", 0x63: "data set", 0x70: "additional modules", 0x80: "monitoring", 0x81: "communication",
+    0x82: "protocol error", 0x90: "external error", 0xF0: "additional functions", 0xFF: "device specific",
+}
+ERROR_REGISTER_BITS = ("generic", "current", "voltage", "temperature", "communication", "device profile",
+                       "reserved", "manufacturer")
+
+
+def error_code_name(code: int) -> str:
+    """An emergency error code's meaning: the profile's own code, else its class (its high byte, then nibble)."""
+    return ERROR_CODES.get(code) or ERROR_CLASSES.get(code >> 8) or ERROR_CLASSES.get(code >> 12 << 4, "unknown")
+
+
+def emergency_line(code: int, register: int, manufacturer: bytes = b"") -> str:
+    """One emergency as a phrase: ``EMCY 0x2310 (continuous over current), error register 0x03 (generic,
+    current)``, and its manufacturer-specific bytes where any is set."""
+    bits = ", ".join(name for bit, name in enumerate(ERROR_REGISTER_BITS) if register >> bit & 1) or "none"
+    line = f"EMCY 0x{code:04X} ({error_code_name(code)}), error register 0x{register:02X} ({bits})"
+    return line + (f", manufacturer bytes {manufacturer.hex(' ')}" if any(manufacturer) else "")

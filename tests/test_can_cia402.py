@@ -154,7 +154,9 @@ def test_drive_fault_reaction_and_fault_reset(rig):
     drv = driver(master_heartbeat_timeout=0)
     emu.drives[0].enter_fault(0x2310, time.monotonic())
     cycle(drv, model, 1.0, until=lambda: emu.drives[0].state == "FAULT")
-    assert "node 1 in FAULT" in drv.health.fault_reason and "0x2310" in drv.health.fault_reason
+    # the EMCY decoded (CiA 301 7.2.7; error register 0x1001 bits 0 and 1, CiA 301 7.5.2.2)
+    assert "node 1 in FAULT" in drv.health.fault_reason and ("EMCY 0x2310 (continuous over current), error "
+                                                             "register 0x03 (generic, current)") in drv.health.fault_reason
     drv.deactivate()
     drv.configure()
     drv.activate()

@@ -154,6 +154,25 @@ def test_a_slave_dropped_to_pre_op_mid_run_is_a_working_counter_fault_naming_it(
     assert loop.driver.health.extra["wrong_wkc"] >= 3 and loop.safety.trip_cycle >= at + 3
 
 
+def test_a_drive_fault_is_named_with_the_emergency_read_from_its_mailbox():
+    """A drive that faults on its own mid-run (continuous over current, 0x2310, on the emulator's clock): its
+    statusword latches the safe state, and the fault line carries the emergency the driver read from the slave's
+    mailbox then (ETG.1000.6 5.6.4 CoE emergency; CiA 301 7.2.7 error code, 7.5.2.2 error register: generic and
+    current, as the CAN drive's EMCY)."""
+    with emulated_line(*ARM, "--drive-fault", "1", "0x2310", "0.4") as (ns, _proc, stop):
+        loop = build_inside(ns, config())
+        try:
+            report = run_inside(ns, loop, 1.0)
+        finally:
+            loop.driver.close()
+        stats = stop()
+    reason = loop.driver.health.fault_reason
+    assert report.tripped and "slave 1 (joint 'elbow') in FAULT" in reason, reason
+    assert ("error code 0x2310; EMCY 0x2310 (continuous over current), error register 0x03 (generic, current)"
+            in reason and "slave 0" not in reason), reason
+    assert loop.driver.health.extra["emergencies"] >= 1 and stats["slaves"][1]["emergencies"] >= 1, stats
+
+
 def test_link_down_latches_the_fault_within_three_cycles():
     """Issue 35 item 3: the veth set down mid-run -> the driver's fault (no carrier) and the safe state within
     3 cycles, latched to the end of the run: the link watch's, not the lost frames' count (max_failed_cycles 100)."""
@@ -211,6 +230,40 @@ def test_distributed_clocks_run_sync0_at_the_loop_period():
     offset = loop.driver.health.extra["dc_offset_ns"]
     assert offset != 0 and abs(offset) < 50e6, offset
     assert report.cycles == 1000
+
+
+def drifting_line_run(follow: bool, seconds: float = 2.0):
+    """``seconds`` at 500 Hz on distributed clocks over a line whose clocks run 1000 ppm fast (twenty times a poor
+    crystal's error, so that a short run crosses a whole SYNC0 interval: 2 ms in 2 s); (report, the reference
+    slave's DC summary from the emulator, the driver's health)."""
+    raw = dict(config(distributed_clocks=True, follow_reference_clock=follow), loop={"rate_hz": 500.0})
+    with emulated_line(*ARM, "--clock-drift", "1000") as (ns, _proc, stop):
+        loop = build_inside(ns, raw)
+        try:
+            report = run_inside(ns, loop, seconds)
+        finally:
+            loop.driver.close()
+        return report, stop()["slaves"][0]["dc"], loop.driver.health
+
+
+def test_the_loop_follows_the_reference_clock_of_a_drifting_line():
+    """ETG.1000.4 distributed clocks, the master's side (SOEM's ``ec_sync``): a drive takes the outputs at each SYNC0
+    pulse of its own clock. A loop on the host's clock drifts through the SYNC0 interval (here a whole one over the
+    last 1000 frames: their phases spread over it, and frames cross pulses); following the reference clock, the
+    frames stay half an interval from the pulses, but for the loop's own late wake-ups. Measured by the emulated
+    reference slave on its clock: where in the interval each output write came (percentiles 1/25/50/75/99)."""
+    free, free_dc, _ = drifting_line_run(follow=False)
+    locked, locked_dc, health = drifting_line_run(follow=True)
+    print(f"free: {free_dc}, {free.overruns} overruns\nfollowing: {locked_dc}, {locked.overruns} overruns, "
+          f"wake-up p99 {locked.timing['latency']['p99']:.0f} us")
+    assert not free.tripped and not locked.tripped, (free.trip_reason, locked.trip_reason)
+    interval = 2000.0
+    _, q1, _, q3, _ = free_dc["sync0_phase_us"]
+    assert q3 - q1 > interval / 4 and free_dc["sync0_missed"] >= 1, free_dc      # uniform: q3 - q1 = interval / 2
+    skip_if_starved(locked, "the loop on the reference clock")
+    _, q1, median, q3, _ = locked_dc["sync0_phase_us"]
+    assert abs(median - interval / 2) < interval / 8 and q3 - q1 < interval / 8, locked_dc
+    assert abs(health.extra["dc_phase_error_ns"]) < interval / 2 * 1e3, health.extra
 
 
 def test_cyclic_synchronous_position_follows_the_trajectory():

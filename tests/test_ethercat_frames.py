@@ -229,6 +229,9 @@ def test_any_frame_is_processed_or_rejected_never_raises(parts, flips, tail):
     (["--interface", "x", "--drop", "1.5"], "--drop"),
     (["--interface", "x", "--slaves", "2", "--refuse-op", "2", "0x1A"], "slave position 2"),
     (["--interface", "x", "--refuse-op", "0", "0x10000"], "AL status code 0x10000"),
+    (["--interface", "x", "--slaves", "2", "--drive-fault", "2", "0x2310", "0.5"], "--drive-fault: slave 2"),
+    (["--interface", "x", "--drive-fault", "0", "0x2310", "nan"], "nan s"),
+    (["--interface", "x", "--drive-fault", "0", "over", "0.5"], "--drive-fault: '0 over 0.5'"),
     (["--interface", "x", "--name", "Ä"], "--name")])
 def test_emulator_command_line_mistakes_are_one_line(argv, named, capsys):
     from rtctl.hil.cli import main

@@ -67,7 +67,7 @@ from rtctl.options import setting
 from ..base import EFFORT_MODE, ActuatorDriver, DriverHealth
 from ..cia402 import (CW_DISABLE_VOLTAGE, CW_ENABLE_OPERATION, CW_FAULT_RESET, CW_QUICK_STOP,  # noqa: F401
                       CW_SHUTDOWN, CW_SWITCH_ON, SW_OPERATION_ENABLED, SW_OPERATION_ENABLED_MASK, is_fault,
-                      next_controlword, state_of)
+                      emergency_line, next_controlword, state_of)
 from ..transmission import Transmission
 from .bus import CAN_COUNTERS, CanOptions, check_can_ids, check_channel, drain, open_bus, release_with, shutdown_bus
 
@@ -181,7 +181,7 @@ class Cia402Driver(ActuatorDriver):
         self._slot_of_cob: dict[int, tuple[int, int]] = {}
         self._hb_time = np.zeros(n)
         self._hb_state = np.zeros(n, dtype=np.int64)
-        self._emcy_code = np.zeros(n, dtype=np.int64)
+        self._emcy = [""] * n         # each drive's last emergency, as a phrase
         self.statusword = np.zeros(n, dtype=np.int64)
         self._controlword = [CW_DISABLE_VOLTAGE] * n
         self._missed = np.zeros(n, dtype=np.int64)
@@ -326,7 +326,7 @@ class Cia402Driver(ActuatorDriver):
         self.health.extra["heartbeats"] += 1
 
     def _on_emcy(self, k, err):
-        self._emcy_code[k] = err.code
+        self._emcy[k] = emergency_line(err.code, err.register, bytes(err.data))
         self.health.extra["emcy"] += 1
 
     # -- the cycle ---------------------------------------------------------------------
@@ -409,7 +409,7 @@ class Cia402Driver(ActuatorDriver):
                     fresh = True
                     sw = int(self.statusword[k])
                     if sw & SW_OPERATION_ENABLED_MASK != SW_OPERATION_ENABLED and not health.fault:
-                        code = f", EMCY error code 0x{int(self._emcy_code[k]):04X}" if self._emcy_code[k] else ""
+                        code = f", {self._emcy[k]}" if self._emcy[k] else ""
                         why = " after the quick stop this driver requested" if self._quick_stop else ""
                         health.set_fault(f"{self.name}: node {self.can_ids[k]} in {state_of(sw)}{why} "
                                          f"(statusword 0x{sw:04X}{code})")

@@ -15,7 +15,8 @@ rest, by the standards:
   manager watchdog (``watchdog``; the slave takes its outputs off and drops to SAFE-OP when no frame writes
   them for that long: a dead master stops the drives, ETG.1000.4 watchdogs) and, with ``distributed_clocks``,
   SYNC0 at the loop period (ETG.1000.4 distributed clocks; the reference clock's system time is read in every
-  frame, and its offset from the master's clock is reported), then takes the line to SAFE-OP, naming every
+  frame, and its offset from the master's clock is reported; with ``follow_reference_clock`` the loop's cycle
+  follows it, :mod:`.clock`), then takes the line to SAFE-OP, naming every
   slave that stays behind with its AL status code.
 * ``activate``: OP (the outputs already valid in every frame), then each drive's power state machine
   (CiA 402-2 6.3) to OPERATION ENABLED, a position drive's target held at its actual position on the way.
@@ -25,7 +26,8 @@ rest, by the standards:
   2 per slave written), unpacks statusword, positions, velocities, torques. Never raises: a wrong working
   counter or a lost frame is counted, ``max_failed_cycles`` of them in a row latch a fault (naming the slaves
   that left OP, or the link), a lost link latches it at once (the interface's carrier, read by ioctl), as does a
-  drive leaving OPERATION ENABLED (its statusword's state and error code 0x603F).
+  drive leaving OPERATION ENABLED (its statusword's state and error code 0x603F, and the emergency it sent,
+  read from its mailbox then: :mod:`.emergency`). One slave's mailbox is read every ``mailbox_poll_cycles``.
 * ``safe_stop``: the quick stop command to every drive (each stops as its 0x605A says), in frames that keep
   coming; ``deactivate``: quick stop until the drives report it done (or ``activate_timeout``), disable voltage,
   SAFE-OP.
@@ -48,6 +50,8 @@ from ..cia402 import (CW_DISABLE_VOLTAGE, CW_ENABLE_OPERATION, CW_QUICK_STOP, SW
                       SW_OPERATION_ENABLED_MASK, next_controlword, state_of)
 from ..transmission import Transmission
 from . import pdo
+from .clock import ReferenceClockFollower
+from .emergency import Emergencies
 from .line import LinkWatch, al_status_name, identity_line, sdo_abort_name, state_name, states_line
 
 SAFE_OP, OP, PRE_OP = 4, 8, 2
@@ -69,10 +73,12 @@ class EthercatOptions(ActuatorDriver.Options):
     max_failed_cycles: int = setting("int", 3, low=1)              # lost frames / wrong working counters in a row
     watchdog: float = setting("float", 0.1, low=1e-3, high=6.0)    # s: each slave's sync manager watchdog
     distributed_clocks: bool = setting("bool", False)              # SYNC0 at the loop period
+    follow_reference_clock: bool = setting("bool", True)          # with them: the loop's cycle on the reference clock
     encoder_counts: object = setting("ints", None, positive=True)  # increments per motor turn (default: 0x608F)
     rated_torque: object = setting("floats", None, positive=True)  # N m at the motor (default: 0x6076)
     quick_stop_option: int = setting("int", None, low=0, high=8)   # 0x605A written at configure (default: the drive's)
     activate_timeout: float = setting("float", 2.0, positive=True)  # s for OP and OPERATION ENABLED
+    mailbox_poll_cycles: int = setting("int", 10, low=0)          # cycles between reads of a mailbox (EMCY); 0: at a fault
 
 
 def per_slave(name: str, value, n: int) -> list | None:
@@ -117,6 +123,7 @@ class EthercatDriver(ActuatorDriver):
         self.period = float(period)
         self.master = None
         self.link: LinkWatch | None = None
+        self.emergencies: Emergencies | None = None
         self.inputs: list[pdo.Image] = []
         self.outputs: list[pdo.Image] = []
         self.rad_per_increment = np.zeros(n)
@@ -133,6 +140,8 @@ class EthercatDriver(ActuatorDriver):
         self._failed = 0
         self._quick_stop = False
         self._dc_start = None
+        self.follower = ReferenceClockFollower(self.period) if o.distributed_clocks and o.follow_reference_clock \
+            else None
         self.expected_wkc = 0
         self.last_wkc = 0
         self.saturated_cycles = 0
@@ -140,7 +149,7 @@ class EthercatDriver(ActuatorDriver):
 
     def _reset_health(self) -> None:
         self.health = DriverHealth()
-        self.health.extra.update(lost_frames=0, wrong_wkc=0, dc_offset_ns=0)
+        self.health.extra.update(lost_frames=0, wrong_wkc=0, dc_offset_ns=0, dc_phase_error_ns=0, emergencies=0)
 
     # -- configuration: SDO and state changes, not real time ----------------------------------------------
     def on_configure(self) -> None:
@@ -167,6 +176,7 @@ class EthercatDriver(ActuatorDriver):
                                f"config needs slave positions {self.positions}")
         for k, position in enumerate(self.positions):
             self._check_identity(k, master.slaves[position])
+        self.emergencies = Emergencies([master.slaves[p] for p in self.positions], o.mailbox_poll_cycles)
         for k, position in enumerate(self.positions):
             self._configure_drive(k, master.slaves[position])
         try:
@@ -400,6 +410,8 @@ class EthercatDriver(ActuatorDriver):
             time.sleep(0.001)
         self._controlword = [CW_ENABLE_OPERATION] * n
         self._dc_start = None
+        if self.follower is not None:
+            self.follower.reset()
         self._quick_stop = False
         self._failed = 0
         self._send(self._hold_targets())
@@ -408,6 +420,7 @@ class EthercatDriver(ActuatorDriver):
     def read(self, state, now: float) -> bool:
         health = self.health
         fresh = False
+        self.cycle_correction = 0.0
         if self._awaiting and self.master is not None:
             wkc = self._receive()
             if wkc == self.expected_wkc:
@@ -416,6 +429,9 @@ class EthercatDriver(ActuatorDriver):
                 self._check_drives()
                 if self.options.distributed_clocks:
                     self._watch_reference_clock()
+                self.emergencies.poll()
+                if self.emergencies.count != health.extra["emergencies"]:
+                    health.extra["emergencies"] = self.emergencies.count
             else:
                 self._frame_failed(wkc)
         if not fresh:
@@ -426,12 +442,17 @@ class EthercatDriver(ActuatorDriver):
 
     def _watch_reference_clock(self) -> None:
         """The reference clock's system time, read by the frame's FRMW, against this host's clock since the
-        first frame of the run: ``dc_offset_ns``, their drift plus the frame's timing."""
+        first frame of the run: ``dc_offset_ns``, their drift plus the frame's timing; with
+        ``follow_reference_clock`` the loop's next deadline moved to hold the frame's phase in the SYNC0 interval
+        (:mod:`.clock`), ``dc_phase_error_ns`` its error now."""
         dc, host = self.master.dc_time, time.monotonic_ns()
         if self._dc_start is None:
             self._dc_start = (dc, host)
         else:
             self.health.extra["dc_offset_ns"] = (dc - self._dc_start[0]) - (host - self._dc_start[1])
+        if self.follower is not None and not self._quick_stop:
+            self.cycle_correction = self.follower.update(dc)
+            self.health.extra["dc_phase_error_ns"] = int(self.follower.phase_error_ns)
 
     def _check_drives(self) -> None:
         for k in range(len(self.positions)):
@@ -440,6 +461,8 @@ class EthercatDriver(ActuatorDriver):
                 code = f", error code 0x{int(self.error_code[k]):04X}" if self.error_code[k] else ""
                 why = " after the quick stop this driver requested" if self._quick_stop else ""
                 line = self._diagnosis() if not self._quick_stop else ""
+                emergency = self.emergencies.at_fault(k) if not self._quick_stop else ""
+                code += f"; {emergency}" if emergency else ""
                 self.health.set_fault(f"{self.name}: slave {self.positions[k]} (joint {self.joint_names[k]!r}) in "
                                       f"{state_of(sw)}{why} (statusword 0x{sw:04X}{code})"
                                       + (f"; {line}" if line and line != "every slave in OP" else ""))

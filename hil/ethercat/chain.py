@@ -127,15 +127,16 @@ class EscChain:
 
     @classmethod
     def cia402(cls, n: int, identity: SlaveIdentity, now: float = 0.0, layout: SiiLayout | None = None,
-               applications: list | None = None):
+               applications: list | None = None, drift_ppm: float = 0.0):
         """``n`` CiA 402 drives (the SII's PDOs: the minimal process image), serial numbers 1..n; behind each
-        its application (default: a :class:`LoopbackAxis`)."""
+        its application (default: a :class:`LoopbackAxis`); their clocks ``drift_ppm`` fast (.dc)."""
         applications = applications or [LoopbackAxis() for _ in range(n)]
         slaves = []
         for k in range(n):
             ident = SlaveIdentity(identity.vendor_id, identity.product_code, identity.revision, k + 1,
                                   identity.name, identity.group)
-            slaves.append(Esc(k, k == n - 1, layout or cia402_layout(ident), applications[k], now))
+            slaves.append(Esc(k, k == n - 1, layout or cia402_layout(ident), applications[k], now,
+                              drift_ppm))
         return cls(slaves)
 
     def process(self, frame: bytearray, now: float, pdi: bool = True) -> bool:

@@ -12,18 +12,28 @@ activation (bit 0 cyclic operation, bit 1 SYNC0), 0x098E SYNC0 status (bit 0: a 
 0x0990 the start time of cyclic operation (written: the system time of the first SYNC0 pulse; read while active:
 that of the next), 0x09A0 the SYNC0 cycle time in ns.
 
-The emulated clocks: an ESC's local time counts ns from its power-on, on the host's monotonic clock; a frame
-reaches the slave at position k ``k * HOP_NS`` after the first (the return path from the end of the line likewise),
-so a master measures a propagation delay of ``HOP_NS`` per slave. The clocks do not drift -- they all run on the
-host's clock -- and the time control loop is ideal: it takes up the whole difference at each comparison (an ESC
+The emulated clocks: an ESC's local time counts ns from its power-on, on the host's monotonic clock run
+``drift_ppm`` fast (a crystal's error: tens of ppm; the same for every slave of the line); a frame reaches the
+slave at position k ``k * HOP_NS`` after the first (the return path from the end of the line likewise), so a
+master measures a propagation delay of ``HOP_NS`` per slave. The time control loop is ideal: it takes up the whole difference at each comparison (an ESC
 slews its clock at a bounded rate and converges in milliseconds to seconds); a master's write of the offset
 starts it afresh (no correction, no difference). A start time already past when cyclic operation is activated
 never comes (a 64-bit system time does not wrap): no SYNC0 pulse, as on an ESC, until the master writes a new
 one.
+
+What SYNC0 is for, measured: a drive synchronised to SYNC0 takes the outputs a frame wrote at the next pulse, so a
+master must write once in every SYNC0 interval. Each output write through an FMMU is placed in its interval
+(:meth:`DistributedClock.outputs_written`): an interval without one is a pulse that took stale outputs
+(``sync0_missed``), a second write into one overwrote outputs no pulse took (``sync0_doubled``), and where in its
+interval the write came (``sync0_phase_us``: percentiles 1, 25, 50, 75, 99 of the last :data:`PHASES` writes) -- a master whose
+cycle does not follow the reference clock drifts through the interval and crosses its edges.
 """
 from __future__ import annotations
 
 import struct
+from collections import deque
+
+import numpy as np
 
 HOP_NS = 1000   # the emulated frame delay per slave: ESC forwarding and a 100BASE-TX link, about 1 us on hardware
 REG_RECEIVE_TIME = 0x0900           # + 4n for port n
@@ -35,6 +45,7 @@ FEATURES = 0x000C                   # 0x0008 bits 2 (distributed clocks) and 3 (
 WRITABLE = ((0x0900, 0x0904), (0x0910, 0x0918), (0x0920, 0x092C), (0x0930, 0x0932), (0x0934, 0x0936),
             (0x0980, 0x0982), (0x0990, 0x0998), (0x09A0, 0x09A8))
 _MASK64 = (1 << 64) - 1
+PHASES = 1000                       # output writes whose phase in the SYNC0 interval the summary gives
 
 
 def _touches(ado: int, end: int, lo: int, size: int) -> bool:
@@ -45,19 +56,23 @@ class DistributedClock:
     """The DC unit of the ESC at ``position`` in the line, on ``memory``, powered on at ``power_on`` (monotonic s);
     ``downstream``: the slaves after it (the frame comes back to its port 1 from them), set by the line."""
 
-    def __init__(self, memory: bytearray, position: int, power_on: float):
+    def __init__(self, memory: bytearray, position: int, power_on: float, drift_ppm: float = 0.0):
         self.memory = memory
         self.position = position
         self.power_on = power_on
+        self.rate = 1.0 + drift_ppm * 1e-6
         self.downstream = 0
         self.correction = 0                 # ns the time control loop has added to the system time
         self.sync0 = None                   # (start, cycle) system times in ns while SYNC0 pulses
         self.late_start = False
         self._status_read = 0               # system time SYNC0 status was last read
+        self._interval = None               # the SYNC0 interval of the last output write
+        self.missed = self.doubled = 0
+        self.phases = deque(maxlen=PHASES)
 
     def local_ns(self, now: float, hops: int = 0) -> int:
         """Local time when a frame that entered the line at ``now`` has made ``hops`` hops."""
-        return int(round((now - self.power_on) * 1e9)) + hops * HOP_NS
+        return int(round((now - self.power_on) * self.rate * 1e9)) + hops * HOP_NS
 
     def system_ns(self, now: float) -> int:
         """System time when the frame of ``now`` passes this slave: local time plus the offset 0x0920."""
@@ -71,6 +86,23 @@ class DistributedClock:
         if system <= start or not cycle:
             return start
         return start + -(-(system - start) // cycle) * cycle
+
+    def outputs_written(self, now: float) -> None:
+        """An FMMU wrote outputs at ``now``: counted against the SYNC0 intervals (see the module)."""
+        if self.sync0 is None or not self.sync0[1]:
+            return
+        start, cycle = self.sync0
+        since = self.system_ns(now) - start
+        if since < 0:
+            return
+        interval, phase = divmod(since, cycle)
+        if self._interval is not None:
+            if interval == self._interval:
+                self.doubled += 1
+            elif interval > self._interval + 1:
+                self.missed += interval - self._interval - 1
+        self._interval = interval
+        self.phases.append(phase)
 
     # -- the ESC's side --------------------------------------------------------------------------------------
 
@@ -118,7 +150,7 @@ class DistributedClock:
         self.correction -= diff
 
     def _activate(self, activation: int, now: float) -> None:
-        self.sync0, self.late_start = None, False
+        self.sync0, self.late_start, self._interval = None, False, None
         if activation & CYCLIC_OPERATION and activation & SYNC0:
             start = struct.unpack_from("<Q", self.memory, REG_START_TIME)[0]
             cycle = struct.unpack_from("<I", self.memory, REG_SYNC0_CYCLE)[0]
@@ -135,4 +167,7 @@ class DistributedClock:
                 "delay_ns": struct.unpack_from("<I", m, REG_DELAY)[0],
                 "difference_ns": -(difference & 0x7FFFFFFF) if difference >> 31 else difference,
                 "sync0_start_ns": self.sync0[0] if self.sync0 else None,
-                "sync0_cycle_ns": self.sync0[1] if self.sync0 else None, "sync0_late_start": self.late_start}
+                "sync0_cycle_ns": self.sync0[1] if self.sync0 else None, "sync0_late_start": self.late_start,
+                "sync0_missed": self.missed, "sync0_doubled": self.doubled,
+                "sync0_phase_us": [round(float(p) / 1e3, 1) for p in np.percentile(self.phases, (1, 25, 50, 75, 99))]
+                if self.phases else None}

@@ -22,6 +22,7 @@ from rtctl.options import Parser, argument_type
 from rtctl.rt.signals import on_stop_signals
 
 from .chain import EscChain
+from .esc import OP
 from .frame import ETHERTYPE, LOGICAL, datagrams
 from .sii import SlaveIdentity
 
@@ -62,6 +63,26 @@ class FrameFaults:
                     d.wkc = d.wkc + self.wkc_offset
 
 
+class DriveFault:
+    """A fault on request on the emulator's own clock: the drive at ``position`` faults with error ``code`` (its
+    fault reaction, its EMCY in the slave's mailbox) once its slave has been in OP for ``after`` s."""
+
+    def __init__(self, position: int, code: int, after: float):
+        self.position, self.code, self.after = position, code, after
+        self.since = None
+        self.done = False
+
+    def check(self, chain: EscChain, now: float) -> None:
+        esc = chain.slaves[self.position]
+        if self.done or esc.state != OP:
+            return
+        if self.since is None:
+            self.since = now
+        elif now - self.since >= self.after:
+            esc.application.fault(self.code, now)
+            self.done = True
+
+
 def _has_logical(payload: bytearray) -> bool:
     try:
         return any(d.command in LOGICAL for d in datagrams(payload))
@@ -70,13 +91,15 @@ def _has_logical(payload: bytearray) -> bool:
 
 
 def serve(sock: socket.socket, chain: EscChain, stop: threading.Event, poll: float = POLL_S,
-          clock=time.monotonic, faults: FrameFaults | None = None) -> None:
+          clock=time.monotonic, faults: FrameFaults | None = None, drive_fault: DriveFault | None = None) -> None:
     """Answer frames on ``sock`` until ``stop`` is set: each frame sent back once through the line, then the
     slaves' PDIs run (they run between frames too)."""
     faults = faults or FrameFaults()
     while not stop.is_set():
         ready, _, _ = select.select([sock], [], [], poll)
         now = clock()
+        if drive_fault is not None:
+            drive_fault.check(chain, now)
         if not ready:
             chain.tick(now)
             continue
@@ -132,6 +155,11 @@ def main(argv=None, prog="python -m rtctl.hil.ethercat") -> int:
                    help="fault: no slave maps object INDEX into a PDO (an entry naming it is aborted, 0x06040041)")
     p.add_argument("--refuse-op", nargs=2, type=integer, default=None, metavar=("POSITION", "CODE"),
                    help="fault: the slave at POSITION (0 first) stays in SAFE-OP, refusing OP with AL status CODE")
+    p.add_argument("--drive-fault", nargs=3, default=None, metavar=("POSITION", "CODE", "SECONDS"),
+                   help="fault: the drive at POSITION faults with error CODE (e.g. 0x2310) once its slave has been "
+                   "in OP for SECONDS, sending its EMCY")
+    p.add_argument("--clock-drift", type=argument_type("float", low=-1000.0, high=1000.0), default=0.0,
+                   metavar="PPM", help="the slaves' clocks run PPM fast against the host's (distributed clocks)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     if not args.name.isascii() or len(args.name) > 255:
@@ -149,7 +177,7 @@ def main(argv=None, prog="python -m rtctl.hil.ethercat") -> int:
     elif args.initial or args.mjcf or args.rated_torque:
         p.error("--initial, --mjcf and --rated-torque need --robot")
     args.slaves = len(axes) if axes else args.slaves or 1
-    chain = EscChain.cia402(args.slaves, identity, time.monotonic(), applications=axes)
+    chain = EscChain.cia402(args.slaves, identity, time.monotonic(), applications=axes, drift_ppm=args.clock_drift)
     if args.not_mappable is not None:
         for esc in chain.slaves:
             obj = esc.dictionary.objects.get(args.not_mappable)
@@ -164,6 +192,17 @@ def main(argv=None, prog="python -m rtctl.hil.ethercat") -> int:
         if not 0 < code <= 0xFFFF:
             p.error(f"--refuse-op: AL status code {code:#x} is not in 0x0001..0xFFFF")
         chain.slaves[position].refuse_op_code = code
+    drive_fault = None
+    if args.drive_fault:
+        try:
+            position, code, after = integer(args.drive_fault[0]), integer(args.drive_fault[1]), \
+                float(args.drive_fault[2])
+        except ValueError:
+            p.error(f"--drive-fault: {' '.join(args.drive_fault)!r} is not POSITION CODE SECONDS")
+        if not 0 <= position < args.slaves or not 0 < code <= 0xFFFF or not 0 <= after < float("inf"):
+            p.error(f"--drive-fault: slave {position} (0..{args.slaves - 1}), error code {code:#x} (0x0001..0xFFFF) "
+                    f"and {after} s (finite, >= 0) must all hold")
+        drive_fault = DriveFault(position, code, after)
     faults = FrameFaults(args.drop, args.wkc_offset, args.seed)
     try:
         sock = open_socket(args.interface)
@@ -174,7 +213,7 @@ def main(argv=None, prog="python -m rtctl.hil.ethercat") -> int:
     on_stop_signals(lambda *_: stop.set())
     print("READY", flush=True)
     try:
-        serve(sock, chain, stop, faults=faults)
+        serve(sock, chain, stop, faults=faults, drive_fault=drive_fault)
     finally:
         sock.close()
         print("STATS " + json.dumps(dict(chain.summary(), dropped=faults.dropped)), flush=True)

@@ -85,7 +85,8 @@ class Esc:
     the SII ``layout``, and ``application``: the slave's side of the PDI, called after each frame (see
     :class:`.chain.LoopbackAxis`)."""
 
-    def __init__(self, position: int, last: bool, layout: SiiLayout, application, now: float = 0.0):
+    def __init__(self, position: int, last: bool, layout: SiiLayout, application, now: float = 0.0,
+                 drift_ppm: float = 0.0):
         self.position = position
         self.layout = layout
         self.application = application
@@ -103,7 +104,7 @@ class Esc:
         struct.pack_into("<H", m, REG_WD_SM_TIME, 1000)     # 1000 x 100 us = 100 ms
         struct.pack_into("<H", m, REG_EEP_CONTROL, EEP_READ_8_BYTES)
         self.now = now                     # the chain's time of the frame being processed
-        self.clock = dc.DistributedClock(m, position, now)
+        self.clock = dc.DistributedClock(m, position, now, drift_ppm)
         self.dictionary = ObjectDictionary(layout, device=getattr(application, "device", None),
                                            clock=lambda: self.now)
         self.dictionary.on_fault_request = lambda code: application.fault(code, self.now)
@@ -205,6 +206,8 @@ class Esc:
             did_write = True
             self.last_output_write = now
             self.outputs_fresh = True
+        if did_write:
+            self.clock.outputs_written(now)
         if command == Command.LRW:
             return did_read + 2 * did_write
         return int(did_read or did_write)

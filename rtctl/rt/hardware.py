@@ -117,6 +117,14 @@ class Hardware:
         return Sampling(period, max(int(d.latency_cycles) for d in self.drivers),
                         max(float(d.position_share) for d in self.drivers))
 
+    def cycle_correction(self) -> float:
+        """Seconds the loop's next deadline moves to follow a driver's bus clock (each driver's
+        ``cycle_correction``, summed: one bus clock leads a robot)."""
+        total = 0.0
+        for driver in self.drivers:
+            total += driver.cycle_correction
+        return total
+
     @property
     def all_ok(self) -> bool:
         return all(self.ok)

@@ -7,7 +7,9 @@ again on a re-arm, so a controller with internal state (an integrator, a clock) 
 Timing uses absolute deadlines on the monotonic clock: the loop sleeps until
 ``spin_margin`` before the next deadline and busy-waits the rest, so compute
 time never accumulates into drift. Each cycle records its period, wake-up
-latency (wake time - deadline) and compute time, allocation-free.
+latency (wake time - deadline) and compute time, allocation-free. A driver whose
+bus has its own clock (EtherCAT's distributed clocks) moves the next deadline by
+its ``cycle_correction`` to follow it: the loop's period is then that clock's.
 
 A cycle whose work ends after the next deadline is an overrun. Policies:
 ``count`` (default; just count), ``skip`` (drop the missed deadlines and
@@ -465,7 +467,7 @@ class ControlLoop:
         """Cycles at wall-clock rate; the first one runs untimed so that lazily compiled or
         first-touch work (numba cache loads, page faults) cannot count as an overrun."""
         clock, sleep = time.perf_counter, time.sleep
-        period, margin = self.period, self.spin_margin
+        period, margin, hardware = self.period, self.spin_margin, self.hardware
         self.step(self.cycle * period)
         n_cycles -= 1
         if self._stop_requested:
@@ -485,7 +487,7 @@ class ControlLoop:
             wake = clock()
             self.step((base + index) * period)
             end = clock()
-            next_deadline = deadline + period
+            next_deadline = deadline + period + hardware.cycle_correction()
             overrun = end > next_deadline
             self.stats.record(wake - last_wake, wake - deadline, end - wake, overrun)
             last_wake = wake

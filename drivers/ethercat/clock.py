@@ -1,0 +1,45 @@
+"""The master's cycle on the line's reference clock (ETG.1000.4 distributed clocks; the master side as SOEM's
+examples do it, ``ec_sync``).
+
+With distributed clocks every drive acts on SYNC0 pulses of its own clock, started by SOEM at a whole multiple of
+the cycle time (``ecx_dcsync0``: SYNC0 at the system times k x cycle, shift 0), and the slaves' clocks are kept
+on the reference clock (the first slave's) by the FRMW in every process data frame. The master's clock is not:
+a host's crystal is off by tens of ppm, so a master that keeps its own period drifts through the SYNC0 interval
+(50 ppm at 1 kHz: a whole cycle in 20 s), and each time its frame crosses a pulse one interval gets no outputs
+and the next two. The frame reads the reference clock's system time as it passes (pysoem's ``dc_time``); its
+phase in the SYNC0 interval is that time modulo the cycle. :class:`ReferenceClockFollower` holds it at half a
+cycle (the frame's outputs reach every drive half a cycle before the pulse that takes them, the inputs it reads
+were latched half a cycle before) by moving the loop's next deadline: a PI controller on the phase error, its
+integral the clocks' drift."""
+from __future__ import annotations
+
+KP = 0.3          # of the phase error, per cycle: a first error of half a cycle settles in 10 cycles, no overshoot
+KI = 0.01         # of its sum, the drift (tests/test_ethercat_clock.py); 0.3 of the frames' jitter moves deadlines
+LIMIT = 0.05      # of the period: the most one cycle moves
+
+
+class ReferenceClockFollower:
+    """The correction (s) of the loop's next deadline from the reference clock's time ``dc_ns`` read by the
+    frame of each cycle (:meth:`update`), for a loop of ``period`` s; ``phase_error_ns`` the last one."""
+
+    def __init__(self, period: float):
+        self.period = period
+        self.cycle_ns = int(round(period * 1e9))
+        self.limit_ns = LIMIT * self.cycle_ns
+        self.reset()
+
+    def reset(self) -> None:
+        self.integral = 0.0
+        self.phase_error_ns = 0.0
+        self.correction = 0.0
+
+    def update(self, dc_ns: int) -> float:
+        error = float(dc_ns % self.cycle_ns - self.cycle_ns // 2)
+        self.phase_error_ns = error
+        step = -(KP * error + KI * (self.integral + error))
+        if abs(step) < self.limit_ns:        # the integral grows only while the step is not limited (anti-windup)
+            self.integral += error
+        else:
+            step = self.limit_ns if step > 0 else -self.limit_ns
+        self.correction = step * 1e-9
+        return self.correction
