@@ -183,6 +183,8 @@ NOT_CONFIG_WORDS = {
     "kill", "nohup",                        # the shell's commands that signal or shield rtctl
     "pymscl",                               # MicroStrain's Python package (MSCL)
     "world",                                # the 3D view's root frame
+    "emergencies",                          # the EtherCAT driver's health counter
+    "sync0_missed", "sync0_doubled", "sync0_phase_us",   # the EtherCAT emulator's STATS members
 }
 
 
