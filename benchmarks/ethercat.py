@@ -15,11 +15,18 @@ emulated CiA 402 drives in cyclic synchronous torque on the 7-DoF arm (arm7, 100
 the loop's wake-up jitter (latency p50 / p99 / max), its driver read and write (p50 / p99), overruns, cycles
 without a fresh reply, and the max tracking error.
 
+Last, distributed clocks over a line whose clocks run 100 ppm fast (twice a poor crystal's error): the loop on
+the host's clock against the loop following the reference clock (``follow_reference_clock``), 1 kHz for
+``--dc-seconds`` each, two drives on can_arm2: where in the SYNC0 interval the outputs reached the reference slave
+(percentiles 1 / 25 / 50 / 75 / 99 of the last 1000 frames, in us), the SYNC0 intervals that got no outputs or
+two (measured by the emulated slave on its clock), and the loop's overruns.
+
 Needs root (the namespace and the raw sockets). Usage: python benchmarks/ethercat.py [--seconds 2]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -161,9 +168,51 @@ def can_loop(rates: list[float], seconds: float) -> list[str]:
     return rows
 
 
+DC_HEADER = ("cycle                          phase in SYNC0 interval us p1 p25 p50 p75 p99   missed  doubled  "
+             "overruns")
+
+
+def dc_follow(seconds: float, drift_ppm: float = 100.0) -> list[str]:
+    """The loop on its own clock, then on the reference clock, over a drifting line (tests/test_ethercat_driver.py's
+    drifting-line run, at 1 kHz)."""
+    from rtctl.config import build, validate
+
+    q0 = [0.2, -0.4]
+    rows = []
+    for follow in (False, True):
+        with netns.veth_namespace() as ns:
+            proc = netns.start_emulator(ns, "--robot", "can_arm2", "--ratio", "10", "--initial", *map(str, q0),
+                                        "--clock-drift", str(drift_ppm))
+            try:
+                raw = {"robot": {"model": "can_arm2"}, "plant": {"initial_position": q0},
+                       "driver": {"backend": "ethercat", "ethercat_interface": netns.MASTER_END,
+                                  "vendor_id": 0x0F3E, "product_code": 0x0402, "gear_ratio": 10.0,
+                                  "max_failed_cycles": 25, "distributed_clocks": True,
+                                  "follow_reference_clock": follow},
+                       "controller": {"type": "computed_torque", "kp": 400.0},
+                       "trajectory": {"type": "sinusoid", "center": q0, "amplitude": [0.3, 0.3],
+                                      "frequency": [0.5, 0.7]},
+                       "loop": {"rate_hz": 1000.0}, "safety": {"watchdog_cycles": 25}}
+                with netns.inside(ns):
+                    loop = build(validate(raw, "ethercat_dc.toml"))
+                    try:
+                        report = loop.run(duration=seconds)
+                    finally:
+                        loop.driver.close()
+            finally:
+                stats = netns.stop_emulator(proc)
+        dc = json.loads(stats.split("STATS ", 1)[1])["slaves"][0]["dc"]
+        phases = " ".join(f"{p:6.0f}" for p in dc["sync0_phase_us"])
+        rows.append(f"{'reference clock' if follow else f'host clock ({drift_ppm:g} ppm off)':<30} {phases}      "
+                    f"{dc['sync0_missed']:7d} {dc['sync0_doubled']:8d} {report.overruns:9d}"
+                    + ("  TRIPPED: " + report.trip_reason if report.tripped else ""))
+    return rows
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--seconds", type=float, default=2.0, help="per line length and rate")
+    p.add_argument("--dc-seconds", type=float, default=10.0, help="per run of the distributed clocks table")
     args = p.parse_args()
     why = netns.unavailable()
     if why:
@@ -176,6 +225,10 @@ def main() -> int:
     print(LOOP_HEADER)
     for row in ethercat_loop([1000.0, 2000.0, 4000.0], args.seconds) + can_loop([1000.0, 2000.0, 4000.0],
                                                                                 args.seconds):
+        print(row, flush=True)
+    print()
+    print(DC_HEADER)
+    for row in dc_follow(args.dc_seconds):
         print(row, flush=True)
     return 0
 
