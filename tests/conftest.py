@@ -40,6 +40,25 @@ def pytest_configure(config):
             signal.signal(sig, handler)
 
 
+# Tests whose bounds need the machine to wake a paced loop, and an emulator or server beside it, on time: the HIL
+# rigs, the emulated buses and devices, the telemetry and operator channels under load. Two of them side by side
+# on 2 cores starve each other (CI: wake-up p99 of tens of ms, 1 kHz EtherCAT beside 500 Hz CAN), so under
+# pytest-xdist (``--dist loadgroup``, pyproject.toml) they all run on one worker, one after the other, while the
+# other worker takes the rest.
+REALTIME_GROUP = "realtime"
+REALTIME_FILES = {"test_ethercat_driver.py", "test_ethercat_kickcat.py", "test_ethercat_cst.py", "test_ethercat_dc.py",
+                  "test_ethercat_pysoem.py", "test_ethercat_mapping.py",
+                  "test_mip_emulated.py", "test_mujoco_plant.py", "test_operator_process.py", "test_telemetry.py",
+                  "test_telemetry_backlog.py"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        path = Path(str(item.fspath))
+        if path.parent.name == "hil" or path.name in REALTIME_FILES:
+            item.add_marker(pytest.mark.xdist_group(REALTIME_GROUP))
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_collection(session):
     """On a cold numba cache, importing the test modules compiles every kernel declared with its signatures

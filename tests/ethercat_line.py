@@ -60,3 +60,13 @@ def run_inside(ns: str, loop, duration: float):
     """``loop.run(duration)`` with this thread in ``ns`` (the hardware comes up in the run)."""
     with netns.inside(ns):
         return loop.run(duration=duration)
+
+
+def run_closed(ns: str, raw: dict, duration: float):
+    """``raw`` built and run for ``duration`` s in ``ns``, its driver closed after (the master's socket); (loop,
+    report)."""
+    loop = build_inside(ns, raw)
+    try:
+        return loop, run_inside(ns, loop, duration)
+    finally:
+        loop.driver.close()

@@ -14,11 +14,15 @@ STARVED_SHARE = 0.10   # more than this share of cycles overran, mostly by wakin
 
 
 def starved(report) -> str:
-    """Why the machine starved this run (a :class:`rtctl.rt.loop.LoopReport`), or ``""`` if it did not."""
+    """Why the machine starved this run (a :class:`rtctl.rt.loop.LoopReport`), or ``""`` if it did not: more
+    than :data:`STARVED_SHARE` of its cycles overran, or its wake-up latency's p99 exceeded a whole period (1 % of
+    the cycles woke a period late or more), most late cycles having woken up late with their work fitting."""
     late = report.late
-    if not late or report.overruns <= STARVED_SHARE * report.cycles or 2 * late["woke_late"] <= late["cycles"]:
-        return ""
     p99 = report.timing.get("latency", {}).get("p99", float("nan"))
+    if not late or 2 * late["woke_late"] <= late["cycles"]:
+        return ""
+    if report.overruns <= STARVED_SHARE * report.cycles and not p99 > 1e6 / report.rate_hz:
+        return ""
     return (f"the machine starved the loop in this run: {report.overruns} of {report.cycles} cycles overran, "
             f"{late['woke_late']} of them woke up late (wake-up latency {late['woke_late_latency']:.0f} us mean in "
             f"them, p99 {p99:.0f} us over the run) with their work fitting the period")

@@ -155,7 +155,7 @@ def test_soem_configures_dc_syncs_and_reads_the_reference_clock_each_cycle():
                 sent = time.time()
                 master.send_processdata()
                 assert master.receive_processdata(200_000) == master.expected_wkc == 3 * N
-                samples.append((sent, master.dc_time))
+                samples.append((sent, master.dc_time, time.time() - sent))
                 time.sleep(0.002)
         finally:
             master.close()
@@ -163,11 +163,13 @@ def test_soem_configures_dc_syncs_and_reads_the_reference_clock_each_cycle():
     clocks = [s["dc"] for s in stats["slaves"]]
     assert [c["delay_ns"] for c in clocks] == [0, HOP_NS, 2 * HOP_NS]
     assert [c["difference_ns"] for c in clocks] == [0] * N
-    lag = [(sent - EPOCH_2000) * 1e9 - dc_time for sent, dc_time in samples]
+    lag = [(sent - EPOCH_2000) * 1e9 - dc_time for sent, dc_time, _ in samples]
     print(f"dc_time behind the master's clock by {min(lag) / 1e6:.3f} to {max(lag) / 1e6:.3f} ms")
     # within the frame round trips: config_dc's latching frame (its offsets) and each process data frame
-    assert all(-20e6 < x < 20e6 for x in lag)
-    assert all(b > a for (_, a), (_, b) in zip(samples, samples[1:]))
+    # (a starved emulator answers late: the longest round trip measured is added; CI: 25 ms)
+    slack = 20e6 + max(rtt for _, _, rtt in samples) * 1e9
+    assert all(-slack < x < slack for x in lag), (min(lag), max(lag), slack)
+    assert all(b > a for (_, a, _), (_, b, _) in zip(samples, samples[1:]))
     for c in clocks:
         assert c["sync0_cycle_ns"] == 1_000_000 and c["sync0_start_ns"] % 1_000_000 == 0
         assert not c["sync0_late_start"]

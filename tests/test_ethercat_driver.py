@@ -16,7 +16,7 @@ import pytest
 from rtctl.hil.ethercat import netns
 from rtctl.hil.ethercat.frame import ETHERTYPE, Command as C, build_frame, station
 
-from ethercat_line import PRODUCT, VENDOR, build_inside, emulated_line, run_config, run_inside
+from ethercat_line import PRODUCT, VENDOR, build_inside, emulated_line, run_closed, run_config, run_inside
 from machine import skip_if_peer_starved, skip_if_starved
 
 pytest.importorskip("pysoem")
@@ -160,11 +160,7 @@ def test_a_drive_fault_is_named_with_the_emergency_read_from_its_mailbox():
     mailbox then (ETG.1000.6 5.6.4 CoE emergency; CiA 301 7.2.7 error code, 7.5.2.2 error register: generic and
     current, as the CAN drive's EMCY)."""
     with emulated_line(*ARM, "--drive-fault", "1", "0x2310", "0.4") as (ns, _proc, stop):
-        loop = build_inside(ns, config())
-        try:
-            report = run_inside(ns, loop, 1.0)
-        finally:
-            loop.driver.close()
+        loop, report = run_closed(ns, config(), 1.0)
         stats = stop()
     reason = loop.driver.health.fault_reason
     assert report.tripped and "slave 1 (joint 'elbow') in FAULT" in reason, reason
@@ -199,11 +195,7 @@ def test_the_driver_tracks_and_stops_in_order():
     """The happy path's end: 1 s of computed torque tracking, then deactivation: quick stop, disable voltage,
     SAFE-OP (the emulator's STATS)."""
     with emulated_line(*ARM) as (ns, _proc, stop):
-        loop = build_inside(ns, config())
-        try:
-            report = run_inside(ns, loop, 1.0)
-        finally:
-            loop.driver.close()
+        loop, report = run_closed(ns, config(), 1.0)
         stats = stop()
     if report.tripped or loop.driver.health.fault or np.any(report.tracking_max >= 0.15):
         skip_if_starved(report, "1 kHz tracking over EtherCAT")           # a failure the machine explains
@@ -219,11 +211,7 @@ def test_distributed_clocks_run_sync0_at_the_loop_period():
     SYNC0 runs at the loop's 1 ms, and the reference clock read in each frame stays with the host's (the emulated
     clocks do not drift: what remains is the frames' timing, within a few periods)."""
     with emulated_line(*ARM) as (ns, _proc, stop):
-        loop = build_inside(ns, config(distributed_clocks=True))
-        try:
-            report = run_inside(ns, loop, 1.0)
-        finally:
-            loop.driver.close()
+        loop, report = run_closed(ns, config(distributed_clocks=True), 1.0)
         stats = stop()
     assert not loop.driver.health.fault, loop.driver.health.fault_reason
     assert [s["dc"]["sync0_cycle_ns"] for s in stats["slaves"]] == [1_000_000] * 2, stats
@@ -238,11 +226,7 @@ def drifting_line_run(follow: bool, seconds: float = 2.0):
     slave's DC summary from the emulator, the driver's health)."""
     raw = dict(config(distributed_clocks=True, follow_reference_clock=follow), loop={"rate_hz": 500.0})
     with emulated_line(*ARM, "--clock-drift", "1000") as (ns, _proc, stop):
-        loop = build_inside(ns, raw)
-        try:
-            report = run_inside(ns, loop, seconds)
-        finally:
-            loop.driver.close()
+        loop, report = run_closed(ns, raw, seconds)
         return report, stop()["slaves"][0]["dc"], loop.driver.health
 
 
@@ -273,11 +257,7 @@ def test_cyclic_synchronous_position_follows_the_trajectory():
     with emulated_line(*ARM) as (ns, _proc, stop):
         raw = config(mode="position")
         raw["controller"] = {"type": "joint_position", "kp": [5.0, 2.0], "kd": [0.5, 0.1], "feedforward": "none"}
-        loop = build_inside(ns, raw)
-        try:
-            report = run_inside(ns, loop, 2.0)
-        finally:
-            loop.driver.close()
+        loop, report = run_closed(ns, raw, 2.0)
         stats = stop()
     if report.tripped or np.any(report.tracking_max >= 0.15):
         skip_if_starved(report, "CSP tracking over EtherCAT")

@@ -198,7 +198,7 @@ class BiteMonitor(PlatformObserverHook):
         self._stats = np.zeros((6, 6))
         self._rls_first = True
         self.bite_force = 0.0
-        self.peak_bite_force = 0.0
+        self._peak = np.zeros(1)          # the peak bite force, N: held in place (no object kept per new peak)
         self.trips = 0
         self.telemetry_fields += (["bite_force", "bite_limit_tripped"]
                                   + [f"patient_stiffness/{c}" for c in COORDINATES]
@@ -273,6 +273,10 @@ class BiteMonitor(PlatformObserverHook):
                  self._phi_prev.copy(), self._phi_f.copy(), self._theta.copy(), self._P.copy(), True, self.window,
                  self.min_speed, self.fit_tolerance, self._stats.copy(), self._estimate.copy(), self.valid.copy())
 
+    @property
+    def peak_bite_force(self) -> float:
+        return float(self._peak[0])
+
     def __call__(self, cycle: int, t: float, state, command) -> None:
         obs = self.observer
         if not obs.update(state.q, state.v, state.effort):
@@ -280,8 +284,8 @@ class BiteMonitor(PlatformObserverHook):
         self.publish()
         f = obs.platform_wrench
         self.bite_force = math.sqrt(f[0] * f[0] + f[1] * f[1] + f[2] * f[2])
-        if self.bite_force > self.peak_bite_force:
-            self.peak_bite_force = self.bite_force
+        if self.bite_force > self._peak[0]:
+            self._peak[0] = self.bite_force
         rls_step(obs.residual, obs.x, obs.xd, self.x_rest, obs.decay, self.forgetting, self._phi_prev, self._phi_f,
                  self._theta, self._P, self._rls_first, self.window, self.min_speed, self.fit_tolerance, self._stats,
                  self._estimate, self.valid)

@@ -33,7 +33,7 @@ from rtctl.hil.can_robot import VISCOUS_FRICTION
 from rtctl.hil.ethercat import netns
 from rtctl.safety.stop import HOLD_KP
 
-from ethercat_line import build_inside, emulated_line, run_config, run_inside
+from ethercat_line import build_inside, emulated_line, run_closed, run_config, run_inside
 from machine import skip_if_peer_starved, skip_if_starved
 
 pytest.importorskip("pysoem")
@@ -97,11 +97,7 @@ def arm7_line(request, tmp_path):
 
 def test_computed_torque_at_1_khz_over_seven_ethercat_drives_tracks(arm7_line, capsys):
     ns, _proc, stop = arm7_line
-    loop = build_inside(ns, arm7_config())
-    try:
-        report = run_inside(ns, loop, 2.0)
-    finally:
-        loop.driver.close()
+    loop, report = run_closed(ns, arm7_config(), 2.0)
     stats = stop()
     health = loop.driver.health
     with capsys.disabled():
