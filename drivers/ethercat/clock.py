@@ -23,7 +23,6 @@ class ReferenceClockFollower:
     frame of each cycle (:meth:`update`), for a loop of ``period`` s; ``phase_error_ns`` the last one."""
 
     def __init__(self, period: float):
-        self.period = period
         self.cycle_ns = int(round(period * 1e9))
         self.limit_ns = LIMIT * self.cycle_ns
         self.reset()
