@@ -110,6 +110,7 @@ def serve(sock: socket.socket, chain: EscChain, stop: threading.Event, poll: flo
                 break
             if address[2] == PACKET_OUTGOING or len(raw) < ETHERNET_HEADER + 2:
                 continue
+            now = clock()                  # each frame passes the line when it is taken, not at the wake-up
             frame = bytearray(raw)
             if int.from_bytes(frame[12:14], "big") != ETHERTYPE:
                 continue
