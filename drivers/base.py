@@ -19,6 +19,7 @@ may own several, each over its own ``joints`` (:class:`rtctl.rt.hardware.Hardwar
 from __future__ import annotations
 
 import abc
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,6 +33,21 @@ from rtctl.rt.stability import EXACT_HOLD
 
 EFFORT_MODE = "effort"
 POSITION_MODE = "position"
+VELOCITY_MODE = "velocity"
+MODES = (EFFORT_MODE, POSITION_MODE, VELOCITY_MODE)
+
+
+def velocity_set_point(command: Command, iv: int, q: float) -> float:
+    """The velocity a drive's own velocity loop is given for DOF ``iv`` in velocity mode, at measured position
+    ``q``: the set point's velocity plus its position error through ``stiffness / damping`` (1/s),
+    ``v* = velocity + (K / D)(position - q)``. A velocity loop of gain D on v* makes exactly the position loop's
+    torque ``K (position - q) + D (velocity - v)``; with K or D = 0 there is no position term. Non-finite set
+    points give 0."""
+    stiffness, damping = command.stiffness[iv], command.damping[iv]
+    target = command.velocity[iv]
+    if stiffness > 0.0 and damping > 0.0:
+        target += stiffness / damping * (command.position[iv] - q)
+    return target if math.isfinite(target) else 0.0
 
 
 @dataclass
@@ -66,6 +82,9 @@ class ActuatorDriver(Lifecycle, abc.ABC):
     # A bus whose own clock paces the actuators (EtherCAT's distributed clocks) asks the loop to move its next
     # deadline by this many seconds, set by read each cycle, to stay in phase with that clock (0: the loop's own).
     cycle_correction: float = 0.0
+    # The ``mode`` values this backend drives: effort (torque), position (the drive's own position loop on the
+    # set points), velocity (the drive's own velocity loop; the set points' position error through kp / kd).
+    modes: tuple = (EFFORT_MODE, POSITION_MODE)
     sections: dict = {}      # whole config sections this driver owns: {"name": OptionsDataclass}
     shares_plant = False     # several over one simulated plant: the config builds the last with steps_plant
 
@@ -74,7 +93,7 @@ class ActuatorDriver(Lifecycle, abc.ABC):
         """``[driver]`` keys every backend takes; the transmission maps its joints to its actuators."""
 
         joints: object = setting("strs", None)    # the actuated joints it drives (default: all of them)
-        mode: str = setting("str", EFFORT_MODE, choices=(EFFORT_MODE, POSITION_MODE))
+        mode: str = setting("str", EFFORT_MODE, choices=MODES)
         gear_ratio: object = setting("floats", None)
         coupling: object = setting("matrix", None)
         rotor_inertia: object = setting("floats", None, low=0.0)
@@ -106,6 +125,9 @@ class ActuatorDriver(Lifecycle, abc.ABC):
                 raise ValueError(f"{self.name}: unknown or unactuated joints {unknown}; actuated joints: {names}")
             keep = [names.index(j) for j in options.joints]
             q_idx, v_idx, names = q_idx[keep], v_idx[keep], list(options.joints)
+        if options.mode not in self.modes:
+            raise ValueError(f"{self.name}: mode = {options.mode!r} is not one this backend drives "
+                             f"({', '.join(map(repr, self.modes))})")
         self.mode = options.mode
         self.joint_names = names
         self.q_index = np.asarray(q_idx, dtype=np.int64)

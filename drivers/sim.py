@@ -8,7 +8,8 @@ positions quantised to ``encoder_counts`` per revolution (or per metre),
 Gaussian noise on position, velocity and effort, converted back to joint
 space. A floating base is passed through exactly (the simulator stands in for
 a state estimator). In ``position`` mode the drive closes its own loop:
-``tau = effort + stiffness (position - q) + damping (velocity - v)``.
+``tau = effort + stiffness (position - q) + damping (velocity - v)``; in ``velocity`` mode its velocity loop
+of gain ``damping`` on :func:`~rtctl.drivers.base.velocity_set_point`, the same torque where ``damping > 0``.
 
 Several sim drivers may share one plant, each over its own joints: each puts its
 joints' efforts in ``plant.applied_effort`` and the one built with
@@ -24,7 +25,7 @@ import numpy as np
 
 from rtctl.options import setting
 
-from .base import EFFORT_MODE, ActuatorDriver
+from .base import EFFORT_MODE, MODES, POSITION_MODE, ActuatorDriver, velocity_set_point
 from .transmission import Transmission
 
 
@@ -32,6 +33,7 @@ class SimDriver(ActuatorDriver):
     """A simulated plant (any :class:`rtctl.plants.base.Plant`: ``q``, ``v``, ``step``) seen as hardware."""
 
     shares_plant = True
+    modes = MODES
 
     @dataclass(frozen=True)
     class Options(ActuatorDriver.Options):
@@ -139,12 +141,17 @@ class SimDriver(ActuatorDriver):
 
     def write(self, command, now: float) -> None:
         np.take(command.effort, self.v_index, out=self._j_tau)
-        if self.mode != EFFORT_MODE:
+        if self.mode == POSITION_MODE:
             # The drive's own PD on joint position/velocity targets.
             for k in range(len(self.v_index)):
                 iv = self.v_index[k]
                 self._j_tau[k] += command.stiffness[iv] * (command.position[iv] - self.plant.q[self.q_index[k]]) \
                     + command.damping[iv] * (command.velocity[iv] - self.plant.v[iv])
+        elif self.mode != EFFORT_MODE:
+            for k in range(len(self.v_index)):
+                iv = self.v_index[k]
+                target = velocity_set_point(command, iv, self.plant.q[self.q_index[k]])
+                self._j_tau[k] += command.damping[iv] * (target - self.plant.v[iv])
         self.transmission.to_actuator_effort(self._j_tau, self._a_tau)
         if np.any(np.abs(self._a_tau) > self.torque_limit):
             self.saturated_cycles += 1

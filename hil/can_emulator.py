@@ -62,11 +62,12 @@ class Cia402Emulator:
         now = time.monotonic()
         self.drives = []
         rated = np.broadcast_to(np.asarray(rated_torque_mnm), (n,))
+        inertia = load_inertia(plant, v_index, self.ratio)
         for k, i in enumerate(node_ids):
             gear = Fraction(abs(self.ratio[k])).limit_denominator(1 << 16)     # 0x6091, as the plant is geared
             od = ob.drive_object_dictionary(int(rated[k]), max_torque_permille, increments_per_rev,
                                             (gear.numerator, gear.denominator))
-            d = Cia402Drive(i, od, self._send, now)
+            d = Cia402Drive(i, od, self._send, now, load_inertia=inertia[k])
             d.transmit_pdo = self._transmit_pdo
             d.fault_at_sync = fault_at_sync
             self.drives.append(d)
@@ -165,6 +166,14 @@ def run_in_thread(emulator, stop: threading.Event, timeout=0.005) -> threading.T
     t = threading.Thread(target=loop, daemon=True, name="can-emulator")
     t.start()
     return t
+
+
+def load_inertia(plant, v_index, ratio) -> np.ndarray:
+    """Each motor's load inertia (kg m^2), as a drive's commissioning measures it: the joint's diagonal entry of
+    the plant's mass matrix in its present configuration over the gear ratio squared."""
+    from rtctl.dynamics import Dynamics
+    mass = Dynamics(plant.model).mass_matrix(plant.q)
+    return np.array([mass[i, i] for i in v_index]) / np.asarray(ratio, dtype=float) ** 2
 
 
 def build_plant(robot: str, urdf: str | None, initial, mjcf: str | None = None):

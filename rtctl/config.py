@@ -393,19 +393,20 @@ class _Section:
 
 
 def _check_command_fields(controller: str, controller_cls, driver_plans) -> None:
-    """A drive in position mode closes the joint loop on the set points only a controller that writes them gives
-    (``Controller.writes``); one in effort mode would apply the feed-forward effort alone. ConfigError naming the
-    driver otherwise."""
+    """A drive in position or velocity mode closes the joint loop on the set points only a controller that writes
+    them gives (``Controller.writes``); one in effort mode would apply the feed-forward effort alone. ConfigError
+    naming the driver otherwise."""
     sets_points = "position" in controller_cls.writes
     for where, _, options, _, _ in driver_plans:
-        if options["mode"] == "position" and not sets_points:
-            raise ConfigError(f"{where} mode = 'position': controller {controller!r} writes only effort, so the "
-                              "drives would get no position set point (a Dynamixel would hold still); use "
+        mode = options["mode"]
+        if mode != "effort" and not sets_points:
+            raise ConfigError(f"{where} mode = {mode!r}: controller {controller!r} writes only effort, so the "
+                              f"drives would get no {mode} set point (a Dynamixel would hold still); use "
                               "[controller] type = 'joint_position', or mode = 'effort'")
-        if options["mode"] != "position" and sets_points:
-            raise ConfigError(f"{where} mode = {options['mode']!r}: controller {controller!r} gives the drives' own "
+        if mode == "effort" and sets_points:
+            raise ConfigError(f"{where} mode = 'effort': controller {controller!r} gives the drives' own "
                               "position loop its set points, which a drive in effort mode would drop (it would apply "
-                              "the feed-forward effort alone); set mode = 'position'")
+                              "the feed-forward effort alone); set mode = 'position' or 'velocity'")
 
 
 def _build_drivers(cfg: dict, context: BuildContext) -> list:

@@ -47,7 +47,7 @@ def pytest_configure(config):
 # other worker takes the rest.
 REALTIME_GROUP = "realtime"
 REALTIME_FILES = {"test_ethercat_driver.py", "test_ethercat_kickcat.py", "test_ethercat_cst.py", "test_ethercat_dc.py",
-                  "test_ethercat_pysoem.py", "test_ethercat_mapping.py",
+                  "test_ethercat_pysoem.py", "test_ethercat_mapping.py", "test_ethercat_modes.py",
                   "test_mip_emulated.py", "test_mujoco_plant.py", "test_operator_process.py", "test_telemetry.py",
                   "test_telemetry_backlog.py"}
 

@@ -4,8 +4,11 @@ effort controller ran effort control without a word).
 * At rest, a drive's PD ``K (q_d - q) + D (0 - v)`` plus the feed-forward effort balances gravity exactly:
   without feed-forward the arm sags to where ``K (q_d - q) = g(q)``; with gravity compensation it holds
   ``q_d`` (Siciliano et al. 2009, section 8.5.2).
-* A position-mode driver under a controller that writes only effort, or the reverse, is refused when the config
-  is built, naming the driver.
+* A velocity-mode drive closes its velocity loop, of gain D, on ``v* = qd_d + (K / D)(q_d - q)``
+  (:func:`rtctl.drivers.base.velocity_set_point`): the same torque as the position loop's, so the sim backend's
+  two modes move the arm alike.
+* A position- or velocity-mode driver under a controller that writes only effort, or the reverse, is refused
+  when the config is built, naming the driver; a backend refuses a mode it does not drive, naming both.
 """
 from __future__ import annotations
 
@@ -83,9 +86,61 @@ def test_with_gravity_feedforward_the_arm_holds_its_set_point(tmp_path):
 @pytest.mark.parametrize("controller, mode, expected", [
     ("computed_torque", "position", "mode = 'position': controller 'computed_torque' writes only effort"),
     ("joint_position", "effort", "mode = 'effort': controller 'joint_position' gives the drives' own position loop"),
+    ("computed_torque", "velocity", "mode = 'velocity': controller 'computed_torque' writes only effort, so the "
+                                    "drives would get no velocity set point"),
 ])
 def test_a_drive_mode_the_controller_does_not_feed_is_refused(tmp_path, controller, mode, expected):
     with pytest.raises(ConfigError) as err:
         build(load_config(config(tmp_path, controller, mode)))
     message = str(err.value)
     assert expected in message and "[driver]" in message and "\n" not in message, message
+
+
+def test_a_velocity_mode_drive_moves_the_arm_as_the_position_loop_does(tmp_path):
+    """The sim backend in velocity mode against position mode, 1 s of the same move from rest (a 0.5 s minimum
+    jerk to HOLD from 0.3 rad below it) under gravity feed-forward: D (v* - v) = K (q_d - q) + D (qd_d - v), so
+    the two runs agree to rounding; both settle on HOLD."""
+    runs = {}
+    for mode in ("position", "velocity"):
+        path = config(tmp_path, "joint_position", mode, feedforward="gravity")
+        path.write_text(path.read_text().replace(f"initial_position = {HOLD}",
+                                                 f"initial_position = {(np.asarray(HOLD) - 0.3).tolist()}"))
+        loop = build(load_config(path))
+        trace = []
+        loop.hooks.append(lambda cycle, t, state, command: trace.append(state.q.copy()))
+        report = loop.run(duration=1.0)
+        assert not report.tripped, report.trip_reason
+        runs[mode] = np.array(trace)
+    moved = np.abs(runs["position"][-1] - runs["position"][0]).max()
+    assert moved > 0.25, moved
+    np.testing.assert_allclose(runs["velocity"], runs["position"], atol=1e-9)
+    # 0.5 s after the move ended, within 0.01 rad of it (the shoulder's drive settles at kp / kd = 10 1/s)
+    assert np.abs(runs["velocity"][-1] - np.asarray(HOLD)).max() < 0.02
+
+
+def test_a_backend_refuses_a_mode_it_does_not_drive(tmp_path):
+    """The CAN CiA 402 backend drives cyclic synchronous torque only: mode = 'velocity' is one line naming the
+    backend, the mode and the modes it drives, before any bus is opened."""
+    path = tmp_path / "cia402.toml"
+    path.write_text('''
+[robot]
+model = "can_arm2"
+[driver]
+backend = "cia402"
+can_channel = "vcan-none"
+can_ids = [1, 2]
+mode = "velocity"
+[controller]
+type = "joint_position"
+kp = [40.0, 20.0]
+kd = [2.0, 1.0]
+[trajectory]
+type = "min_jerk"
+goal = [0.2, -0.4]
+duration = 1.0
+''')
+    with pytest.raises(ConfigError) as err:
+        build(load_config(path))
+    message = str(err.value)
+    assert "mode = 'velocity' is not one this backend drives ('effort')" in message and "\n" not in message, \
+        message

@@ -118,14 +118,13 @@ class Cia402Driver(ActuatorDriver):
     """One CiA 402 drive per joint (node IDs ``can_ids``), torque commands in CST."""
 
     Options = Cia402Options
+    modes = (EFFORT_MODE,)               # cyclic synchronous torque
 
     def __init__(self, model, options: "Cia402Driver.Options | None" = None, *, bus: can.BusABC | None = None,
                  transmission: Transmission | None = None, object_dictionary=None, max_bus_errors: int = 5,
                  activate_timeout: float = 2.0, bus_options: dict | None = None):
         super().__init__(model, options)
         options = self.options
-        if self.mode != EFFORT_MODE:
-            raise ValueError(f"{self.name}: only effort mode (cyclic synchronous torque) is implemented")
         n = len(self.v_index)
         ids = check_can_ids(self.name, options.can_ids, n, high=127, what="CANopen node IDs")
         check_channel(self.name, options.can_channel, bus)

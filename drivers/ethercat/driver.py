@@ -9,7 +9,7 @@ rest, by the standards:
   identities on a mismatch; reads each drive's supported modes 0x6502 (the mode's bit required), rated torque
   0x6076, max torque 0x6072, encoder resolution 0x608F and gear ratio 0x6091 (which must agree with the
   config's ``gear_ratio``) by SDO in PRE-OP, writes the mode of operation 0x6060 (cyclic synchronous torque
-  for ``mode = "effort"``, position for ``"position"``) and the quick stop option code 0x605A if configured;
+  for ``mode = "effort"``, position for ``"position"``, velocity for ``"velocity"``) and the quick stop option code 0x605A if configured;
   maps the process data (:mod:`.pdo`: written by SDO in PRE-OP with ``pdo_mapping = "config"``, the slave's
   own read back with ``"slave"``; an SDO abort names the slave, object and abort code), sets each slave's sync
   manager watchdog (``watchdog``; the slave takes its outputs off and drops to SAFE-OP when no frame writes
@@ -21,7 +21,10 @@ rest, by the standards:
 * ``activate``: OP (the outputs already valid in every frame), then each drive's power state machine
   (CiA 402-2 6.3) to OPERATION ENABLED, a position drive's target held at its actual position on the way.
 * Each cycle: ``write`` packs each drive's controlword and target (SI through the transmission into motor
-  increments or per mille of the rated torque) and sends the frame; ``read`` receives it (``read_timeout``),
+  increments, increments/s or per mille of the rated torque) and sends the frame: the effort; the set point's
+  position; or its velocity with the position error through kp / kd (:func:`~rtctl.drivers.base.
+  velocity_set_point`). While a joint's stiffness is 0 (the safe command) its drive holds where it was then, not
+  where the trajectory goes (:meth:`EthercatDriver._targets`); ``read`` receives it (``read_timeout``),
   checks the working counter against the one the mapping expects (ETG.1000.4: LRW counts 1 per slave read and
   2 per slave written), unpacks statusword, positions, velocities, torques. Never raises: a wrong working
   counter or a lost frame is counted, ``max_failed_cycles`` of them in a row latch a fault (naming the slaves
@@ -37,14 +40,12 @@ per mille of the rated torque (CiA 402-2). ``close`` closes the master (SOEM's s
 """
 from __future__ import annotations
 
+import math
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
-from rtctl.options import setting
-
-from ..base import EFFORT_MODE, ActuatorDriver, DriverHealth
+from ..base import EFFORT_MODE, MODES, POSITION_MODE, ActuatorDriver, DriverHealth, velocity_set_point
 from ..can import objects as ob
 from ..cia402 import (CW_DISABLE_VOLTAGE, CW_ENABLE_OPERATION, CW_QUICK_STOP, SW_OPERATION_ENABLED,
                       SW_OPERATION_ENABLED_MASK, next_controlword, state_of)
@@ -53,47 +54,17 @@ from . import pdo
 from .clock import ReferenceClockFollower
 from .emergency import Emergencies
 from .line import LinkWatch, al_status_name, identity_line, sdo_abort_name, state_name, states_line
+from .options import EthercatOptions, per_slave
 
 SAFE_OP, OP, PRE_OP = 4, 8, 2
 NO_FRAME = -1
-U32 = 0xFFFFFFFF
-
-
-@dataclass(frozen=True)
-class EthercatOptions(ActuatorDriver.Options):
-    """``[driver]`` keys of the ``ethercat`` backend (one value for every slave, or one per joint's slave)."""
-
-    ethercat_interface: str = setting("str", None, required=True)  # the network interface the line is on
-    slave_positions: object = setting("ints", None, low=0, high=65534)   # each joint's slave (0 first); default in order
-    vendor_id: object = setting("ints", None, low=0, high=U32, required=True)     # SII identity, checked
-    product_code: object = setting("ints", None, low=0, high=U32, required=True)
-    revision: object = setting("ints", None, low=0, high=U32)      # checked where given
-    pdo_mapping: str = setting("str", "config", choices=("config", "slave"))   # map by SDO, or the slave's own
-    read_timeout: float = setting("float", 5e-4, positive=True)    # s a read waits for its frame
-    max_failed_cycles: int = setting("int", 3, low=1)              # lost frames / wrong working counters in a row
-    watchdog: float = setting("float", 0.1, low=1e-3, high=6.0)    # s: each slave's sync manager watchdog
-    distributed_clocks: bool = setting("bool", False)              # SYNC0 at the loop period
-    follow_reference_clock: bool = setting("bool", True)          # with them: the loop's cycle on the reference clock
-    encoder_counts: object = setting("ints", None, positive=True)  # increments per motor turn (default: 0x608F)
-    rated_torque: object = setting("floats", None, positive=True)  # N m at the motor (default: 0x6076)
-    quick_stop_option: int = setting("int", None, low=0, high=8)   # 0x605A written at configure (default: the drive's)
-    activate_timeout: float = setting("float", 2.0, positive=True)  # s for OP and OPERATION ENABLED
-    mailbox_poll_cycles: int = setting("int", 10, low=0)          # cycles between mailbox reads (EMCY); 0: at faults
-
-
-def per_slave(name: str, value, n: int) -> list | None:
-    if value is None:
-        return None
-    values = value if isinstance(value, list) else [value] * n
-    if len(values) != n:
-        raise ValueError(f"{name}: {len(values)} values for {n} joints (give one, or one per joint)")
-    return values
 
 
 class EthercatDriver(ActuatorDriver):
     """One CiA 402 drive per joint, slaves of one EtherCAT line."""
 
     Options = EthercatOptions
+    modes = MODES                    # cyclic synchronous torque, position, velocity
     # A cycle's outputs leave in its write's frame; the inputs that frame brings back were latched by each slave
     # when the frame before passed (free run, without distributed clocks), and the next read takes them.
     latency_cycles = 2
@@ -134,6 +105,7 @@ class EthercatDriver(ActuatorDriver):
         self._controlword = [CW_DISABLE_VOLTAGE] * n
         self._a_pos, self._a_vel, self._a_tau = np.zeros(n), np.zeros(n), np.zeros(n)
         self._j_vec, self._j_cmd, self._cmd = np.zeros(n), np.zeros(n), np.zeros(n)
+        self._held, self._hold_q, self._hold_gain = np.zeros(n, dtype=bool), np.zeros(n), np.zeros(n)
         self._buffers: list[bytearray] = []
         self._values: list[list] = []
         self._awaiting = False
@@ -371,15 +343,42 @@ class EthercatDriver(ActuatorDriver):
         return wkc
 
     def _hold_targets(self) -> np.ndarray:
-        """Each drive's target that moves nothing (zero torque, or its actual position in increments), in the
-        command buffer."""
+        """Each drive's target that moves nothing (zero torque or velocity, or its actual position in increments),
+        in the command buffer."""
         cmd = self._cmd
-        if self.mode == EFFORT_MODE:
-            cmd[:] = 0.0
-        else:
+        if self.mode == POSITION_MODE:
             np.divide(self._a_pos, self.rad_per_increment, out=cmd)
             np.round(cmd, out=cmd)
+        else:
+            cmd[:] = 0.0
         return cmd
+
+    def _targets(self, command) -> None:
+        """Joint targets into ``_j_cmd`` in position or velocity mode: the set point's position, or its velocity
+        with the position error through kp / kd (:func:`~rtctl.drivers.base.velocity_set_point`), where its
+        stiffness is positive. Else (the safe command's stiffness 0, or a non-finite set point) the drive holds
+        the measured position of the cycle that began it: as its position target, or through a velocity target
+        back to it at the last kp / kd used (none before: velocity 0)."""
+        self.transmission.to_joint_position(self._a_pos, self._j_vec)
+        by_velocity = self.mode != POSITION_MODE
+        for k in range(len(self.v_index)):
+            iv = self.v_index[k]
+            stiffness, damping = command.stiffness[iv], command.damping[iv]
+            finite = math.isfinite(command.position[iv]) and math.isfinite(command.velocity[iv])
+            if stiffness > 0.0 and finite:
+                self._held[k] = False
+                if by_velocity:
+                    self._j_cmd[k] = velocity_set_point(command, iv, self._j_vec[k])
+                    if damping > 0.0:
+                        self._hold_gain[k] = stiffness / damping
+                else:
+                    self._j_cmd[k] = command.position[iv]
+                continue
+            if not self._held[k]:
+                self._held[k] = True
+                self._hold_q[k] = self._j_vec[k]
+            self._j_cmd[k] = self._hold_gain[k] * (self._hold_q[k] - self._j_vec[k]) if by_velocity \
+                else self._hold_q[k]
 
     def on_activate(self) -> None:
         """OP, then every drive to OPERATION ENABLED (bounded by ``activate_timeout``)."""
@@ -409,6 +408,7 @@ class EthercatDriver(ActuatorDriver):
             self._controlword = [next_controlword(int(sw), cw) for sw, cw in zip(self.statusword, self._controlword)]
             time.sleep(0.001)
         self._controlword = [CW_ENABLE_OPERATION] * n
+        self._held[:] = False
         self._dc_start = None
         if self.follower is not None:
             self.follower.reset()
@@ -511,8 +511,8 @@ class EthercatDriver(ActuatorDriver):
                 self.saturated_cycles += 1
                 np.clip(cmd, -self.max_torque_permille, self.max_torque_permille, out=cmd)
         else:
-            np.take(command.position, self.v_index, out=self._j_cmd)
-            self.transmission.to_actuator_position(self._j_cmd, cmd)
+            self._targets(command)
+            self.transmission.to_actuator_position(self._j_cmd, cmd)   # velocities map as positions do
             np.divide(cmd, self.rad_per_increment, out=cmd)
             np.round(cmd, out=cmd)
             np.clip(cmd, -2.0 ** 31, 2.0 ** 31 - 1, out=cmd)

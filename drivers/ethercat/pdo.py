@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from ..base import EFFORT_MODE, POSITION_MODE
+from ..base import EFFORT_MODE, POSITION_MODE, VELOCITY_MODE
 from ..can import objects as ob
 
 RX_ASSIGN, TX_ASSIGN = 0x1C12, 0x1C13
@@ -26,8 +26,8 @@ OBJECT_TYPES = {
     ob.STATUSWORD: (16, "H"), ob.MODES_DISPLAY: (8, "b"), ob.POSITION_ACTUAL: (32, "i"),
     ob.VELOCITY_ACTUAL: (32, "i"), ob.TORQUE_ACTUAL: (16, "h"), ob.ERROR_CODE: (16, "H"),
 }
-MODE_OF_OPERATION = {EFFORT_MODE: ob.CST, POSITION_MODE: ob.CSP}
-TARGET = {EFFORT_MODE: ob.TARGET_TORQUE, POSITION_MODE: ob.TARGET_POSITION}
+MODE_OF_OPERATION = {EFFORT_MODE: ob.CST, POSITION_MODE: ob.CSP, VELOCITY_MODE: ob.CSV}
+TARGET = {EFFORT_MODE: ob.TARGET_TORQUE, POSITION_MODE: ob.TARGET_POSITION, VELOCITY_MODE: ob.TARGET_VELOCITY}
 # What the driver maps when it maps (``pdo_mapping = "config"``), and what a slave's own mapping must hold.
 OUTPUTS = {mode: (ob.CONTROLWORD, ob.MODES_OF_OPERATION, TARGET[mode]) for mode in TARGET}
 INPUTS = (ob.STATUSWORD, ob.MODES_DISPLAY, ob.POSITION_ACTUAL, ob.VELOCITY_ACTUAL, ob.TORQUE_ACTUAL, ob.ERROR_CODE)
