@@ -19,6 +19,8 @@ CiA 402-2 behaviour, by section of the profile (IEC 61800-7-201 numbering in bra
   active (a demand limited by 0x6072 or 0x607D); bit 12 "drive follows the command value" in the cyclic modes.
 * Modes of operation 0x6060/0x6061 (6.4): cyclic synchronous position (8), velocity (9) and torque (10), as
   0x6502 says; any other value is refused with abort 0x06090030 (an RPDO carrying one is not taken).
+* Torque offset 0x60B2 (6.4, the cyclic synchronous modes' feed-forward): added to the torque the mode makes,
+  in per mille of the rated torque.
 * Software position limit 0x607D (sub 1 min, sub 2 max; a max below the min is refused with 0x06090036): a
   CSP target is clamped into them; in CSV and CST a demand pushing beyond a limit the motor is at is replaced
   by holding still (the profile leaves this to the manufacturer; this is the emulated drive's choice).
@@ -265,6 +267,8 @@ class Cia402Drive(CanopenDevice):
             tau = 0.0
         if error is not None:
             tau = self.load_inertia * VELOCITY_BANDWIDTH * error + self.integral
+        if self.ramp is None and self.state == OE:
+            tau += self.values[(ob.TORQUE_OFFSET, 0)] * self.rated_nm / 1000.0
         if abs(tau) > limit:
             tau = math.copysign(limit, tau)
             self.limit_active = True

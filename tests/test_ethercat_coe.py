@@ -266,13 +266,13 @@ def test_a_fault_on_request_sends_an_emergency_and_its_reset():
 
 def test_sdo_information_in_exact_bytes():
     """ETG.1000.6 5.6.3: CoE service 8, then opcode, reserved, fragments left. The OD list of type 0 (the
-    number of objects of each list: all 44, RxPDO mappable 6, TxPDO mappable 7, backup, settings); the object
+    number of objects of each list: all 45, RxPDO mappable 7, TxPDO mappable 7, backup, settings); the object
     description of 0x1018 (UNSIGNED32, 4 sub-indices, RECORD, its name); the entry description of 0x1018:01
     (UNSIGNED32, 32 bits, readable in every state 0x0007); 0x5555 answered by the error request (opcode 7) with
     0x06020000."""
     m = Master(line())
     counts = m.coe(bytes.fromhex("0080" "01" "00" "0000" "0000"))
-    assert counts[6:] == bytes.fromhex("0080" "02" "00" "0000" "0000" "2c00" "0600" "0700" "0000" "0000")
+    assert counts[6:] == bytes.fromhex("0080" "02" "00" "0000" "0000" "2d00" "0700" "0700" "0000" "0000")
     description = m.coe(bytes.fromhex("0080" "03" "00" "0000" "1810"))
     assert description[6:] == bytes.fromhex("0080" "04" "00" "0000" "1810" "0700" "04" "09") + b"Identity"
     entry = m.coe(bytes.fromhex("0080" "05" "00" "0000" "1810" "01" "07"))
@@ -283,7 +283,7 @@ def test_sdo_information_in_exact_bytes():
 def test_an_od_list_longer_than_the_mailbox_comes_in_fragments():
     chain = line()
     od = chain.slaves[0].dictionary
-    for k in range(79):                                    # 123 objects: 246 bytes of indices, 3 fragments
+    for k in range(79):                                    # 124 objects: 248 bytes of indices, 3 fragments
         od.objects[0x3000 + k] = od.objects[0x6065]
     m = Master(chain)
     first = m.coe(bytes.fromhex("0080" "01" "00" "0000" "0100"))

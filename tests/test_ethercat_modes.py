@@ -1,5 +1,6 @@
 """The drives' own loops over EtherCAT: cyclic synchronous velocity (0x6060 = 9, CiA 402-2 6.4; target velocity
-0x60FF in increments/s of the motor shaft) tracking, and the safe state of both drive-side modes. A tripped
+0x60FF in increments/s of the motor shaft) tracking, the controller's feed-forward as the torque offset 0x60B2
+(CiA 402-2 6.4), and the safe state of both drive-side modes. A tripped
 loop's safe command sets every stiffness to 0: a drive in cyclic synchronous position or velocity must then hold
 where its joint was, not follow the set points the controller keeps writing (the trajectory that tripped it).
 The line: the CAN emulator's drives over can_arm2, geared 10:1, two slaves in a network namespace the test
@@ -47,6 +48,36 @@ def test_cyclic_synchronous_velocity_follows_the_trajectory():
         skip_if_peer_starved(loop.driver.health, 0, "CSV tracking over EtherCAT")
     assert not report.tripped and np.all(report.tracking_max < 0.15), report.format()
     assert [s["mode"] for s in stats["slaves"]] == [9, 9]
+
+
+def test_the_feed_forward_reaches_the_drives_as_their_torque_offset():
+    """``torque_offset = true`` in velocity mode under ``feedforward = "inverse_dynamics"``: the driver maps
+    0x60B2 and sends each cycle's feed-forward ID(q_d, qd_d, qdd_d) through the gear in per mille of the rated
+    torque; the largest offset each emulated drive received is the model's largest along the trajectory (rtctl's
+    inverse dynamics, computed here from the sampled trajectory), to the offset's resolution, and the arm tracks
+    as without it. Without the option the drives get none."""
+    runs = {}
+    for offset in (False, True):
+        raw = drive_loop_config("velocity")
+        raw["controller"]["feedforward"] = "inverse_dynamics"
+        raw["driver"]["torque_offset"] = offset
+        with emulated_line(*ARM) as (ns, _proc, stop):
+            loop, report = run_closed(ns, raw, 2.0)
+            runs[offset] = loop, report, [s["torque_offset_peak"] for s in stop()["slaves"]]
+    loop, report, peaks = runs[True]
+    if report.tripped or np.any(report.tracking_max >= 0.15):
+        skip_if_starved(report, "CSV with a torque offset over EtherCAT")
+        skip_if_peer_starved(loop.driver.health, 0, "CSV with a torque offset over EtherCAT")
+    assert not report.tripped and np.all(report.tracking_max < 0.15), report.format()
+    assert runs[False][2] == [0, 0]
+    dyn, q, qd, qdd = Dynamics(loop.model), np.zeros(2), np.zeros(2), np.zeros(2)
+    expected = np.zeros(2)
+    for t in np.arange(0.0, 2.0, 1e-3):
+        loop.trajectory.sample(t, q, qd, qdd)
+        expected = np.maximum(expected, np.abs(dyn.inverse_dynamics(q, qd, qdd)))
+    expected_permille = expected / 10.0 / 1.0 * 1000.0          # through the 10:1 gear, of the 1 N m rated torque
+    print(f"\ntorque offset peaks {peaks} per mille, the model's {np.round(expected_permille, 1)}")
+    np.testing.assert_allclose(peaks, expected_permille, atol=1.0)
 
 
 def e_stopped_run(mode: str):

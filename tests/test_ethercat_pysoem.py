@@ -407,7 +407,7 @@ def test_soem_browses_the_object_dictionary_by_sdo_information(emulated_line):
         assert master.config_init() == N
         slave = master.slaves[2]
         objects = {o.index: o for o in slave.od}
-        assert len(objects) == 44 and objects[0x1008].name == b"Manufacturer device name"
+        assert len(objects) == 45 and objects[0x1008].name == b"Manufacturer device name"
         assert (objects[0x1018].object_code, objects[0x1018].data_type) == (0x09, 0x0007)
         identity = [(e.data_type, e.bit_length, e.obj_access) for e in objects[0x1018].entries]
         assert identity == [(0x0005, 8, 0x07)] + [(0x0007, 32, 0x07)] * 4

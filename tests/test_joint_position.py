@@ -144,3 +144,27 @@ duration = 1.0
     message = str(err.value)
     assert "mode = 'velocity' is not one this backend drives ('effort')" in message and "\n" not in message, \
         message
+
+
+def test_a_torque_offset_in_effort_mode_is_refused(tmp_path):
+    """The ``ethercat`` backend's torque offset 0x60B2 carries a drive-side loop's feed-forward; in effort mode
+    (cyclic synchronous torque) the target is the effort already: one line naming the key and the modes."""
+    path = tmp_path / "ethercat.toml"
+    path.write_text('''
+[robot]
+model = "can_arm2"
+[driver]
+backend = "ethercat"
+ethercat_interface = "ecmaster"
+vendor_id = 0x0F3E
+product_code = 0x0402
+torque_offset = true
+[trajectory]
+type = "min_jerk"
+goal = [0.2, -0.4]
+duration = 1.0
+''')
+    with pytest.raises(ConfigError) as err:
+        build(load_config(path))
+    message = str(err.value)
+    assert "torque_offset = true is for mode = 'position' or 'velocity'" in message and "\n" not in message, message

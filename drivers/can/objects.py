@@ -24,6 +24,7 @@ TARGET_TORQUE, MAX_TORQUE, RATED_TORQUE, ENCODER_RESOLUTION = 0x6071, 0x6072, 0x
 TARGET_POSITION, SOFTWARE_POSITION_LIMIT, TARGET_VELOCITY = 0x607A, 0x607D, 0x60FF
 GEAR_RATIO = 0x6091       # factor group: sub 1 motor revolutions, sub 2 shaft revolutions
 PROFILE_DECELERATION, QUICK_STOP_DECELERATION = 0x6084, 0x6085
+TORQUE_OFFSET = 0x60B2    # per mille of the rated torque, added to the drive's own in CSP, CSV and CST
 FAULT_INJECTION = 0x2001  # manufacturer specific (emulator): write an error code to enter FAULT
 # Modes of operation (0x6060) and their bits in the supported drive modes (0x6502).
 CSP, CSV, CST = 8, 9, 10
@@ -133,6 +134,7 @@ def drive_object_dictionary(rated_torque_mnm: int = 1000, max_torque_permille: i
              (1, "Motor revolutions", U32, "ro", int(gear[0]), None, None),
              (2, "Shaft revolutions", U32, "ro", int(gear[1]), None, None)])
     add(_var(TARGET_VELOCITY, 0, "Target velocity", I32, "rw", 0, pdo=True))
+    add(_var(TORQUE_OFFSET, 0, "Torque offset", I16, "rw", 0, pdo=True))
     add(_var(SUPPORTED_MODES, 0, "Supported drive modes", U32, "ro", sum(SUPPORTED_MODE_BIT.values())))
     return od
 

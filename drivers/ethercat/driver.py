@@ -23,8 +23,9 @@ rest, by the standards:
 * Each cycle: ``write`` packs each drive's controlword and target (SI through the transmission into motor
   increments, increments/s or per mille of the rated torque) and sends the frame: the effort; the set point's
   position; or its velocity with the position error through kp / kd (:func:`~rtctl.drivers.base.
-  velocity_set_point`). While a joint's stiffness is 0 (the safe command) its drive holds where it was then, not
-  where the trajectory goes (:meth:`EthercatDriver._targets`); ``read`` receives it (``read_timeout``),
+  velocity_set_point`), with ``torque_offset`` the effort as the feed-forward torque offset 0x60B2 (CiA 402-2
+  6.4). While a joint's stiffness is 0 (the safe command) its drive holds where it was then, by its own loops
+  alone, not where the trajectory goes (:meth:`EthercatDriver._targets`); ``read`` receives it (``read_timeout``),
   checks the working counter against the one the mapping expects (ETG.1000.4: LRW counts 1 per slave read and
   2 per slave written), unpacks statusword, positions, velocities, torques. Never raises: a wrong working
   counter or a lost frame is counted, ``max_failed_cycles`` of them in a row latch a fault (naming the slaves
@@ -53,7 +54,8 @@ from ..transmission import Transmission
 from . import pdo
 from .clock import ReferenceClockFollower
 from .emergency import Emergencies
-from .line import LinkWatch, al_status_name, identity_line, sdo_abort_name, state_name, states_line
+from .line import (LinkWatch, al_status_name, identity_line, sdo_abort_name, set_watchdog, state_name,
+                   states_line)
 from .options import EthercatOptions, per_slave
 
 SAFE_OP, OP, PRE_OP = 4, 8, 2
@@ -106,6 +108,10 @@ class EthercatDriver(ActuatorDriver):
         self._a_pos, self._a_vel, self._a_tau = np.zeros(n), np.zeros(n), np.zeros(n)
         self._j_vec, self._j_cmd, self._cmd = np.zeros(n), np.zeros(n), np.zeros(n)
         self._held, self._hold_q, self._hold_gain = np.zeros(n, dtype=bool), np.zeros(n), np.zeros(n)
+        self._offset = np.zeros(n)                 # per mille of the rated torque (0x60B2)
+        if o.torque_offset and self.mode == EFFORT_MODE:
+            raise ValueError(f"{self.name}: torque_offset = true is for mode = 'position' or 'velocity' (in "
+                             f"'effort' the target torque is the effort)")
         self._buffers: list[bytearray] = []
         self._values: list[list] = []
         self._awaiting = False
@@ -160,8 +166,8 @@ class EthercatDriver(ActuatorDriver):
             raise RuntimeError(f"{self.name}: slave {exc.slave_pos - 1}: mapping the process data: "
                                f"{sdo_abort_name(exc)}") from None
         self._check_images()
-        for k, position in enumerate(self.positions):
-            self._set_watchdog(k, master.slaves[position])
+        for position in self.positions:
+            set_watchdog(master.slaves[position], o.watchdog, f"{self.name}: slave {position}")
         if o.distributed_clocks:
             self._start_distributed_clocks()
         if master.state_check(SAFE_OP, 200_000) != SAFE_OP:
@@ -178,23 +184,6 @@ class EthercatDriver(ActuatorDriver):
         if wrong:
             raise RuntimeError(f"{self.name}: slave {self.positions[k]} (joint {self.joint_names[k]!r}) is "
                                f"{identity_line(slave)}; the config says {', '.join(wrong)}")
-
-    def _set_watchdog(self, k: int, slave, tries: int = 3) -> None:
-        """The SM watchdog time (0x0420, in units of the divider 0x0400) by register writes, each answered within
-        SOEM's 4 ms or tried again (a busy line or host), else one line naming the slave."""
-        import warnings
-
-        for attempt in range(tries):
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")          # pysoem's note that the time is rounded to ticks
-                    slave.set_watchdog("processdata", self.options.watchdog * 1e3)
-                return
-            except Exception as exc:  # noqa: BLE001  (pysoem's WkcError: no answer; AttributeError: too long)
-                if isinstance(exc, AttributeError) or attempt == tries - 1:
-                    raise RuntimeError(f"{self.name}: slave {self.positions[k]}: setting its SM watchdog to "
-                                       f"{self.options.watchdog:g} s failed: {type(exc).__name__} "
-                                       f"{' '.join(str(exc).split())}".rstrip()) from None
 
     def _sdo(self, k: int, slave, index: int, subindex: int, fmt: str | None = None, data: bytes | None = None):
         import pysoem
@@ -262,7 +251,8 @@ class EthercatDriver(ActuatorDriver):
         """pysoem's configuration hook (PRE-OP, before the slave's mapping is read): this driver's PDOs."""
         def write(index, subindex, data):
             self._sdo(k, slave, index, subindex, data=data)
-        pdo.write_mapping(write, pdo.RX_ASSIGN, pdo.RX_PDO, [pdo.Entry.of(i) for i in pdo.OUTPUTS[mode]])
+        pdo.write_mapping(write, pdo.RX_ASSIGN, pdo.RX_PDO,
+                          [pdo.Entry.of(i) for i in pdo.outputs(mode, self.options.torque_offset)])
         pdo.write_mapping(write, pdo.TX_ASSIGN, pdo.TX_PDO, [pdo.Entry.of(i) for i in pdo.INPUTS])
 
     def _mailbox_error(self, error) -> str:
@@ -280,7 +270,8 @@ class EthercatDriver(ActuatorDriver):
             outputs = pdo.Image(pdo.read_mapping(read, pdo.RX_ASSIGN))
             inputs = pdo.Image(pdo.read_mapping(read, pdo.TX_ASSIGN))
             where = f"{self.name}: slave {position} (joint {self.joint_names[k]!r})"
-            missing = outputs.missing(pdo.REQUIRED_OUTPUTS[self.mode]) + inputs.missing(pdo.REQUIRED_INPUTS)
+            missing = outputs.missing(pdo.required_outputs(self.mode, self.options.torque_offset)) \
+                + inputs.missing(pdo.REQUIRED_INPUTS)
             if missing:
                 raise RuntimeError(f"{where}: its process data lacks {', '.join(f'0x{i:04X}' for i in missing)} "
                                    f"(outputs: {outputs.describe()}; inputs: {inputs.describe()}); set "
@@ -303,7 +294,7 @@ class EthercatDriver(ActuatorDriver):
 
     # -- the frame -------------------------------------------------------------------------------------------
     def _pack(self, targets) -> None:
-        """Outputs of every slave into pysoem's image: controlword, mode, target."""
+        """Outputs of every slave into pysoem's image: controlword, mode, target, torque offset."""
         slaves, mode = self.master.slaves, pdo.MODE_OF_OPERATION[self.mode]
         target_index = pdo.TARGET[self.mode]
         for k, position in enumerate(self.positions):
@@ -311,6 +302,8 @@ class EthercatDriver(ActuatorDriver):
             at = image.position
             values[at[ob.CONTROLWORD]] = self._controlword[k]
             values[at[target_index]] = int(targets[k])
+            if ob.TORQUE_OFFSET in at:
+                values[at[ob.TORQUE_OFFSET]] = int(self._offset[k])
             if ob.MODES_OF_OPERATION in at:
                 values[at[ob.MODES_OF_OPERATION]] = mode
             image.struct.pack_into(self._buffers[k], 0, *values)
@@ -346,6 +339,7 @@ class EthercatDriver(ActuatorDriver):
         """Each drive's target that moves nothing (zero torque or velocity, or its actual position in increments),
         in the command buffer."""
         cmd = self._cmd
+        self._offset[:] = 0.0
         if self.mode == POSITION_MODE:
             np.divide(self._a_pos, self.rad_per_increment, out=cmd)
             np.round(cmd, out=cmd)
@@ -504,14 +498,15 @@ class EthercatDriver(ActuatorDriver):
             self._hold_targets()
         elif self.mode == EFFORT_MODE:
             np.take(command.effort, self.v_index, out=self._j_cmd)
-            self.transmission.to_actuator_effort(self._j_cmd, cmd)
-            np.divide(cmd, self.nm_per_permille, out=cmd)
-            np.round(cmd, out=cmd)
-            if np.any(np.abs(cmd) > self.max_torque_permille):
-                self.saturated_cycles += 1
-                np.clip(cmd, -self.max_torque_permille, self.max_torque_permille, out=cmd)
+            self._to_permille(self._j_cmd, cmd)
         else:
             self._targets(command)
+            if self.options.torque_offset:
+                np.take(command.effort, self.v_index, out=self._j_vec)
+                for k in range(len(self.v_index)):
+                    if self._held[k]:
+                        self._j_vec[k] = 0.0            # a held drive holds by its own loops
+                self._to_permille(self._j_vec, self._offset)
             self.transmission.to_actuator_position(self._j_cmd, cmd)   # velocities map as positions do
             np.divide(cmd, self.rad_per_increment, out=cmd)
             np.round(cmd, out=cmd)
@@ -521,6 +516,16 @@ class EthercatDriver(ActuatorDriver):
         except Exception as exc:  # noqa: BLE001  (a closed or failing socket: a fault, never an exception)
             self.health.set_fault(f"{self.name}: sending the frame failed: {type(exc).__name__} {exc}")
         self.health.writes += 1
+
+    def _to_permille(self, joint_effort, out) -> None:
+        """This driver's joint efforts into ``out`` in per mille of each drive's rated torque, rounded and
+        clipped to its max torque (a clipped cycle counted)."""
+        self.transmission.to_actuator_effort(joint_effort, out)
+        np.divide(out, self.nm_per_permille, out=out)
+        np.round(out, out=out)
+        if np.any(np.abs(out) > self.max_torque_permille):
+            self.saturated_cycles += 1
+            np.clip(out, -self.max_torque_permille, self.max_torque_permille, out=out)
 
     # -- stopping -------------------------------------------------------------------------------------------------
     def quick_stop(self) -> None:

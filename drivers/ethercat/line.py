@@ -92,3 +92,20 @@ class LinkWatch:
 
     def close(self) -> None:
         self._socket.close()
+
+
+def set_watchdog(slave, seconds: float, where: str, tries: int = 3) -> None:
+    """The slave's SM watchdog time (0x0420, in units of the divider 0x0400) by register writes, each answered
+    within SOEM's 4 ms or tried again (a busy line or host), else one line beginning with ``where``."""
+    import warnings
+
+    for attempt in range(tries):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")          # pysoem's note that the time is rounded to ticks
+                slave.set_watchdog("processdata", seconds * 1e3)
+            return
+        except Exception as exc:  # noqa: BLE001  (pysoem's WkcError: no answer; AttributeError: too long)
+            if isinstance(exc, AttributeError) or attempt == tries - 1:
+                raise RuntimeError(f"{where}: setting its SM watchdog to {seconds:g} s failed: "
+                                   f"{type(exc).__name__} {' '.join(str(exc).split())}".rstrip()) from None

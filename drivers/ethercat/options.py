@@ -29,6 +29,7 @@ class EthercatOptions(ActuatorDriver.Options):
     rated_torque: object = setting("floats", None, positive=True)  # N m at the motor (default: 0x6076)
     quick_stop_option: int = setting("int", None, low=0, high=8)   # 0x605A written at configure (default: the drive's)
     activate_timeout: float = setting("float", 2.0, positive=True)  # s for OP and OPERATION ENABLED
+    torque_offset: bool = setting("bool", False)      # position / velocity mode: the effort as 0x60B2 (feed-forward)
     mailbox_poll_cycles: int = setting("int", 10, low=0)          # cycles between mailbox reads (EMCY); 0: at faults
 
 

@@ -22,17 +22,25 @@ RX_PDO, TX_PDO = 0x1600, 0x1A00
 # (bits, struct format) of the objects the driver reads or writes (CiA 402-2 data types).
 OBJECT_TYPES = {
     ob.CONTROLWORD: (16, "H"), ob.MODES_OF_OPERATION: (8, "b"), ob.TARGET_POSITION: (32, "i"),
-    ob.TARGET_VELOCITY: (32, "i"), ob.TARGET_TORQUE: (16, "h"),
+    ob.TARGET_VELOCITY: (32, "i"), ob.TARGET_TORQUE: (16, "h"), ob.TORQUE_OFFSET: (16, "h"),
     ob.STATUSWORD: (16, "H"), ob.MODES_DISPLAY: (8, "b"), ob.POSITION_ACTUAL: (32, "i"),
     ob.VELOCITY_ACTUAL: (32, "i"), ob.TORQUE_ACTUAL: (16, "h"), ob.ERROR_CODE: (16, "H"),
 }
 MODE_OF_OPERATION = {EFFORT_MODE: ob.CST, POSITION_MODE: ob.CSP, VELOCITY_MODE: ob.CSV}
 TARGET = {EFFORT_MODE: ob.TARGET_TORQUE, POSITION_MODE: ob.TARGET_POSITION, VELOCITY_MODE: ob.TARGET_VELOCITY}
-# What the driver maps when it maps (``pdo_mapping = "config"``), and what a slave's own mapping must hold.
-OUTPUTS = {mode: (ob.CONTROLWORD, ob.MODES_OF_OPERATION, TARGET[mode]) for mode in TARGET}
 INPUTS = (ob.STATUSWORD, ob.MODES_DISPLAY, ob.POSITION_ACTUAL, ob.VELOCITY_ACTUAL, ob.TORQUE_ACTUAL, ob.ERROR_CODE)
-REQUIRED_OUTPUTS = {mode: (ob.CONTROLWORD, TARGET[mode]) for mode in TARGET}
 REQUIRED_INPUTS = (ob.STATUSWORD, ob.POSITION_ACTUAL, ob.VELOCITY_ACTUAL)
+
+
+def outputs(mode: str, torque_offset: bool = False) -> tuple:
+    """What the driver maps into the outputs when it maps (``pdo_mapping = "config"``): controlword, mode,
+    the mode's target, and the torque offset 0x60B2 when it sends one."""
+    return (ob.CONTROLWORD, ob.MODES_OF_OPERATION, TARGET[mode]) + ((ob.TORQUE_OFFSET,) if torque_offset else ())
+
+
+def required_outputs(mode: str, torque_offset: bool = False) -> tuple:
+    """What a slave's own output mapping must hold (``pdo_mapping = "slave"``)."""
+    return (ob.CONTROLWORD, TARGET[mode]) + ((ob.TORQUE_OFFSET,) if torque_offset else ())
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ manufacturer-specific name string and 0x2001 a fault on request (an error code w
 fault and its emergency, see .chain.SlaveApplication). The CiA 402 objects 0x6000-0x6FFF are the CAN drive's
 (:func:`rtctl.drivers.can.objects.drive_object_dictionary`: data types, access, ranges, which are mappable):
 controlword 0x6040, statusword 0x6041, error code 0x603F, modes of operation 0x6060 / display 0x6061, target
-position 0x607A / velocity 0x60FF / torque 0x6071, position 0x6064 / velocity 0x606C / torque 0x6077 actual,
+position 0x607A / velocity 0x60FF / torque 0x6071, torque offset 0x60B2, position 0x6064 / velocity 0x606C / torque 0x6077 actual,
 max torque 0x6072, rated torque 0x6076, encoder resolution 0x608F, gear ratio 0x6091, supported drive modes
 0x6502, quick stop option code 0x605A and deceleration 0x6085, software position limit 0x607D, ... With a
 ``device`` behind the slave (the CAN emulator's drive, :mod:`.drive_axis`) an SDO reads and writes these in

@@ -6,8 +6,8 @@ The slave's object dictionary shares the drive's CiA 402 objects (an SDO reads a
 its ranges, its state machine, its live actual values; :mod:`.dictionary`). Each process data frame is the
 drive's SYNC: the plant is advanced to the frame's time under the demands so far, then the outputs, whatever
 PDO mapping carried them into the objects, go to the drive as synchronous RPDOs do at a SYNC (CiA 301 7.2.2)
--- modes of operation 0x6060, target position 0x607A, target velocity 0x60FF, target torque 0x6071, then the
-controlword 0x6040, the demands before the command that acts on them (CiA 402-2 6.3 and 6.4); the drive's
+-- modes of operation 0x6060, target position 0x607A, target velocity 0x60FF, target torque 0x6071, torque
+offset 0x60B2, then the controlword 0x6040, the demands before the command that acts on them (CiA 402-2 6.3 and 6.4); the drive's
 actual values then go to the objects the inputs map: statusword 0x6041, modes of operation display 0x6061,
 position actual 0x6064 (increments of the motor shaft, 0x608F), velocity actual 0x606C (increments/s), torque
 actual 0x6077 (per mille of the rated torque 0x6076, the torque made since the last frame) and error code
@@ -27,7 +27,8 @@ from ..can_emulator import Cia402Emulator, build_plant
 from .chain import SlaveApplication
 
 LOST_MASTER = 0x8100                    # CiA 301 error code: communication
-DEMANDS = (ob.MODES_OF_OPERATION, ob.TARGET_POSITION, ob.TARGET_VELOCITY, ob.TARGET_TORQUE, ob.CONTROLWORD)
+DEMANDS = (ob.MODES_OF_OPERATION, ob.TARGET_POSITION, ob.TARGET_VELOCITY, ob.TARGET_TORQUE, ob.TORQUE_OFFSET,
+           ob.CONTROLWORD)
 ACTUALS = (ob.STATUSWORD, ob.MODES_DISPLAY, ob.POSITION_ACTUAL, ob.VELOCITY_ACTUAL, ob.TORQUE_ACTUAL,
            ob.ERROR_CODE)
 
@@ -57,6 +58,7 @@ class DriveAxis(SlaveApplication):
         self.drive = self.device = drives.drives[k]
         self.received = 0
         self.refused = 0
+        self.torque_offset_peak = 0            # the largest |0x60B2| the outputs brought, per mille
 
     def outputs(self, state: int, od, now: float) -> None:
         self.drives.sample(now)
@@ -70,6 +72,7 @@ class DriveAxis(SlaveApplication):
                 except SdoAbortedError:
                     self.refused += 1
         self.received += 1
+        self.torque_offset_peak = max(self.torque_offset_peak, abs(d.values[(ob.TORQUE_OFFSET, 0)]))
 
     def inputs(self, state: int, od, now: float) -> None:
         self.drives.between_syncs(now)
@@ -94,7 +97,9 @@ class DriveAxis(SlaveApplication):
         d = self.drive
         return {"controlword": d.controlword, "target_position": d.values[(ob.TARGET_POSITION, 0)],
                 "target_velocity": d.values[(ob.TARGET_VELOCITY, 0)],
-                "target_torque": d.values[(ob.TARGET_TORQUE, 0)], "mode": d.values[(ob.MODES_OF_OPERATION, 0)],
+                "target_torque": d.values[(ob.TARGET_TORQUE, 0)], "torque_offset": d.values[(ob.TORQUE_OFFSET, 0)],
+                "torque_offset_peak": self.torque_offset_peak,
+                "mode": d.values[(ob.MODES_OF_OPERATION, 0)],
                 "drive_state": d.state, "position_actual": d.position, "velocity": d.velocity, "torque": d.applied,
                 "outputs_received": self.received, "refused": self.refused,
                 "plant_skipped_s": self.drives.clock.skipped}
