@@ -220,6 +220,29 @@ def test_distributed_clocks_run_sync0_at_the_loop_period():
     assert report.cycles == 1000
 
 
+def test_a_sync0_activated_after_its_start_time_is_started_again():
+    """ETG.1000.4 distributed clocks: SOEM's ``dc_sync`` sets SYNC0's start time 100 ms ahead of the slave's clock,
+    and a start time already past when the activation 0x0981 reaches the slave never comes. Slave 1 takes its
+    first activation 150 ms late, as from a master held off that long (``--late-sync0 1 1``): the driver reads
+    its next pulse 0x0990 behind its system time 0x0910, activates it again, and the run goes on SYNC0 on both
+    slaves."""
+    with emulated_line(*ARM, "--late-sync0", "1", "1") as (ns, _proc, stop):
+        loop, _report = run_closed(ns, config(distributed_clocks=True), 0.5)
+        dcs = [s["dc"] for s in stop()["slaves"]]
+    health = loop.driver.health
+    assert not health.fault, health.fault_reason
+    assert health.extra["sync0_restarts"] >= 1 and dcs[1]["sync0_activations"] >= 2, (health.extra, dcs)
+    assert [d["sync0_cycle_ns"] for d in dcs] == [1_000_000] * 2 and not any(d["sync0_late_start"] for d in dcs)
+
+
+def test_a_sync0_that_never_starts_is_named():
+    """The same slave late at every activation (three, the driver's tries): the bring-up stops with one line
+    naming the slave and the registers that showed it, before OP (the drives never enabled)."""
+    with emulated_line(*ARM, "--late-sync0", "1", "9") as (ns, _proc, _stop):
+        line = bring_up_fails(ns, config(distributed_clocks=True))
+    assert "SYNC0 did not start on slave 1 after 3 activations" in line and "0x0990" in line, line
+
+
 def drifting_line_run(follow: bool, seconds: float = 2.0):
     """``seconds`` at 500 Hz on distributed clocks over a line whose clocks run 1000 ppm fast (twenty times a poor
     crystal's error, so that a short run crosses a whole SYNC0 interval: 2 ms in 2 s); (report, the reference

@@ -232,6 +232,8 @@ def test_any_frame_is_processed_or_rejected_never_raises(parts, flips, tail):
     (["--interface", "x", "--slaves", "2", "--drive-fault", "2", "0x2310", "0.5"], "--drive-fault: slave 2"),
     (["--interface", "x", "--drive-fault", "0", "0x2310", "nan"], "nan s"),
     (["--interface", "x", "--drive-fault", "0", "over", "0.5"], "--drive-fault: '0 over 0.5'"),
+    (["--interface", "x", "--slaves", "2", "--late-sync0", "2", "1"], "--late-sync0: slave 2 (0..1)"),
+    (["--interface", "x", "--late-sync0", "0", "0"], "count 0"),
     (["--interface", "x", "--name", "Ä"], "--name")])
 def test_emulator_command_line_mistakes_are_one_line(argv, named, capsys):
     from rtctl.hil.cli import main

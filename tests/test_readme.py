@@ -183,7 +183,7 @@ NOT_CONFIG_WORDS = {
     "kill", "nohup",                        # the shell's commands that signal or shield rtctl
     "pymscl",                               # MicroStrain's Python package (MSCL)
     "world",                                # the 3D view's root frame
-    "emergencies",                          # the EtherCAT driver's health counter
+    "emergencies", "sync0_restarts",        # the EtherCAT driver's health counters
     "sync0_missed", "sync0_doubled", "sync0_phase_us",   # the EtherCAT emulator's STATS members
 }
 

@@ -10,8 +10,12 @@ and the next two. The frame reads the reference clock's system time as it passes
 phase in the SYNC0 interval is that time modulo the cycle. :class:`ReferenceClockFollower` holds it at half a
 cycle (the frame's outputs reach every drive half a cycle before the pulse that takes them, the inputs it reads
 were latched half a cycle before) by moving the loop's next deadline: a PI controller on the phase error, its
-integral the clocks' drift."""
+integral the clocks' drift. :func:`start_sync0` starts SYNC0 and checks that it runs."""
 from __future__ import annotations
+
+import time
+
+from .line import SOEM_SYNC_DELAY, sync0_running
 
 KP = 0.3          # of the phase error, per cycle: a first error of half a cycle settles in 10 cycles, no overshoot
 KI = 0.01         # of its sum, the drift (tests/test_ethercat_clock.py); 0.3 of the frames' jitter moves deadlines
@@ -42,3 +46,24 @@ class ReferenceClockFollower:
             step = self.limit_ns if step > 0 else -self.limit_ns
         self.correction = step * 1e-9
         return self.correction
+
+
+def start_sync0(master, positions, period: float, name: str, tries: int = 3) -> int:
+    """SYNC0 at ``period`` on the slaves at ``positions`` (SOEM's ``dc_sync``), each checked running once its start
+    time has passed (:func:`.line.sync0_running`): a master held off longer than SOEM's 100 ms start delay
+    activates a start time already past, which never comes; such a slave's SYNC0 is started again, ``tries``
+    times in all before one line beginning with ``name`` names it. Returns the restarts it took."""
+    cycle = int(round(period * 1e9))
+    waiting, restarts = list(positions), 0
+    for attempt in range(tries):
+        restarts += len(waiting) if attempt else 0
+        for position in waiting:
+            master.slaves[position].dc_sync(True, cycle)
+        time.sleep(SOEM_SYNC_DELAY + 2 * period)
+        waiting = [p for p in waiting if sync0_running(master.slaves[p]) is False]
+        if not waiting:
+            return restarts
+    raise RuntimeError(f"{name}: SYNC0 did not start on slave {', '.join(map(str, waiting))} after {tries} "
+                       f"activations: its next pulse (0x0990) stayed behind its system time (0x0910), the start "
+                       f"time having passed before the activation (0x0981) reached it; the master was held off "
+                       f"longer than SOEM's {SOEM_SYNC_DELAY * 1e3:g} ms start delay each time")

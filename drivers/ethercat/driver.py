@@ -52,7 +52,7 @@ from ..cia402 import (CW_DISABLE_VOLTAGE, CW_ENABLE_OPERATION, CW_QUICK_STOP, SW
                       SW_OPERATION_ENABLED_MASK, next_controlword, state_of)
 from ..transmission import Transmission
 from . import pdo
-from .clock import ReferenceClockFollower
+from .clock import ReferenceClockFollower, start_sync0
 from .emergency import Emergencies
 from .line import (LinkWatch, al_status_name, identity_line, sdo_abort_name, set_watchdog, state_name,
                    states_line)
@@ -127,7 +127,8 @@ class EthercatDriver(ActuatorDriver):
 
     def _reset_health(self) -> None:
         self.health = DriverHealth()
-        self.health.extra.update(lost_frames=0, wrong_wkc=0, dc_offset_ns=0, dc_phase_error_ns=0, emergencies=0)
+        self.health.extra.update(lost_frames=0, wrong_wkc=0, dc_offset_ns=0, dc_phase_error_ns=0, emergencies=0,
+                                 sync0_restarts=0)
 
     # -- configuration: SDO and state changes, not real time ----------------------------------------------
     def on_configure(self) -> None:
@@ -288,9 +289,7 @@ class EthercatDriver(ActuatorDriver):
         if not self.master.config_dc():
             raise RuntimeError(f"{self.name}: distributed_clocks = true, but no slave on the line has distributed "
                                f"clocks")
-        cycle = int(round(self.period * 1e9))
-        for position in self.positions:
-            self.master.slaves[position].dc_sync(True, cycle)
+        self.health.extra["sync0_restarts"] = start_sync0(self.master, self.positions, self.period, self.name)
 
     # -- the frame -------------------------------------------------------------------------------------------
     def _pack(self, targets) -> None:

@@ -109,3 +109,28 @@ def set_watchdog(slave, seconds: float, where: str, tries: int = 3) -> None:
             if isinstance(exc, AttributeError) or attempt == tries - 1:
                 raise RuntimeError(f"{where}: setting its SM watchdog to {seconds:g} s failed: "
                                    f"{type(exc).__name__} {' '.join(str(exc).split())}".rstrip()) from None
+
+
+SOEM_SYNC_DELAY = 0.1          # s: SOEM's dc_sync sets the start time this long after it reads the slave's clock
+REG_SYSTEM_TIME, REG_ACTIVATION, REG_START_TIME = 0x0910, 0x0981, 0x0990
+SYNC0_ACTIVE = 0x03            # 0x0981: cyclic operation and SYNC0
+
+
+def sync0_running(slave) -> bool | None:
+    """Whether the slave's SYNC0 pulses, once the start time its activation was given has passed (ETG.1000.4
+    distributed clocks; Beckhoff's ESC datasheets, section II, 0x0990 "read: system time of the next SYNC0
+    pulse"): cyclic operation and SYNC0 activated in 0x0981, and the next pulse 0x0990, read after the system time
+    0x0910, later than it. A start time already past when the activation was written never comes (a 64-bit
+    system time does not wrap): 0x0990 then stays behind. False too when a read went unanswered; None where
+    pysoem offers no register read (its slaves' ``_fprd``, which its own watchdog and EEPROM tools use)."""
+    import pysoem
+
+    try:
+        system = struct.unpack("<Q", slave._fprd(REG_SYSTEM_TIME, 8))[0]
+        activation = slave._fprd(REG_ACTIVATION, 1)[0]
+        next_pulse = struct.unpack("<Q", slave._fprd(REG_START_TIME, 8))[0]
+    except AttributeError:
+        return None
+    except pysoem.WkcError:
+        return False
+    return activation & SYNC0_ACTIVE == SYNC0_ACTIVE and next_pulse > system

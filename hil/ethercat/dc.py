@@ -19,7 +19,8 @@ master measures a propagation delay of ``HOP_NS`` per slave. The time control lo
 slews its clock at a bounded rate and converges in milliseconds to seconds); a master's write of the offset
 starts it afresh (no correction, no difference). A start time already past when cyclic operation is activated
 never comes (a 64-bit system time does not wrap): no SYNC0 pulse, as on an ESC, until the master writes a new
-one.
+one. Fault on request (``late_activations``): the first activations take effect HELD_OFF_NS late, as a master's
+would when it is held off between reading the slave's time and activating.
 
 What SYNC0 is for, measured: a drive synchronised to SYNC0 takes the outputs a frame wrote at the next pulse, so a
 master must write once in every SYNC0 interval. Each output write through an FMMU is placed in its interval
@@ -45,6 +46,7 @@ FEATURES = 0x000C                   # 0x0008 bits 2 (distributed clocks) and 3 (
 WRITABLE = ((0x0900, 0x0904), (0x0910, 0x0918), (0x0920, 0x092C), (0x0930, 0x0932), (0x0934, 0x0936),
             (0x0980, 0x0982), (0x0990, 0x0998), (0x09A0, 0x09A8))
 _MASK64 = (1 << 64) - 1
+HELD_OFF_NS = 150_000_000          # a late activation's delay: longer than SOEM's 100 ms start delay
 PHASES = 1000                       # output writes whose phase in the SYNC0 interval the summary gives
 
 
@@ -65,6 +67,8 @@ class DistributedClock:
         self.correction = 0                 # ns the time control loop has added to the system time
         self.sync0 = None                   # (start, cycle) system times in ns while SYNC0 pulses
         self.late_start = False
+        self.late_activations = 0           # fault on request: activations that arrive HELD_OFF_NS late
+        self.activations = 0
         self._status_read = 0               # system time SYNC0 status was last read
         self._interval = None               # the SYNC0 interval of the last output write
         self.missed = self.doubled = 0
@@ -152,9 +156,11 @@ class DistributedClock:
     def _activate(self, activation: int, now: float) -> None:
         self.sync0, self.late_start, self._interval = None, False, None
         if activation & CYCLIC_OPERATION and activation & SYNC0:
+            self.activations += 1
             start = struct.unpack_from("<Q", self.memory, REG_START_TIME)[0]
             cycle = struct.unpack_from("<I", self.memory, REG_SYNC0_CYCLE)[0]
-            if start < self.system_ns(now):
+            held_off = HELD_OFF_NS if self.activations <= self.late_activations else 0
+            if start < self.system_ns(now) + held_off:
                 self.late_start = True
             else:
                 self.sync0 = (start, cycle)
@@ -168,6 +174,7 @@ class DistributedClock:
                 "difference_ns": -(difference & 0x7FFFFFFF) if difference >> 31 else difference,
                 "sync0_start_ns": self.sync0[0] if self.sync0 else None,
                 "sync0_cycle_ns": self.sync0[1] if self.sync0 else None, "sync0_late_start": self.late_start,
+                "sync0_activations": self.activations,
                 "sync0_missed": self.missed, "sync0_doubled": self.doubled,
                 "sync0_phase_us": [round(float(p) / 1e3, 1) for p in np.percentile(self.phases, (1, 25, 50, 75, 99))]
                 if self.phases else None}

@@ -159,6 +159,9 @@ def main(argv=None, prog="python -m rtctl.hil.ethercat") -> int:
     p.add_argument("--drive-fault", nargs=3, default=None, metavar=("POSITION", "CODE", "SECONDS"),
                    help="fault: the drive at POSITION faults with error CODE (e.g. 0x2310) once its slave has been "
                    "in OP for SECONDS, sending its EMCY")
+    p.add_argument("--late-sync0", nargs=2, type=integer, default=None, metavar=("POSITION", "COUNT"),
+                   help="fault: the slave at POSITION takes its first COUNT SYNC0 activations 150 ms late, as from "
+                   "a master held off past its start time (no SYNC0 until activated again in time)")
     p.add_argument("--clock-drift", type=argument_type("float", low=-1000.0, high=1000.0), default=0.0,
                    metavar="PPM", help="the slaves' clocks run PPM fast against the host's (distributed clocks)")
     p.add_argument("--seed", type=int, default=0)
@@ -193,6 +196,11 @@ def main(argv=None, prog="python -m rtctl.hil.ethercat") -> int:
         if not 0 < code <= 0xFFFF:
             p.error(f"--refuse-op: AL status code {code:#x} is not in 0x0001..0xFFFF")
         chain.slaves[position].refuse_op_code = code
+    if args.late_sync0:
+        position, count = args.late_sync0
+        if not 0 <= position < args.slaves or count < 1:
+            p.error(f"--late-sync0: slave {position} (0..{args.slaves - 1}) and count {count} (>= 1) must both hold")
+        chain.slaves[position].clock.late_activations = count
     drive_fault = None
     if args.drive_fault:
         try:
