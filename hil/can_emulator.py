@@ -40,7 +40,8 @@ from rtctl.rt.signals import on_stop_signals
 from .mit_firmware import MitEmulator
 from .plant_clock import Faults, PlantClock
 
-DEFAULT_ROBOT = "can_arm2"    # as a run config names it: [robot] model = "can_arm2"
+DEFAULT_ROBOT = "can_arm2"
+SAME_SYNC = 1e-6              # s: one SYNC however many drives ask (a SYNC0 pulse's time differs by ns per slave)    # as a run config names it: [robot] model = "can_arm2"
 __all__ = ["Cia402Emulator", "MitEmulator", "PlantClock", "build_plant", "main", "run_in_thread"]
 
 
@@ -109,7 +110,7 @@ class Cia402Emulator:
         """The plant advanced to ``now`` and each drive's actual values measured: a SYNC's work, for a bus
         whose frames carry no SYNC (the EtherCAT slaves sample at each process data frame: once for the line,
         however many of its slaves ask)."""
-        if now != self._sampled_at:
+        if self._sampled_at is None or abs(now - self._sampled_at) > SAME_SYNC:
             self._sampled_at = now
             self._sample(now, frame=True)
 

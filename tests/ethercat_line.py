@@ -11,6 +11,9 @@ from rtctl.config import build, validate
 from rtctl.hil.ethercat import netns
 
 VENDOR, PRODUCT, REVISION = 0x00000F3E, 0x00000402, 0x00010000     # the emulator's default identity
+Q0 = [0.2, -0.4]                  # the driver tests' line: can_arm2's two joints from here, geared 10:1
+ARM = ("--robot", "can_arm2", "--ratio", "10", "--initial", *map(str, Q0))
+STALL_TOLERANT = 100              # lost frames in a row a run whose subject is not frame loss lets go (a busy machine)
 
 
 @contextlib.contextmanager

@@ -69,8 +69,8 @@ def test_options_check_themselves_as_a_table_is_checked():
 
     with pytest.raises(ConfigError, match=r"^SimDriver.Options position_noise: must be >= 0.0, got -1$"):
         SimDriver.Options(position_noise=-1)
-    with pytest.raises(ConfigError, match=r"^SimDriver.Options mode: must be one of \['effort', 'position'\], "
-                                          r"got 'torque'$"):
+    with pytest.raises(ConfigError, match=r"^SimDriver.Options mode: must be one of "
+                                          r"\['effort', 'position', 'velocity'\], got 'torque'$"):
         SimDriver.Options(mode="torque")
     table = {"position_noise": 1, "encoder_counts": 4096, "torque_limit": np.array([3, 4.5]), "joints": ("a",)}
     checked = check_table(table | {"torque_limit": [3, 4.5], "joints": ["a"]}, schema_keys(SimDriver.Options), "[d]")

@@ -127,7 +127,8 @@ def test_soem_configures_dc_syncs_and_reads_the_reference_clock_each_cycle():
     """SOEM: config_dc finds the DC slaves, measures 1 us per slave and sets each offset from the master's clock
     (system time: ns since 2000); dc_sync(True, 1 ms) starts SYNC0 on whole milliseconds; in OP each frame's FRMW
     reads the reference clock (the first slave) into dc_time, which follows the master's clock, and the other
-    slaves, their clocks pulled in by the first comparisons, find their system time equal to it (difference 0)."""
+    slaves, their clocks pulled in by the first comparisons, find their system time equal to it (difference 0).
+    Each slave's application runs on the pulses: its inputs' timestamp 0x10F8, read by SDO, is a pulse's."""
     pysoem = pytest.importorskip("pysoem")
     why_not = netns.unavailable()
     if why_not:
@@ -157,6 +158,8 @@ def test_soem_configures_dc_syncs_and_reads_the_reference_clock_each_cycle():
                 assert master.receive_processdata(200_000) == master.expected_wkc == 3 * N
                 samples.append((sent, master.dc_time, time.time() - sent))
                 time.sleep(0.002)
+            stamps = [struct.unpack("<Q", slave.sdo_read(0x10F8, 0))[0] for slave in master.slaves]
+            now_dc = master.dc_time
         finally:
             master.close()
             stats = json.loads(netns.stop_emulator(proc).split("STATS ", 1)[1])
@@ -173,3 +176,7 @@ def test_soem_configures_dc_syncs_and_reads_the_reference_clock_each_cycle():
     for c in clocks:
         assert c["sync0_cycle_ns"] == 1_000_000 and c["sync0_start_ns"] % 1_000_000 == 0
         assert not c["sync0_late_start"]
+    # DC synchronous (ETG.1020, ETG.6010): each slave latched its inputs at a SYNC0 pulse, on whole milliseconds
+    # of its clock whenever the frames came (pulses go on between frames: the last before the SDO read it)
+    print(f"timestamps 0x10F8 {stamps}, reference clock {now_dc}")
+    assert all(t % 1_000_000 == 0 and abs(t - now_dc) < slack for t in stamps), (stamps, now_dc)

@@ -16,7 +16,8 @@ import pytest
 from rtctl.hil.ethercat import netns
 from rtctl.hil.ethercat.frame import ETHERTYPE, Command as C, build_frame, station
 
-from ethercat_line import PRODUCT, VENDOR, build_inside, emulated_line, run_closed, run_config, run_inside
+from ethercat_line import (ARM, PRODUCT, Q0, STALL_TOLERANT, VENDOR, build_inside, emulated_line, run_closed,
+                           run_config, run_inside)
 from machine import skip_if_peer_starved, skip_if_starved
 
 pytest.importorskip("pysoem")
@@ -24,12 +25,6 @@ pytestmark = pytest.mark.slow
 WHY_NOT = netns.unavailable()
 if WHY_NOT:
     pytest.skip(WHY_NOT, allow_module_level=True)
-
-Q0 = [0.2, -0.4]
-ARM = ("--robot", "can_arm2", "--ratio", "10", "--initial", *map(str, Q0))
-
-
-STALL_TOLERANT = 100      # lost frames in a row a run whose subject is not frame loss lets go (a busy machine)
 
 
 def config(**driver):

@@ -13,7 +13,8 @@ import pytest
 from rtctl.dynamics import Dynamics
 from rtctl.hil.ethercat import netns
 
-from ethercat_line import build_inside, emulated_line, run_closed, run_config, run_inside
+from ethercat_line import (ARM, Q0, STALL_TOLERANT, build_inside, emulated_line, run_closed, run_config,
+                           run_inside)
 from machine import skip_if_peer_starved, skip_if_starved
 
 pytest.importorskip("pysoem")
@@ -22,9 +23,6 @@ WHY_NOT = netns.unavailable()
 if WHY_NOT:
     pytest.skip(WHY_NOT, allow_module_level=True)
 
-Q0 = [0.2, -0.4]
-ARM = ("--robot", "can_arm2", "--ratio", "10", "--initial", *map(str, Q0))
-STALL_TOLERANT = 100
 KP, KD = [40.0, 20.0], [2.0, 1.0]            # N m/rad, N m s/rad: kp / kd = 20 1/s, the velocity loop's outer gain
 
 

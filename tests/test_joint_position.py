@@ -118,22 +118,19 @@ def test_a_velocity_mode_drive_moves_the_arm_as_the_position_loop_does(tmp_path)
     assert np.abs(runs["velocity"][-1] - np.asarray(HOLD)).max() < 0.02
 
 
-def test_a_backend_refuses_a_mode_it_does_not_drive(tmp_path):
-    """The CAN CiA 402 backend drives cyclic synchronous torque only: mode = 'velocity' is one line naming the
-    backend, the mode and the modes it drives, before any bus is opened."""
-    path = tmp_path / "cia402.toml"
-    path.write_text('''
+JOINT_POSITION = 'type = "joint_position"\nkp = [40.0, 20.0]\nkd = [2.0, 1.0]'
+
+
+def refused_driver(tmp_path, driver: str, controller: str = JOINT_POSITION) -> str:
+    """The one-line ConfigError of can_arm2 with the ``[driver]`` and ``[controller]`` lines given."""
+    path = tmp_path / "driver.toml"
+    path.write_text(f'''
 [robot]
 model = "can_arm2"
 [driver]
-backend = "cia402"
-can_channel = "vcan-none"
-can_ids = [1, 2]
-mode = "velocity"
+{driver}
 [controller]
-type = "joint_position"
-kp = [40.0, 20.0]
-kd = [2.0, 1.0]
+{controller}
 [trajectory]
 type = "min_jerk"
 goal = [0.2, -0.4]
@@ -142,29 +139,22 @@ duration = 1.0
     with pytest.raises(ConfigError) as err:
         build(load_config(path))
     message = str(err.value)
-    assert "mode = 'velocity' is not one this backend drives ('effort')" in message and "\n" not in message, \
-        message
+    assert "\n" not in message and "[driver]" in message, message
+    return message
+
+
+def test_a_backend_refuses_a_mode_it_does_not_drive(tmp_path):
+    """The CAN CiA 402 backend drives cyclic synchronous torque only: mode = 'velocity' is one line naming the
+    backend, the mode and the modes it drives, before any bus is opened."""
+    message = refused_driver(tmp_path, 'backend = "cia402"\ncan_channel = "vcan-none"\ncan_ids = [1, 2]\n'
+                                       'mode = "velocity"')
+    assert "mode = 'velocity' is not one this backend drives ('effort')" in message, message
 
 
 def test_a_torque_offset_in_effort_mode_is_refused(tmp_path):
     """The ``ethercat`` backend's torque offset 0x60B2 carries a drive-side loop's feed-forward; in effort mode
     (cyclic synchronous torque) the target is the effort already: one line naming the key and the modes."""
-    path = tmp_path / "ethercat.toml"
-    path.write_text('''
-[robot]
-model = "can_arm2"
-[driver]
-backend = "ethercat"
-ethercat_interface = "ecmaster"
-vendor_id = 0x0F3E
-product_code = 0x0402
-torque_offset = true
-[trajectory]
-type = "min_jerk"
-goal = [0.2, -0.4]
-duration = 1.0
-''')
-    with pytest.raises(ConfigError) as err:
-        build(load_config(path))
-    message = str(err.value)
-    assert "torque_offset = true is for mode = 'position' or 'velocity'" in message and "\n" not in message, message
+    message = refused_driver(tmp_path, 'backend = "ethercat"\nethercat_interface = "ecmaster"\n'
+                                       'vendor_id = 0x0F3E\nproduct_code = 0x0402\ntorque_offset = true',
+                             controller='type = "computed_torque"\nkp = 400.0')
+    assert "torque_offset = true is for mode = 'position' or 'velocity'" in message, message

@@ -9,8 +9,8 @@ rest, by the standards:
   identities on a mismatch; reads each drive's supported modes 0x6502 (the mode's bit required), rated torque
   0x6076, max torque 0x6072, encoder resolution 0x608F and gear ratio 0x6091 (which must agree with the
   config's ``gear_ratio``) by SDO in PRE-OP, writes the mode of operation 0x6060 (cyclic synchronous torque
-  for ``mode = "effort"``, position for ``"position"``, velocity for ``"velocity"``) and the quick stop option code 0x605A if configured;
-  maps the process data (:mod:`.pdo`: written by SDO in PRE-OP with ``pdo_mapping = "config"``, the slave's
+  for ``mode = "effort"``, position for ``"position"``, velocity for ``"velocity"``) and the quick stop option
+  code 0x605A if configured; maps the process data (:mod:`.pdo`: written by SDO in PRE-OP with ``pdo_mapping = "config"``, the slave's
   own read back with ``"slave"``; an SDO abort names the slave, object and abort code), sets each slave's sync
   manager watchdog (``watchdog``; the slave takes its outputs off and drops to SAFE-OP when no frame writes
   them for that long: a dead master stops the drives, ETG.1000.4 watchdogs) and, with ``distributed_clocks``,

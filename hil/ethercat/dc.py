@@ -22,8 +22,10 @@ never comes (a 64-bit system time does not wrap): no SYNC0 pulse, as on an ESC, 
 one. Fault on request (``late_activations``): the first activations take effect HELD_OFF_NS late, as a master's
 would when it is held off between reading the slave's time and activating.
 
-What SYNC0 is for, measured: a drive synchronised to SYNC0 takes the outputs a frame wrote at the next pulse, so a
-master must write once in every SYNC0 interval. Each output write through an FMMU is placed in its interval
+What SYNC0 is for: a drive synchronised to SYNC0 takes the outputs a frame wrote at the next pulse, and latches
+its inputs there (ETG.1020 / ETG.6010 "DC synchronous": the slave's application runs on the pulses, whatever the
+frames' timing; :meth:`DistributedClock.pulse_since_taken`), so a master must write once in every SYNC0
+interval. Each output write through an FMMU is placed in its interval
 (:meth:`DistributedClock.outputs_written`): an interval without one is a pulse that took stale outputs
 (``sync0_missed``), a second write into one overwrote outputs no pulse took (``sync0_doubled``), and where in its
 interval the write came (``sync0_phase_us``: percentiles 1, 25, 50, 75, 99 of the last :data:`PHASES` writes) -- a master whose
@@ -71,6 +73,7 @@ class DistributedClock:
         self.activations = 0
         self._status_read = 0               # system time SYNC0 status was last read
         self._interval = None               # the SYNC0 interval of the last output write
+        self.taken = None                   # the system time of the last SYNC0 pulse the application took
         self.missed = self.doubled = 0
         self.phases = deque(maxlen=PHASES)
 
@@ -90,6 +93,22 @@ class DistributedClock:
         if system <= start or not cycle:
             return start
         return start + -(-(system - start) // cycle) * cycle
+
+    def pulse_since_taken(self, now: float) -> float | None:
+        """The host time of the latest SYNC0 pulse at or before ``now`` that the application has not taken yet
+        (then taken), or None: no new pulse, or no SYNC0. A pulse comes at the same system time on every slave:
+        the same host time, but for the clocks' residual error."""
+        if self.sync0 is None or not self.sync0[1]:
+            return None
+        start, cycle = self.sync0
+        system = self.system_ns(now) - self.position * HOP_NS      # this clock now, not as a frame passes
+        if system < start:
+            return None
+        latest = start + (system - start) // cycle * cycle
+        if self.taken is not None and latest <= self.taken:
+            return None
+        self.taken = latest
+        return now - (system - latest) * 1e-9
 
     def outputs_written(self, now: float) -> None:
         """An FMMU wrote outputs at ``now``: counted against the SYNC0 intervals (see the module)."""
@@ -154,7 +173,7 @@ class DistributedClock:
         self.correction -= diff
 
     def _activate(self, activation: int, now: float) -> None:
-        self.sync0, self.late_start, self._interval = None, False, None
+        self.sync0, self.late_start, self._interval, self.taken = None, False, None, None
         if activation & CYCLIC_OPERATION and activation & SYNC0:
             self.activations += 1
             start = struct.unpack_from("<Q", self.memory, REG_START_TIME)[0]

@@ -4,7 +4,7 @@ objects; CiA 402-2 the drive objects).
 
 Per slave: device type 0x1000 (CiA 402 servo drive), error register 0x1001, device name 0x1008, hardware and
 software versions 0x1009 / 0x100A, identity 0x1018 (the SII's identity), the timestamp object 0x10F8 (ETG.1020,
-UNSIGNED64: the system time in ns of the last input sample, kept while mapped into a TxPDO), the sync manager
+UNSIGNED64: the system time in ns of the last input sample, with SYNC0 running its pulse's), the sync manager
 communication types 0x1C00, four RxPDO mappings 0x1600-0x1603 and four TxPDO mappings 0x1A00-0x1A03
 (ETG.6010, CiA 402 on EtherCAT; the SII's PDOs first, the others empty), their assignment to SM2 / SM3
 (0x1C12 / 0x1C13, the SII's), 0x6065 following error window and 0x6067 position window, 0x2000 a
@@ -12,7 +12,8 @@ manufacturer-specific name string and 0x2001 a fault on request (an error code w
 fault and its emergency, see .chain.SlaveApplication). The CiA 402 objects 0x6000-0x6FFF are the CAN drive's
 (:func:`rtctl.drivers.can.objects.drive_object_dictionary`: data types, access, ranges, which are mappable):
 controlword 0x6040, statusword 0x6041, error code 0x603F, modes of operation 0x6060 / display 0x6061, target
-position 0x607A / velocity 0x60FF / torque 0x6071, torque offset 0x60B2, position 0x6064 / velocity 0x606C / torque 0x6077 actual,
+position 0x607A / velocity 0x60FF / torque 0x6071, torque offset 0x60B2, position 0x6064 / velocity 0x606C /
+torque 0x6077 actual,
 max torque 0x6072, rated torque 0x6076, encoder resolution 0x608F, gear ratio 0x6091, supported drive modes
 0x6502, quick stop option code 0x605A and deceleration 0x6085, software position limit 0x607D, ... With a
 ``device`` behind the slave (the CAN emulator's drive, :mod:`.drive_axis`) an SDO reads and writes these in

@@ -4,10 +4,12 @@ drive the same physics: one :class:`~rtctl.hil.can_emulator.Cia402Emulator` (its
 
 The slave's object dictionary shares the drive's CiA 402 objects (an SDO reads and writes them in the drive:
 its ranges, its state machine, its live actual values; :mod:`.dictionary`). Each process data frame is the
-drive's SYNC: the plant is advanced to the frame's time under the demands so far, then the outputs, whatever
+drive's SYNC, or with SYNC0 running each SYNC0 pulse (the slave's application runs on them, .esc): the plant is
+advanced to that time under the demands so far, then the outputs, whatever
 PDO mapping carried them into the objects, go to the drive as synchronous RPDOs do at a SYNC (CiA 301 7.2.2)
 -- modes of operation 0x6060, target position 0x607A, target velocity 0x60FF, target torque 0x6071, torque
-offset 0x60B2, then the controlword 0x6040, the demands before the command that acts on them (CiA 402-2 6.3 and 6.4); the drive's
+offset 0x60B2, then the controlword 0x6040, the demands before the command that acts on them (CiA 402-2 6.3
+and 6.4); the drive's
 actual values then go to the objects the inputs map: statusword 0x6041, modes of operation display 0x6061,
 position actual 0x6064 (increments of the motor shaft, 0x608F), velocity actual 0x606C (increments/s), torque
 actual 0x6077 (per mille of the rated torque 0x6076, the torque made since the last frame) and error code

@@ -258,14 +258,21 @@ class Esc:
         """The PDI's turn after a frame: outputs written since its last turn into the objects they map and to
         the application in OP (a buffered sync manager hands over a buffer once written), its inputs written to
         the objects and from them to SM3 in SAFE-OP and OP (ETG.1000.6 5.6.7); the SM watchdog checked (it
-        expires in OP without an output write for its time)."""
+        expires in OP without an output write for its time). With SYNC0 running, in OP the application takes
+        the outputs and latches its inputs at each SYNC0 pulse instead (at the pulse's time; the outputs are
+        those written before it, however many frames came since the last)."""
         out_sm, in_sm = self._pdo_sync_managers()
         fresh, self.outputs_fresh = self.outputs_fresh, False
+        pulse = self.clock.pulse_since_taken(now) if self.state == OP else None
+        synchronous = self.state == OP and self.clock.sync0 is not None
         if self.state == OP:
             start, length = self._sm_area(out_sm)
+            if length and pulse is not None:            # the outputs held before this frame's, at the pulse
+                self.application.outputs(self.state, self.dictionary, pulse)
             if length and fresh:
                 self.dictionary.unpack(out_sm, self.memory[start:start + length])
-                self.application.outputs(self.state, self.dictionary, now)
+                if not synchronous:
+                    self.application.outputs(self.state, self.dictionary, now)
             if self._watchdog_expired(now):
                 self.watchdog_expiries += 1
                 self._refuse_or_drop(SAFEOP, AL_SM_WATCHDOG)
@@ -274,12 +281,13 @@ class Esc:
             if self.mailbox and self.mailbox.active:
                 self.mailbox.send(TYPE_COE, coe_header(SERVICE_EMERGENCY) + message)
                 self.emergencies += 1
-        if self.state in (SAFEOP, OP):
+        if self.state in (SAFEOP, OP) and (not synchronous or pulse is not None):
             start, length = self._sm_area(in_sm)
+            latched = now if pulse is None else pulse
             if length:
-                self.application.inputs(self.state, self.dictionary, now)
-                if self.dictionary.maps(in_sm, TIMESTAMP):
-                    self.dictionary.set_value(TIMESTAMP, 0, self.clock.system_ns(now))
+                self.application.inputs(self.state, self.dictionary, latched)
+                self.dictionary.set_value(TIMESTAMP, 0, self.clock.system_ns(now) if pulse is None
+                                          else self.clock.taken)
                 self.memory[start:start + length] = self.dictionary.pack(in_sm)[:length].ljust(length, b"\0")
         if self._in_op and self.state != OP:
             self.application.left_op(self.state, now)
