@@ -40,8 +40,8 @@ from rtctl.rt.signals import on_stop_signals
 from .mit_firmware import MitEmulator
 from .plant_clock import Faults, PlantClock
 
-DEFAULT_ROBOT = "can_arm2"
-SAME_SYNC = 1e-6              # s: one SYNC however many drives ask (a SYNC0 pulse's time differs by ns per slave)    # as a run config names it: [robot] model = "can_arm2"
+DEFAULT_ROBOT = "can_arm2"    # as a run config names it: [robot] model = "can_arm2"
+SAME_SYNC = 1e-6              # s: one SYNC however many drives ask (a SYNC0 pulse's time differs by ns per slave)
 __all__ = ["Cia402Emulator", "MitEmulator", "PlantClock", "build_plant", "main", "run_in_thread"]
 
 

@@ -283,6 +283,38 @@ def test_a_bind_beyond_loopback_needs_curve_and_curve_lets_only_known_clients_in
         assert not ctl.loop.safety.tripped
 
 
+def test_a_request_that_cannot_be_sent_times_out_instead_of_hanging():
+    """A REQ socket's send waits for a connected peer. One whose handshake the server refused (a stranger's
+    CURVE key: the test above, where the suite once hung in that send) never gets one; here, deterministically,
+    a socket made with ZMQ_IMMEDIATE towards a port nothing listens on. ``rtctl control`` must give up within
+    its timeout with TimeoutError, not wait forever (watched from a thread)."""
+    import socket
+    import threading
+
+    with socket.socket() as probe:                      # a free loopback port, closed again
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ctx = zmq.Context()
+    ctx.setsockopt(zmq.IMMEDIATE, 1)
+    outcome = {}
+
+    def ask():
+        start = time.monotonic()
+        try:
+            request(f"tcp://127.0.0.1:{port}", {"cmd": "status"}, timeout=0.3, context=ctx)
+        except TimeoutError as exc:
+            outcome["error"] = str(exc)
+        outcome["seconds"] = time.monotonic() - start
+    thread = threading.Thread(target=ask, daemon=True)
+    thread.start()
+    thread.join(10.0)
+    try:
+        assert not thread.is_alive(), "request() still blocked in its send after 10 s"
+        assert "no connection to" in outcome["error"] and outcome["seconds"] < 5.0, outcome
+    finally:
+        ctx.destroy(linger=0)
+
+
 # -- 4. targets against the model's limits --------------------------------------------------------------
 def test_targets_faster_than_the_joint_limits_or_outside_them_are_refused_naming_joint_and_limit():
     loop = make_loop(safety={"acceleration_limit": 20.0})

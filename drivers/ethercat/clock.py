@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from .line import SOEM_SYNC_DELAY, sync0_running
+from .line import SOEM_SYNC_DELAY, sync0_state
 
 KP = 0.3          # of the phase error, per cycle: a first error of half a cycle settles in 10 cycles, no overshoot
 KI = 0.01         # of its sum, the drift (tests/test_ethercat_clock.py); 0.3 of the frames' jitter moves deadlines
@@ -50,20 +50,25 @@ class ReferenceClockFollower:
 
 def start_sync0(master, positions, period: float, name: str, tries: int = 3) -> int:
     """SYNC0 at ``period`` on the slaves at ``positions`` (SOEM's ``dc_sync``), each checked running once its start
-    time has passed (:func:`.line.sync0_running`): a master held off longer than SOEM's 100 ms start delay
-    activates a start time already past, which never comes; such a slave's SYNC0 is started again, ``tries``
-    times in all before one line beginning with ``name`` names it. Returns the restarts it took."""
+    time has passed (:func:`.line.sync0_state`): a master held off longer than SOEM's 100 ms start delay
+    activates a start time already past, which never comes; such a slave's SYNC0 is started again (one whose
+    registers went unanswered is read again), ``tries`` times in all before one line beginning with ``name``
+    names each with its state. Returns the restarts it took."""
     cycle = int(round(period * 1e9))
-    waiting, restarts = list(positions), 0
+    states, restarts = {p: "late" for p in positions}, 0
     for attempt in range(tries):
-        restarts += len(waiting) if attempt else 0
-        for position in waiting:
+        late = [p for p, state in states.items() if state == "late"]
+        restarts += len(late) if attempt else 0
+        for position in late:
             master.slaves[position].dc_sync(True, cycle)
         time.sleep(SOEM_SYNC_DELAY + 2 * period)
-        waiting = [p for p in waiting if sync0_running(master.slaves[p]) is False]
-        if not waiting:
+        states = {p: sync0_state(master.slaves[p]) for p in states}
+        states = {p: state for p, state in states.items() if state in ("late", "unanswered")}
+        if not states:
             return restarts
-    raise RuntimeError(f"{name}: SYNC0 did not start on slave {', '.join(map(str, waiting))} after {tries} "
-                       f"activations: its next pulse (0x0990) stayed behind its system time (0x0910), the start "
-                       f"time having passed before the activation (0x0981) reached it; the master was held off "
-                       f"longer than SOEM's {SOEM_SYNC_DELAY * 1e3:g} ms start delay each time")
+    why = {"late": "its next pulse (0x0990) stayed behind its system time (0x0910): the start time had passed "
+                   f"before the activation (0x0981) reached it, the master held off longer than SOEM's "
+                   f"{SOEM_SYNC_DELAY * 1e3:g} ms start delay",
+           "unanswered": "its distributed clock registers did not answer"}
+    raise RuntimeError(f"{name}: SYNC0 did not start after {tries} tries: "
+                       + "; ".join(f"slave {p}: {why[state]}" for p, state in states.items()))

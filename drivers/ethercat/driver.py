@@ -50,6 +50,7 @@ from ..base import EFFORT_MODE, MODES, POSITION_MODE, ActuatorDriver, DriverHeal
 from ..can import objects as ob
 from ..cia402 import (CW_DISABLE_VOLTAGE, CW_ENABLE_OPERATION, CW_QUICK_STOP, SW_OPERATION_ENABLED,
                       SW_OPERATION_ENABLED_MASK, next_controlword, state_of)
+from ..hold import SetPointHold
 from ..transmission import Transmission
 from . import pdo
 from .clock import ReferenceClockFollower, start_sync0
@@ -107,7 +108,8 @@ class EthercatDriver(ActuatorDriver):
         self._controlword = [CW_DISABLE_VOLTAGE] * n
         self._a_pos, self._a_vel, self._a_tau = np.zeros(n), np.zeros(n), np.zeros(n)
         self._j_vec, self._j_cmd, self._cmd = np.zeros(n), np.zeros(n), np.zeros(n)
-        self._held, self._hold_q, self._hold_gain = np.zeros(n, dtype=bool), np.zeros(n), np.zeros(n)
+        self.hold = SetPointHold(n)                # where a joint of stiffness 0 is sent (position, velocity)
+        self._hold_gain, self._j_vel, self._stop_motor = np.zeros(n), np.zeros(n), np.full(n, np.inf)
         self._offset = np.zeros(n)                 # per mille of the rated torque (0x60B2)
         if o.torque_offset and self.mode == EFFORT_MODE:
             raise ValueError(f"{self.name}: torque_offset = true is for mode = 'position' or 'velocity' (in "
@@ -158,6 +160,10 @@ class EthercatDriver(ActuatorDriver):
         self.emergencies = Emergencies([master.slaves[p] for p in self.positions], o.mailbox_poll_cycles)
         for k, position in enumerate(self.positions):
             self._configure_drive(k, master.slaves[position])
+        decel = self.hold.deceleration              # the motors' through the transmission (exact where diagonal)
+        self.transmission.to_joint_position(self._stop_motor, decel)
+        decel[~(np.abs(decel) > 0)] = np.inf
+        np.abs(decel, out=decel)
         try:
             master.config_map()
         except pysoem.ConfigMapError as exc:
@@ -186,7 +192,10 @@ class EthercatDriver(ActuatorDriver):
             raise RuntimeError(f"{self.name}: slave {self.positions[k]} (joint {self.joint_names[k]!r}) is "
                                f"{identity_line(slave)}; the config says {', '.join(wrong)}")
 
-    def _sdo(self, k: int, slave, index: int, subindex: int, fmt: str | None = None, data: bytes | None = None):
+    def _sdo(self, k: int, slave, index: int, subindex: int, fmt: str | None = None, data: bytes | None = None,
+             optional: bool = False):
+        """Drive ``k``'s object by SDO (written with ``data``; read, unpacked by ``fmt``); None for an ``optional``
+        object the drive does not have (abort 0x06020000 or 0x06090011), any other failure one line."""
         import pysoem
         import struct
 
@@ -196,6 +205,8 @@ class EthercatDriver(ActuatorDriver):
             raw = slave.sdo_read(index, subindex)
             return struct.unpack_from(fmt, raw)[0] if fmt else raw
         except pysoem.SdoError as exc:
+            if optional and exc.abort_code in (0x06020000, 0x06090011):
+                return None
             raise RuntimeError(f"{self.name}: slave {self.positions[k]} (joint {self.joint_names[k]!r}): "
                                f"{sdo_abort_name(exc)}") from None
         except Exception as exc:  # noqa: BLE001  (a mailbox timeout or error: pysoem's own exceptions)
@@ -227,21 +238,19 @@ class EthercatDriver(ActuatorDriver):
         self.nm_per_permille[k] = rated / 1e6
         self.rad_per_increment[k] = 2 * np.pi * revolutions / increments
         self.max_torque_permille[k] = self._sdo(k, slave, ob.MAX_TORQUE, 0, "<H")
+        if self.mode != EFFORT_MODE:        # the hold's stop (drivers.hold): the drive's own quick stop ramp
+            decel = self._sdo(k, slave, ob.QUICK_STOP_DECELERATION, 0, "<I", optional=True)
+            self._stop_motor[k] = decel * self.rad_per_increment[k] if decel else np.inf
         self._check_gear_ratio(k, slave)
         if self.options.pdo_mapping == "config":
             slave.config_func = lambda position, mode=self.mode: self._map(k, slave, mode)
 
     def _check_gear_ratio(self, k: int, slave) -> None:
         """The config's ratio against the drive's 0x6091 (motor : shaft revolutions), where the drive has one."""
-        import pysoem
-
-        try:
-            motor = int.from_bytes(slave.sdo_read(ob.GEAR_RATIO, 1)[:4], "little")
-            shaft = int.from_bytes(slave.sdo_read(ob.GEAR_RATIO, 2)[:4], "little")
-        except pysoem.SdoError as exc:
-            if exc.abort_code in (0x06020000, 0x06090011):     # the object or sub-index does not exist
-                return
-            raise RuntimeError(f"{self.name}: slave {self.positions[k]}: {sdo_abort_name(exc)}") from None
+        motor = self._sdo(k, slave, ob.GEAR_RATIO, 1, "<I", optional=True)
+        shaft = self._sdo(k, slave, ob.GEAR_RATIO, 2, "<I", optional=True)
+        if motor is None or shaft is None:
+            return
         ratio = abs(self.transmission.matrix[k, k])
         if shaft and self.transmission.is_diagonal and not np.isclose(motor / shaft, ratio, 1e-6):
             raise RuntimeError(f"{self.name}: slave {self.positions[k]}: the drive's gear ratio 0x6091 is "
@@ -346,32 +355,33 @@ class EthercatDriver(ActuatorDriver):
             cmd[:] = 0.0
         return cmd
 
-    def _targets(self, command) -> None:
+    def _targets(self, command, now: float) -> None:
         """Joint targets into ``_j_cmd`` in position or velocity mode: the set point's position, or its velocity
         with the position error through kp / kd (:func:`~rtctl.drivers.base.velocity_set_point`), where its
-        stiffness is positive. Else (the safe command's stiffness 0, or a non-finite set point) the drive holds
-        the measured position of the cycle that began it: as its position target, or through a velocity target
-        back to it at the last kp / kd used (none before: velocity 0)."""
-        self.transmission.to_joint_position(self._a_pos, self._j_vec)
+        stiffness is positive and its set point finite. Else (the safe command's stiffness 0, a kp of 0, or a
+        non-finite set point) the drive stops and holds (:class:`~rtctl.drivers.hold.SetPointHold`, at its quick
+        stop deceleration): the hold's position, or its velocity with the error from its position at the last
+        finite kp / kd used (none before: the velocity alone)."""
+        tr, hold = self.transmission, self.hold
+        tr.to_joint_position(self._a_pos, self._j_vec)
+        tr.to_joint_position(self._a_vel, self._j_vel)
         by_velocity = self.mode != POSITION_MODE
         for k in range(len(self.v_index)):
             iv = self.v_index[k]
             stiffness, damping = command.stiffness[iv], command.damping[iv]
-            finite = math.isfinite(command.position[iv]) and math.isfinite(command.velocity[iv])
-            if stiffness > 0.0 and finite:
-                self._held[k] = False
-                if by_velocity:
-                    self._j_cmd[k] = velocity_set_point(command, iv, self._j_vec[k])
-                    if damping > 0.0:
-                        self._hold_gain[k] = stiffness / damping
-                else:
+            if stiffness > 0.0 and math.isfinite(stiffness) and math.isfinite(command.position[iv]) \
+                    and math.isfinite(command.velocity[iv]):
+                hold.active[k] = False
+                if not by_velocity:
                     self._j_cmd[k] = command.position[iv]
+                    continue
+                self._j_cmd[k] = velocity_set_point(command, iv, self._j_vec[k])
+                if damping > 0.0 and math.isfinite(stiffness / damping):
+                    self._hold_gain[k] = stiffness / damping
                 continue
-            if not self._held[k]:
-                self._held[k] = True
-                self._hold_q[k] = self._j_vec[k]
-            self._j_cmd[k] = self._hold_gain[k] * (self._hold_q[k] - self._j_vec[k]) if by_velocity \
-                else self._hold_q[k]
+            hold.update(k, now, self._j_vec[k], self._j_vel[k])
+            self._j_cmd[k] = hold.velocity[k] + self._hold_gain[k] * (hold.position[k] - self._j_vec[k]) \
+                if by_velocity else hold.position[k]
 
     def on_activate(self) -> None:
         """OP, then every drive to OPERATION ENABLED (bounded by ``activate_timeout``)."""
@@ -401,7 +411,7 @@ class EthercatDriver(ActuatorDriver):
             self._controlword = [next_controlword(int(sw), cw) for sw, cw in zip(self.statusword, self._controlword)]
             time.sleep(0.001)
         self._controlword = [CW_ENABLE_OPERATION] * n
-        self._held[:] = False
+        self.hold.release()
         self._dc_start = None
         if self.follower is not None:
             self.follower.reset()
@@ -499,11 +509,11 @@ class EthercatDriver(ActuatorDriver):
             np.take(command.effort, self.v_index, out=self._j_cmd)
             self._to_permille(self._j_cmd, cmd)
         else:
-            self._targets(command)
+            self._targets(command, now)
             if self.options.torque_offset:
                 np.take(command.effort, self.v_index, out=self._j_vec)
                 for k in range(len(self.v_index)):
-                    if self._held[k]:
+                    if self.hold.active[k]:
                         self._j_vec[k] = 0.0            # a held drive holds by its own loops
                 self._to_permille(self._j_vec, self._offset)
             self.transmission.to_actuator_position(self._j_cmd, cmd)   # velocities map as positions do

@@ -116,13 +116,14 @@ REG_SYSTEM_TIME, REG_ACTIVATION, REG_START_TIME = 0x0910, 0x0981, 0x0990
 SYNC0_ACTIVE = 0x03            # 0x0981: cyclic operation and SYNC0
 
 
-def sync0_running(slave) -> bool | None:
+def sync0_state(slave) -> str | None:
     """Whether the slave's SYNC0 pulses, once the start time its activation was given has passed (ETG.1000.4
     distributed clocks; Beckhoff's ESC datasheets, section II, 0x0990 "read: system time of the next SYNC0
-    pulse"): cyclic operation and SYNC0 activated in 0x0981, and the next pulse 0x0990, read after the system time
-    0x0910, later than it. A start time already past when the activation was written never comes (a 64-bit
-    system time does not wrap): 0x0990 then stays behind. False too when a read went unanswered; None where
-    pysoem offers no register read (its slaves' ``_fprd``, which its own watchdog and EEPROM tools use)."""
+    pulse"): ``"running"`` with cyclic operation and SYNC0 activated in 0x0981 and the next pulse 0x0990, read
+    after the system time 0x0910, later than it; ``"late"`` otherwise (a start time already past when the
+    activation was written never comes: a 64-bit system time does not wrap, 0x0990 stays behind);
+    ``"unanswered"`` when a read got no answer; None where pysoem offers no register read (its slaves'
+    ``_fprd``, which its own watchdog and EEPROM tools use)."""
     import pysoem
 
     try:
@@ -132,5 +133,5 @@ def sync0_running(slave) -> bool | None:
     except AttributeError:
         return None
     except pysoem.WkcError:
-        return False
-    return activation & SYNC0_ACTIVE == SYNC0_ACTIVE and next_pulse > system
+        return "unanswered"
+    return "running" if activation & SYNC0_ACTIVE == SYNC0_ACTIVE and next_pulse > system else "late"

@@ -153,6 +153,8 @@ class EscChain:
         self.counters.datagrams += len(dgrams)
         for esc in self.slaves:
             esc.now = now
+            esc.synchronise(now)                  # the SYNC0 pulses before the frame (DC synchronous)
+        for esc in self.slaves:
             for d in dgrams:
                 self._datagram(esc, d, now)
             if pdi:

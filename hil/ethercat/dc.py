@@ -24,7 +24,7 @@ would when it is held off between reading the slave's time and activating.
 
 What SYNC0 is for: a drive synchronised to SYNC0 takes the outputs a frame wrote at the next pulse, and latches
 its inputs there (ETG.1020 / ETG.6010 "DC synchronous": the slave's application runs on the pulses, whatever the
-frames' timing; :meth:`DistributedClock.pulse_since_taken`), so a master must write once in every SYNC0
+frames' timing; :meth:`DistributedClock.pulses_since_taken`), so a master must write once in every SYNC0
 interval. Each output write through an FMMU is placed in its interval
 (:meth:`DistributedClock.outputs_written`): an interval without one is a pulse that took stale outputs
 (``sync0_missed``), a second write into one overwrote outputs no pulse took (``sync0_doubled``), and where in its
@@ -94,11 +94,17 @@ class DistributedClock:
             return start
         return start + -(-(system - start) // cycle) * cycle
 
-    def pulse_since_taken(self, now: float) -> float | None:
-        """The host time of the latest SYNC0 pulse at or before ``now`` that the application has not taken yet
-        (then taken), or None: no new pulse, or no SYNC0. A pulse comes at the same system time on every slave:
-        the same host time, but for the clocks' residual error."""
-        if self.sync0 is None or not self.sync0[1]:
+    @property
+    def synchronous(self) -> bool:
+        """SYNC0 pulses (activated in time, with a cycle): the slave's application runs on them."""
+        return self.sync0 is not None and self.sync0[1] != 0
+
+    def pulses_since_taken(self, now: float) -> tuple[float, float] | None:
+        """The host times of the first and the latest SYNC0 pulse at or before ``now`` that the application has
+        not taken yet (then all taken: :attr:`taken` the latest's system time), or None: no new pulse, or no
+        SYNC0. A pulse comes at the same system time on every slave: the same host time, but for the clocks'
+        residual error."""
+        if not self.synchronous:
             return None
         start, cycle = self.sync0
         system = self.system_ns(now) - self.position * HOP_NS      # this clock now, not as a frame passes
@@ -107,8 +113,9 @@ class DistributedClock:
         latest = start + (system - start) // cycle * cycle
         if self.taken is not None and latest <= self.taken:
             return None
+        first = latest if self.taken is None else self.taken + cycle
         self.taken = latest
-        return now - (system - latest) * 1e-9
+        return now - (system - first) * 1e-9, now - (system - latest) * 1e-9
 
     def outputs_written(self, now: float) -> None:
         """An FMMU wrote outputs at ``now``: counted against the SYNC0 intervals (see the module)."""

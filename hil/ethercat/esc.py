@@ -116,6 +116,7 @@ class Esc:
         self.mailbox = Mailbox(self.memory, {TYPE_COE: coe}) if mailbox else None
         self.state = INIT
         self._in_op = False                   # OP at the PDI's last turn: leaving it is the application's event
+        self._outputs_in_op = False           # outputs unpacked since the slave last entered OP
         self.status_code = AL_NO_ERROR
         self.error = False
         self._publish_al_status()
@@ -254,23 +255,46 @@ class Esc:
         start, length, _, activate = self.sync_manager(n)
         return (start, length) if activate & 0x01 else (0, 0)
 
+    def synchronise(self, now: float) -> None:
+        """DC synchronous (ETG.1020, ETG.6010; SYNC0 running, in OP): at the SYNC0 pulses since the last taken,
+        the application takes the outputs written before them -- at the first of them, and again at the latest,
+        the plant's time -- and latches its inputs at the latest (their timestamp 0x10F8 the pulse's system
+        time). Each frame's datagrams come after it (:meth:`.chain.EscChain.process`): a frame reads the inputs
+        of the pulse before it and its outputs wait for the next."""
+        pulses = self.clock.pulses_since_taken(now) if self.state == OP else None
+        if pulses is None:
+            return
+        first, latest = pulses
+        out_sm, in_sm = self._pdo_sync_managers()
+        if self._sm_area(out_sm)[1] and self._outputs_in_op:
+            self.application.outputs(self.state, self.dictionary, first)
+            if latest != first:
+                self.application.outputs(self.state, self.dictionary, latest)
+        self._latch_inputs(in_sm, latest, self.clock.taken)
+
+    def _latch_inputs(self, in_sm: int, now: float, stamp: int) -> None:
+        start, length = self._sm_area(in_sm)
+        if length:
+            self.application.inputs(self.state, self.dictionary, now)
+            self.dictionary.set_value(TIMESTAMP, 0, stamp)
+            self.memory[start:start + length] = self.dictionary.pack(in_sm)[:length].ljust(length, b"\0")
+
     def exchange(self, now: float) -> None:
         """The PDI's turn after a frame: outputs written since its last turn into the objects they map and to
         the application in OP (a buffered sync manager hands over a buffer once written), its inputs written to
         the objects and from them to SM3 in SAFE-OP and OP (ETG.1000.6 5.6.7); the SM watchdog checked (it
         expires in OP without an output write for its time). With SYNC0 running, in OP the application takes
-        the outputs and latches its inputs at each SYNC0 pulse instead (at the pulse's time; the outputs are
-        those written before it, however many frames came since the last)."""
+        its outputs and latches its inputs at the pulses instead (:meth:`synchronise`, also here: between
+        frames)."""
+        self.synchronise(now)
         out_sm, in_sm = self._pdo_sync_managers()
         fresh, self.outputs_fresh = self.outputs_fresh, False
-        pulse = self.clock.pulse_since_taken(now) if self.state == OP else None
-        synchronous = self.state == OP and self.clock.sync0 is not None
+        synchronous = self.state == OP and self.clock.synchronous
         if self.state == OP:
             start, length = self._sm_area(out_sm)
-            if length and pulse is not None:            # the outputs held before this frame's, at the pulse
-                self.application.outputs(self.state, self.dictionary, pulse)
             if length and fresh:
                 self.dictionary.unpack(out_sm, self.memory[start:start + length])
+                self._outputs_in_op = True
                 if not synchronous:
                     self.application.outputs(self.state, self.dictionary, now)
             if self._watchdog_expired(now):
@@ -281,16 +305,13 @@ class Esc:
             if self.mailbox and self.mailbox.active:
                 self.mailbox.send(TYPE_COE, coe_header(SERVICE_EMERGENCY) + message)
                 self.emergencies += 1
-        if self.state in (SAFEOP, OP) and (not synchronous or pulse is not None):
-            start, length = self._sm_area(in_sm)
-            latched = now if pulse is None else pulse
-            if length:
-                self.application.inputs(self.state, self.dictionary, latched)
-                self.dictionary.set_value(TIMESTAMP, 0, self.clock.system_ns(now) if pulse is None
-                                          else self.clock.taken)
-                self.memory[start:start + length] = self.dictionary.pack(in_sm)[:length].ljust(length, b"\0")
+        if self.state in (SAFEOP, OP) and not synchronous:
+            self._latch_inputs(in_sm, now, self.clock.system_ns(now))
         if self._in_op and self.state != OP:
             self.application.left_op(self.state, now)
+        if self.state != OP:
+            self._outputs_in_op = False
+            self.clock.taken = None
         self._in_op = self.state == OP
 
     def _watchdog_expired(self, now: float) -> bool:

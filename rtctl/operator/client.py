@@ -34,6 +34,9 @@ def request(endpoint: str, req, timeout: float = 3.0, encoding: str = "msgpack",
     sock = ctx.socket(zmq.REQ)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_REPLY_BYTES)
+    # A REQ socket's send waits for a connected peer: one whose handshake failed (a CURVE key the server
+    # refuses) never comes, so the send is bounded too.
+    sock.setsockopt(zmq.SNDTIMEO, max(1, int(timeout * 1000)))
     try:
         if curve_server_key is not None:
             from zmq.auth import load_certificate
@@ -52,11 +55,16 @@ def request(endpoint: str, req, timeout: float = 3.0, encoding: str = "msgpack",
 
 def _exchange(sock, endpoint: str, req, timeout: float, encoding: str):
     if isinstance(req, (bytes, bytearray)):
-        sock.send(bytes(req))
+        data = bytes(req)
     elif encoding == "json":
-        sock.send(json.dumps(req).encode())
+        data = json.dumps(req).encode()
     else:
-        sock.send(msgpack.packb(req, use_bin_type=True))
+        data = msgpack.packb(req, use_bin_type=True)
+    try:
+        sock.send(data)
+    except zmq.Again:
+        raise TimeoutError(f"no connection to {endpoint} within {timeout:g} s (nothing answered, or the "
+                           f"server refused this client's keys)") from None
     if not sock.poll(int(timeout * 1000)):
         raise TimeoutError(f"no reply from {endpoint} within {timeout:g} s")
     return decode_reply(sock.recv())

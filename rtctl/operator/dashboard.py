@@ -288,7 +288,10 @@ class Dashboard:
         return {k: v for k, v in reply.items() if k not in ("token", "proof", "session")}
 
     async def _ask(self, sock, request: dict) -> dict:
-        await sock.send(msgpack.packb(request, use_bin_type=True))
+        try:   # a REQ send waits for a connected peer, which a refused handshake never gives: bounded too
+            await asyncio.wait_for(sock.send(msgpack.packb(request, use_bin_type=True)), CONTROL_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            return {"ok": False, "error": f"no connection to the control endpoint within {CONTROL_TIMEOUT_S:g} s"}
         if not await sock.poll(int(CONTROL_TIMEOUT_S * 1000)):
             return {"ok": False, "error": f"control endpoint did not answer within {CONTROL_TIMEOUT_S:g} s"}
         try:
