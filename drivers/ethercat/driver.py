@@ -55,7 +55,7 @@ from ..transmission import Transmission
 from . import pdo
 from .clock import ReferenceClockFollower, start_sync0
 from .emergency import Emergencies
-from .line import (LinkWatch, al_status_name, identity_line, sdo_abort_name, set_watchdog, state_name,
+from .line import (LinkWatch, al_status_name, identity_line, sdo, sdo_abort_name, set_watchdog, state_name,
                    states_line)
 from .options import EthercatOptions, per_slave
 
@@ -194,25 +194,8 @@ class EthercatDriver(ActuatorDriver):
 
     def _sdo(self, k: int, slave, index: int, subindex: int, fmt: str | None = None, data: bytes | None = None,
              optional: bool = False):
-        """Drive ``k``'s object by SDO (written with ``data``; read, unpacked by ``fmt``); None for an ``optional``
-        object the drive does not have (abort 0x06020000 or 0x06090011), any other failure one line."""
-        import pysoem
-        import struct
-
-        try:
-            if data is not None:
-                return slave.sdo_write(index, subindex, data)
-            raw = slave.sdo_read(index, subindex)
-            return struct.unpack_from(fmt, raw)[0] if fmt else raw
-        except pysoem.SdoError as exc:
-            if optional and exc.abort_code in (0x06020000, 0x06090011):
-                return None
-            raise RuntimeError(f"{self.name}: slave {self.positions[k]} (joint {self.joint_names[k]!r}): "
-                               f"{sdo_abort_name(exc)}") from None
-        except Exception as exc:  # noqa: BLE001  (a mailbox timeout or error: pysoem's own exceptions)
-            raise RuntimeError(f"{self.name}: slave {self.positions[k]} (joint {self.joint_names[k]!r}): SDO "
-                               f"0x{index:04X}:{subindex:02X} failed: {type(exc).__name__} "
-                               f"{' '.join(str(exc).split()) or ''}".rstrip()) from None
+        return sdo(slave, f"{self.name}: slave {self.positions[k]} (joint {self.joint_names[k]!r})", index, subindex,
+                   fmt, data, optional)
 
     def _configure_drive(self, k: int, slave) -> None:
         mode = pdo.MODE_OF_OPERATION[self.mode]

@@ -135,3 +135,30 @@ def sync0_state(slave) -> str | None:
     except pysoem.WkcError:
         return "unanswered"
     return "running" if activation & SYNC0_ACTIVE == SYNC0_ACTIVE and next_pulse > system else "late"
+
+
+def sdo(slave, where: str, index: int, subindex: int, fmt: str | None = None, data: bytes | None = None,
+        optional: bool = False):
+    """The slave's object by SDO (written with ``data``; read, unpacked by ``fmt``); None for an ``optional`` object
+    the slave does not have (abort 0x06020000 or 0x06090011), any other failure one line beginning with
+    ``where``. A mailbox that did not answer in SOEM's time (a busy line or host) is asked again, three times in
+    all."""
+    import pysoem
+
+    try:
+        for attempt in range(3):
+            try:
+                if data is not None:
+                    return slave.sdo_write(index, subindex, data)
+                raw = slave.sdo_read(index, subindex)
+                return struct.unpack_from(fmt, raw)[0] if fmt else raw
+            except pysoem.WkcError:
+                if attempt == 2:
+                    raise
+    except pysoem.SdoError as exc:
+        if optional and exc.abort_code in (0x06020000, 0x06090011):
+            return None
+        raise RuntimeError(f"{where}: {sdo_abort_name(exc)}") from None
+    except Exception as exc:  # noqa: BLE001  (a mailbox timeout or error: pysoem's own exceptions)
+        raise RuntimeError(f"{where}: SDO 0x{index:04X}:{subindex:02X} failed: {type(exc).__name__} "
+                           f"{' '.join(str(exc).split()) or ''}".rstrip()) from None
