@@ -161,9 +161,9 @@ class EthercatDriver(ActuatorDriver):
         for k, position in enumerate(self.positions):
             self._configure_drive(k, master.slaves[position])
         decel = self.hold.deceleration              # the motors' through the transmission (exact where diagonal)
-        self.transmission.to_joint_position(self._stop_motor, decel)
-        decel[~(np.abs(decel) > 0)] = np.inf
+        self.transmission.to_joint_position(np.where(np.isfinite(self._stop_motor), self._stop_motor, 0.0), decel)
         np.abs(decel, out=decel)
+        decel[~(decel > 0)] = np.inf                # a drive without 0x6085: its joint held at once
         try:
             master.config_map()
         except pysoem.ConfigMapError as exc:
